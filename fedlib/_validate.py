@@ -1,0 +1,108 @@
+"""Argument checks shared by fedlib: each error names the parameter, the value given and what is allowed."""
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable
+
+import numpy as np
+
+__all__ = [
+    "check_int",
+    "check_float",
+    "check_choice",
+    "check_rng",
+    "check_count_matrix",
+    "check_label_vector",
+]
+
+
+def check_int(name: str, value, *, low: int | None = None, high: int | None = None) -> int:
+    """Return ``value`` as int if it is an integer in ``[low, high]``, else raise ValueError/TypeError.
+
+    >>> check_int("num_clients", 5, low=1)
+    5
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer (got {value!r} of type {type(value).__name__}).")
+    value = int(value)
+    if low is not None and value < low:
+        raise ValueError(f"{name} must be >= {low} (got {value}).")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be <= {high} (got {value}).")
+    return value
+
+
+def check_float(
+    name: str,
+    value,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
+    """Return ``value`` as float if it is a finite real number in the given interval.
+
+    ``low_open``/``high_open`` make the bound strict (``value > low`` / ``value < high``).
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number (got {value!r} of type {type(value).__name__}).")
+    value = float(value)
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be finite (got {value}).")
+    if low is not None and (value <= low if low_open else value < low):
+        raise ValueError(f"{name} must be {'>' if low_open else '>='} {low} (got {value}).")
+    if high is not None and (value >= high if high_open else value > high):
+        raise ValueError(f"{name} must be {'<' if high_open else '<='} {high} (got {value}).")
+    return value
+
+
+def check_choice(name: str, value, choices: Iterable[str]):
+    """Return ``value`` if it is one of ``choices``; the error lists the allowed values."""
+    choices = list(choices)
+    if value not in choices:
+        allowed = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name} must be one of {allowed} (got {value!r}).")
+    return value
+
+
+def check_rng(name: str, rng) -> np.random.Generator:
+    """Require an explicit ``np.random.Generator`` (fedlib never falls back to global randomness)."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            f"{name} must be a numpy.random.Generator, e.g. np.random.default_rng(seed) "
+            f"(got {type(rng).__name__})."
+        )
+    return rng
+
+
+def check_count_matrix(name: str, counts, *, allow_negative: bool = False) -> np.ndarray:
+    """Return ``counts`` as a 2-D float array of shape (clients, classes); reject NaN and, unless allowed, negatives."""
+    arr = np.asarray(counts)
+    if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise ValueError(
+            f"{name} must be a 2-D array of shape (num_clients, num_classes) (got shape {arr.shape})."
+        )
+    if not np.issubdtype(arr.dtype, np.number):
+        raise TypeError(f"{name} must hold numbers (got dtype {arr.dtype}).")
+    arr = arr.astype(float)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be finite (found NaN or inf).")
+    if not allow_negative and np.any(arr < 0):
+        i, j = np.argwhere(arr < 0)[0]
+        raise ValueError(f"{name} must be non-negative (got {arr[i, j]} for client {i}, class {j}).")
+    return arr
+
+
+def check_label_vector(name: str, labels, *, num_classes: int | None = None) -> np.ndarray:
+    """Return ``labels`` as a 1-D int64 array of class ids in ``[0, num_classes)``."""
+    arr = np.asarray(labels)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D array of class ids (got shape {arr.shape}).")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise TypeError(f"{name} must hold integer class ids (got dtype {arr.dtype}).")
+    if arr.min() < 0:
+        raise ValueError(f"{name} must hold class ids >= 0 (got {arr.min()}).")
+    if num_classes is not None and arr.max() >= num_classes:
+        raise ValueError(f"{name} holds class id {arr.max()}, but num_classes is {num_classes}.")
+    return arr.astype(np.int64)

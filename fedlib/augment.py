@@ -1,0 +1,294 @@
+"""Batched, device-side preprocessing of the paper (colour jitter, flip, random grayscale, standardisation)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from fedlib._validate import check_float, check_int
+
+__all__ = [
+    "LUMA_WEIGHTS",
+    "to_unit_float",
+    "standardize",
+    "resize_batch",
+    "rgb_to_grayscale",
+    "adjust_brightness",
+    "adjust_contrast",
+    "adjust_saturation",
+    "adjust_hue",
+    "augment_batch",
+    "Preprocessor",
+]
+
+LUMA_WEIGHTS = (0.299, 0.587, 0.114)  # ITU-R BT.601 luma (torchvision rounds the first to 0.2989)
+
+
+def _flat(x: torch.Tensor, name: str = "x") -> torch.Tensor:
+    """View ``x`` (..., C, H, W) as (N, C, H, W); C must be 1 or 3."""
+    if not isinstance(x, torch.Tensor) or x.dim() < 3:
+        raise ValueError(f"{name} must be a tensor of shape (..., C, H, W) (got {getattr(x, 'shape', type(x))}).")
+    if x.shape[-3] not in (1, 3):
+        raise ValueError(f"{name} must have 1 or 3 channels in dim -3 (got shape {tuple(x.shape)}).")
+    return x.reshape(-1, *x.shape[-3:])
+
+
+def _per_image(values: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Per-image factors (N,) as a (N, 1, 1, 1) tensor on ``like``'s device and dtype."""
+    return values.to(device=like.device, dtype=like.dtype).view(-1, 1, 1, 1)
+
+
+def to_unit_float(x: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """uint8 images -> ``dtype`` in [0, 1]; floating input is returned unchanged."""
+    if x.dtype == torch.uint8:
+        return x.to(dtype).div_(255.0)
+    if not x.is_floating_point():
+        raise TypeError(f"x must be uint8 or floating point (got dtype {x.dtype}).")
+    return x
+
+
+def standardize(x: torch.Tensor, mean, std) -> torch.Tensor:
+    """Return ``(x - mean) / std`` per channel for x of shape (..., C, H, W).
+
+    ``mean`` and ``std`` are sequences or tensors of length C (e.g. from ``ArrayDataset.channel_stats``).
+    """
+    channels = x.shape[-3]
+    m = torch.as_tensor(mean, dtype=x.dtype, device=x.device).reshape(-1)
+    s = torch.as_tensor(std, dtype=x.dtype, device=x.device).reshape(-1)
+    if m.numel() != channels or s.numel() != channels:
+        raise ValueError(f"mean and std must have one value per channel ({channels}); "
+                         f"got {m.numel()} and {s.numel()}.")
+    return (x - m.view(-1, 1, 1)) / s.view(-1, 1, 1)
+
+
+def resize_batch(x: torch.Tensor, size: int) -> torch.Tensor:
+    """Resize (..., C, H, W) to (..., C, size, size): bilinear, antialiased, clamped to [0, 1]."""
+    size = check_int("size", size, low=1)
+    if tuple(x.shape[-2:]) == (size, size):
+        return x
+    flat = x.reshape(-1, *x.shape[-3:])
+    out = F.interpolate(flat, size=(size, size), mode="bilinear", align_corners=False, antialias=True)
+    return out.clamp_(0.0, 1.0).reshape(*x.shape[:-2], size, size)
+
+
+def rgb_to_grayscale(x: torch.Tensor) -> torch.Tensor:
+    """Luma (ITU-R 601 weights) of (N, 3, H, W) as (N, 1, H, W); 1-channel input is returned as is."""
+    if x.shape[-3] == 1:
+        return x
+    w = torch.tensor(LUMA_WEIGHTS, dtype=x.dtype, device=x.device).view(3, 1, 1)
+    return (x * w).sum(dim=-3, keepdim=True)
+
+
+def adjust_brightness(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """Scale each image of (N, C, H, W) by its factor (N,), clamped to [0, 1]."""
+    return (x * _per_image(factor, x)).clamp_(0.0, 1.0)
+
+
+def adjust_contrast(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """Blend each image with the mean of its grayscale version (torchvision's contrast)."""
+    f = _per_image(factor, x)
+    mean = rgb_to_grayscale(x).mean(dim=(-3, -2, -1), keepdim=True)
+    return (f * x + (1 - f) * mean).clamp_(0.0, 1.0)
+
+
+def adjust_saturation(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
+    """Blend each RGB image with its grayscale version; a no-op for 1 channel."""
+    if x.shape[-3] == 1:
+        return x
+    f = _per_image(factor, x)
+    return (f * x + (1 - f) * rgb_to_grayscale(x)).clamp_(0.0, 1.0)
+
+
+def _rgb_to_hsv(x: torch.Tensor):
+    r, g, b = x.unbind(dim=-3)
+    maxc, minc = x.amax(dim=-3), x.amin(dim=-3)
+    flat = maxc == minc
+    ones = torch.ones_like(maxc)
+    span = maxc - minc
+    s = span / torch.where(flat, ones, maxc)
+    span = torch.where(flat, ones, span)
+    rc, gc, bc = (maxc - r) / span, (maxc - g) / span, (maxc - b) / span
+    h = ((maxc == r) * (bc - gc) + ((maxc == g) & (maxc != r)) * (2.0 + rc - bc)
+         + ((maxc != g) & (maxc != r)) * (4.0 + gc - rc))
+    return torch.fmod(h / 6.0 + 1.0, 1.0), s, maxc
+
+
+def _hsv_to_rgb(h: torch.Tensor, s: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    i = torch.floor(h * 6.0)
+    f = h * 6.0 - i
+    i = i.to(torch.int64) % 6
+    p = (v * (1.0 - s)).clamp(0.0, 1.0)
+    q = (v * (1.0 - s * f)).clamp(0.0, 1.0)
+    t = (v * (1.0 - s * (1.0 - f))).clamp(0.0, 1.0)
+    sector = (i.unsqueeze(-3) == torch.arange(6, device=i.device).view(-1, 1, 1)).to(v.dtype)
+    table = torch.stack([torch.stack(c, dim=-3) for c in
+                         ((v, q, p, p, t, v), (t, v, v, q, p, p), (p, p, t, v, v, q))], dim=-4)
+    return torch.einsum("...ijk,...xijk->...xjk", sector, table)
+
+
+def adjust_hue(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+    """Rotate the hue of each RGB image by its shift (N,) in [-0.5, 0.5] turns; no-op for 1 channel."""
+    if x.shape[-3] == 1:
+        return x
+    h, s, v = _rgb_to_hsv(x)
+    h = torch.remainder(h + shift.to(device=x.device, dtype=x.dtype).view(-1, 1, 1), 1.0)
+    return _hsv_to_rgb(h, s, v)
+
+
+def _factor(u: torch.Tensor, strength: float, apply: torch.Tensor) -> torch.Tensor:
+    """ColorJitter-style factor uniform in [max(0, 1 - strength), 1 + strength]; 1 where not applied."""
+    low = max(0.0, 1.0 - strength)
+    return torch.where(apply, low + (1.0 + strength - low) * u, torch.ones_like(u))
+
+
+def _check_aug(brightness, contrast, saturation, hue, jitter_p, flip_p, grayscale_p) -> None:
+    for name, value in (("brightness", brightness), ("contrast", contrast), ("saturation", saturation)):
+        check_float(name, value, low=0.0)
+    check_float("hue", hue, low=0.0, high=0.5)
+    for name, value in (("jitter_p", jitter_p), ("flip_p", flip_p), ("grayscale_p", grayscale_p)):
+        check_float(name, value, low=0.0, high=1.0)
+
+
+def augment_batch(
+    x: torch.Tensor,
+    *,
+    generator: torch.Generator,
+    brightness: float = 0.4,
+    contrast: float = 0.4,
+    saturation: float = 0.4,
+    hue: float = 0.0,
+    jitter_p: float = 1.0,
+    flip_p: float = 0.5,
+    grayscale_p: float = 0.1,
+) -> torch.Tensor:
+    """Colour jitter, horizontal flip and random grayscale, independently per image, vectorised.
+
+    Parameters
+    ----------
+    x : torch.Tensor
+        Floating images in [0, 1] of shape (..., C, H, W), C in {1, 3}; e.g. (B, C, H, W) or
+        (K, B, C, H, W) for K clients.
+    generator : torch.Generator
+        The only source of randomness: one (N, 7) uniform draw per call on the generator's device
+        (N = number of images), so the same generator state gives the same output.
+    brightness, contrast, saturation : float
+        ColorJitter strengths s >= 0: a factor is drawn per image uniformly in [max(0, 1 - s), 1 + s].
+        The paper gives no strengths; 0.4 each is the common ColorJitter(0.4, 0.4, 0.4) setting.
+    hue : float
+        Hue shift drawn per image in [-hue, hue] (at most 0.5); default 0 skips the costlier HSV round trip.
+    jitter_p : float
+        Probability that an image is jittered at all (default 1, as torchvision's ColorJitter).
+    flip_p, grayscale_p : float
+        Per-image probabilities of a horizontal flip (paper: 0.5) and of grayscale (paper: 0.1).
+
+    Returns
+    -------
+    torch.Tensor
+        Same shape and dtype as ``x``, values in [0, 1]. Order: brightness, contrast, saturation, hue
+        (fixed, unlike torchvision's random order), flip, grayscale (luma repeated on 3 channels).
+        With 1 channel, saturation, hue and grayscale are no-ops.
+    """
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, e.g. torch.Generator().manual_seed(0) "
+                        f"(got {type(generator).__name__}).")
+    if not x.is_floating_point():
+        raise TypeError(f"x must be floating point in [0, 1] (got dtype {x.dtype}); see to_unit_float.")
+    _check_aug(brightness, contrast, saturation, hue, jitter_p, flip_p, grayscale_p)
+    out = _flat(x)
+    u = torch.rand((out.shape[0], 7), generator=generator, device=generator.device).to(out.device)
+    apply = u[:, 0] < jitter_p
+    if brightness > 0:
+        out = adjust_brightness(out, _factor(u[:, 1], brightness, apply))
+    if contrast > 0:
+        out = adjust_contrast(out, _factor(u[:, 2], contrast, apply))
+    if saturation > 0:
+        out = adjust_saturation(out, _factor(u[:, 3], saturation, apply))
+    if hue > 0:
+        out = adjust_hue(out, torch.where(apply, (2.0 * u[:, 4] - 1.0) * hue, torch.zeros_like(u[:, 4])))
+    out = torch.where((u[:, 5] < flip_p).view(-1, 1, 1, 1), out.flip(-1), out)
+    if out.shape[1] == 3:
+        gray = rgb_to_grayscale(out).expand_as(out)
+        out = torch.where((u[:, 6] < grayscale_p).view(-1, 1, 1, 1), gray, out)
+    return out.reshape(x.shape)
+
+
+@dataclass
+class Preprocessor:
+    """The paper's input pipeline: scale to [0, 1], (resize), augment (training only), standardise.
+
+    Batches have shape (..., C, H, W): (B, C, H, W), one batch per client (K, B, C, H, W) or one image;
+    uint8 or floating in [0, 1]. Order in :meth:`train`: scale, resize, :func:`augment_batch`,
+    :func:`standardize` (augmenting needs [0, 1] values). :meth:`test` never augments.
+
+    Attributes
+    ----------
+    mean, std : sequence of float
+        Per-channel statistics of the training images in [0, 1] (see ``ArrayDataset.channel_stats``).
+    augment : bool
+        Whether :meth:`train` augments (default True).
+    brightness, contrast, saturation, hue, jitter_p, flip_p, grayscale_p : float
+        Passed to :func:`augment_batch`; defaults 0.4, 0.4, 0.4, 0, 1, 0.5, 0.1.
+    image_size : int, optional
+        Resize batches on the device to this square size (e.g. 224 for 28x28 MedMNIST files), before
+        augmenting; ``None`` keeps the stored size.
+    """
+
+    mean: Sequence[float]
+    std: Sequence[float]
+    augment: bool = True
+    brightness: float = 0.4
+    contrast: float = 0.4
+    saturation: float = 0.4
+    hue: float = 0.0
+    jitter_p: float = 1.0
+    flip_p: float = 0.5
+    grayscale_p: float = 0.1
+    image_size: int | None = None
+    _stats: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        self.mean = tuple(float(m) for m in self.mean)
+        self.std = tuple(float(s) for s in self.std)
+        if len(self.mean) != len(self.std) or len(self.mean) not in (1, 3):
+            raise ValueError(f"mean and std must both have 1 or 3 entries (got {self.mean}, {self.std}).")
+        for s in self.std:
+            check_float("std", s, low=0.0, low_open=True)
+        _check_aug(self.brightness, self.contrast, self.saturation, self.hue, self.jitter_p, self.flip_p,
+                   self.grayscale_p)
+        if self.image_size is not None:
+            self.image_size = check_int("image_size", self.image_size, low=1)
+
+    @classmethod
+    def from_dataset(cls, dataset, **kwargs) -> "Preprocessor":
+        """Build one with ``dataset.channel_stats()`` (an ``ArrayDataset``) and the given options."""
+        mean, std = dataset.channel_stats()
+        return cls(mean=mean, std=std, **kwargs)
+
+    def _standardize(self, x: torch.Tensor) -> torch.Tensor:
+        key = (x.device, x.dtype)
+        if key not in self._stats:  # cache the (C, 1, 1) tensors per device and dtype
+            self._stats[key] = tuple(torch.tensor(v, dtype=x.dtype, device=x.device).view(-1, 1, 1)
+                                     for v in (self.mean, self.std))
+        mean, std = self._stats[key]
+        if x.shape[-3] != mean.shape[0]:
+            raise ValueError(f"x has {x.shape[-3]} channels but mean/std have {mean.shape[0]}.")
+        return (x - mean) / std
+
+    def _prepare(self, x: torch.Tensor) -> torch.Tensor:
+        x = to_unit_float(x)
+        return x if self.image_size is None else resize_batch(x, self.image_size)
+
+    def train(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Training batch (..., C, H, W), uint8 or [0, 1] float: augment, then standardise."""
+        x = self._prepare(x)
+        if self.augment:
+            x = augment_batch(x, generator=generator, brightness=self.brightness, contrast=self.contrast,
+                              saturation=self.saturation, hue=self.hue, jitter_p=self.jitter_p,
+                              flip_p=self.flip_p, grayscale_p=self.grayscale_p)
+        return self._standardize(x)
+
+    def test(self, x: torch.Tensor) -> torch.Tensor:
+        """Evaluation batch: no augmentation, only scaling, resize and standardisation."""
+        return self._standardize(self._prepare(x))

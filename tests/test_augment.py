@@ -1,0 +1,170 @@
+"""Tests of fedlib.augment: determinism, each op's definition, ranges, shapes and the test path."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from fedlib.augment import (  # noqa: E402
+    LUMA_WEIGHTS,
+    Preprocessor,
+    adjust_brightness,
+    adjust_contrast,
+    adjust_hue,
+    adjust_saturation,
+    augment_batch,
+    resize_batch,
+    standardize,
+)
+from fedlib.datasets import ArrayDataset  # noqa: E402
+
+OFF = dict(brightness=0.0, contrast=0.0, saturation=0.0, hue=0.0, flip_p=0.0, grayscale_p=0.0)
+
+
+def _batch(shape=(8, 3, 6, 7), seed=0, dtype=torch.float32):
+    return torch.rand(shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def _gen(seed=1):
+    return torch.Generator().manual_seed(seed)
+
+
+def test_same_seed_same_output_other_seed_differs():
+    x = _batch()
+    a = augment_batch(x, generator=_gen(5), hue=0.1)
+    b = augment_batch(x, generator=_gen(5), hue=0.1)
+    c = augment_batch(x, generator=_gen(6), hue=0.1)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_all_off_is_identity():
+    x = _batch()
+    assert torch.equal(augment_batch(x, generator=_gen(), **OFF), x)
+    assert torch.equal(augment_batch(x, generator=_gen(), jitter_p=0.0, flip_p=0.0, grayscale_p=0.0), x)
+
+
+def test_flip_p1_equals_torch_flip():
+    x = _batch()
+    out = augment_batch(x, generator=_gen(), **{**OFF, "flip_p": 1.0})
+    assert torch.equal(out, torch.flip(x, dims=[-1]))
+
+
+def test_grayscale_p1_gives_equal_channels_with_601_weights():
+    x = _batch()
+    out = augment_batch(x, generator=_gen(), **{**OFF, "grayscale_p": 1.0})
+    luma = 0.299 * x[:, 0] + 0.587 * x[:, 1] + 0.114 * x[:, 2]
+    assert LUMA_WEIGHTS == (0.299, 0.587, 0.114)
+    for c in range(3):
+        torch.testing.assert_close(out[:, c], luma)
+
+
+def test_flip_and_grayscale_rates_are_per_image():
+    x = _batch((4000, 3, 2, 2))
+    out = augment_batch(x, generator=_gen(), **{**OFF, "flip_p": 0.5, "grayscale_p": 0.1})
+    flipped = (out[..., 0] == x[..., 1]).all(dim=(1, 2)) & ~(out == x).all(dim=(1, 2, 3))
+    gray = (out[:, 0] == out[:, 1]).all(dim=(1, 2)) & (out[:, 1] == out[:, 2]).all(dim=(1, 2))
+    assert 0.45 < flipped.float().mean() < 0.55 and 0.08 < gray.float().mean() < 0.12
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_range_shape_dtype_kept(dtype):
+    x = _batch(dtype=dtype)
+    out = augment_batch(x, generator=_gen(), brightness=0.9, contrast=0.9, saturation=0.9, hue=0.5)
+    assert out.shape == x.shape and out.dtype == dtype
+    assert float(out.min()) >= 0.0 and float(out.max()) <= 1.0
+
+
+def test_leading_client_dimension_matches_flattened():
+    x = _batch((3, 4, 3, 5, 5))
+    out = augment_batch(x, generator=_gen(9), hue=0.2)
+    flat = augment_batch(x.reshape(12, 3, 5, 5), generator=_gen(9), hue=0.2)
+    assert out.shape == x.shape and torch.equal(out.reshape(12, 3, 5, 5), flat)
+    single = augment_batch(x[0, 0], generator=_gen(), **OFF)
+    assert torch.equal(single, x[0, 0])
+
+
+def test_one_channel_images():
+    x = _batch((5, 1, 6, 6))
+    out = augment_batch(x, generator=_gen(), saturation=0.9, hue=0.3, grayscale_p=1.0)
+    assert out.shape == x.shape and float(out.min()) >= 0 and float(out.max()) <= 1
+    assert torch.equal(augment_batch(x, generator=_gen(), **{**OFF, "grayscale_p": 1.0}), x)
+
+
+def test_ops_agree_with_torchvision_functional():
+    from fedlib._torchvision import import_torchvision
+
+    TF = import_torchvision().transforms.functional
+    x = _batch((4, 3, 5, 6))
+    f = torch.tensor([0.6, 1.0, 1.3, 1.4])
+    shift = torch.tensor([-0.4, -0.1, 0.0, 0.25])
+    for i in range(4):
+        v = float(f[i])
+        torch.testing.assert_close(adjust_brightness(x, f)[i], TF.adjust_brightness(x[i], v))
+        torch.testing.assert_close(adjust_contrast(x, f)[i], TF.adjust_contrast(x[i], v), atol=1e-3, rtol=0)
+        torch.testing.assert_close(adjust_saturation(x, f)[i], TF.adjust_saturation(x[i], v), atol=1e-3, rtol=0)
+        torch.testing.assert_close(adjust_hue(x, shift)[i], TF.adjust_hue(x[i], float(shift[i])), atol=1e-5,
+                                   rtol=0)
+
+
+def test_jitter_factors_within_strength():
+    x = torch.full((500, 1, 2, 2), 0.5)
+    out = augment_batch(x, generator=_gen(), **{**OFF, "brightness": 0.4})
+    factors = out[:, 0, 0, 0] / 0.5
+    assert 0.6 - 1e-6 <= float(factors.min()) < 0.65 and 1.35 < float(factors.max()) <= 1.4 + 1e-6
+
+
+def test_argument_errors_name_parameter():
+    x = _batch()
+    with pytest.raises(TypeError, match="generator must be a torch.Generator"):
+        augment_batch(x, generator=np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"flip_p must be <= 1.0 \(got 1.5\)"):
+        augment_batch(x, generator=_gen(), flip_p=1.5)
+    with pytest.raises(ValueError, match=r"hue must be <= 0.5"):
+        augment_batch(x, generator=_gen(), hue=0.7)
+    with pytest.raises(TypeError, match="floating point"):
+        augment_batch((x * 255).to(torch.uint8), generator=_gen())
+    with pytest.raises(ValueError, match="1 or 3 channels"):
+        augment_batch(_batch((2, 4, 3, 3)), generator=_gen())
+    with pytest.raises(ValueError, match="one value per channel"):
+        standardize(x, [0.5], [0.2, 0.2])
+
+
+def test_standardize_with_own_stats_gives_zero_mean_unit_std():
+    rng = np.random.default_rng(0)
+    x = (rng.beta(2, 5, (64, 8, 8, 3)) * 255).astype(np.uint8)
+    ds = ArrayDataset(x, np.zeros(64, np.int64), x[:2], np.zeros(2, np.int64), num_classes=1)
+    mean, std = ds.channel_stats()
+    z = standardize(ds.to_tensors("cpu", torch.float64).x_train, mean, std)
+    torch.testing.assert_close(z.mean(dim=(0, 2, 3)), torch.zeros(3, dtype=torch.float64), atol=1e-9, rtol=0)
+    torch.testing.assert_close(z.std(dim=(0, 2, 3), correction=0), torch.ones(3, dtype=torch.float64))
+
+
+def test_preprocessor_test_path_is_standardize_only():
+    x = _batch()
+    pre = Preprocessor(mean=(0.5, 0.4, 0.3), std=(0.2, 0.25, 0.3))
+    torch.testing.assert_close(pre.test(x), standardize(x, pre.mean, pre.std))
+    raw = (x * 255).round().to(torch.uint8)
+    torch.testing.assert_close(pre.test(raw), standardize(raw.float() / 255, pre.mean, pre.std))
+    off = Preprocessor(mean=pre.mean, std=pre.std, augment=False)
+    torch.testing.assert_close(off.train(x, _gen()), pre.test(x))
+
+
+def test_preprocessor_train_deterministic_and_resizes():
+    x = _batch((2, 3, 3, 8, 8))
+    pre = Preprocessor(mean=[0.5] * 3, std=[0.25] * 3, image_size=16)
+    a, b = pre.train(x, _gen(3)), pre.train(x, _gen(3))
+    assert a.shape == (2, 3, 3, 16, 16) and torch.equal(a, b)
+    assert pre.test(x).shape == (2, 3, 3, 16, 16)
+    torch.testing.assert_close(resize_batch(x, 8), x)
+    with pytest.raises(ValueError, match="std must be > 0.0"):
+        Preprocessor(mean=[0.5], std=[0.0])
+
+
+def test_preprocessor_from_dataset():
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 256, (10, 4, 4, 1), dtype=np.uint8)
+    ds = ArrayDataset(x, np.zeros(10, np.int64), x[:1], np.zeros(1, np.int64), num_classes=1)
+    pre = Preprocessor.from_dataset(ds, grayscale_p=0.0)
+    np.testing.assert_allclose(pre.mean, ds.channel_stats()[0])
+    assert pre.train(torch.from_numpy(x).permute(0, 3, 1, 2), _gen()).shape == (10, 1, 4, 4)

@@ -1,0 +1,265 @@
+"""Per-class label counts of the FedEntOpt paper's data sets (§V-A1), so label-only experiments need no images."""
+from __future__ import annotations
+
+import os
+import pathlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedlib._validate import check_choice, check_label_vector
+
+__all__ = [
+    "LabelProfile",
+    "PROFILES",
+    "UNAVAILABLE_PROFILES",
+    "CIFAR100_COARSE",
+    "CIFAR100_SUPERCLASS_NAMES",
+    "DATA_ROOT_ENV",
+    "cifar100_to_superclass",
+    "get_profile",
+    "profile_labels",
+    "resolve_data_root",
+    "load_cifar10_labels",
+]
+
+#: Environment variable naming the folder that holds fedlib's data files.
+DATA_ROOT_ENV = "FEDLIB_DATA_ROOT"
+
+
+@dataclass(frozen=True)
+class LabelProfile:
+    """Per-class sample counts of one data set's training (and, where known, test) split.
+
+    Examples
+    --------
+    >>> p = LabelProfile("toy", 2, (3, 1), None, ("a", "b"), "made up")
+    >>> p.num_train, p.num_test
+    (4, None)
+    """
+
+    name: str
+    num_classes: int
+    train_counts: tuple[int, ...]
+    test_counts: tuple[int, ...] | None
+    class_names: tuple[str, ...]
+    source: str
+
+    def __post_init__(self):
+        for field, value in (("train_counts", self.train_counts), ("test_counts", self.test_counts),
+                             ("class_names", self.class_names)):
+            if value is not None and len(value) != self.num_classes:
+                raise ValueError(f"{self.name}: {field} has {len(value)} entries, num_classes is {self.num_classes}.")
+
+    @property
+    def num_train(self) -> int:
+        """Number of training samples."""
+        return int(sum(self.train_counts))
+
+    @property
+    def num_test(self) -> int | None:
+        """Number of test samples, or ``None`` when the test counts are not recorded."""
+        return None if self.test_counts is None else int(sum(self.test_counts))
+
+
+# ----------------------------------------------------------------------------- CIFAR-100 superclasses
+#: Fine (0..99, alphabetical as in CIFAR-100's ``meta``) -> coarse superclass (0..19) mapping of
+#: Krizhevsky (2009). It is the mapping stored as ``coarse_labels`` next to ``fine_labels`` in the
+#: CIFAR-100 python pickles; checked against several independent public copies (e.g. the
+#: cifar100coarse helper by R. Chan and NIID-Bench-style FL code); each superclass has 5 fine classes.
+CIFAR100_COARSE: tuple[int, ...] = (
+    4, 1, 14, 8, 0, 6, 7, 7, 18, 3,
+    3, 14, 9, 18, 7, 11, 3, 9, 7, 11,
+    6, 11, 5, 10, 7, 6, 13, 15, 3, 15,
+    0, 11, 1, 10, 12, 14, 16, 9, 11, 5,
+    5, 19, 8, 8, 15, 13, 14, 17, 18, 10,
+    16, 4, 17, 4, 2, 0, 17, 4, 18, 17,
+    10, 3, 2, 12, 12, 16, 12, 1, 9, 19,
+    2, 10, 0, 1, 16, 12, 9, 13, 15, 13,
+    16, 19, 2, 4, 6, 19, 5, 5, 8, 19,
+    18, 1, 2, 15, 6, 0, 17, 8, 14, 13,
+)
+
+#: Names of the 20 CIFAR-100 superclasses, in coarse-label order (CIFAR-100 ``meta``).
+CIFAR100_SUPERCLASS_NAMES: tuple[str, ...] = (
+    "aquatic_mammals", "fish", "flowers", "food_containers", "fruit_and_vegetables",
+    "household_electrical_devices", "household_furniture", "insects", "large_carnivores",
+    "large_man-made_outdoor_things", "large_natural_outdoor_scenes", "large_omnivores_and_herbivores",
+    "medium_mammals", "non-insect_invertebrates", "people", "reptiles", "small_mammals", "trees",
+    "vehicles_1", "vehicles_2",
+)
+
+
+def cifar100_to_superclass(fine_labels) -> np.ndarray:
+    """Map CIFAR-100 fine labels (0..99) to their 20 superclasses with :data:`CIFAR100_COARSE`.
+
+    Parameters
+    ----------
+    fine_labels : array_like of int, shape (N,)
+
+    Returns
+    -------
+    numpy.ndarray of int64, shape (N,)
+
+    Examples
+    --------
+    >>> cifar100_to_superclass([0, 1, 99]).tolist()
+    [4, 1, 13]
+    """
+    fine = check_label_vector("fine_labels", fine_labels, num_classes=100)
+    return np.asarray(CIFAR100_COARSE, dtype=np.int64)[fine]
+
+
+# ----------------------------------------------------------------------------- the profiles
+_CIFAR10_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+_SUPER_SIZES = np.bincount(CIFAR100_COARSE, minlength=20)  # 5 fine classes per superclass
+
+_PROFILE_LIST = (
+    LabelProfile(
+        "cifar10", 10, (5000,) * 10, (1000,) * 10, _CIFAR10_NAMES,
+        "Krizhevsky (2009), CIFAR-10: 5,000 training and 1,000 test images per class; matches the full "
+        "label vectors y_train/y_test of cifar10-labels.npz (tests/test_profiles.py checks it).",
+    ),
+    LabelProfile(
+        "cifar100-20", 20, tuple(int(n) * 500 for n in _SUPER_SIZES), tuple(int(n) * 100 for n in _SUPER_SIZES),
+        CIFAR100_SUPERCLASS_NAMES,
+        "Krizhevsky (2009), CIFAR-100: 500 training and 100 test images per fine class; each of the 20 "
+        "superclasses (CIFAR100_COARSE) groups 5 fine classes, hence 2,500 training and 500 test images.",
+    ),
+    LabelProfile(
+        "cinic10", 10, (9000,) * 10, (9000,) * 10, _CIFAR10_NAMES,
+        "Darlow et al. (2018), 'CINIC-10 is not ImageNet or CIFAR-10' (arXiv:1810.03505): 270,000 images "
+        "in train/valid/test splits of 90,000 each, 9,000 per class per split; only 'train' is partitioned.",
+    ),
+    LabelProfile(
+        "pathmnist", 9,
+        (9366, 9509, 10360, 10401, 8006, 12182, 7886, 9401, 12885),
+        (1338, 847, 339, 634, 1035, 592, 741, 421, 1233),
+        ("adipose", "background", "debris", "lymphocytes", "mucus", "smooth muscle",
+         "normal colon mucosa", "cancer-associated stroma", "colorectal adenocarcinoma epithelium"),
+        "MedMNIST v2 (Yang et al., Sci. Data 2023), PathMNIST: train 89,996 / val 10,004 (9:1 split of "
+        "NCT-CRC-HE-100K) / test 7,180 (CRC-VAL-HE-7K), class names from MedMNIST's INFO dict. Per-class "
+        "train counts as computed from pathmnist.npz in public MedMNIST user code (two independent GitHub "
+        "repositories agree); they sum to 89,996 and, added to the val counts listed there (1041, 1057, "
+        "1152, 1156, 890, 1354, 877, 1045, 1432; sum 10,004), give the NCT-CRC-HE-100K class sizes "
+        "(Kather et al. 2019). Test counts are the CRC-VAL-HE-7K class sizes (public code, sum 7,180).",
+    ),
+    LabelProfile(
+        "brain-tumor-mri", 4, (1321, 1339, 1595, 1457), (300, 306, 405, 300),
+        ("glioma", "meningioma", "notumor", "pituitary"),
+        "M. Nickparvar, 'Brain Tumor MRI Dataset', Kaggle 2021 (paper ref. [27]): Training/ and Testing/ "
+        "folders, 5,712 and 1,311 images; per-class counts as listed by several independent public "
+        "projects using the data set (class folders in alphabetical order, as torchvision's ImageFolder).",
+    ),
+    LabelProfile(
+        "mnist", 10,
+        (5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949),
+        (980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009),
+        tuple(str(d) for d in range(10)),
+        "LeCun et al. (1998), MNIST: 60,000 training / 10,000 test digits; counts of the full label "
+        "vectors y_train_full/y_test in mnist-subset.npz (tests/test_profiles.py checks them).",
+    ),
+)
+
+#: Label profiles by name.
+PROFILES: dict[str, LabelProfile] = {p.name: p for p in _PROFILE_LIST}
+
+#: Data sets of the paper left out of :data:`PROFILES`, with the reason.
+UNAVAILABLE_PROFILES: dict[str, str] = {
+    "tissuemnist": (
+        "MedMNIST v2 TissueMNIST (8 classes, train 165,466 / val 23,640 / test 47,280): its per-class "
+        "counts could not be verified from a public source, so no profile is provided; compute them "
+        "with np.bincount(np.load('tissuemnist.npz')['train_labels'].ravel()) when the file is at hand."
+    ),
+}
+
+
+def get_profile(name: str) -> LabelProfile:
+    """Return the :class:`LabelProfile` called ``name``; the error lists the known names.
+
+    Examples
+    --------
+    >>> get_profile("cifar10").num_train
+    50000
+    """
+    if name in UNAVAILABLE_PROFILES:
+        raise ValueError(f"profile {name!r} is not available: {UNAVAILABLE_PROFILES[name]}")
+    check_choice("profile name", name, PROFILES)
+    return PROFILES[name]
+
+
+def profile_labels(name: str, split: str = "train") -> np.ndarray:
+    """Sorted label vector ``np.repeat(arange(C), counts)`` of a profile's ``split``.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`PROFILES`.
+    split : {"train", "test"}, default "train"
+
+    Returns
+    -------
+    numpy.ndarray of int64
+
+    Examples
+    --------
+    >>> np.bincount(profile_labels("brain-tumor-mri", "test")).tolist()
+    [300, 306, 405, 300]
+    """
+    profile = get_profile(name)
+    check_choice("split", split, ("train", "test"))
+    counts = profile.train_counts if split == "train" else profile.test_counts
+    if counts is None:
+        raise ValueError(f"profile {name!r} records no test counts; use split='train'.")
+    return np.repeat(np.arange(profile.num_classes, dtype=np.int64), counts)
+
+
+# ----------------------------------------------------------------------------- data files
+def resolve_data_root(data_root=None) -> pathlib.Path:
+    """Folder holding fedlib's data files: ``data_root`` if given, else ``$FEDLIB_DATA_ROOT``, else ``./data``.
+
+    Examples
+    --------
+    >>> resolve_data_root("/tmp/x").as_posix()
+    '/tmp/x'
+    """
+    if data_root is not None:
+        return pathlib.Path(data_root).expanduser()
+    env = os.environ.get(DATA_ROOT_ENV)
+    return pathlib.Path(env).expanduser() if env else pathlib.Path("data")
+
+
+def load_cifar10_labels(data_root=None) -> tuple[np.ndarray, np.ndarray]:
+    """Read the full CIFAR-10 label vectors ``(y_train, y_test)`` from ``cifar10-labels.npz``.
+
+    Parameters
+    ----------
+    data_root : str or os.PathLike, optional
+        Folder holding the file; see :func:`resolve_data_root`.
+
+    Returns
+    -------
+    tuple of numpy.ndarray of int64
+        ``y_train`` (50,000 labels) and ``y_test`` (10,000 labels).
+
+    Raises
+    ------
+    FileNotFoundError
+        When the file is missing; the message names the path tried and ``FEDLIB_DATA_ROOT``.
+
+    Examples
+    --------
+    >>> y_train, y_test = load_cifar10_labels()  # doctest: +SKIP
+    """
+    path = resolve_data_root(data_root) / "cifar10-labels.npz"
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"CIFAR-10 label file not found at {path.resolve()}; pass data_root=... or set the environment "
+            f"variable {DATA_ROOT_ENV} to the folder holding cifar10-labels.npz (default: ./data)."
+        )
+    with np.load(path, allow_pickle=False) as npz:
+        missing = {"y_train", "y_test"} - set(npz.files)
+        if missing:
+            raise ValueError(f"{path} lacks the array(s) {sorted(missing)} (has {npz.files}).")
+        return (check_label_vector("y_train", npz["y_train"], num_classes=10),
+                check_label_vector("y_test", npz["y_test"], num_classes=10))

@@ -1,0 +1,422 @@
+"""Tests of fedlib.partition: Dir(beta), #C=k and IID partitioning (FedEntOpt §V-A2, NIID-Bench recipe)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fedlib.partition import (
+    SCHEMES,
+    client_label_counts,
+    dirichlet_partition,
+    iid_partition,
+    label_count_matrix,
+    labels_from_counts,
+    partition,
+    quantity_partition,
+)
+from fedlib.profiles import PROFILES, profile_labels
+
+BAD = (TypeError, ValueError)
+
+
+def rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def assert_valid_partition(parts, num_samples, num_clients):
+    """Disjoint, covering, sorted int64 index arrays, one per client."""
+    assert isinstance(parts, list) and len(parts) == num_clients
+    for p in parts:
+        assert p.dtype == np.int64 and p.ndim == 1
+        assert np.all(np.diff(p) > 0), "indices must be sorted and unique within a client"
+    allidx = np.concatenate(parts)
+    assert allidx.size == num_samples, "every sample assigned exactly once"
+    assert np.array_equal(np.sort(allidx), np.arange(num_samples))
+
+
+def assert_balance_rule(counts, num_samples):
+    """NIID-Bench balance step: a client holding >= N/K samples before class j receives none of class j."""
+    k = counts.shape[0]
+    before = np.cumsum(counts, axis=1) - counts  # samples held before each class is dealt
+    full = before * k >= num_samples
+    assert not np.any(counts[full] > 0)
+
+
+# ----------------------------------------------------------------------------- strategies
+@st.composite
+def label_data(draw, max_classes=12, max_count=60):
+    """(labels, class_counts, use_counts): a small shuffled label vector, or now and then a real profile."""
+    if draw(st.integers(0, 24)) == 0:
+        counts = np.asarray(PROFILES[draw(st.sampled_from(sorted(PROFILES)))].train_counts)
+    else:
+        c = draw(st.integers(1, max_classes))
+        counts = np.asarray(draw(st.lists(st.integers(0, max_count), min_size=c, max_size=c)))
+        if counts.sum() == 0:
+            counts[draw(st.integers(0, c - 1))] = 1
+    labels = np.random.default_rng(draw(st.integers(0, 2**16))).permutation(labels_from_counts(counts))
+    return labels, counts, draw(st.booleans())
+
+
+def _call(fn, data, *args, **kw):
+    labels, counts, use_counts = data
+    if use_counts:
+        return fn(None, *args, class_counts=counts, **kw), labels_from_counts(counts)
+    return fn(labels, *args, **kw), labels
+
+
+seeds = st.integers(0, 2**32 - 1)
+betas = st.floats(-2.0, 2.0).map(lambda e: float(10.0**e))  # 0.01 .. 100, log-uniform
+
+
+# ----------------------------------------------------------------------------- invariants (hypothesis)
+@settings(max_examples=400, deadline=None)
+@given(data=label_data(), k=st.integers(1, 30), beta=betas, seed=seeds)
+def test_dirichlet_covers_disjoint_and_balances(data, k, beta, seed):
+    parts, y = _call(dirichlet_partition, data, k, beta, rng=rng(seed), min_partition_size=0)
+    assert_valid_partition(parts, y.size, k)
+    assert_balance_rule(label_count_matrix(y, parts, int(y.max()) + 1), y.size)
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=label_data(max_classes=6, max_count=40), k=st.integers(1, 8), beta=betas, seed=seeds,
+       min_size=st.integers(1, 4))
+def test_dirichlet_min_size_holds_or_raises(data, k, beta, seed, min_size):
+    labels = data[0]
+    if labels.size < k * min_size:
+        return
+    try:
+        parts = dirichlet_partition(labels, k, beta, rng=rng(seed), min_partition_size=min_size, max_redraws=5)
+    except ValueError as err:
+        assert "lower min_partition_size" in str(err)
+        return
+    assert_valid_partition(parts, labels.size, k)
+    assert min(p.size for p in parts) >= min_size
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=label_data(max_classes=10), k_clients=st.integers(1, 30), kc=st.integers(1, 10), seed=seeds)
+def test_quantity_covers_disjoint_and_limits_classes(data, k_clients, kc, seed):
+    labels, counts, use_counts = data
+    if not use_counts:  # a label vector has C = max label + 1 classes (trailing empty classes vanish)
+        counts = np.bincount(labels)
+    kc = min(kc, counts.size)
+    try:
+        parts, y = _call(quantity_partition, data, k_clients, kc, rng=rng(seed))
+    except ValueError as err:  # the documented case: fewer clients than classes left a class unheld
+        assert k_clients < counts.size and "no client drew them" in str(err)
+        return
+    assert_valid_partition(parts, y.size, k_clients)
+    m = label_count_matrix(y, parts, counts.size)
+    assert np.all((m > 0).sum(axis=1) <= kc)
+    big = counts >= k_clients  # classes big enough that every holder gets >= 1 sample
+    for c in np.flatnonzero(big):
+        held = m[m[:, c] > 0, c]
+        assert held.max() - held.min() <= 1, "a class is split evenly among its holders"
+    for i in range(k_clients):
+        if big[i % counts.size]:
+            assert m[i, i % counts.size] > 0, "client i holds class i mod C"
+    if big.all():
+        assert np.all((m > 0).sum(axis=1) == kc)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=label_data(), k=st.integers(1, 40), seed=seeds)
+def test_iid_covers_disjoint_and_equal_sizes(data, k, seed):
+    parts, y = _call(iid_partition, data, k, rng=rng(seed))
+    assert_valid_partition(parts, y.size, k)
+    sizes = [p.size for p in parts]
+    assert max(sizes) - min(sizes) <= 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=label_data(max_classes=8), scheme=st.sampled_from(SCHEMES), k=st.integers(1, 12),
+       beta=betas, seed=seeds)
+def test_dispatcher_matches_direct_call(data, scheme, k, beta, seed):
+    labels, counts = data[0], data[1]
+    kw = {"dirichlet": dict(beta=beta), "quantity": dict(classes_per_client=1), "iid": {}}[scheme]
+    if scheme == "quantity" and k < counts.size:
+        k = counts.size
+    extra = dict(min_partition_size=0) if scheme == "dirichlet" else {}
+    got = partition(labels, scheme, k, rng=rng(seed), **kw, **extra)
+    direct = {"dirichlet": dirichlet_partition, "quantity": quantity_partition, "iid": iid_partition}[scheme]
+    want = direct(labels, k, *kw.values(), rng=rng(seed), **extra)
+    assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+
+
+# ----------------------------------------------------------------------------- determinism
+CASES = [
+    ("dirichlet", dict(beta=0.1)),
+    ("quantity", dict(classes_per_client=2)),
+    ("iid", {}),
+]
+
+
+@pytest.mark.parametrize("scheme,kw", CASES)
+def test_same_seed_same_partition(scheme, kw):
+    y = profile_labels("cifar10")
+    a = partition(y, scheme, 100, rng=rng(7), **kw)
+    b = partition(y, scheme, 100, rng=rng(7), **kw)
+    assert all(np.array_equal(p, q) for p, q in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("scheme,kw", CASES)
+def test_different_seeds_differ(scheme, kw):
+    y = profile_labels("cifar10")
+    a = partition(y, scheme, 100, rng=rng(1), **kw)
+    b = partition(y, scheme, 100, rng=rng(2), **kw)
+    assert not all(np.array_equal(p, q) for p, q in zip(a, b, strict=True))
+
+
+def test_global_numpy_random_state_untouched():
+    before = np.random.get_state()[1].copy()
+    for scheme, kw in CASES:
+        partition(profile_labels("mnist"), scheme, 20, rng=rng(3), **kw)
+    assert np.array_equal(np.random.get_state()[1], before)
+
+
+def test_labels_and_class_counts_give_same_partition():
+    counts = [30, 0, 12, 50]
+    y = labels_from_counts(counts)
+    for scheme, kw in CASES:
+        a = partition(y, scheme, 4, rng=rng(5), **kw, **({"min_partition_size": 0} if scheme == "dirichlet" else {}))
+        b = partition(scheme=scheme, num_clients=4, rng=rng(5), class_counts=counts, **kw,
+                      **({"min_partition_size": 0} if scheme == "dirichlet" else {}))
+        assert all(np.array_equal(p, q) for p, q in zip(a, b, strict=True))
+
+
+# ----------------------------------------------------------------------------- hand-checked cases
+def test_labels_from_counts():
+    assert labels_from_counts([2, 0, 3]).tolist() == [0, 0, 2, 2, 2]
+    assert labels_from_counts(np.array([1], dtype=np.uint8)).dtype == np.int64
+
+
+def test_quantity_one_class_each_client_gets_class_i():
+    y = np.array([2, 0, 1, 0, 2, 1, 3, 3, 3])
+    parts = quantity_partition(y, 4, 1, rng=rng(0))
+    assert [sorted(set(y[p])) for p in parts] == [[0], [1], [2], [3]]
+    assert [p.tolist() for p in parts] == [[1, 3], [2, 5], [0, 4], [6, 7, 8]]
+
+
+def test_quantity_shared_class_split_evenly():
+    # K = 2C with k = 1: clients i and i + C share class i mod C, split 4/3 for 7 samples.
+    y = labels_from_counts([7, 6, 5])
+    m = label_count_matrix(y, quantity_partition(y, 6, 1, rng=rng(1)), 3)
+    assert m.tolist() == [[4, 0, 0], [0, 3, 0], [0, 0, 3], [3, 0, 0], [0, 3, 0], [0, 0, 2]]
+
+
+def test_quantity_all_classes_every_client_holds_everything_evenly():
+    y = labels_from_counts([10, 11, 3])
+    m = label_count_matrix(y, quantity_partition(y, 3, 3, rng=rng(2)), 3)
+    assert m.tolist() == [[4, 4, 1], [3, 4, 1], [3, 3, 1]]  # np.array_split sizes, client order
+
+
+def test_quantity_two_classes_hand_case():
+    y = labels_from_counts([100] * 4)
+    m = label_count_matrix(y, quantity_partition(y, 8, 2, rng=rng(3)), 4)
+    assert np.all((m > 0).sum(axis=1) == 2)
+    assert all(m[i, i % 4] > 0 for i in range(8))
+    for c in range(4):
+        held = m[m[:, c] > 0, c]
+        assert held.sum() == 100 and held.max() - held.min() <= 1
+
+
+def test_quantity_empty_unheld_class_is_fine():
+    parts = quantity_partition(num_clients=1, classes_per_client=1, rng=rng(0), class_counts=[4, 0])
+    assert [p.tolist() for p in parts] == [[0, 1, 2, 3]]
+
+
+def test_quantity_unheld_class_raises():
+    with pytest.raises(ValueError, match=r"class\(es\) \[1, 2, 3\] have samples but no client drew them"):
+        quantity_partition(labels_from_counts([5] * 4), 1, 1, rng=rng(0))
+
+
+def test_dirichlet_single_client_gets_everything():
+    parts = dirichlet_partition(labels_from_counts([3, 4]), 1, 0.1, rng=rng(0), min_partition_size=0)
+    assert [p.tolist() for p in parts] == [list(range(7))]
+
+
+def test_dirichlet_balance_step_hand_case():
+    # N = 20, K = 2, so N/K = 10: a client that got all 10 samples of class 0 gets none of class 1.
+    y = labels_from_counts([10, 10])
+    saturated = 0
+    for seed in range(60):
+        m = label_count_matrix(y, dirichlet_partition(y, 2, 0.05, rng=rng(seed), min_partition_size=0), 2)
+        for client in range(2):
+            if m[client, 0] == 10:
+                saturated += 1
+                assert m[client, 1] == 0
+    assert saturated > 10  # the rule was exercised, not vacuous
+
+
+def test_dirichlet_small_beta_underflow_still_assigns():
+    y = labels_from_counts([40, 40, 40])
+    parts = dirichlet_partition(y, 6, 1e-4, rng=rng(0), min_partition_size=0)
+    assert_valid_partition(parts, y.size, 6)
+
+
+def test_dirichlet_min_size_redraw_cap_raises():
+    with pytest.raises(ValueError, match=r"after 3 redraws; lower min_partition_size, raise beta \(got 0\.01\) "
+                                         r"or use fewer clients \(got num_clients=10\)"):
+        dirichlet_partition(labels_from_counts([10] * 10), 10, 0.01, rng=rng(0), min_partition_size=10,
+                            max_redraws=3)
+
+
+def test_dirichlet_needs_enough_samples_up_front():
+    with pytest.raises(ValueError, match=r"num_clients \* min_partition_size = 10 \* 10 = 100 samples \(got 99\)"):
+        dirichlet_partition(labels_from_counts([33, 33, 33]), 10, 0.5, rng=rng(0))
+
+
+def test_dirichlet_full_cifar10_is_fast():
+    import time
+
+    y = profile_labels("cifar10")
+    t0 = time.perf_counter()
+    parts = dirichlet_partition(y, 100, 0.1, rng=rng(0))
+    assert time.perf_counter() - t0 < 0.5  # ~10-25 ms on one core; generous for loaded CI machines
+    assert min(p.size for p in parts) >= 10
+
+
+def test_iid_sizes():
+    assert [p.size for p in iid_partition(np.zeros(10, dtype=int), 3, rng=rng(0))] == [4, 3, 3]
+
+
+def test_label_count_matrix_hand_case():
+    m = label_count_matrix([0, 1, 1, 2], [np.array([0, 1]), np.array([], dtype=np.int64), [2, 3]], 3)
+    assert m.dtype == np.int64 and m.tolist() == [[1, 1, 0], [0, 0, 0], [0, 1, 1]]
+
+
+def test_client_label_counts_profile_and_vector():
+    m = client_label_counts("cifar100-20", "dirichlet", 100, seed=0, beta=0.1)
+    assert m.shape == (100, 20) and m.sum() == 50000 and np.all(m.sum(axis=0) == 2500)
+    y = labels_from_counts([20, 20])
+    m2 = client_label_counts(y, "iid", 4, seed=rng(1))
+    assert m2.shape == (4, 2) and m2.sum() == 40
+    t = client_label_counts("brain-tumor-mri", "quantity", 4, seed=3, classes_per_client=1, split="test")
+    assert t.tolist() == [[300, 0, 0, 0], [0, 306, 0, 0], [0, 0, 405, 0], [0, 0, 0, 300]]
+
+
+def test_client_label_counts_same_seed_same_matrix():
+    a = client_label_counts("cinic10", "dirichlet", 200, seed=11, beta=0.1)
+    b = client_label_counts("cinic10", "dirichlet", 200, seed=11, beta=0.1)
+    assert np.array_equal(a, b)
+
+
+# ----------------------------------------------------------------------------- bad inputs
+Y = labels_from_counts([5, 5, 5])
+
+
+@pytest.mark.parametrize("beta", [0, -0.5, float("inf"), float("nan"), "0.1", True])
+def test_bad_beta(beta):
+    with pytest.raises(BAD, match="beta"):
+        dirichlet_partition(Y, 3, beta, rng=rng(), min_partition_size=0)
+
+
+@pytest.mark.parametrize("k", [0, -1, 4, 2.0])
+def test_bad_classes_per_client(k):
+    with pytest.raises(BAD, match="classes_per_client"):
+        quantity_partition(Y, 3, k, rng=rng())
+
+
+@pytest.mark.parametrize("fn,args", [
+    (dirichlet_partition, (0.5,)), (quantity_partition, (1,)), (iid_partition, ()),
+])
+@pytest.mark.parametrize("k", [0, -2, 1.5, None, True])
+def test_bad_num_clients(fn, args, k):
+    with pytest.raises(BAD, match="num_clients"):
+        fn(Y, k, *args, rng=rng())
+
+
+@pytest.mark.parametrize("labels,match", [
+    (np.zeros((3, 2), dtype=int), "1-D"),
+    (np.array([0.0, 1.0, 2.0]), "integer"),
+    (np.array([0, -1, 2]), ">= 0"),
+    (np.array([], dtype=int), "non-empty"),
+    (np.array([True, False]), "integer"),
+])
+@pytest.mark.parametrize("scheme,kw", CASES)
+def test_bad_labels(labels, match, scheme, kw):
+    with pytest.raises(BAD, match=match):
+        partition(labels, scheme, 1, rng=rng(), **kw)
+
+
+@pytest.mark.parametrize("counts,match", [
+    ([3, -1, 2], "non-negative"),
+    ([1.0, 2.0], "integer"),
+    ([[1, 2], [3, 4]], "1-D"),
+    ([0, 0], "at least one sample"),
+    ([], "non-empty"),
+])
+def test_bad_class_counts(counts, match):
+    with pytest.raises(BAD, match=match):
+        iid_partition(num_clients=1, rng=rng(), class_counts=counts)
+    with pytest.raises(BAD, match=match):
+        labels_from_counts(counts)
+
+
+@pytest.mark.parametrize("fn,args", [
+    (dirichlet_partition, (3, 0.5)), (quantity_partition, (3, 1)), (iid_partition, (3,)),
+])
+def test_both_or_neither_labels_and_counts(fn, args):
+    with pytest.raises(TypeError, match="exactly one of labels .* and class_counts.*got both"):
+        fn(Y, *args, rng=rng(), class_counts=[5, 5, 5])
+    with pytest.raises(TypeError, match="got neither"):
+        fn(None, *args, rng=rng())
+
+
+@pytest.mark.parametrize("bad_rng", [0, None, np.random.RandomState(0), "seed"])
+def test_rng_must_be_generator(bad_rng):
+    with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
+        iid_partition(Y, 2, rng=bad_rng)
+
+
+def test_unknown_scheme_lists_schemes():
+    with pytest.raises(ValueError, match=r"scheme must be one of 'dirichlet', 'quantity', 'iid' \(got 'patho"):
+        partition(Y, "pathological", 3, rng=rng())
+
+
+@pytest.mark.parametrize("scheme,kw,match", [
+    ("dirichlet", {}, "needs beta="),
+    ("quantity", {}, "needs classes_per_client="),
+    ("dirichlet", dict(beta=0.1, classes_per_client=2), "classes_per_client is not a parameter of scheme 'dirichlet'"),
+    ("quantity", dict(classes_per_client=2, beta=0.1), "beta is not a parameter of scheme 'quantity'"),
+    ("iid", dict(beta=0.1), "beta is not a parameter of scheme 'iid'"),
+    ("iid", dict(classes_per_client=1), "classes_per_client is not a parameter of scheme 'iid'"),
+])
+def test_dispatcher_parameter_mismatch(scheme, kw, match):
+    with pytest.raises(ValueError, match=match):
+        partition(Y, scheme, 3, rng=rng(), **kw)
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(min_partition_size=-1), "min_partition_size must be >= 0"),
+    (dict(max_redraws=-1), "max_redraws must be >= 0"),
+    (dict(min_partition_size=2.5), "min_partition_size must be an integer"),
+])
+def test_bad_dirichlet_options(kw, match):
+    with pytest.raises(BAD, match=match):
+        dirichlet_partition(Y, 3, 0.5, rng=rng(), **kw)
+
+
+@pytest.mark.parametrize("parts,num_classes,match", [
+    ([[0, 15]], 3, r"outside \[0, 15\)"),
+    ([[-1]], 3, "outside"),
+    ([np.zeros((2, 2), dtype=int)], 3, "1-D integer"),
+    ([[0.0, 1.0]], 3, "1-D integer"),
+    ([], 3, "non-empty sequence"),
+    ([[0]], 2, "num_classes is 2"),
+    ([[0]], 0, "num_classes must be >= 1"),
+])
+def test_bad_label_count_matrix(parts, num_classes, match):
+    with pytest.raises(BAD, match=match):
+        label_count_matrix(Y, parts, num_classes)
+
+
+def test_client_label_counts_bad_inputs():
+    with pytest.raises(ValueError, match="profile name must be one of"):
+        client_label_counts("imagenet", "iid", 3, seed=0)
+    with pytest.raises(ValueError, match="seed must be >= 0"):
+        client_label_counts("cifar10", "iid", 3, seed=-1)
+    with pytest.raises(ValueError, match="scheme must be one of"):
+        client_label_counts("cifar10", "shards", 3, seed=0)

@@ -1,0 +1,199 @@
+"""Seeded K-means with k-means++ seeding (Lloyd 1982; Arthur & Vassilvitskii 2007), as FedConcat clusters clients by label distribution."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedlib._validate import check_float, check_int, check_rng
+
+__all__ = ["KMeansResult", "kmeans", "kmeans_plus_plus_init"]
+
+
+@dataclass(frozen=True)
+class KMeansResult:
+    """Outcome of :func:`kmeans`.
+
+    Attributes
+    ----------
+    labels : np.ndarray
+        ``(n,)`` int64 cluster id of every point. Ids are canonical: clusters are numbered in the
+        order in which their first member appears in the input (point 0 is always in cluster 0).
+    centers : np.ndarray
+        ``(k, d)`` cluster centres, row ``j`` is the centre of cluster ``j``.
+    inertia : float
+        Sum of squared Euclidean distances of the points to their centres,
+        :math:`\\sum_i \\lVert x_i - \\mu_{c(i)} \\rVert_2^2`.
+    n_iter : int
+        Lloyd iterations run by the restart that was kept.
+    """
+
+    labels: np.ndarray
+    centers: np.ndarray
+    inertia: float
+    n_iter: int
+
+
+def _squared_distances(x: np.ndarray, centers: np.ndarray) -> np.ndarray:
+    """``(n, k)`` squared Euclidean distances, clipped at 0 against rounding."""
+    d = (x * x).sum(1)[:, None] - 2.0 * x @ centers.T + (centers * centers).sum(1)[None, :]
+    return np.maximum(d, 0.0)
+
+
+def kmeans_plus_plus_init(x, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Pick ``k`` initial centres by k-means++ seeding.
+
+    The first centre is drawn uniformly from the points; each further centre is drawn with probability
+    :math:`D(x)^2 / \\sum_{x'} D(x')^2`, where :math:`D(x)` is the distance from :math:`x` to the
+    nearest centre chosen so far. When every remaining point coincides with a chosen centre
+    (:math:`\\sum D^2 = 0`), the next centre is drawn uniformly among the points not yet chosen.
+
+    Parameters
+    ----------
+    x : array_like
+        ``(n, d)`` points.
+    k : int
+        Number of centres, ``1 <= k <= n``.
+    rng : np.random.Generator
+        Source of all randomness.
+
+    Returns
+    -------
+    np.ndarray
+        ``(k, d)`` float array of centres (copies of input rows).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([[0.0, 0.0], [0.0, 0.1], [10.0, 10.0]])
+    >>> kmeans_plus_plus_init(x, 1, np.random.default_rng(0)).shape
+    (1, 2)
+    """
+    x = _check_points(x)
+    n = x.shape[0]
+    k = check_int("k", k, low=1, high=n)
+    check_rng("rng", rng)
+    chosen = [int(rng.integers(n))]
+    closest = _squared_distances(x, x[chosen])[:, 0]
+    for _ in range(1, k):
+        total = closest.sum()
+        if total > 0.0:
+            idx = int(rng.choice(n, p=closest / total))
+        else:
+            free = np.setdiff1d(np.arange(n), np.asarray(chosen))
+            idx = int(rng.choice(free))
+        chosen.append(idx)
+        closest = np.minimum(closest, _squared_distances(x, x[[idx]])[:, 0])
+    return x[chosen].copy()
+
+
+def _check_points(x) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise ValueError(f"x must be a 2-D array of shape (num_points, num_features) (got shape {arr.shape}).")
+    if not np.issubdtype(arr.dtype, np.number):
+        raise TypeError(f"x must hold numbers (got dtype {arr.dtype}).")
+    arr = arr.astype(float)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("x must be finite (found NaN or inf).")
+    return arr
+
+
+def _canonical(labels: np.ndarray, centers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Renumber clusters by first appearance in ``labels``; clusters without points go last."""
+    order = list(dict.fromkeys(labels.tolist()))
+    order += [j for j in range(centers.shape[0]) if j not in order]
+    remap = np.empty(centers.shape[0], dtype=np.int64)
+    remap[np.asarray(order)] = np.arange(len(order))
+    return remap[labels], centers[np.asarray(order)]
+
+
+def _lloyd(x: np.ndarray, centers: np.ndarray, max_iter: int, tol: float):
+    """Lloyd iterations from ``centers``; an emptied cluster takes the point farthest from its centre."""
+    n_iter = 0
+    for n_iter in range(1, max_iter + 1):
+        d = _squared_distances(x, centers)
+        labels = d.argmin(1)
+        new = centers.copy()
+        for j in range(centers.shape[0]):
+            members = labels == j
+            if members.any():
+                new[j] = x[members].mean(0)
+            else:
+                far = int(d[np.arange(x.shape[0]), labels].argmax())
+                new[j] = x[far]
+                labels[far] = j
+                d[far, :] = 0.0  # the point is now its own centre; never steal it twice
+        shift = float(((new - centers) ** 2).sum())
+        centers = new
+        if shift <= tol:
+            break
+    d = _squared_distances(x, centers)
+    labels = d.argmin(1)
+    inertia = float(d[np.arange(x.shape[0]), labels].sum())
+    return labels.astype(np.int64), centers, inertia, n_iter
+
+
+def kmeans(
+    x,
+    k: int,
+    rng: np.random.Generator,
+    *,
+    n_init: int = 10,
+    max_iter: int = 300,
+    tol: float = 1e-10,
+) -> KMeansResult:
+    """Cluster points with K-means (Lloyd's algorithm) from k-means++ seeds, keeping the best of ``n_init`` restarts.
+
+    Minimises the within-cluster sum of squares
+
+    .. math:: \\min_{c,\\,\\mu} \\sum_{i=1}^{n} \\lVert x_i - \\mu_{c(i)} \\rVert_2^2 ,
+
+    alternating the assignment :math:`c(i) = \\arg\\min_j \\lVert x_i - \\mu_j \\rVert_2^2`
+    (ties to the lowest ``j``) and the update :math:`\\mu_j = \\operatorname{mean}\\{x_i : c(i) = j\\}`
+    until the centres move less than ``tol`` (sum of squared shifts) or ``max_iter`` iterations.
+    FedConcat (Diao, Li & He, AAAI 2024, Stage 1-A, Eq. 2) applies it to the clients' label distributions
+    :math:`P_i(y) = (N_{i,1}/N_i, \\dots, N_{i,m}/N_i)`.
+
+    Parameters
+    ----------
+    x : array_like
+        ``(n, d)`` points.
+    k : int
+        Number of clusters, ``1 <= k <= n``.
+    rng : np.random.Generator
+        Source of all randomness (k-means++ seeding of each restart). The same seed gives the same result.
+    n_init : int, default 10
+        Restarts; the one with the lowest inertia is returned (the first one among equals).
+    max_iter : int, default 300
+        Lloyd iterations per restart.
+    tol : float, default 1e-10
+        Convergence threshold on the summed squared centre shift.
+
+    Returns
+    -------
+    KMeansResult
+        Labels in canonical order (see :class:`KMeansResult`), centres, inertia and iterations.
+        If fewer than ``k`` distinct points exist, some clusters are empty (no label refers to them).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([[0.0, 0.0], [0.1, 0.0], [5.0, 5.0], [5.1, 5.0]])
+    >>> kmeans(x, 2, np.random.default_rng(0)).labels.tolist()
+    [0, 0, 1, 1]
+    """
+    x = _check_points(x)
+    k = check_int("k", k, low=1, high=x.shape[0])
+    check_rng("rng", rng)
+    n_init = check_int("n_init", n_init, low=1)
+    max_iter = check_int("max_iter", max_iter, low=1)
+    tol = check_float("tol", tol, low=0.0)
+    best = None
+    for _ in range(n_init):
+        run = _lloyd(x, kmeans_plus_plus_init(x, k, rng), max_iter, tol)
+        if best is None or run[2] < best[2]:
+            best = run
+    labels, centers, inertia, n_iter = best
+    labels, centers = _canonical(labels, centers)
+    return KMeansResult(labels=labels, centers=centers, inertia=inertia, n_iter=n_iter)

@@ -1,0 +1,450 @@
+"""Client selectors: FedEntOpt (Algorithm 1, eq. 5 of the v2 paper), random, the KL baseline, DC (Düsing & Cimiano)."""
+from __future__ import annotations
+
+import inspect
+import math
+from abc import ABC, abstractmethod
+from collections import deque
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from ._validate import check_choice, check_count_matrix, check_float, check_int, check_rng
+
+__all__ = [
+    "ENTROPY_TIE_TOL",
+    "Selector",
+    "RandomSelector",
+    "FedEntOptSelector",
+    "KLSelector",
+    "DCSelector",
+    "SELECTORS",
+    "make_selector",
+    "buffer_size_from_fraction",
+]
+
+#: Scores (entropies in bits, cosine distances) closer than this to the best count as ties; ties go to the
+#: lowest client index. The tolerance absorbs floating-point rounding, so that mathematically equal scores
+#: computed in different orders (e.g. permuted classes) break the same way in every implementation.
+ENTROPY_TIE_TOL = 1e-10
+
+
+# --------------------------------------------------------------------------- scoring helpers (vectorised)
+
+
+_TINY = 1e-300  # log2 argument floor: T * log2(max(T, tiny)) is exactly 0 at T = 0 and needs no masked ufunc
+
+
+class _EntropyScorer:
+    """Scores eq. (5) for many candidates at once, reusing two (K, C) work arrays across greedy steps.
+
+    ``entropies(pooled, free)`` returns ``H(max(pooled + l^(m), 0))`` in bits for every ``m`` in ``free``,
+    using ``H = log2 S - (1/S) sum_c T_c log2 T_c`` with ``T = pooled + l^(m)`` and ``S = ||T||_1``, which
+    equals ``H(T / S)`` and needs one division per candidate instead of one per entry. Negative entries
+    (possible when DP noise is kept, see :mod:`fedlib.privacy`) count as 0; an all-zero ``T`` scores 0.
+    The work arrays avoid a fresh (|free|, C) allocation, and its page faults, at every step.
+    """
+
+    def __init__(self, counts: np.ndarray):
+        self.counts = counts
+        self.clip = bool(np.any(counts < 0))
+        self._row_totals = counts.sum(axis=1)
+        self._t = np.empty_like(counts)
+        self._log = np.empty_like(counts)
+
+    def entropies(self, pooled: np.ndarray, free: np.ndarray) -> np.ndarray:
+        t, logs = self._t[: free.size], self._log[: free.size]
+        np.take(self.counts, free, axis=0, out=t)
+        t += pooled
+        if self.clip:  # only negative counts can make a pooled entry negative
+            np.maximum(t, 0.0, out=t)
+            s = t.sum(axis=1)
+        else:
+            s = self._row_totals[free] + pooled.sum()
+        np.maximum(t, _TINY, out=logs)
+        np.log2(logs, out=logs)
+        xlx = np.einsum("ij,ij->i", t, logs)
+        positive = s > 0
+        h = np.log2(s, out=np.zeros_like(s), where=positive) - np.divide(xlx, s, out=np.zeros_like(s), where=positive)
+        return np.maximum(h, 0.0)
+
+    def best(self, pooled: np.ndarray, free: np.ndarray) -> int:
+        """Solve eq. (5) over ``free`` (sorted ascending): the client maximising H(pooled + l^(m))."""
+        return int(free[_best_index(self.entropies(pooled, free), maximise=True)])
+
+
+def _cosine_distances(vectors: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """``1 - cos(max(v, 0), target)`` for every row v (eq. 2 of Düsing & Cimiano); an all-zero row scores 1."""
+    v = np.maximum(vectors, 0.0)
+    norms = np.sqrt(np.einsum("ij,ij->i", v, v)) * np.linalg.norm(target)
+    sims = np.divide(v @ target, norms, out=np.zeros(v.shape[0]), where=norms > 0)
+    return 1.0 - sims
+
+
+def _best_index(scores: np.ndarray, *, maximise: bool) -> int:
+    """Position of the best score; scores within ENTROPY_TIE_TOL of the best tie and go to the lowest position."""
+    if maximise:
+        return int(np.argmax(scores >= scores.max() - ENTROPY_TIE_TOL))
+    return int(np.argmax(scores <= scores.min() + ENTROPY_TIE_TOL))
+
+
+def buffer_size_from_fraction(fraction: float, num_clients: int) -> int:
+    """Buffer size ``Q = round(fraction * K)`` (halves round up), as Table VI states Q in % of the clients.
+
+    Examples
+    --------
+    >>> buffer_size_from_fraction(0.5, 100)
+    50
+    >>> buffer_size_from_fraction(0.25, 10)
+    3
+    """
+    fraction = check_float("buffer_fraction", fraction, low=0.0, high=1.0)
+    num_clients = check_int("num_clients", num_clients, low=1)
+    return int(math.floor(fraction * num_clients + 0.5))
+
+
+# --------------------------------------------------------------------------- interface
+
+
+class Selector(ABC):
+    """A server-side client-selection rule: one call per round picks ``M`` of the ``K`` clients.
+
+    Subclasses implement :meth:`_select`; :meth:`select` validates the arguments first. States are small
+    immutable objects (tuples) that :meth:`select` never mutates: it returns a new one.
+    """
+
+    name: ClassVar[str] = ""
+
+    def initial_state(self, num_clients: int) -> tuple:
+        """State before round 1 (``()`` for every built-in selector)."""
+        check_int("num_clients", num_clients, low=1)
+        return ()
+
+    def select(self, counts, num_selected: int, state, rng) -> tuple[np.ndarray, tuple]:
+        """Pick clients for one round.
+
+        Parameters
+        ----------
+        counts : array_like, shape (K, C)
+            The label counts the server sees (possibly DP-noised; negative entries are allowed and are
+            treated as 0 wherever a pooled vector is scored).
+        num_selected : int
+            ``M`` in ``[1, K]``.
+        state : tuple
+            The state returned by the previous call, or :meth:`initial_state`.
+        rng : numpy.random.Generator
+            The only source of randomness.
+
+        Returns
+        -------
+        picked : numpy.ndarray of int64
+            Client indices in the order they were chosen (length M; DC may return fewer, see
+            :class:`DCSelector`).
+        new_state : tuple
+        """
+        arr = check_count_matrix("counts", counts, allow_negative=True)
+        num_clients = arr.shape[0]
+        num_selected = check_int("num_selected", num_selected, low=1)
+        if num_selected > num_clients:
+            raise ValueError(
+                f"num_selected must be <= the number of clients K={num_clients} (got {num_selected})."
+            )
+        rng = check_rng("rng", rng)
+        state = self._check_state(state, num_clients, num_selected)
+        picked, new_state = self._select(arr, num_selected, state, rng)
+        return np.asarray(picked, dtype=np.int64), new_state
+
+    def _check_state(self, state, num_clients: int, num_selected: int) -> tuple:
+        if state != ():
+            raise ValueError(f"state of the {self.name!r} selector must be () (got {state!r}).")
+        return state
+
+    @abstractmethod
+    def _select(self, counts: np.ndarray, num_selected: int, state: tuple, rng: np.random.Generator):
+        """Return ``(picked, new_state)`` for validated arguments."""
+
+
+@dataclass(frozen=True)
+class RandomSelector(Selector):
+    """Uniform selection of M distinct clients (FedAvg's rule): ``rng.choice(K, M, replace=False)``.
+
+    Examples
+    --------
+    >>> picked, state = RandomSelector().select(np.ones((10, 3)), 4, (), np.random.default_rng(0))
+    >>> len(set(picked.tolist())), state
+    (4, ())
+    """
+
+    name: ClassVar[str] = "random"
+
+    def _select(self, counts, num_selected, state, rng):
+        return rng.choice(counts.shape[0], size=num_selected, replace=False), ()
+
+
+@dataclass(frozen=True)
+class FedEntOptSelector(Selector):
+    """FedEntOpt, Algorithm 1 of Lutz et al. (v2): a random first client, then greedy entropy maximisation (eq. 5).
+
+    Step 1 picks ``free[rng.integers(len(free))]``, uniform over the clients not in the FIFO buffer ``B``
+    (``free`` sorted ascending). Each later step adds the unbuffered, not yet picked client ``m``
+    maximising ``H((L + l^(m)) / ||L + l^(m)||_1)`` (log2), computed for all candidates in one numpy pass;
+    ties (within :data:`ENTROPY_TIE_TOL`) go to the lowest client index, like ``np.argmax``. After every
+    pick the client is appended to ``B`` and the oldest entries are evicted while ``|B| > Q``; a client
+    evicted in the middle of a round is selectable again in that round's later steps (lines 5, 11–12).
+    Negative server counts (DP noise kept) are scored as ``H(max(L + l^(m), 0))``.
+
+    Parameters
+    ----------
+    buffer_size : int, optional
+        ``Q`` with ``0 <= Q <= K - M`` (checked at :meth:`select`, when K and M are known). The paper's
+        text asks ``0 < Q``, but its Table VI runs ``Q = 0``: here ``Q = 0`` means no exclusion at all
+        (each pick enters and leaves the buffer at once), so consecutive rounds may repeat clients.
+    buffer_fraction : float, optional
+        Alternative to ``buffer_size``: ``Q = buffer_size_from_fraction(buffer_fraction, K)``, i.e. the
+        paper's "Q = 50% of the available clients". Give exactly one of the two.
+
+    State
+    -----
+    The buffer as a tuple of client indices, oldest first; ``initial_state`` is ``()``.
+
+    Examples
+    --------
+    >>> counts = np.array([[4, 0, 0], [0, 4, 0], [2, 2, 0], [0, 0, 2]])
+    >>> sel = FedEntOptSelector(buffer_size=0)
+    >>> picked, state = sel.select(counts, 2, (), np.random.default_rng(4))
+    >>> picked.tolist(), state
+    ([2, 3], ())
+    """
+
+    buffer_size: int | None = None
+    buffer_fraction: float | None = None
+    name: ClassVar[str] = "fedentopt"
+
+    def __post_init__(self):
+        if (self.buffer_size is None) == (self.buffer_fraction is None):
+            raise ValueError(
+                "FedEntOptSelector needs exactly one of buffer_size (Q, an int) or buffer_fraction "
+                f"(Q as a fraction of K) (got buffer_size={self.buffer_size!r}, "
+                f"buffer_fraction={self.buffer_fraction!r})."
+            )
+        if self.buffer_size is not None:
+            check_int("buffer_size", self.buffer_size, low=0)
+        else:
+            check_float("buffer_fraction", self.buffer_fraction, low=0.0, high=1.0)
+
+    def resolve_buffer_size(self, num_clients: int, num_selected: int) -> int:
+        """Q for K clients and M picks per round; raises unless ``0 <= Q <= K - M``."""
+        q = self.buffer_size
+        if q is None:
+            q = buffer_size_from_fraction(self.buffer_fraction, num_clients)
+        if q > num_clients - num_selected:
+            raise ValueError(
+                f"buffer_size Q must satisfy 0 <= Q <= K - M = {num_clients} - {num_selected} = "
+                f"{num_clients - num_selected} so that M clients stay selectable (got Q={q})."
+            )
+        return q
+
+    def _check_state(self, state, num_clients, num_selected):
+        q = self.resolve_buffer_size(num_clients, num_selected)
+        if not isinstance(state, tuple):
+            raise TypeError(f"state must be a tuple of buffered client indices (got {type(state).__name__}).")
+        if len(state) > q:
+            raise ValueError(f"state holds {len(state)} buffered clients, more than buffer_size Q={q}.")
+        if len(set(state)) != len(state) or any(
+            isinstance(b, bool) or not isinstance(b, (int, np.integer)) or not 0 <= b < num_clients for b in state
+        ):
+            raise ValueError(f"state must hold distinct client indices in [0, {num_clients - 1}] (got {state!r}).")
+        return tuple(int(b) for b in state)
+
+    def _select(self, counts, num_selected, state, rng):
+        q = self.resolve_buffer_size(counts.shape[0], num_selected)
+        buffer = deque(state)
+        blocked = np.zeros(counts.shape[0], dtype=bool)  # buffered or already picked this round
+        blocked[list(buffer)] = True
+        pooled = np.zeros(counts.shape[1])
+        scorer = _EntropyScorer(counts)
+        picked: list[int] = []
+        for step in range(num_selected):
+            free = np.flatnonzero(~blocked)
+            m = int(free[rng.integers(free.size)]) if step == 0 else scorer.best(pooled, free)
+            picked.append(m)
+            pooled += counts[m]
+            blocked[m] = True
+            buffer.append(m)
+            while len(buffer) > q:
+                evicted = buffer.popleft()
+                blocked[evicted] = evicted in picked  # picked clients stay out for the rest of the round (A)
+        return picked, tuple(buffer)
+
+
+@dataclass(frozen=True)
+class KLSelector(Selector):
+    """The paper's "KL" baseline (ref. [20]/[33] of v2): greedy minimisation of KL(pooled ‖ uniform).
+
+    Reading: the FedEntOpt paper only says this method "relies on KL-divergence" to pick a subset once
+    label counts are known and that it "consistently produces the same subset of clients". We implement
+    the deterministic greedy rule that fits that description: starting from ``L = 0``, repeatedly add the
+    not yet picked client minimising ``KL(p_L ‖ u) = log2 C - H(p_L)`` with ``p_L = L / ||L||_1`` and
+    ``u`` uniform — i.e. maximising the pooled entropy — with no random first pick and no buffer. The
+    first pick is therefore the client with the highest own entropy, and the same subset is returned
+    every round (the rng is validated but never drawn from), which is the overfitting the paper
+    describes. Ties (within :data:`ENTROPY_TIE_TOL`) go to the lowest client index.
+
+    Examples
+    --------
+    >>> counts = np.array([[3, 1, 0], [1, 1, 1], [0, 0, 5]])
+    >>> KLSelector().select(counts, 2, (), np.random.default_rng(0))[0].tolist()
+    [1, 0]
+    """
+
+    name: ClassVar[str] = "kl"
+
+    def _select(self, counts, num_selected, state, rng):
+        pooled = np.zeros(counts.shape[1])
+        taken = np.zeros(counts.shape[0], dtype=bool)
+        scorer = _EntropyScorer(counts)
+        picked: list[int] = []
+        for _ in range(num_selected):
+            m = scorer.best(pooled, np.flatnonzero(~taken))
+            picked.append(m)
+            pooled += counts[m]
+            taken[m] = True
+        return picked, ()
+
+
+_DC_TARGETS = ("balanced", "real")
+
+
+@dataclass(frozen=True)
+class DCSelector(Selector):
+    """Distribution-controlled selection of Düsing & Cimiano (their Algorithm 1, Step 2 and Equation 2).
+
+    Each round: ``num_random`` (their m) clients uniformly at random, ``rng.choice(K, m, replace=False)``;
+    then up to ``num_dc`` (their m_DC) more, one at a time, each the client ``c`` not yet active that
+    minimises the cosine distance ``1 - cos(V_active + V_c, V_target)`` (Equation 2). The greedy part
+    stops early as soon as the best candidate does not improve (by more than :data:`ENTROPY_TIE_TOL`) on
+    the current distance — "until a predefined maximum m_DC is met or no more improvement in distribution
+    alignment is achieved". Ties go to the lowest client index. An empty or all-zero pooled vector has
+    distance 1; negative pooled entries (DP noise kept) are scored as 0.
+
+    Reading of ``num_selected``: in the DC paper m_DC clients are *added* to the m random ones, so a round
+    has between m and m + m_DC active clients. ``select(counts, M, ...)`` therefore treats M as the
+    maximum ``m + m_DC`` and may return fewer than M clients when the greedy part stops early. With
+    ``num_dc=None``, ``m_DC = M - m``; with ``num_dc`` given, M must equal ``m + m_DC``.
+
+    Parameters
+    ----------
+    num_random : int
+        m >= 0 (0 makes the selection fully greedy and deterministic).
+    num_dc : int, optional
+        m_DC >= 0, the maximum number of greedily added clients.
+    target : {"balanced", "real"}
+        Balanced: the all-ones vector. Real: the federation's label totals, the column sums of the
+        (server) counts of all clients (their eq. 1).
+
+    Examples
+    --------
+    >>> counts = np.array([[4, 0], [0, 2], [2, 1], [1, 1]])
+    >>> DCSelector(0, 1, target="balanced").select(counts, 1, (), np.random.default_rng(0))[0].tolist()
+    [3]
+    >>> DCSelector(0, 1, target="real").select(counts, 1, (), np.random.default_rng(0))[0].tolist()
+    [2]
+    """
+
+    num_random: int
+    num_dc: int | None = None
+    target: str = "balanced"
+    name: ClassVar[str] = "dc"
+
+    def __post_init__(self):
+        check_int("num_random", self.num_random, low=0)
+        if self.num_dc is not None:
+            check_int("num_dc", self.num_dc, low=0)
+        check_choice("target", self.target, _DC_TARGETS)
+
+    def resolve_num_dc(self, num_clients: int, num_selected: int) -> int:
+        """m_DC for a round of at most M clients; raises if M does not fit ``num_random``/``num_dc``."""
+        if self.num_random > num_selected:
+            raise ValueError(
+                f"num_selected (the maximum m + m_DC) must be >= num_random={self.num_random} (got {num_selected})."
+            )
+        if self.num_dc is not None and self.num_random + self.num_dc != num_selected:
+            raise ValueError(
+                f"num_selected must equal num_random + num_dc = {self.num_random} + {self.num_dc} = "
+                f"{self.num_random + self.num_dc} (got {num_selected}); or pass num_dc=None."
+            )
+        return num_selected - self.num_random
+
+    def target_vector(self, counts: np.ndarray) -> np.ndarray:
+        """V_target: all ones (balanced) or the clipped class totals of all clients (real)."""
+        if self.target == "balanced":
+            return np.ones(counts.shape[1])
+        real = np.maximum(counts.sum(axis=0), 0.0)
+        if not np.any(real > 0):
+            raise ValueError("the 'real' DC target is all zeros: counts hold no positive class total.")
+        return real
+
+    def _check_state(self, state, num_clients, num_selected):
+        self.resolve_num_dc(num_clients, num_selected)
+        return super()._check_state(state, num_clients, num_selected)
+
+    def _select(self, counts, num_selected, state, rng):
+        num_clients = counts.shape[0]
+        target = self.target_vector(counts)
+        picked = [int(k) for k in rng.choice(num_clients, size=self.num_random, replace=False)]
+        active = np.zeros(num_clients, dtype=bool)
+        active[picked] = True
+        pooled = counts[picked].sum(axis=0)
+        current = _cosine_distances(pooled[None, :], target)[0]
+        for _ in range(self.resolve_num_dc(num_clients, num_selected)):
+            free = np.flatnonzero(~active)
+            dists = _cosine_distances(pooled + counts[free], target)
+            j = _best_index(dists, maximise=False)
+            if not dists[j] < current - ENTROPY_TIE_TOL:
+                break  # no candidate improves the alignment: stop early
+            m = int(free[j])
+            picked.append(m)
+            active[m] = True
+            pooled = pooled + counts[m]
+            current = dists[j]
+        return picked, ()
+
+
+# --------------------------------------------------------------------------- registry
+
+SELECTORS: dict[str, type[Selector]] = {
+    RandomSelector.name: RandomSelector,
+    FedEntOptSelector.name: FedEntOptSelector,
+    KLSelector.name: KLSelector,
+    DCSelector.name: DCSelector,
+}
+
+
+def make_selector(name: str, **params) -> Selector:
+    """Build a selector by name: one of ``"random"``, ``"fedentopt"``, ``"kl"``, ``"dc"``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name (the message lists the names).
+    TypeError
+        For a parameter the selector does not take (the message lists the ones it takes).
+
+    Examples
+    --------
+    >>> make_selector("fedentopt", buffer_fraction=0.5)
+    FedEntOptSelector(buffer_size=None, buffer_fraction=0.5)
+    >>> make_selector("dc", num_random=10, num_dc=5, target="real")
+    DCSelector(num_random=10, num_dc=5, target='real')
+    """
+    check_choice("selector name", name, SELECTORS)
+    cls = SELECTORS[name]
+    allowed = [p for p in inspect.signature(cls).parameters]
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise TypeError(
+            f"unknown parameter(s) {', '.join(unknown)} for selector {name!r}; "
+            f"allowed: {', '.join(allowed) if allowed else 'none'}."
+        )
+    return cls(**params)

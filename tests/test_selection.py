@@ -1,0 +1,390 @@
+"""Tests of fedlib.selection: FedEntOpt (Algorithm 1, eq. 5 of v2), random, KL and DC (Düsing & Cimiano) selectors."""
+from collections import Counter, deque
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fedlib.metrics import entropy_bits
+from fedlib.selection import (
+    ENTROPY_TIE_TOL,
+    DCSelector,
+    FedEntOptSelector,
+    KLSelector,
+    RandomSelector,
+    Selector,
+    buffer_size_from_fraction,
+    make_selector,
+)
+
+# Hand example used below (4 clients, 3 classes):
+#   c0 = [4,0,0], c1 = [0,4,0], c2 = [2,2,0], c3 = [0,0,2]
+# Greedy second pick given the random first pick k0 (entropies in bits, worked out by hand):
+#   k0=0: L=[4,0,0]; +c1 -> [4,4,0] H=1; +c2 -> [6,2,0] H=0.811; +c3 -> [4,0,2] H=0.918  => 1
+#   k0=1: L=[0,4,0]; +c0 -> [4,4,0] H=1; +c2 -> [2,6,0] H=0.811; +c3 -> [0,4,2] H=0.918  => 0
+#   k0=2: L=[2,2,0]; +c0 -> [6,2,0] 0.811; +c1 -> [2,6,0] 0.811; +c3 -> [2,2,2] H=log2 3 => 3
+#   k0=3: L=[0,0,2]; +c0 -> [4,0,2] 0.918; +c1 -> [0,4,2] 0.918 (tie -> lowest index); +c2 -> [2,2,2] => 2
+# Third pick after (0, 1): L=[4,4,0]; +c2 -> [6,6,0] H=1; +c3 -> [4,4,2] H=1.522  => 3
+HAND = np.array([[4, 0, 0], [0, 4, 0], [2, 2, 0], [0, 0, 2]])
+HAND_SECOND = {0: 1, 1: 0, 2: 3, 3: 2}
+
+
+def _first_picks_seen(selector, counts, num_selected, seeds=range(40)):
+    out = {}
+    for seed in seeds:
+        picked, _ = selector.select(counts, num_selected, (), np.random.default_rng(seed))
+        out.setdefault(int(picked[0]), picked.tolist())
+    return out
+
+
+def reference_fedentopt(counts, num_selected, buffer, q, rng):
+    """Algorithm 1 read literally: per-candidate entropies one at a time with fedlib.metrics.entropy_bits."""
+    counts = np.asarray(counts, dtype=float)
+    big_l, chosen, fifo = np.zeros(counts.shape[1]), [], deque(buffer)
+    remaining = set(range(counts.shape[0]))
+    for i in range(num_selected):
+        cands = sorted(remaining - set(fifo))
+        if i == 0:
+            m = cands[rng.integers(len(cands))]
+        else:
+            scores = [entropy_bits(big_l + counts[c]) for c in cands]
+            m = next(c for c, h in zip(cands, scores) if h >= max(scores) - ENTROPY_TIE_TOL)
+        fifo.append(m)
+        while len(fifo) > q:
+            fifo.popleft()
+        big_l, chosen = big_l + counts[m], chosen + [m]
+        remaining.discard(m)
+    return chosen, tuple(fifo)
+
+
+@st.composite
+def problems(draw, max_clients=9, max_classes=5):
+    k = draw(st.integers(2, max_clients))
+    c = draw(st.integers(1, max_classes))
+    counts = np.array(draw(st.lists(st.lists(st.integers(0, 12), min_size=c, max_size=c), min_size=k, max_size=k)))
+    m = draw(st.integers(1, k))
+    q = draw(st.integers(0, k - m))
+    return counts, m, q, draw(st.integers(0, 2**32 - 1))
+
+
+# ----------------------------------------------------------------------------- FedEntOpt: success cases
+
+
+def test_fedentopt_hand_case_second_pick():
+    seen = _first_picks_seen(FedEntOptSelector(buffer_size=0), HAND, 2)
+    assert set(seen) == {0, 1, 2, 3}  # every first pick occurred among the seeds
+    for k0, picked in seen.items():
+        assert picked == [k0, HAND_SECOND[k0]]
+
+
+def test_fedentopt_hand_case_third_pick():
+    seen = _first_picks_seen(FedEntOptSelector(buffer_size=0), HAND, 3)
+    assert seen[0] == [0, 1, 3]
+
+
+def test_first_pick_is_the_only_unbuffered_client():
+    sel = FedEntOptSelector(buffer_size=4)
+    for seed in range(10):
+        picked, state = sel.select(np.eye(5), 1, (0, 1, 2, 3), np.random.default_rng(seed))
+        assert picked.tolist() == [4]
+        assert state == (1, 2, 3, 4)  # 4 appended, oldest (0) evicted
+
+
+def test_first_pick_is_uniform_among_unbuffered():
+    # Clients 0..2 buffered, 3..5 free: each free client should be first ~1/3 of 3000 draws; binomial sd = 25.8,
+    # the +-130 band is ~5 sd (fixed seed).
+    sel, rng = FedEntOptSelector(buffer_size=3), np.random.default_rng(11)
+    firsts = Counter(int(sel.select(np.ones((6, 2)), 1, (0, 1, 2), rng)[0][0]) for _ in range(3000))
+    assert set(firsts) == {3, 4, 5}
+    assert all(abs(n - 1000) < 130 for n in firsts.values())
+
+
+def test_buffer_zero_means_no_exclusion():
+    # Q = 0 (Table VI): the buffer stays empty and the greedy part repeats whenever the first pick repeats.
+    sel = FedEntOptSelector(buffer_size=0)
+    state, rng = sel.initial_state(4), np.random.default_rng(3)
+    for _ in range(20):
+        picked, state = sel.select(HAND, 2, state, rng)
+        assert state == ()
+        assert picked[1] == HAND_SECOND[int(picked[0])]
+
+
+def test_buffer_excludes_recent_clients():
+    # K=4, M=2, Q=2: after a round the two picks are buffered, so the next round must pick the other two.
+    sel, rng = FedEntOptSelector(buffer_size=2), np.random.default_rng(0)
+    first, state = sel.select(HAND, 2, (), rng)
+    second, state2 = sel.select(HAND, 2, state, rng)
+    assert state == tuple(first.tolist())
+    assert set(first.tolist()) | set(second.tolist()) == {0, 1, 2, 3}
+    assert state2 == tuple(second.tolist())
+
+
+def test_buffer_fraction_resolves_q():
+    assert buffer_size_from_fraction(0.5, 100) == 50
+    assert buffer_size_from_fraction(0.7, 100) == 70
+    assert FedEntOptSelector(buffer_fraction=0.5).resolve_buffer_size(100, 10) == 50
+    assert FedEntOptSelector(buffer_size=7).resolve_buffer_size(100, 10) == 7
+
+
+def test_same_seed_same_sequence_for_every_selector():
+    counts = np.random.default_rng(0).integers(0, 20, size=(30, 5))
+    for sel in (RandomSelector(), FedEntOptSelector(buffer_size=10), KLSelector(), DCSelector(3, 4)):
+        runs = []
+        for _ in range(2):
+            rng, state, seq = np.random.default_rng(42), sel.initial_state(30), []
+            for _ in range(8):
+                picked, state = sel.select(counts, 7, state, rng)
+                seq.append(picked.tolist())
+            runs.append(seq)
+        assert runs[0] == runs[1]
+
+
+def test_select_does_not_mutate_inputs():
+    counts = HAND.copy()
+    state = (0,)
+    FedEntOptSelector(buffer_size=1).select(counts, 2, state, np.random.default_rng(0))
+    np.testing.assert_array_equal(counts, HAND)
+    assert state == (0,)
+
+
+# ----------------------------------------------------------------------------- FedEntOpt: invariants
+
+
+@settings(max_examples=150, deadline=None)
+@given(problems())
+def test_vectorised_greedy_equals_literal_reference(problem):
+    counts, m, q, seed = problem
+    picked, state = FedEntOptSelector(buffer_size=q).select(counts, m, (), np.random.default_rng(seed))
+    ref_picked, ref_state = reference_fedentopt(counts, m, (), q, np.random.default_rng(seed))
+    assert picked.tolist() == ref_picked
+    assert state == ref_state
+
+
+@settings(max_examples=60, deadline=None)
+@given(problems(max_clients=12), st.integers(2, 12))
+def test_buffer_invariants_over_many_rounds(problem, rounds):
+    counts, m, q, seed = problem
+    sel, rng = FedEntOptSelector(buffer_size=q), np.random.default_rng(seed)
+    state = sel.initial_state(len(counts))
+    for _ in range(rounds):
+        picked, new_state = sel.select(counts, m, state, rng)
+        assert picked.dtype == np.int64 and len(picked) == m and len(set(picked.tolist())) == m
+        fifo = deque(state)
+        for client in picked.tolist():  # replay Algorithm 1's buffer: each pick is outside the current buffer
+            assert client not in fifo
+            fifo.append(client)
+            while len(fifo) > q:
+                fifo.popleft()
+        assert new_state == tuple(fifo) and len(new_state) <= q
+        assert new_state == tuple((list(state) + picked.tolist())[-q:] if q else ())
+        state = new_state
+
+
+@settings(max_examples=60, deadline=None)
+@given(problems())
+def test_each_greedy_pick_maximises_pooled_entropy(problem):
+    counts, m, q, seed = problem
+    picked, _ = FedEntOptSelector(buffer_size=0).select(counts, m, (), np.random.default_rng(seed))
+    for i in range(1, m):
+        pooled = counts[picked[:i]].sum(axis=0)
+        rest = [k for k in range(len(counts)) if k not in picked[:i]]
+        best = max(entropy_bits(pooled + counts[k]) for k in rest)
+        assert entropy_bits(pooled + counts[picked[i]]) >= best - 1e-9
+
+
+# ----------------------------------------------------------------------------- KL
+
+
+def test_kl_hand_case():
+    # c0=[3,1,0], c1=[1,1,1], c2=[0,0,5]. First: highest own entropy, c1 (log2 3). Then
+    # KL([4,2,1]/7 || u) = log2 3 - 1.379 = 0.206 < KL([1,1,6]/8 || u) = log2 3 - 1.061 = 0.524 -> c0.
+    counts = np.array([[3, 1, 0], [1, 1, 1], [0, 0, 5]])
+    picked, state = KLSelector().select(counts, 2, (), np.random.default_rng(0))
+    assert picked.tolist() == [1, 0] and state == ()
+
+    def kl_to_uniform(v):
+        p = v / v.sum()
+        nz = p > 0
+        return float((p[nz] * np.log2(p[nz] * len(v))).sum())
+
+    assert kl_to_uniform(counts[1] + counts[0]) < kl_to_uniform(counts[1] + counts[2])
+
+
+def test_kl_is_deterministic_and_repeats_the_subset():
+    counts = np.random.default_rng(1).integers(0, 30, size=(20, 6))
+    subsets = {tuple(KLSelector().select(counts, 5, (), np.random.default_rng(s))[0].tolist()) for s in range(15)}
+    assert len(subsets) == 1
+
+
+def test_kl_first_pick_is_highest_own_entropy():
+    counts = np.random.default_rng(2).integers(0, 30, size=(25, 4))
+    first = KLSelector().select(counts, 1, (), np.random.default_rng(0))[0][0]
+    assert first == int(np.argmax(entropy_bits(counts)))
+
+
+# ----------------------------------------------------------------------------- DC
+
+
+def test_dc_random_part_then_greedy_by_cosine():
+    counts = np.random.default_rng(3).integers(0, 20, size=(15, 4))
+    picked, _ = DCSelector(3, 4, target="balanced").select(counts, 7, (), np.random.default_rng(9))
+    random_part = np.random.default_rng(9).choice(15, size=3, replace=False)
+    assert picked[:3].tolist() == random_part.tolist()
+    target = np.ones(4)
+    pooled = counts[picked[:3]].sum(axis=0)
+    for nxt in picked[3:]:  # each added client minimises the cosine distance (Equation 2)
+        rest = [k for k in range(15) if k not in picked[: list(picked).index(nxt)]]
+        dists = {k: 1 - (pooled + counts[k]) @ target / np.linalg.norm(pooled + counts[k]) / 2 for k in rest}
+        assert dists[int(nxt)] <= min(dists.values()) + 1e-12
+        pooled = pooled + counts[nxt]
+
+
+def test_dc_stops_early_when_nothing_improves():
+    # c0 = [1,1] is perfectly balanced (distance 0): every other addition worsens it -> only [0] is returned.
+    # From c1 = [5,0] (distance 0.293) adding c2 = [0,5] reaches 0, then adding c0 cannot improve -> [1, 2];
+    # symmetrically [2, 1]. (Distances 1 - cos against the balanced target [1,1].)
+    counts = np.array([[1, 1], [5, 0], [0, 5]])
+    expected = {0: [0], 1: [1, 2], 2: [2, 1]}
+    seen = _first_picks_seen(DCSelector(1, 2), counts, 3)
+    assert seen == expected
+
+
+def test_dc_real_vs_balanced_target():
+    # Real target = class totals [7, 4]. Alone: c3=[1,1] is balanced (distance 0) while c2=[2,1] is closest to
+    # [7,4] (1 - 18/(sqrt5*sqrt65) = 0.0015 vs 0.035 for c3).
+    counts = np.array([[4, 0], [0, 2], [2, 1], [1, 1]])
+    assert DCSelector(0, 1, target="balanced").select(counts, 1, (), np.random.default_rng(0))[0].tolist() == [3]
+    assert DCSelector(0, 1, target="real").select(counts, 1, (), np.random.default_rng(0))[0].tolist() == [2]
+    np.testing.assert_array_equal(DCSelector(0, 1, target="real").target_vector(counts.astype(float)), [7, 4])
+
+
+def test_dc_num_dc_none_uses_m_minus_num_random():
+    counts = np.random.default_rng(4).integers(0, 20, size=(12, 3))
+    picked, _ = DCSelector(2).select(counts, 6, (), np.random.default_rng(0))
+    assert 2 <= len(picked) <= 6 and len(set(picked.tolist())) == len(picked)
+
+
+@settings(max_examples=60, deadline=None)
+@given(problems(), st.sampled_from(["balanced", "real"]))
+def test_dc_length_and_distinctness(problem, target):
+    counts, m, _, seed = problem
+    counts = counts + (counts.sum() == 0)  # the real target needs some positive total
+    n_random = m // 2
+    picked, _ = DCSelector(n_random, m - n_random, target=target).select(counts, m, (), np.random.default_rng(seed))
+    assert n_random <= len(picked) <= m
+    assert len(set(picked.tolist())) == len(picked)
+
+
+# ----------------------------------------------------------------------------- random
+
+
+def test_random_selector_distinct_and_uniform():
+    # 4000 draws of 2 of 5 clients: each client is picked 1600 times in expectation (sd ~ 31; band 5 sd).
+    rng, counts = np.random.default_rng(0), np.ones((5, 2))
+    tally = Counter()
+    for _ in range(4000):
+        picked, _ = RandomSelector().select(counts, 2, (), rng)
+        assert len(set(picked.tolist())) == 2
+        tally.update(picked.tolist())
+    assert all(abs(n - 1600) < 160 for n in tally.values())
+
+
+# ----------------------------------------------------------------------------- registry
+
+
+def test_make_selector_builds_each_name():
+    assert isinstance(make_selector("random"), RandomSelector)
+    assert make_selector("fedentopt", buffer_size=3) == FedEntOptSelector(buffer_size=3)
+    assert isinstance(make_selector("kl"), KLSelector)
+    assert make_selector("dc", num_random=10, num_dc=5, target="real") == DCSelector(10, 5, "real")
+    assert all(isinstance(make_selector(n, **p), Selector) for n, p in [("random", {}), ("kl", {})])
+
+
+# ----------------------------------------------------------------------------- failure cases
+
+RNG = np.random.default_rng(0)
+
+
+def test_num_selected_out_of_range_raises():
+    with pytest.raises(ValueError, match="num_selected must be <= the number of clients K=4 \\(got 5\\)"):
+        RandomSelector().select(HAND, 5, (), RNG)
+    with pytest.raises(ValueError, match="num_selected must be >= 1 \\(got 0\\)"):
+        FedEntOptSelector(buffer_size=0).select(HAND, 0, (), RNG)
+
+
+def test_buffer_too_large_raises():
+    with pytest.raises(ValueError, match=r"0 <= Q <= K - M = 4 - 2 = 2 .*\(got Q=3\)"):
+        FedEntOptSelector(buffer_size=3).select(HAND, 2, (), RNG)
+    with pytest.raises(ValueError, match=r"got Q=4"):
+        FedEntOptSelector(buffer_fraction=0.95).select(HAND, 1, (), RNG)
+
+
+def test_negative_buffer_raises():
+    with pytest.raises(ValueError, match="buffer_size must be >= 0 \\(got -1\\)"):
+        FedEntOptSelector(buffer_size=-1)
+    with pytest.raises(ValueError, match="buffer_fraction must be <= 1.0"):
+        FedEntOptSelector(buffer_fraction=1.5)
+
+
+def test_fedentopt_needs_exactly_one_buffer_argument():
+    with pytest.raises(ValueError, match="exactly one of buffer_size"):
+        FedEntOptSelector()
+    with pytest.raises(ValueError, match="exactly one of buffer_size"):
+        FedEntOptSelector(buffer_size=2, buffer_fraction=0.5)
+
+
+def test_bad_state_raises():
+    sel = FedEntOptSelector(buffer_size=2)
+    with pytest.raises(ValueError, match="more than buffer_size Q=2"):
+        sel.select(HAND, 2, (0, 1, 2), RNG)
+    with pytest.raises(ValueError, match=r"distinct client indices in \[0, 3\]"):
+        sel.select(HAND, 2, (0, 7), RNG)
+    with pytest.raises(TypeError, match="state must be a tuple"):
+        sel.select(HAND, 2, [0], RNG)
+    with pytest.raises(ValueError, match="state of the 'kl' selector must be \\(\\)"):
+        KLSelector().select(HAND, 2, (1,), RNG)
+
+
+def test_unknown_selector_name_lists_names():
+    with pytest.raises(ValueError, match="selector name must be one of 'random', 'fedentopt', 'kl', 'dc'"):
+        make_selector("fedavg")
+
+
+def test_unknown_parameter_raises():
+    with pytest.raises(TypeError, match="unknown parameter.* buffer for selector 'fedentopt'; allowed: buffer_size"):
+        make_selector("fedentopt", buffer=5)
+    with pytest.raises(TypeError, match="allowed: none"):
+        make_selector("kl", buffer_size=5)
+    with pytest.raises(TypeError, match="num_random"):  # m has no default (the DC paper uses m = 10)
+        make_selector("dc")
+
+
+def test_wrong_count_shapes_raise():
+    for bad in (np.ones(4), np.ones((2, 2, 2)), np.ones((0, 3))):
+        with pytest.raises(ValueError, match="counts must be a 2-D array of shape"):
+            RandomSelector().select(bad, 1, (), RNG)
+
+
+def test_non_generator_rng_raises():
+    for bad in (0, np.random.RandomState(0), None):
+        with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
+            FedEntOptSelector(buffer_size=0).select(HAND, 2, (), bad)
+
+
+def test_nan_counts_raise():
+    with pytest.raises(ValueError, match="counts must be finite"):
+        KLSelector().select([[1.0, np.nan], [1.0, 2.0]], 1, (), RNG)
+
+
+def test_dc_bad_configuration_raises():
+    with pytest.raises(ValueError, match="num_selected must equal num_random \\+ num_dc = 1 \\+ 2 = 3 \\(got 2\\)"):
+        DCSelector(1, 2).select(HAND, 2, (), RNG)
+    with pytest.raises(ValueError, match="must be >= num_random=3"):
+        DCSelector(3).select(HAND, 2, (), RNG)
+    with pytest.raises(ValueError, match="target must be one of 'balanced', 'real'"):
+        DCSelector(1, 1, target="uniform")
+    with pytest.raises(ValueError, match="num_random must be >= 0"):
+        DCSelector(-1)
+    with pytest.raises(ValueError, match="'real' DC target is all zeros"):
+        DCSelector(0, 1, target="real").select(np.zeros((3, 2)), 1, (), RNG)

@@ -1,0 +1,66 @@
+"""Tests of fedlib.label_studies: partition notation, seed streams, and the tidy study tables."""
+import numpy as np
+import pytest
+
+from fedlib import label_studies
+from fedlib.partition import labels_from_counts
+
+
+# Paper notation -> partition parameters (§V-A2 of the paper: Dir(beta) and #C=k).
+@pytest.mark.parametrize(
+    "label, expected",
+    [
+        ("Dir(0.1)", {"scheme": "dirichlet", "beta": 0.1, "classes_per_client": None}),
+        ("Dir(0.5)", {"scheme": "dirichlet", "beta": 0.5, "classes_per_client": None}),
+        ("C=2", {"scheme": "quantity", "beta": None, "classes_per_client": 2}),
+        ("#C=3", {"scheme": "quantity", "beta": None, "classes_per_client": 3}),
+        ("IID", {"scheme": "iid", "beta": None, "classes_per_client": None}),
+    ],
+)
+def test_parse_partition(label, expected):
+    assert label_studies.parse_partition(label) == expected
+
+
+@pytest.mark.parametrize("label", ["Dir(x)", "C=two", "dirichlet", ""])
+def test_parse_partition_rejects_unknown_notation(label):
+    with pytest.raises(ValueError, match="partition must look like 'Dir\\(0.1\\)', 'C=2' or 'IID'"):
+        label_studies.parse_partition(label)
+
+
+def test_stream_seeds_differ_between_streams_and_repeat_per_seed():
+    seeds = {label_studies.stream_seed(7, s) for s in range(4)}
+    assert len(seeds) == 4
+    assert label_studies.stream_seed(7, 1) == label_studies.stream_seed(7, 1)
+    with pytest.raises(ValueError, match="seed must be >= 0"):
+        label_studies.stream_seed(-1, 0)
+
+
+def test_selector_traces_same_seed_same_table_and_partition_independent_of_method():
+    labels = labels_from_counts([40] * 4)
+    kwargs = dict(num_clients=8, num_selected=2, num_rounds=5, seeds=[0, 1], classes_per_client=2)
+    one = label_studies.selector_traces(labels, "quantity", methods={"R": ("random", {})}, **kwargs)
+    two = label_studies.selector_traces(
+        labels, "quantity", methods={"K": ("kl", {}), "R": ("random", {})}, **kwargs)
+    assert one.equals(label_studies.selector_traces(labels, "quantity", methods={"R": ("random", {})}, **kwargs))
+    # Adding a method must not change another method's rows (separate partition and selection streams).
+    np.testing.assert_array_equal(two[two.method == "R"]["entropy"].values, one["entropy"].values)
+    assert len(two) == 2 * 2 * 5
+
+
+def test_buffer_study_counts_every_pick():
+    labels = labels_from_counts([30] * 3)
+    summary, counts = label_studies.buffer_study(
+        labels, "quantity", buffer_fractions=[0.0, 0.5], num_clients=6, num_selected=2, num_rounds=10, seeds=[0],
+        classes_per_client=1)
+    # Every round picks exactly M = 2 clients, so the per-client counts add up to R * M = 20 per setting.
+    assert counts.groupby("buffer_pct")["times_picked"].sum().tolist() == [20, 20]
+    assert summary["h_norm"].between(0, 1).all()
+    assert summary.set_index("buffer_pct").loc[50, "buffer_size"] == 3
+
+
+def test_coverage_study_is_one_when_every_client_holds_every_label():
+    labels = labels_from_counts([100] * 3)
+    table = label_studies.coverage_study(labels, pool_sizes=[5], subset_sizes=[1, 2], num_rounds=20, seeds=[0],
+                                         beta=1000.0, buffer_fraction=0.2)
+    assert (table["random_coverage"] == 1.0).all()
+    assert (table["fedentopt_coverage"] == 1.0).all()

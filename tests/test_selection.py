@@ -17,6 +17,7 @@ from fedlib.selection import (
     buffer_size_from_fraction,
     make_selector,
 )
+from fedlib.selection import _EntropyScorer
 
 # Hand example used below (4 clients, 3 classes):
 #   c0 = [4,0,0], c1 = [0,4,0], c2 = [2,2,0], c3 = [0,0,2]
@@ -191,6 +192,67 @@ def test_each_greedy_pick_maximises_pooled_entropy(problem):
         rest = [k for k in range(len(counts)) if k not in picked[:i]]
         best = max(entropy_bits(pooled + counts[k]) for k in rest)
         assert entropy_bits(pooled + counts[picked[i]]) >= best - 1e-9
+
+
+def _scorer_inputs(rng, kind, k, c):
+    """Count matrices with zeros: integer, negative (DP noise kept), fractional, all zero."""
+    holes = rng.random((k, c)) < 0.5
+    if kind == "integer":
+        return (rng.integers(0, 60, size=(k, c)) * holes).astype(float)
+    if kind == "negative":
+        return np.where(holes, rng.normal(2.0, 6.0, size=(k, c)), 0.0)
+    if kind == "fractional":
+        return np.where(holes, rng.random((k, c)) * 9.0, 0.0)
+    return np.zeros((k, c))
+
+
+@pytest.mark.parametrize("kind", ["integer", "negative", "fractional", "zeros"])
+def test_sparse_and_dense_scoring_agree(kind):
+    # The sparse path (F(L) + per-non-zero deltas, integer f table) and the dense path (one log per entry)
+    # score every candidate alike, for pooled vectors of picked rows, zero, and arbitrary (negative) ones.
+    rng = np.random.default_rng(["integer", "negative", "fractional", "zeros"].index(kind))
+    for _ in range(40):
+        k, c = int(rng.integers(1, 40)), int(rng.integers(1, 15))
+        counts = _scorer_inputs(rng, kind, k, c)
+        free = np.flatnonzero(rng.random(k) < 0.7)
+        free = free if free.size else np.arange(k)
+        sparse, dense = _EntropyScorer(counts, path="sparse"), _EntropyScorer(counts, path="dense")
+        assert not sparse.dense and dense.dense
+        rows = rng.choice(k, size=min(k, 4), replace=False)
+        for pooled in (np.zeros(c), counts[rows].sum(axis=0), counts[rows[:1]].sum(axis=0), rng.normal(0, 20, c)):
+            np.testing.assert_allclose(sparse.entropies(pooled, free), dense.entropies(pooled, free), rtol=0, atol=1e-9)
+
+
+def test_scorer_default_path_and_integer_table():
+    counts = np.array([[3.0, 0.0, 1.0], [0.0, 0.0, 0.0], [2.0, 5.0, 0.0]])
+    scorer = _EntropyScorer(counts)
+    assert not scorer.dense and scorer._table is not None  # integer counts: sparse path with the f table
+    assert _EntropyScorer(counts - 0.5).dense  # negative counts: dense by default
+    assert _EntropyScorer(counts + 0.25, path="sparse")._table is None  # fractional counts: logs
+    # client 1 is all zeros: it scores H(L); an all-zero pooled vector plus client 1 scores 0
+    pooled = counts[0]
+    expected = [entropy_bits(pooled + row) for row in counts]
+    np.testing.assert_allclose(scorer.entropies(pooled, np.arange(3)), expected, atol=1e-12)
+    assert scorer.entropies(np.zeros(3), np.array([1]))[0] == 0.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(problems(), st.booleans())
+def test_sparse_and_dense_greedy_pick_alike(problem, negative):
+    counts, m, _, _ = problem
+    if negative:
+        counts = counts - 3  # kept DP noise
+    picks = []
+    for path in ("sparse", "dense"):
+        scorer = _EntropyScorer(counts.astype(float), path=path)
+        pooled, free, out = np.zeros(counts.shape[1]), np.arange(len(counts)), []
+        for _ in range(m):
+            j = scorer.best(pooled, free)
+            out.append(j)
+            pooled = pooled + counts[j]
+            free = free[free != j]
+        picks.append(out)
+    assert picks[0] == picks[1]
 
 
 # ----------------------------------------------------------------------------- KL

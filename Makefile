@@ -1,0 +1,55 @@
+# fedlib: install, run the notebooks, build and check the book, run the tests. `make help` lists the targets.
+# The two commands of README.md:  make book-from-scratch   and   make install test
+
+PYTHON ?= python3
+PIP := $(PYTHON) -m pip
+# Extra index for the CPU build of torch where the default index would give the CUDA one, e.g.
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu (empty: the configured indexes, as on these machines).
+TORCH_INDEX ?=
+JOBS ?= 1            # notebooks executed in parallel by `make notebooks`
+PYTEST_JOBS ?= 2     # pytest-xdist workers
+# Data root of fedlib: ../shared/data when it exists (these machines), else ./data.
+FEDLIB_DATA_ROOT ?= $(abspath $(if $(wildcard ../shared/data),../shared/data,data))
+export FEDLIB_DATA_ROOT
+export MPLBACKEND := Agg
+
+.PHONY: help install assets notebooks book screenshots test all book-from-scratch clean
+
+help:
+	@echo "make book-from-scratch  install, run the notebooks, build the book, check it (the main job)"
+	@echo "make install test       install, then run the tests"
+	@echo "targets: install assets notebooks book screenshots test all clean"
+
+# torch first, pinned: installed after other packages, an unpinned torch would come as the CUDA build.
+install:
+	$(PIP) install torch==2.13.0 $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
+	$(PIP) install torchvision==0.28.0 $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
+	$(PIP) install -e ".[train,test,book]"
+
+# The ipywidgets and MathJax JavaScript, served from the book (build/web-assets, not in git; needs npm).
+assets:
+	$(PYTHON) scripts/fetch_web_assets.py
+
+notebooks:
+	$(PYTHON) scripts/run_notebooks.py --jobs $(JOBS)
+
+# -W: warnings are errors; -n: nitpicky (every reference must resolve); --keep-going: report all of them.
+book: assets
+	rm -rf _build
+	$(PYTHON) -c "from jupyter_book.cli.main import main; main()" build . -W -n --keep-going
+
+screenshots:
+	$(PYTHON) scripts/screenshots.py
+
+# pytest exits 5 when it collected no tests: that is a failure here, not a silent success.
+test:
+	$(PYTHON) -m pytest -n $(PYTEST_JOBS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+
+all: notebooks book screenshots test
+
+book-from-scratch: install
+	$(MAKE) notebooks book screenshots
+
+clean:
+	rm -rf _build book/executed screenshots

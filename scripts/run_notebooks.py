@@ -1,0 +1,209 @@
+"""Execute the notebooks of the run table (runs.yaml) with papermill into book/executed/<name>.ipynb.
+
+Examples (from the repository root)::
+
+    python scripts/run_notebooks.py                          # every page, with the book's parameters
+    python scripts/run_notebooks.py --only template --set num_draws=50 --set seed=1
+    python scripts/run_notebooks.py --tier quick --out-dir /tmp/quick   # every page at the quick tier
+    python scripts/run_notebooks.py --list
+
+A notebook is written to ``<out-dir>/<name>.ipynb`` only when it ran to the end; a failed run leaves
+``<name>.failed.ipynb`` (with the traceback in it) and makes the script exit with status 1, naming the notebook.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import nbformat
+import papermill
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+TIERS = ("quick", "subset", "paper")
+ENTRY_KEYS = {"name", "notebook", "tier", "parameters", "tiers"}
+
+
+def load_runs(path: Path) -> list[dict]:
+    """Read and check the run table: known keys, unique names, existing notebooks, known tiers."""
+    table = yaml.safe_load(path.read_text())
+    runs = (table or {}).get("runs")
+    if not isinstance(runs, list) or not runs:
+        raise SystemExit(f"{path}: expected a non-empty list under 'runs'.")
+    seen = set()
+    for i, run in enumerate(runs):
+        where = f"{path.name}, entry {i} ({run.get('name', '?')})"
+        unknown = set(run) - ENTRY_KEYS
+        missing = {"name", "notebook", "tier"} - set(run)
+        if unknown or missing:
+            raise SystemExit(f"{where}: unknown keys {sorted(unknown)}, missing keys {sorted(missing)}; "
+                             f"allowed: {sorted(ENTRY_KEYS)}.")
+        if run["name"] in seen:
+            raise SystemExit(f"{where}: the name {run['name']!r} is used twice.")
+        seen.add(run["name"])
+        if not (ROOT / run["notebook"]).is_file():
+            raise SystemExit(f"{where}: notebook {run['notebook']!r} does not exist.")
+        for tier in [run["tier"], *run.get("tiers", {})]:
+            if tier not in TIERS:
+                raise SystemExit(f"{where}: tier {tier!r} is not one of {TIERS}.")
+        run.setdefault("parameters", {})
+        run.setdefault("tiers", {})
+    return runs
+
+
+def parse_assignments(items: list[str]) -> dict:
+    """Turn ``key=value`` strings into a dict; values are read as YAML literals (``0.5``, ``true``, ``[1, 2]``)."""
+    parameters = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--set {item!r}: expected key=value.")
+        parameters[key.strip()] = yaml.safe_load(value)
+    return parameters
+
+
+def notebook_parameters(run: dict) -> dict:
+    """The names assigned in the notebook's ``parameters`` cell, mapped to their source line.
+
+    The cell is parsed with :mod:`ast`, not papermill's line matcher, which gives up on lines with a second
+    ``=`` (as in ``partition = "C=2"`` or a comment that says ``Q = 50 %``).
+    """
+    nb = nbformat.read(ROOT / run["notebook"], as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
+    if not cells:
+        raise SystemExit(f"{run['notebook']}: no cell tagged 'parameters'.")
+    try:
+        tree = ast.parse(cells[0].source)
+    except SyntaxError as err:
+        raise SystemExit(f"{run['notebook']}: the parameters cell is not valid Python ({err}).") from None
+    lines = cells[0].source.splitlines()
+    known = {}
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        for target in targets:
+            if isinstance(target, ast.Name):
+                known[target.id] = lines[node.lineno - 1]
+    return known
+
+
+def parameters_for(run: dict, tier: str | None, overrides: dict, known: dict) -> tuple[str, dict]:
+    """The tier and the parameters an entry runs with: the book's values, then the tier's, then ``--set``.
+
+    A notebook whose parameters cell defines ``tier`` (the fedlib.tiers name) gets the tier passed in; for the
+    others, another tier than the entry's own needs its overrides under ``tiers:`` in runs.yaml.
+    """
+    chosen = tier or run["tier"]
+    parameters = dict(run["parameters"])
+    if "tier" in known:
+        parameters["tier"] = chosen
+    elif chosen != run["tier"] and chosen not in run["tiers"]:
+        raise SystemExit(f"{run['name']} ({run['notebook']}): runs.yaml gives no parameters for tier "
+                         f"{chosen!r} and the notebook has no 'tier' parameter; add them under "
+                         f"'tiers: {{{chosen}: ...}}' (an empty mapping if the book's values fit that tier).")
+    if chosen != run["tier"]:
+        parameters.update(run["tiers"].get(chosen, {}))
+    parameters.update(overrides)
+    unknown = sorted(set(parameters) - set(known))
+    if unknown:
+        raise SystemExit(f"{run['name']} ({run['notebook']}): unknown parameters {unknown}; "
+                         f"the notebook's parameters cell defines {sorted(known)}.")
+    return chosen, parameters
+
+
+def check_toc(runs: list[dict], out_dir: Path) -> None:
+    """Every run must be a page of _toc.yml and every executed page of _toc.yml must have a run."""
+    if out_dir.resolve() != (ROOT / "book" / "executed").resolve():
+        return
+    toc = (ROOT / "_toc.yml").read_text()
+    pages = {line.split("book/executed/", 1)[1].split()[0].removesuffix(".ipynb")
+             for line in toc.splitlines() if "book/executed/" in line and not line.lstrip().startswith("#")}
+    names = {run["name"] for run in runs}
+    if names - pages or pages - names:
+        raise SystemExit(f"runs.yaml and _toc.yml disagree: runs without a page {sorted(names - pages)}, "
+                         f"pages without a run {sorted(pages - names)}.")
+
+
+def execute(run: dict, tier: str, parameters: dict, out_dir: Path, log_output: bool) -> tuple[str, float, str]:
+    """Run one notebook; return (name, seconds, error message or '')."""
+    source = ROOT / run["notebook"]
+    target = out_dir / f"{run['name']}.ipynb"
+    partial = out_dir / f"{run['name']}.failed.ipynb"
+    start = time.perf_counter()
+    try:
+        papermill.execute_notebook(
+            str(source), str(partial), parameters=parameters,
+            cwd=str(source.parent),  # the notebook's folder, as when it is opened in Jupyter
+            progress_bar=False, log_output=log_output,
+        )
+    except Exception as error:  # papermill raises PapermillExecutionError, kernels may die otherwise
+        message = f"{type(error).__name__}: {error}".strip()
+        return run["name"], time.perf_counter() - start, f"{message}\n  partial output: {partial}"
+    partial.replace(target)
+    return run["name"], time.perf_counter() - start, ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=Path, default=ROOT / "runs.yaml", help="the run table (default: runs.yaml)")
+    parser.add_argument("--only", action="append", metavar="NAME", help="run only this entry (repeatable)")
+    parser.add_argument("--tier", choices=TIERS, help="run every selected entry at this tier (default: each "
+                                                     "entry's own tier, as in the book)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a parameter of every selected entry (repeatable)")
+    parser.add_argument("--out-dir", type=Path, default=ROOT / "book" / "executed",
+                        help="where executed notebooks go (default: book/executed, what the book shows)")
+    parser.add_argument("-j", "--jobs", type=int, default=1, help="notebooks run in parallel (default 1)")
+    parser.add_argument("--log-output", action="store_true", help="echo the notebooks' output while they run")
+    parser.add_argument("--list", action="store_true", help="print the run table and exit")
+    args = parser.parse_args(argv)
+
+    runs = load_runs(args.runs)
+    if args.only:
+        unknown = sorted(set(args.only) - {run["name"] for run in runs})
+        if unknown:
+            raise SystemExit(f"--only {unknown}: no such entry; the run table has {[r['name'] for r in runs]}.")
+        runs = [run for run in runs if run["name"] in args.only]
+    else:
+        check_toc(runs, args.out_dir)
+    overrides = parse_assignments(args.set)
+    plan = []
+    for run in runs:
+        tier, parameters = parameters_for(run, args.tier, overrides, notebook_parameters(run))
+        plan.append((run, tier, parameters))
+    if args.list:
+        for run, tier, parameters in plan:
+            print(f"{run['name']:<24} {tier:<7} {run['notebook']}  {parameters}")
+        return 0
+
+    # Kernels start in the notebook's folder, so a relative data root is made absolute here.
+    if os.environ.get("FEDLIB_DATA_ROOT"):
+        os.environ["FEDLIB_DATA_ROOT"] = str(Path(os.environ["FEDLIB_DATA_ROOT"]).resolve())
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    failures = []
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = []
+        for run, tier, parameters in plan:
+            print(f"run  {run['name']} ({run['notebook']}, tier {tier}) {parameters}", flush=True)
+            futures.append((run, pool.submit(execute, run, tier, parameters, args.out_dir, args.log_output)))
+        for run, future in futures:
+            name, seconds, error = future.result()
+            if error:
+                failures.append(f"{name} ({run['notebook']}): {error}")
+                print(f"FAIL {name} ({run['notebook']}) after {seconds:.1f} s", flush=True)
+            else:
+                print(f"ok   {name} -> {args.out_dir / (name + '.ipynb')} in {seconds:.1f} s", flush=True)
+    if failures:
+        print(f"\n{len(failures)} of {len(plan)} notebooks failed:", file=sys.stderr)
+        for failure in failures:
+            print(f"- {failure}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -13,7 +13,8 @@ FEDLIB_DATA_ROOT ?= $(abspath $(if $(wildcard ../shared/data),../shared/data,dat
 export FEDLIB_DATA_ROOT
 export MPLBACKEND := Agg
 
-.PHONY: help install assets notebooks book screenshots test all book-from-scratch clean
+
+.PHONY: help system-deps install assets notebooks book screenshots test all book-from-scratch clean
 
 help:
 	@echo "make book-from-scratch  install, run the notebooks, build the book, check it (the main job)"
@@ -48,8 +49,18 @@ test:
 
 all: notebooks book screenshots test
 
-book-from-scratch: install
+book-from-scratch: system-deps install
 	$(MAKE) notebooks book screenshots
+
+# npm (for the offline JavaScript) and Chromium (for the page check), from Debian when missing and we are root.
+system-deps:
+	@missing=""; command -v npm >/dev/null || missing="$$missing npm"; \
+	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else echo "install$$missing first (e.g. apt-get install -y$$missing)" >&2; exit 1; fi; \
+	fi
 
 clean:
 	rm -rf _build book/executed screenshots

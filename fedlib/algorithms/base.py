@@ -1,0 +1,190 @@
+"""The algorithm contract of fedlib's federated trainer.
+
+Everything an algorithm does is a function of tensors, so that the trainer can run one client at a time
+(``fedlib.trainer``, ``fedlib.local.local_train``) or many clients at once with ``torch.func.vmap`` over a
+leading client axis (a batched trainer).  The vocabulary:
+
+``params``
+    ``dict[str, Tensor]``: the model's state as used with ``torch.func.functional_call(model, params, (x,))``.
+    It holds every named parameter *and* every named buffer of the model (``fedlib.local.model_state``).
+    Only the keys in ``trainable`` (the model's ``named_parameters`` with ``requires_grad``) are trained; the
+    other keys (buffers such as batch-norm statistics) are carried along and averaged by ``weighted_average``.
+``ctx`` (client context)
+    ``dict[str, Tensor]``: everything client-specific the client-side hooks need, built by
+    ``client_context`` before local training.  All values are tensors of a fixed shape per algorithm (for a
+    given model and number of classes), so a batched caller stacks the dicts of M clients key by key along a
+    new leading axis (``torch.stack([ctx_k[key] for k in clients])``) and vmaps over that axis.
+``server_state`` / ``client_state``
+    ``dict[str, Tensor]`` (possibly empty): persistent algorithm state of the server and of each client
+    (e.g. SCAFFOLD's control variates).  They are checkpointed with ``torch.save`` so they must hold
+    tensors only.
+``hp``
+    ``fedlib.local.LocalHyperParams``: the client optimiser settings of one round (lr after decay,
+    momentum, weight decay, batch size, epochs of that client).
+
+Hooks (what a vmapped caller stacks):
+
+Client side, called inside local training, must be pure tensor functions (no Python control flow on tensor
+values, no in-place ops on inputs, no ``.item()``) so they can run under ``vmap`` and ``torch.func.grad``:
+
+* ``loss(logits, y, *, params, global_params, ctx) -> Tensor`` -- scalar training loss of one mini-batch.
+  ``logits`` (B, C), ``y`` (B,) int64.  Batched: ``logits``, ``y``, ``params``, ``ctx`` carry the client axis;
+  ``global_params`` is shared (``in_dims=None``) -- it is the same for all clients of a round.
+* ``correct_grads(grads, *, ctx) -> grads`` -- applied to the gradient of ``loss`` w.r.t. the trainable
+  parameters before the SGD step (before weight decay is added).  Batched: ``grads`` and ``ctx`` carry the
+  client axis.
+
+Client side, called once per client and round *outside* the training loop (plain Python is fine):
+
+* ``client_context(client_id, label_counts, server_state, client_state) -> dict[str, Tensor]``.
+  ``label_counts`` is the client's TRUE per-class training-label count vector (float tensor, shape (C,)) --
+  the client knows its own labels; label DP only concerns what the server sees for selection.
+  A batched caller calls it once per client and stacks the results.
+
+Server side (plain Python over lists of clients; not vmapped):
+
+* ``init_server_state(global_params, *, num_clients) -> dict[str, Tensor]``
+* ``init_client_state(global_params) -> dict[str, Tensor]`` -- state of one client before it ever trains.
+* ``update_client_state(client_state, result, *, global_params, server_state, ctx, hp)
+  -> (new_client_state, client_state_delta)`` -- called for every client that trained *and uploaded*,
+  after local training.  ``client_state_delta`` (``dict[str, Tensor]``) is what the client uploads on top of its
+  model (e.g. SCAFFOLD's ``Δc_i``); the trainer stores it in ``result.state_delta`` before ``aggregate``.
+* ``aggregate(global_params, results, weights, server_state) -> (new_global_params, new_server_state)``.
+  ``results`` is a non-empty list of ``fedlib.local.LocalResult`` of the clients that uploaded this round (in
+  the order they were picked), ``weights`` a float64 numpy array of their FedAvg weights ``n_k / Σ n_j`` (sums
+  to 1 over the uploading clients).  If no client uploads, the trainer keeps the global model and server state
+  and does not call ``aggregate``.
+
+A batched trainer produces the same ``LocalResult`` objects (unstacking its outputs) and calls the server-side
+hooks unchanged.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+__all__ = ["Algorithm", "weighted_average", "tree_sub", "tree_add", "tree_scale", "zeros_like_params"]
+
+Params = dict[str, torch.Tensor]
+
+
+def weighted_average(dicts: Sequence[Mapping[str, torch.Tensor]], weights) -> Params:
+    """Key-wise ``Σ_k w_k d_k`` for floating tensors.
+
+    Integer tensors (e.g. ``num_batches_tracked``) are not averaged: the value of the first dict is kept.
+    The sum is computed in float64 and cast back to the tensor's dtype, in the order of ``dicts``.
+    """
+    if len(dicts) == 0:
+        raise ValueError("weighted_average needs at least one dict (got none).")
+    w = [float(x) for x in np.asarray(weights, dtype=np.float64).reshape(-1)]
+    if len(w) != len(dicts):
+        raise ValueError(f"weights has {len(w)} entries but there are {len(dicts)} dicts.")
+    out: Params = {}
+    for key, first in dicts[0].items():
+        if not torch.is_floating_point(first):
+            out[key] = first.clone()
+            continue
+        acc = torch.zeros_like(first, dtype=torch.float64)
+        for wk, d in zip(w, dicts):
+            acc += wk * d[key].to(torch.float64)
+        out[key] = acc.to(first.dtype)
+    return out
+
+
+def tree_sub(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor], keys=None) -> Params:
+    """``a - b`` key-wise (over ``keys`` or all keys of ``a``)."""
+    keys = a.keys() if keys is None else keys
+    return {k: a[k] - b[k] for k in keys}
+
+
+def tree_add(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor], keys=None) -> Params:
+    """``a + b`` key-wise (over ``keys`` or all keys of ``a``)."""
+    keys = a.keys() if keys is None else keys
+    return {k: a[k] + b[k] for k in keys}
+
+
+def tree_scale(a: Mapping[str, torch.Tensor], s: float) -> Params:
+    """``s * a`` key-wise."""
+    return {k: v * s for k, v in a.items()}
+
+
+def zeros_like_params(params: Mapping[str, torch.Tensor], keys=None) -> Params:
+    """Zero tensors shaped like ``params`` (over ``keys`` or all floating keys)."""
+    keys = [k for k, v in params.items() if torch.is_floating_point(v)] if keys is None else keys
+    return {k: torch.zeros_like(params[k]) for k in keys}
+
+
+class Algorithm:
+    """Base class: FedAvg behaviour for every hook (see the module docstring for the contract).
+
+    Subclasses override only the hooks they change.  Attributes:
+
+    ``name``                 registry name.
+    ``trainable``            tuple of the trainable keys of ``params``; set by the trainer via
+                             ``bind(trainable_keys)`` before any hook is called.
+    ``needs_label_counts``   True if ``client_context`` uses the client's label counts (FedRS, FedLC); these
+                             stay on the client and are not uploaded.
+    ``uploads_label_counts`` True if the algorithm itself makes every client upload its label counts once
+                             (e.g. FedConcat's clustering); the trainer then charges 4·C·K bytes at round 0,
+                             as it does for label-based selectors.
+    ``upload_factor``        model-sized tensors a client uploads per round (1: its model; SCAFFOLD: 2, model
+                             and Δc_i); the trainer charges ``4 · p · upload_factor`` bytes per uploading client.
+    """
+
+    name = "base"
+    needs_label_counts = False
+    uploads_label_counts = False
+    upload_factor = 1
+
+    def __init__(self) -> None:
+        self.trainable: tuple[str, ...] = ()
+
+    # -- set-up ------------------------------------------------------------------------------------------
+    def bind(self, trainable_keys) -> "Algorithm":
+        """Tell the algorithm which keys of ``params`` are trainable (the order is the model's)."""
+        self.trainable = tuple(trainable_keys)
+        return self
+
+    def params_dict(self) -> dict:
+        """The algorithm's hyper-parameters (for configs and reports)."""
+        return {}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params_dict().items())
+        return f"{type(self).__name__}({args})"
+
+    # -- client side (pure tensor functions; vmappable) -----------------------------------------------
+    def loss(self, logits: torch.Tensor, y: torch.Tensor, *, params: Params, global_params: Params,
+             ctx: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Mean cross-entropy of the mini-batch (the FedAvg loss)."""
+        return F.cross_entropy(logits, y)
+
+    def correct_grads(self, grads: Params, *, ctx: Mapping[str, torch.Tensor]) -> Params:
+        """Identity (FedAvg)."""
+        return grads
+
+    # -- client side (once per client and round) ------------------------------------------------------
+    def client_context(self, client_id: int, label_counts: torch.Tensor, server_state: Mapping[str, torch.Tensor],
+                       client_state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """No context (FedAvg)."""
+        return {}
+
+    # -- server side -----------------------------------------------------------------------------------
+    def init_server_state(self, global_params: Params, *, num_clients: int) -> dict[str, torch.Tensor]:
+        """No server state (FedAvg)."""
+        return {}
+
+    def init_client_state(self, global_params: Params) -> dict[str, torch.Tensor]:
+        """No client state (FedAvg)."""
+        return {}
+
+    def update_client_state(self, client_state, result, *, global_params, server_state, ctx, hp):
+        """Client state unchanged, nothing extra uploaded (FedAvg)."""
+        return client_state, {}
+
+    def aggregate(self, global_params: Params, results, weights, server_state):
+        """FedAvg: ``w ← Σ_k p_k w_k`` with ``p_k = n_k / Σ_j n_j`` over the uploading clients."""
+        return weighted_average([r.params for r in results], weights), server_state

@@ -1,0 +1,49 @@
+"""FedLC: logit calibration (Zhang et al., ICML 2022, "Federated Learning with Label Distribution Skew via
+Logits Calibration").
+
+Client k trains with calibrated logits, subtracting a class-dependent margin that grows as the class gets
+rarer on that client (eq. (8) of the paper):
+
+    z̃_c = z_c − τ · n_{k,c}^{−1/4},          loss = CE(softmax(z̃), y)
+
+with ``n_{k,c}`` the client's number of training samples of class c.  τ = 0 is plain cross-entropy exactly;
+the FedEntOpt paper uses τ = 1 (§V-A5).  Aggregation is FedAvg.
+
+Absent classes (n_{k,c} = 0): ``0^{-1/4}`` is infinite.  As in the public FedLC implementations (FL-bench,
+``src/client/fedlc.py``, which counts absent labels as ``1e-8``; PFLlib's ``clientlc`` likewise), fedlib
+replaces a zero count with ``zero_count = 1e-8``, giving those classes a finite margin of ``τ · 100``.
+
+Context (``client_context``): ``{"margin": (C,) float}`` = τ·n_c^{−1/4}; a batched caller stacks it to (M, C).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .._validate import check_float
+from .base import Algorithm
+
+__all__ = ["FedLC"]
+
+
+class FedLC(Algorithm):
+    """FedLC with calibration strength ``tau`` ≥ 0 (default 1.0) and ``zero_count`` for absent classes."""
+
+    name = "fedlc"
+    needs_label_counts = True
+
+    def __init__(self, tau: float = 1.0, zero_count: float = 1e-8) -> None:
+        super().__init__()
+        self.tau = check_float("fedlc tau", tau, low=0.0)
+        self.zero_count = check_float("fedlc zero_count", zero_count, low=0.0, low_open=True)
+
+    def params_dict(self) -> dict:
+        return {"tau": self.tau, "zero_count": self.zero_count}
+
+    def client_context(self, client_id, label_counts, server_state, client_state):
+        counts = torch.as_tensor(label_counts, dtype=torch.float64)
+        counts = torch.where(counts > 0, counts, torch.full_like(counts, self.zero_count))
+        return {"margin": (self.tau * counts.pow(-0.25)).to(torch.float32)}
+
+    def loss(self, logits, y, *, params, global_params, ctx):
+        return F.cross_entropy(logits - ctx["margin"].to(logits.dtype), y)

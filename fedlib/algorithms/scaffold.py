@@ -1,0 +1,74 @@
+"""SCAFFOLD (Karimireddy et al., ICML 2020), control variates with option II.
+
+Server control variate c and client control variates c_i (all zero at the start).  Client i starts from the
+global model x and trains with the corrected gradient
+
+    g̃ = ∇F_i(y) − c_i + c                    (``correct_grads``; the correction enters the SGD step like the
+                                              gradient, i.e. before weight decay and inside the momentum buffer)
+
+for K_i local steps with learning rate η, ending at y_i.  Option II update of its control variate:
+
+    c_i⁺ = c_i − c + (x − y_i) / (K_i · η),        Δc_i = c_i⁺ − c_i
+
+Server, with S the uploading clients and N the pool size (global learning rate η_g = 1):
+
+    x⁺ = x + Σ_{i∈S} p_i (y_i − x) = Σ_i p_i y_i     (p_i = n_i/Σ n_j: the paper's FedAvg weighting, §V-A5)
+    c⁺ = c + (|S|/N) · (1/|S|) Σ_{i∈S} Δc_i = c + (1/N) Σ_{i∈S} Δc_i
+
+In the first round every control variate is zero, so that round is exactly FedAvg.
+
+State layout (all ``dict[str, Tensor]``):
+  server state ``{"c:" + key: (shape of key)}`` for every trainable key, plus ``"num_clients": ()`` int64;
+  client state ``{key: c_i[key]}``;
+  client context ``{"corr:" + key: c − c_i}`` -- a batched caller stacks each entry along the client axis.
+"""
+from __future__ import annotations
+
+import torch
+
+from .base import Algorithm, weighted_average
+
+__all__ = ["Scaffold"]
+
+
+class Scaffold(Algorithm):
+    """SCAFFOLD, option II, global learning rate 1 (no hyper-parameters)."""
+
+    name = "scaffold"
+    upload_factor = 2  # the model y_i and the control-variate change Δc_i
+
+    def init_server_state(self, global_params, *, num_clients):
+        state = {"c:" + k: torch.zeros_like(global_params[k]) for k in self.trainable}
+        state["num_clients"] = torch.tensor(int(num_clients), dtype=torch.int64)
+        return state
+
+    def init_client_state(self, global_params):
+        return {k: torch.zeros_like(global_params[k]) for k in self.trainable}
+
+    def client_context(self, client_id, label_counts, server_state, client_state):
+        return {"corr:" + k: server_state["c:" + k] - client_state[k] for k in self.trainable}
+
+    def correct_grads(self, grads, *, ctx):
+        return {k: g + ctx["corr:" + k] for k, g in grads.items()}
+
+    def update_client_state(self, client_state, result, *, global_params, server_state, ctx, hp):
+        if result.num_steps == 0:
+            return client_state, {k: torch.zeros_like(v) for k, v in client_state.items()}
+        scale = 1.0 / (result.num_steps * result.lr)
+        new, delta = {}, {}
+        for k in self.trainable:
+            ci = client_state[k]
+            new[k] = ci - server_state["c:" + k] + (global_params[k] - result.params[k]) * scale
+            delta[k] = new[k] - ci
+        return new, delta
+
+    def aggregate(self, global_params, results, weights, server_state):
+        new_global = weighted_average([r.params for r in results], weights)
+        n = int(server_state["num_clients"])
+        new_state = dict(server_state)
+        for k in self.trainable:
+            total = torch.zeros_like(server_state["c:" + k])
+            for r in results:
+                total = total + r.state_delta[k]
+            new_state["c:" + k] = server_state["c:" + k] + total / n
+        return new_global, new_state

@@ -1,0 +1,62 @@
+"""ExperimentConfig: paper defaults, up-front validation with pinned messages, dict round trip, hash."""
+import pytest
+
+from fedlib.config import DEFAULT_WEIGHT_DECAY, ConfigError, ExperimentConfig, config_hash
+
+
+def test_paper_defaults_and_model_dependent_weight_decay():
+    c = ExperimentConfig()
+    assert (c.local_epochs, c.batch_size, c.lr, c.lr_decay, c.momentum) == (5, 64, 0.01, 0.98, 0.9)
+    assert (c.num_clients, c.clients_per_round, c.partition, c.beta, c.augment) == (100, 10, "dirichlet", 0.1, True)
+    assert c.weight_decay == 5e-4 == DEFAULT_WEIGHT_DECAY["lenet5"]
+    assert ExperimentConfig(model="vgg11").weight_decay == 1e-3
+    assert ExperimentConfig(model="vgg11", weight_decay=0.0025).weight_decay == 0.0025
+    assert c.replace(model="vgg11").weight_decay == 1e-3
+    q = c.replace(partition="quantity", classes_per_client=2)
+    assert q.beta is None and q.validate() is q
+    c.validate()
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(selector="entopt"),
+     "config field 'selector': got 'entopt'; allowed: 'random', 'fedentopt', 'kl', 'dc'."),
+    (dict(algorithm="fedavgg"), "config field 'algorithm': got 'fedavgg'; allowed: 'fedavg', 'fedprox'"),
+    (dict(model="lenet"), "config field 'model': got 'lenet'; allowed: 'lenet5', 'vgg11'"),
+    (dict(num_clients=0), "config field 'num_clients': got 0; must be >= 1."),
+    (dict(clients_per_round=101), "config field 'clients_per_round': got 101; must be <= num_clients (100)."),
+    (dict(lr="0.01"), "config field 'lr': got '0.01'; must be a finite real number."),
+    (dict(rounds=2.5), "config field 'rounds': got 2.5; must be an integer."),
+    (dict(dropout_prob=1.0), "config field 'dropout_prob': got 1.0; must be < 1.0."),
+    (dict(beta=-1.0), "config field 'beta': got -1.0; must be > 0.0."),
+    (dict(partition="quantity"), "config field 'classes_per_client': got None; must be an integer."),
+    (dict(selector="fedentopt", selector_params={"buffer_fraction": 0.95}),
+     "config field 'selector_params': got {'buffer_fraction': 0.95}; buffer_size Q must satisfy"),
+    (dict(algorithm="fedprox", algorithm_params={"m": 1}),
+     "config field 'algorithm_params': got {'m': 1}; rejected by algorithm 'fedprox': algorithm 'fedprox' got "
+     "unknown parameter(s) m (allowed: mu)."),
+    (dict(dataset="cifar11"), "config field 'dataset': got 'cifar11'; allowed: "),
+    (dict(dp_negative="abs"), "config field 'dp_negative': got 'abs'; allowed: 'clip', 'keep'."),
+    (dict(device="gpu"), "config field 'device': got 'gpu'; allowed: 'cpu', 'cuda' or 'cuda:N'."),
+    (dict(augment="yes"), "config field 'augment': got 'yes'; must be True or False."),
+])
+def test_validate_names_field_value_and_allowed(changes, message):
+    with pytest.raises(ConfigError) as info:
+        ExperimentConfig(**changes).validate()
+    assert str(info.value).startswith(message)
+
+
+def test_dict_round_trip_and_unknown_fields():
+    c = ExperimentConfig(selector="fedentopt", selector_params={"buffer_fraction": 0.5}, algorithm="fedprox",
+                         algorithm_params={"mu": 1e-3}, rounds=3)
+    assert ExperimentConfig.from_dict(c.to_dict()) == c
+    with pytest.raises(ConfigError, match="unknown config field\\(s\\) 'round'; allowed fields: dataset, "):
+        ExperimentConfig.from_dict({"round": 3})
+
+
+def test_config_hash_depends_on_config_and_code_version():
+    c = ExperimentConfig()
+    h = config_hash(c, "0.1.0")
+    assert len(h) == 16 and h == config_hash(ExperimentConfig(), "0.1.0")
+    assert h == config_hash(ExperimentConfig(weight_decay=5e-4), "0.1.0")  # the explicit default hashes alike
+    assert h != config_hash(c, "0.1.1")
+    assert h != config_hash(c.replace(seed=1), "0.1.0")

@@ -1,0 +1,88 @@
+"""The trainer on a tiny synthetic data set (LeNet-5 on 16x16 images, 8 clients, 1-2 rounds)."""
+import numpy as np
+import pytest
+import torch
+
+from fedlib.config import ExperimentConfig
+from fedlib.trainer import TABLE_COLUMNS, Experiment, run_experiment
+
+
+@pytest.fixture(scope="module")
+def tiny_npz(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 4, size=240)
+    x = rng.integers(0, 256, size=(240, 16, 16, 3), dtype=np.uint8)
+    x[..., 0] = (y[:, None, None] * 60).astype(np.uint8)  # learnable signal in the red channel
+    path = tmp_path_factory.mktemp("data") / "tiny.npz"
+    np.savez(path, x_train=x[:160], y_train=y[:160], x_test=x[160:], y_test=y[160:])
+    return str(path)
+
+
+def _cfg(path, **kw):
+    base = dict(dataset="npz", dataset_options={"path": path}, num_clients=8, clients_per_round=3, rounds=2,
+                local_epochs=1, batch_size=16, min_partition_size=2, beta=0.5)
+    base.update(kw)
+    return ExperimentConfig(**base)
+
+
+def test_table_and_bytes(tiny_npz):
+    res = run_experiment(_cfg(tiny_npz, selector="fedentopt", selector_params={"buffer_size": 2}), progress=False)
+    t = res.table
+    assert list(t.columns) == list(TABLE_COLUMNS) and t["round"].tolist() == [0, 1, 2]
+    exp = Experiment(res.config)
+    p = exp.num_params
+    assert t["bytes_uploaded"].tolist() == [4 * 4 * 8, 4 * p * 3, 4 * p * 3]  # 4CK once, then 4p per upload
+    assert t["cumulative_bytes"].iloc[-1] == 4 * 4 * 8 + 2 * 4 * p * 3
+    assert t["num_trained"].tolist() == [0, 3, 3] and t["test_accuracy"].notna().all()
+    assert len(t["picked"].iloc[1].split()) == 3
+    # random selection uploads no labels
+    assert run_experiment(_cfg(tiny_npz, rounds=1), progress=False).table["bytes_uploaded"].iloc[0] == 0
+
+
+def test_deterministic_and_streams_separate(tiny_npz):
+    a = run_experiment(_cfg(tiny_npz, rounds=1), progress=False)
+    b = run_experiment(_cfg(tiny_npz, rounds=1), progress=False)
+    assert all(torch.equal(a.global_params[k], b.global_params[k]) for k in a.global_params)
+    cols = [c for c in TABLE_COLUMNS if c != "seconds"]
+    assert a.table[cols].equals(b.table[cols])
+    # changing the selector (or the algorithm) does not change the partition or the model initialisation
+    e1 = Experiment(_cfg(tiny_npz))
+    e2 = Experiment(_cfg(tiny_npz, selector="kl", algorithm="fedprox"))
+    assert all(np.array_equal(p, q) for p, q in zip(e1.parts, e2.parts))
+    s1, s2 = e1.initial_state(), e2.initial_state()
+    assert all(torch.equal(s1.global_params[k], s2.global_params[k]) for k in s1.global_params)
+
+
+def test_dropout_and_stragglers(tiny_npz):
+    t = run_experiment(_cfg(tiny_npz, dropout_prob=0.6, rounds=2), progress=False).table
+    assert (t["num_trained"] + t["num_dropped"] == t["num_picked"]).all()
+    assert t["num_dropped"].sum() > 0
+    exp = Experiment(_cfg(tiny_npz, straggler_fraction=0.5, local_epochs=3))
+    assert exp.stragglers.sum() == 4
+    state = exp.initial_state()
+    seen = []
+    orig = exp.train_client
+    exp.train_client = lambda st, k, rnd, lr, epochs: (seen.append((k, epochs)), orig(st, k, rnd, lr, epochs))[1]
+    exp.run_round(state)
+    for k, e in seen:
+        assert (1 <= e <= 3) if exp.stragglers[k] else e == 3
+
+
+def test_label_dp_changes_server_counts_only(tiny_npz):
+    exp = Experiment(_cfg(tiny_npz, selector="fedentopt", selector_params={"buffer_size": 2},
+                          label_dp_epsilon=0.5))
+    plain = Experiment(_cfg(tiny_npz, selector="fedentopt", selector_params={"buffer_size": 2}))
+    assert np.array_equal(exp.true_counts, plain.true_counts)
+    assert not np.array_equal(exp.server_counts, exp.true_counts) and (exp.server_counts >= 0).all()
+
+
+def test_all_algorithms_run(tiny_npz):
+    for alg in ["fedavg", "fedprox", "fednova", "scaffold", "fedrs", "fedlc"]:
+        t = run_experiment(_cfg(tiny_npz, algorithm=alg, rounds=1, selector="kl"), progress=False).table
+        assert np.isfinite(t["test_loss"]).all(), alg
+
+
+def test_bad_config_fails_before_loading_data(tmp_path):
+    cfg = _cfg(str(tmp_path / "missing.npz"), selector="entopt")
+    with pytest.raises(ValueError, match="config field 'selector': got 'entopt'"):
+        run_experiment(cfg, progress=False)

@@ -1,0 +1,651 @@
+"""Batched local training: all picked clients of a round trained at once with ``torch.func.vmap``.
+
+:func:`train_clients_batched` returns the same ``LocalResult`` list as calling
+``fedlib.local.local_train`` once per client, in the order given, from the same ``torch.Generator`` objects:
+
+* **Client axis** (``kernel="vmap"``, the default on CUDA). The trainable parameters and momentum buffers of
+  the M clients are stacked along a leading axis; the client contexts (``Algorithm.client_context``) are
+  stacked key by key. One local step is one ``vmap(grad(loss))`` call over all clients still training
+  (``torch.func.functional_call`` on the model), the algorithm's ``correct_grads`` inside the vmap, then one
+  SGD update on the stacked tensors with the same tensor ops as ``fedlib.local.sgd_step``.
+  ``kernel="loop"`` (the default on CPU, where oneDNN's grouped convolutions are slower than separate ones)
+  batches the gather, augmentation and SGD update (``torch._foreach_*`` over all clients' tensors) and runs
+  the forward/backward per client on its exact batch: bitwise the reference result on CPU.
+* **Same random draws.** Before training, each client's batch order is drawn with
+  ``fedlib.local.client_batch_order`` from *its own* generator, then its augmentation uniforms one
+  ``(batch, 7)`` draw per step from its augmentation generator -- exactly the sequence ``local_train`` draws, so
+  the batches and augmentations agree for the same seeds (a client's stream never depends on other clients).
+* **Unequal client sizes.** Client i takes ``τ_i = E_i · ceil(n_i / B)`` steps. ``shrink="compact"`` (default)
+  drops a client from the stacked state at the step it finishes (its final state is stored, later steps vmap
+  over fewer clients: no wasted compute under Dir(0.1) size skew); ``shrink="mask"`` keeps all M clients for
+  ``max_i τ_i`` steps (fixed shapes, for ``torch.compile``/CUDA graphs) and a per-client ``active`` mask keeps
+  the parameters and buffers of finished clients unchanged (``torch.where``).
+* **Partial last batches.** A batch of r < B real samples is padded to the step's common width. The loss seen
+  by ``grad`` is ``algorithm.loss`` on logits whose real rows carry a gradient scale ``B/r`` (forward value
+  unchanged) and whose padded rows are a detached copy of row 0, so the gradient is exactly that of the mean
+  over the r real samples; the reported loss value is ``(B·v − (B−r)·v0) / r`` with ``v0`` the loss of row 0
+  repeated, which equals the mean over the real samples. Both identities need the contract's form of the
+  loss: a mean over samples of per-sample terms plus terms of the parameters only (true for FedAvg, FedProx,
+  FedNova, SCAFFOLD, FedRS, FedLC).
+* **Augmentation on the device.** With ``transform = Preprocessor.train`` the augmentation of all clients'
+  images of a step runs as one vectorised call fed with the pre-drawn uniforms (:func:`augment_from_uniforms`,
+  op for op ``fedlib.augment.augment_batch``); any other callable is called per client and step.
+* **Fallback.** Models with buffers (BatchNorm running statistics) or random layers (dropout, stochastic
+  depth), algorithms outside the six above (FedConcat's phases, FedEntropy, unless they set
+  ``supports_batched = True``), differing lr/momentum/weight decay/batch size across clients, or clients
+  sharing one generator run the reference path (``local_train`` per client) with a ``UserWarning`` naming the
+  reason (:func:`batching_unsupported_reason`).
+
+Options (:class:`BatchedOptions`): ``compile`` (``torch.compile`` of the vmapped step; off by default),
+``cuda_graphs`` (``mode="reduce-overhead"``, CUDA only), ``amp_dtype`` (e.g. ``torch.bfloat16`` autocast of the
+forward; loss, gradients and SGD stay fp32), ``chunk_size`` (``vmap`` chunking to bound memory).
+
+:func:`evaluate` scores one model on a test set in large batches on the device.
+"""
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call, grad, vmap
+
+from fedlib.augment import (
+    Preprocessor,
+    adjust_brightness,
+    adjust_contrast,
+    adjust_hue,
+    adjust_saturation,
+    resize_batch,
+    rgb_to_grayscale,
+    standardize,
+    to_unit_float,
+)
+from fedlib.local import LocalHyperParams, LocalResult, client_batch_order, local_train, trainable_keys
+
+__all__ = [
+    "BatchedOptions",
+    "BATCHABLE_ALGORITHMS",
+    "batching_unsupported_reason",
+    "augment_from_uniforms",
+    "train_clients_batched",
+    "evaluate",
+]
+
+Params = dict[str, torch.Tensor]
+
+#: Registry names of the algorithms whose client hooks are known to be vmappable and of the form the
+#: partial-batch identities need (mean of per-sample terms + parameter-only terms).
+BATCHABLE_ALGORITHMS = ("fedavg", "fedprox", "fednova", "scaffold", "fedrs", "fedlc")
+
+_SHRINK = ("compact", "mask")
+_KERNELS = ("auto", "vmap", "loop")
+
+
+@dataclass(frozen=True)
+class BatchedOptions:
+    """Settings of the batched engine.
+
+    Attributes
+    ----------
+    shrink : {"compact", "mask"}
+        How finished clients are handled: removed from the stacked state (``"compact"``, default, least
+        compute) or kept and masked (``"mask"``, fixed shapes: every step vmaps over all M clients and pads every
+        batch to B; use it with ``compile``/``cuda_graphs`` to avoid recompiles).
+    compile : bool
+        ``torch.compile`` the vmapped gradient function (default False; on CPU it rarely pays off). Use it with
+        ``shrink="mask"``: fixed shapes, so two compiled variants (full and partial batches) per model and
+        algorithm; ``"compact"`` recompiles for every width of the shrinking client set.
+    cuda_graphs : bool
+        Compile with ``mode="reduce-overhead"`` (CUDA graphs); needs ``compile=True`` and a CUDA device.
+    amp_dtype : torch.dtype or None
+        Autocast dtype of the forward/backward (``torch.bfloat16``); None (default) is fp32 throughout.
+    chunk_size : int or None
+        Passed to ``torch.func.vmap``: at most this many clients per internal chunk (bounds memory).
+    kernel : {"auto", "vmap", "loop"}
+        How the per-client forward/backward of a step runs: one ``vmap(grad)`` call over the clients
+        (``"vmap"``; convolutions become grouped convolutions) or a loop over the clients inside the step
+        (``"loop"``; exact-size batches, no padding), with the gather, augmentation and SGD update batched in
+        both. ``"auto"`` (default) is ``"vmap"`` on CUDA and ``"loop"`` on CPU, where oneDNN's grouped
+        convolution measured ~2.5x slower than M separate convolutions (LeNet-5, M=10, B=64; see
+        ``benchmarks/README.md``).
+    """
+
+    shrink: str = "compact"
+    compile: bool = False
+    cuda_graphs: bool = False
+    amp_dtype: torch.dtype | None = None
+    chunk_size: int | None = None
+    kernel: str = "auto"
+
+    def __post_init__(self):
+        if self.kernel not in _KERNELS:
+            raise ValueError(f"kernel must be one of {', '.join(map(repr, _KERNELS))} (got {self.kernel!r}).")
+        if self.compile and self.kernel == "loop":
+            raise ValueError("compile=True needs kernel='vmap' or 'auto' (the 'loop' kernel is not compiled).")
+        if self.shrink not in _SHRINK:
+            raise ValueError(f"shrink must be one of {', '.join(map(repr, _SHRINK))} (got {self.shrink!r}).")
+        if self.cuda_graphs and not self.compile:
+            raise ValueError("cuda_graphs=True needs compile=True (CUDA graphs come from "
+                             "torch.compile(mode='reduce-overhead')).")
+        if self.amp_dtype not in (None, torch.bfloat16, torch.float16):
+            raise ValueError(f"amp_dtype must be None, torch.bfloat16 or torch.float16 (got {self.amp_dtype!r}).")
+        if self.chunk_size is not None and (not isinstance(self.chunk_size, int) or self.chunk_size < 1):
+            raise ValueError(f"chunk_size must be None or an integer >= 1 (got {self.chunk_size!r}).")
+
+
+# --------------------------------------------------------------------------------------------- support checks
+def _algorithm_name(algorithm) -> str:
+    return str(getattr(algorithm, "name", type(algorithm).__name__))
+
+
+def batching_unsupported_reason(model: torch.nn.Module, algorithm, hps: Sequence[LocalHyperParams] = (),
+                                generators: Sequence[torch.Generator] = ()) -> str | None:
+    """Why these clients cannot be trained by the batched engine, or None if they can.
+
+    Checks the model (no buffers, no random layers), the algorithm (one of :data:`BATCHABLE_ALGORITHMS` or
+    ``supports_batched = True``), that all clients share lr, momentum, weight decay and batch size, and that no
+    two clients share a generator object.
+    """
+    flag = getattr(algorithm, "supports_batched", None)
+    name = _algorithm_name(algorithm)
+    if flag is False or (flag is None and name not in BATCHABLE_ALGORITHMS):
+        return (f"algorithm {name!r} is not batchable (batched: {', '.join(BATCHABLE_ALGORITHMS)}; "
+                f"others need supports_batched = True and vmappable client hooks)")
+    buffers = [k for k, _ in model.named_buffers()]
+    if buffers:
+        return (f"model {type(model).__name__} has buffers ({', '.join(buffers[:3])}{', ...' if len(buffers) > 3 else ''}"
+                f"), e.g. BatchNorm running statistics, which a vmapped forward cannot update per client")
+    for mod_name, module in model.named_modules():
+        random_layer = (isinstance(module, torch.nn.modules.dropout._DropoutNd) and module.p > 0) or \
+            "StochasticDepth" in type(module).__name__
+        if random_layer:
+            return (f"model {type(model).__name__} has a random layer ({mod_name or 'root'}: "
+                    f"{type(module).__name__}) whose masks could not match the reference path")
+    if hps:
+        first = hps[0]
+        for field_name in ("lr", "momentum", "weight_decay", "batch_size"):
+            values = {getattr(hp, field_name) for hp in hps}
+            if len(values) > 1:
+                return f"clients differ in {field_name} ({sorted(values)}); the batched step shares it"
+        del first
+    if generators and len({id(g) for g in generators}) < len(generators):
+        return "two clients share one torch.Generator; batching would change the order of their random draws"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- augmentation
+def _preprocessor_of(transform) -> Preprocessor | None:
+    """The Preprocessor if ``transform`` is a bound ``Preprocessor.train`` (the vectorised fast path)."""
+    owner = getattr(transform, "__self__", None)
+    func = getattr(transform, "__func__", None)
+    if isinstance(owner, Preprocessor) and func is Preprocessor.train:
+        return owner
+    return None
+
+
+def augment_from_uniforms(x: torch.Tensor, u: torch.Tensor, pre: Preprocessor) -> torch.Tensor:
+    """``pre.train`` with the random draws given: ``u`` holds the (N, 7) uniforms ``augment_batch`` would draw.
+
+    Same ops in the same order as ``Preprocessor.train`` -> ``augment_batch`` (uint8 -> [0, 1], resize, jitter,
+    flip, grayscale, standardise), so each image comes out as the reference path makes it from the same
+    uniforms. ``x`` has shape (..., C, H, W) with N images; ``u`` shape (N, 7). ``tests/test_batched.py`` pins
+    the equality with ``Preprocessor.train``.
+    """
+    out = to_unit_float(x)
+    if pre.image_size is not None:
+        out = resize_batch(out, pre.image_size)
+    shape = out.shape
+    if pre.augment:
+        out = out.reshape(-1, *shape[-3:])
+        u = u.to(out.device)
+        apply = u[:, 0] < pre.jitter_p
+
+        def factor(col, strength):
+            low = max(0.0, 1.0 - strength)
+            return torch.where(apply, low + (1.0 + strength - low) * u[:, col], torch.ones_like(u[:, col]))
+
+        if pre.brightness > 0:
+            out = adjust_brightness(out, factor(1, pre.brightness))
+        if pre.contrast > 0:
+            out = adjust_contrast(out, factor(2, pre.contrast))
+        if pre.saturation > 0:
+            out = adjust_saturation(out, factor(3, pre.saturation))
+        if pre.hue > 0:
+            out = adjust_hue(out, torch.where(apply, (2.0 * u[:, 4] - 1.0) * pre.hue, torch.zeros_like(u[:, 4])))
+        out = torch.where((u[:, 5] < pre.flip_p).view(-1, 1, 1, 1), out.flip(-1), out)
+        if out.shape[1] == 3:
+            gray = rgb_to_grayscale(out).expand_as(out)
+            out = torch.where((u[:, 6] < pre.grayscale_p).view(-1, 1, 1, 1), gray, out)
+        out = out.reshape(shape)
+    return standardize(out, pre.mean, pre.std)
+
+
+# ------------------------------------------------------------------------------------------- the step kernel
+def _make_grad_fn(model, algorithm, partial: bool, amp_dtype, device_type: str, chunk_size):
+    """vmap over clients of ``(grads, loss_value)`` for one step; ``partial`` adds the padding identities."""
+
+    def forward(train, other, x):
+        if amp_dtype is None:
+            return functional_call(model, {**train, **other}, (x,))
+        with torch.autocast(device_type=device_type, dtype=amp_dtype):
+            logits = functional_call(model, {**train, **other}, (x,))
+        return logits.float()
+
+    def full_loss(train, other, gp, x, y, rmask, scale, ctx):
+        logits = forward(train, other, x)
+        loss = algorithm.loss(logits, y, params=train, global_params=gp, ctx=ctx)
+        return loss, loss.detach()
+
+    def partial_loss(train, other, gp, x, y, rmask, scale, ctx):
+        logits = forward(train, other, x)
+        n = logits.shape[0]
+        fixed = logits.detach()
+        scaled = fixed + (logits - fixed) * scale  # value == logits; gradient × B/r on the real rows
+        row0, y0 = fixed[0], y[0]
+        mixed = torch.where(rmask.unsqueeze(-1), scaled, row0.expand_as(fixed))
+        y_mixed = torch.where(rmask, y, y0.expand_as(y))
+        v = algorithm.loss(mixed, y_mixed, params=train, global_params=gp, ctx=ctx)
+        frozen = {k: t.detach() for k, t in train.items()}
+        v0 = algorithm.loss(row0.expand_as(fixed), y0.expand_as(y), params=frozen, global_params=gp, ctx=ctx)
+        real = rmask.sum().to(v.dtype)
+        value = torch.where(real == n, v.detach(), (n * v.detach() - (n - real) * v0.detach()) / real)
+        return v, value
+
+    loss_fn = partial_loss if partial else full_loss
+
+    def per_client(train, other, gp, x, y, rmask, scale, ctx):
+        grads, value = grad(loss_fn, has_aux=True)(train, other, gp, x, y, rmask, scale, ctx)
+        return algorithm.correct_grads(grads, ctx=ctx), value
+
+    return vmap(per_client, in_dims=(0, None, None, 0, 0, 0, 0, 0), chunk_size=chunk_size)
+
+
+def _sgd_update(params: list, grads: list, bufs: list | None, *, lr, momentum, weight_decay):
+    """``fedlib.local.sgd_step`` on lists of tensors (stacked over clients, or all clients' tensors one after
+    another): the same elementwise ops, so bitwise the per-client update on CPU. ``bufs`` None = first step."""
+    d = list(grads) if weight_decay == 0 else torch._foreach_add(grads, params, alpha=weight_decay)
+    if momentum != 0:
+        if bufs is None:
+            bufs = [t.clone() for t in d]
+        else:
+            bufs = torch._foreach_add(torch._foreach_mul(bufs, momentum), d)
+        d = bufs
+    return torch._foreach_add(params, d, alpha=-lr), bufs
+
+
+# ----------------------------------------------------------------------------------------------- the planner
+@dataclass
+class _ClientPlan:
+    idx: torch.Tensor  # (τ, B) global data indices, padded with the batch's first index
+    count: list[int]  # real samples per step
+    u: torch.Tensor | None  # (τ, B, 7) augmentation uniforms (zeros in padding), fast path only
+
+
+def _plan_client(indices: torch.Tensor, hp: LocalHyperParams, generator, aug_generator, *, draw_uniforms: bool,
+                 device) -> _ClientPlan:
+    """Draw the client's batch order and (fast path) its augmentation uniforms in the reference order."""
+    n, bsz = int(indices.shape[0]), hp.batch_size
+    batches = client_batch_order(n, bsz, hp.epochs, generator)
+    count = [int(b.shape[0]) for b in batches]
+    if not batches:
+        return _ClientPlan(torch.empty(0, bsz, dtype=torch.long, device=device), [], None)
+    indices = indices.to(device)
+    rows = []
+    for b in batches:
+        b = b.to(device)
+        if b.shape[0] < bsz:
+            b = torch.cat([b, b[:1].expand(bsz - b.shape[0])])
+        rows.append(b)
+    idx = indices[torch.stack(rows)]
+    u = None
+    if draw_uniforms:
+        gen = aug_generator
+        us = []
+        for c in count:
+            draw = torch.rand((c, 7), generator=gen, device=gen.device).to(device)
+            if c < bsz:
+                draw = torch.cat([draw, draw.new_zeros(bsz - c, 7)])
+            us.append(draw)
+        u = torch.stack(us)
+    return _ClientPlan(idx, count, u)
+
+
+# ------------------------------------------------------------------------------------------------ entry point
+def _as_list(value, m: int, name: str) -> list:
+    if isinstance(value, (list, tuple)):
+        if len(value) != m:
+            raise ValueError(f"{name} has {len(value)} entries but there are {m} clients.")
+        return list(value)
+    return [value] * m
+
+
+def _stack_ctx(ctxs: Sequence[Mapping[str, torch.Tensor]], device) -> Params:
+    keys = list(ctxs[0].keys()) if ctxs else []
+    for i, c in enumerate(ctxs):
+        if list(c.keys()) != keys:
+            raise ValueError(f"client context {i} has keys {sorted(c)}, client 0 has {sorted(keys)}; "
+                             "all clients of a round must share the context keys.")
+    return {k: torch.stack([c[k].to(device) for c in ctxs]) for k in keys}
+
+
+_COMPILED: dict = {}
+
+
+def _grad_fn(model, algorithm, partial, options: BatchedOptions, device_type):
+    fn = _make_grad_fn(model, algorithm, partial, options.amp_dtype, device_type, options.chunk_size)
+    if not options.compile:
+        return fn
+    key = (id(model), id(algorithm), partial, options)
+    if key not in _COMPILED:
+        # every compiled step shares the code object of ``per_client``, so dynamo's per-code cache (default 8
+        # entries) fills up with (full, partial) x widths x algorithms and then silently runs eagerly
+        import torch._dynamo
+
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+        mode = "reduce-overhead" if options.cuda_graphs else None
+        _COMPILED[key] = torch.compile(fn, mode=mode, dynamic=False)
+    return _COMPILED[key]
+
+
+def train_clients_batched(model: torch.nn.Module, global_params: Mapping[str, torch.Tensor], data_x: torch.Tensor,
+                          data_y: torch.Tensor, client_indices: Sequence[torch.Tensor],
+                          ctxs: Sequence[Mapping[str, torch.Tensor]], algorithm,
+                          hp: LocalHyperParams | Sequence[LocalHyperParams],
+                          generators: Sequence[torch.Generator], *,
+                          transform: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None,
+                          aug_generators: Sequence[torch.Generator] | None = None,
+                          client_ids: Sequence[int] | None = None,
+                          options: BatchedOptions | None = None) -> list[LocalResult]:
+    """Train M clients from ``global_params`` at once; returns what ``local_train`` returns for each client.
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Supplies the architecture only (its tensors are not touched), as in ``local_train``.
+    global_params : dict of str to Tensor
+        The round's global model state (``fedlib.local.model_state``), on the compute device.
+    data_x, data_y : Tensor
+        The whole training set on the compute device, held once (uint8 images if ``transform`` expects them).
+    client_indices : list of 1-D int64 Tensor
+        Client i's rows of ``data_x``/``data_y`` (its ``local_train`` data is ``data_x[client_indices[i]]``).
+    ctxs : list of dict
+        ``algorithm.client_context(...)`` of each client (same keys and shapes for all).
+    algorithm : fedlib.algorithms.Algorithm
+        Bound to the model's trainable keys (``algorithm.bind``).
+    hp : LocalHyperParams or list of them
+        One for all clients or one per client (epochs may differ, e.g. stragglers; lr, momentum, weight decay
+        and batch size must agree).
+    generators : list of torch.Generator
+        Client i's training generator, seeded as the reference path seeds it (``make_generator(client_seed(...))``).
+    transform, aug_generators, client_ids
+        As ``local_train``'s ``transform``, ``aug_generator`` (per client; default: ``generators``) and
+        ``client_id``.
+    options : BatchedOptions, optional
+        Engine settings (defaults: compact shrinking, no compile, fp32).
+
+    Returns
+    -------
+    list of LocalResult
+        One per client, in the order given.
+
+    Notes
+    -----
+    Unsupported cases (see :func:`batching_unsupported_reason`) run ``local_train`` per client after a
+    ``UserWarning`` that names the reason.
+    """
+    options = options or BatchedOptions()
+    m = len(client_indices)
+    if m == 0:
+        return []
+    hps = _as_list(hp, m, "hp")
+    ctxs = _as_list(ctxs, m, "ctxs") if isinstance(ctxs, (list, tuple)) else [ctxs] * m
+    gens = _as_list(generators, m, "generators")
+    aug_gens = gens if aug_generators is None else _as_list(aug_generators, m, "aug_generators")
+    ids = list(client_ids) if client_ids is not None else [-1] * m
+    if len(ids) != m:
+        raise ValueError(f"client_ids has {len(ids)} entries but there are {m} clients.")
+
+    reason = batching_unsupported_reason(model, algorithm, hps, gens)
+    if reason is None and aug_generators is not None and len({id(g) for g in aug_gens}) < m:
+        reason = "two clients share one augmentation generator"
+    if reason is not None:
+        warnings.warn(f"fedlib.batched: falling back to the reference path (local_train per client): {reason}.",
+                      UserWarning, stacklevel=2)
+        return [local_train(model, global_params, data_x[ci], data_y[ci], ctxs[i], algorithm, hps[i], gens[i],
+                            transform=transform, aug_generator=aug_gens[i], client_id=ids[i])
+                for i, ci in enumerate(client_indices)]
+
+    device = data_x.device
+    keys = algorithm.trainable if algorithm.trainable else trainable_keys(model)
+    gp = {k: global_params[k].detach() for k in keys}
+    other = {k: v.detach() for k, v in global_params.items() if k not in gp}
+    h0 = hps[0]
+    bsz = h0.batch_size
+    pre = _preprocessor_of(transform)
+    plans = [_plan_client(ci, hps[i], gens[i], aug_gens[i], draw_uniforms=pre is not None and pre.augment,
+                          device=device) for i, ci in enumerate(client_indices)]
+    tau = [len(p.count) for p in plans]
+    trained = [i for i in range(m) if tau[i] > 0]
+
+    final: dict[int, Params] = {}
+    loss_sum: dict[int, torch.Tensor] = {}
+    if trained:
+        final, loss_sum = _run(model, algorithm, keys, gp, other, data_x, data_y, plans, tau, trained,
+                               [ctxs[i] for i in trained], transform, pre, [aug_gens[i] for i in trained],
+                               h0, bsz, options, device)
+    results = []
+    for i in range(m):
+        if tau[i] > 0:
+            out = {k: (final[i][k] if k in final[i] else global_params[k].detach().clone()) for k in global_params}
+            loss = float(loss_sum[i] / tau[i])
+        else:
+            out = {k: v.detach().clone() for k, v in global_params.items()}
+            loss = float("nan")
+        results.append(LocalResult(params=out, num_steps=tau[i], num_samples=int(client_indices[i].shape[0]),
+                                   epochs=hps[i].epochs, train_loss=loss, lr=h0.lr, momentum=h0.momentum,
+                                   weight_decay=h0.weight_decay, client_id=ids[i]))
+    return results
+
+
+def _run(model, algorithm, keys, gp, other, data_x, data_y, plans, tau, trained, ctxs, transform, pre, aug_gens,
+         h0, bsz, options, device):
+    """The step loop over the clients in ``trained`` (positions into ``plans``)."""
+    compact = options.shrink == "compact"
+    kernel = options.kernel if options.kernel != "auto" else ("vmap" if device.type == "cuda" else "loop")
+    fixed_width = not compact or options.compile
+    width = len(trained)
+    steps = max(tau[i] for i in trained)
+    # (W, T, B) index table, (W, T) real counts; finished steps: first index, full count (masked in "mask" mode)
+    idx = torch.zeros(width, steps, bsz, dtype=torch.long, device=device)
+    count = torch.full((width, steps), bsz, dtype=torch.long)
+    u = torch.zeros(width, steps, bsz, 7, device=device) if plans[trained[0]].u is not None else None
+    for j, i in enumerate(trained):
+        idx[j, : tau[i]] = plans[i].idx
+        idx[j, tau[i]:] = plans[i].idx[0, 0]
+        count[j, : tau[i]] = torch.tensor(plans[i].count)
+        if u is not None:
+            u[j, : tau[i]] = plans[i].u
+    tau_t = torch.tensor([tau[i] for i in trained])
+    if kernel == "loop":
+        return _run_loop(model, algorithm, keys, gp, other, data_x, data_y, idx, count, u, tau_t, trained, ctxs,
+                         transform, pre, aug_gens, h0, options, device)
+    ctx = _stack_ctx(ctxs, device)
+    params = [gp[k].unsqueeze(0).repeat(width, *([1] * gp[k].dim())) for k in keys]
+    bufs = None
+    losses = torch.zeros(width, device=device)
+    rows = torch.arange(width)  # rows of the tables still in the stacked state (compact mode)
+    final: dict[int, Params] = {}
+    loss_sum: dict[int, torch.Tensor] = {}
+    grad_fns = {}
+    device_type = device.type
+    was_training = model.training
+    model.train()
+    try:
+        for t in range(steps):
+            if compact:
+                done = tau_t[rows] <= t
+                if bool(done.any()):
+                    keep = (~done).nonzero().flatten()
+                    for j in done.nonzero().flatten().tolist():
+                        i = trained[int(rows[j])]
+                        final[i] = {k: p[j].clone() for k, p in zip(keys, params)}
+                        loss_sum[i] = losses[j].clone()
+                    keep_dev = keep.to(device)
+                    params = [p[keep_dev] for p in params]
+                    bufs = None if bufs is None else [b[keep_dev] for b in bufs]
+                    losses = losses[keep_dev]
+                    ctx = {k: v[keep_dev] for k, v in ctx.items()}
+                    rows = rows[keep]
+            rows_dev = rows.to(device)
+            cnt = count[rows, t]
+            active = tau_t[rows] > t
+            if not compact:  # finished clients compute on a dummy full batch, then are masked out
+                cnt = torch.where(active, cnt, torch.full_like(cnt, bsz))
+            span = bsz if fixed_width else int(cnt.max())
+            partial = bool((cnt < span).any())
+            b_idx = idx[rows_dev, t, :span]
+            xb, yb = data_x[b_idx], data_y[b_idx]
+            if pre is not None:
+                xb = augment_from_uniforms(xb, u[rows_dev, t, :span].reshape(-1, 7) if u is not None else None, pre)
+            elif transform is not None:
+                xb = _transform_per_client(transform, xb, cnt, [aug_gens[int(r)] for r in rows], active)
+            rmask = torch.arange(span).unsqueeze(0) < cnt.unsqueeze(1)
+            scale = (span / cnt.to(torch.float32))
+            if partial not in grad_fns:
+                grad_fns[partial] = _grad_fn(model, algorithm, partial, options, device_type)
+            grads, value = grad_fns[partial]({k: p for k, p in zip(keys, params)}, other, gp, xb, yb,
+                                             rmask.to(device), scale.to(device), ctx)
+            with torch.no_grad():
+                g_list = [grads[k] for k in keys]
+                new_params, new_bufs = _sgd_update(params, g_list, bufs, lr=h0.lr, momentum=h0.momentum,
+                                                   weight_decay=h0.weight_decay)
+                if compact:
+                    params, bufs = new_params, new_bufs
+                    losses = losses + value
+                else:
+                    act = active.to(device)
+                    params = [torch.where(act.view(-1, *[1] * (p.dim() - 1)), pn, p)
+                              for p, pn in zip(params, new_params)]
+                    if new_bufs is not None:
+                        bufs = new_bufs if bufs is None else [
+                            torch.where(act.view(-1, *[1] * (b.dim() - 1)), bn, b) for b, bn in zip(bufs, new_bufs)]
+                    losses = torch.where(act, losses + value, losses)
+    finally:
+        model.train(was_training)
+    for j, r in enumerate(rows.tolist()):
+        i = trained[r]
+        if i not in final:
+            final[i] = {k: p[j].clone() for k, p in zip(keys, params)}
+            loss_sum[i] = losses[j].clone()
+    return final, loss_sum
+
+
+def _run_loop(model, algorithm, keys, gp, other, data_x, data_y, idx, count, u, tau_t, trained, ctxs, transform,
+              pre, aug_gens, h0, options, device):
+    """The "loop" kernel: per step one gather + augmentation for all clients, then per client exactly
+    ``local_train``'s forward/backward on its real rows, then one ``_foreach`` SGD update over all clients'
+    tensors (per-client parameter lists, nothing stacked). Finished clients are skipped (no masking needed)."""
+    width, steps = idx.shape[0], idx.shape[1]
+    params = [[gp[k].clone() for k in keys] for _ in range(width)]
+    bufs: list = [None] * width
+    losses: list = [None] * width
+    amp, device_type = options.amp_dtype, device.type
+    was_training = model.training
+    model.train()
+    try:
+        for t in range(steps):
+            act = (tau_t > t).nonzero().flatten()
+            cnt = count[act, t]
+            span = int(cnt.max())
+            act_dev = act.to(device)
+            b_idx = idx[act_dev, t, :span]
+            xb, yb = data_x[b_idx], data_y[b_idx]
+            act = act.tolist()
+            if pre is not None:
+                xb = augment_from_uniforms(xb, u[act_dev, t, :span].reshape(-1, 7) if u is not None else None, pre)
+            elif transform is not None:
+                xb = _transform_per_client(transform, xb, cnt, [aug_gens[j] for j in act], [True] * len(act))
+            all_p, all_g = [], []
+            for pos, j in enumerate(act):
+                c = int(cnt[pos])
+                leaves = {k: p.requires_grad_(True) for k, p in zip(keys, params[j])}
+                if amp is None:
+                    logits = functional_call(model, {**leaves, **other}, (xb[pos, :c],))
+                else:
+                    with torch.autocast(device_type=device_type, dtype=amp):
+                        logits = functional_call(model, {**leaves, **other}, (xb[pos, :c],))
+                    logits = logits.float()
+                loss = algorithm.loss(logits, yb[pos, :c], params=leaves, global_params=gp, ctx=ctxs[j])
+                grads = torch.autograd.grad(loss, [leaves[k] for k in keys])
+                grads = algorithm.correct_grads(dict(zip(keys, grads)), ctx=ctxs[j])
+                all_p.extend(p.detach() for p in params[j])
+                all_g.extend(grads[k] for k in keys)
+                losses[j] = loss.detach() if losses[j] is None else losses[j] + loss.detach()
+            with torch.no_grad():
+                prev = None if t == 0 else [b for j in act for b in bufs[j]]
+                new_p, new_b = _sgd_update(all_p, all_g, prev, lr=h0.lr, momentum=h0.momentum,
+                                           weight_decay=h0.weight_decay)
+            n = len(keys)
+            for pos, j in enumerate(act):
+                params[j] = list(new_p[pos * n:(pos + 1) * n])
+                if new_b is not None:
+                    bufs[j] = list(new_b[pos * n:(pos + 1) * n])
+    finally:
+        model.train(was_training)
+    final = {i: dict(zip(keys, params[j])) for j, i in enumerate(trained)}
+    loss_sum = {i: losses[j] for j, i in enumerate(trained)}
+    return final, loss_sum
+
+
+def _transform_per_client(transform, xb, cnt, gens, active):
+    """Generic transforms: call ``transform`` per client on its real rows, with its own generator."""
+    outs = []
+    for j in range(xb.shape[0]):
+        c = int(cnt[j])
+        if not bool(active[j]):  # finished client ("mask" mode): no draw from its generator
+            outs.append(None)
+            continue
+        y = transform(xb[j, :c], gens[j])
+        if c < xb.shape[1]:
+            y = torch.cat([y, y[:1].expand(xb.shape[1] - c, *y.shape[1:])])
+        outs.append(y)
+    like = next(o for o in outs if o is not None)
+    return torch.stack([o if o is not None else torch.zeros_like(like) for o in outs])
+
+
+# ------------------------------------------------------------------------------------------------ evaluation
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, params: Mapping[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, *,
+             transform: Callable[[torch.Tensor], torch.Tensor] | None = None, batch_size: int = 4096,
+             amp_dtype: torch.dtype | None = None) -> tuple[float, float]:
+    """Accuracy and mean cross-entropy of ``model`` with state ``params`` on ``(x, y)``, in large batches.
+
+    ``transform`` is the test-time preprocessing (e.g. ``Preprocessor.test``); the model runs in eval mode.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1 (got {batch_size}).")
+    was_training = model.training
+    model.eval()
+    correct = torch.zeros((), dtype=torch.long, device=x.device)
+    loss_sum = torch.zeros((), dtype=torch.float64, device=x.device)
+    try:
+        for start in range(0, int(y.shape[0]), batch_size):
+            xb = x[start:start + batch_size]
+            yb = y[start:start + batch_size]
+            if transform is not None:
+                xb = transform(xb)
+            if amp_dtype is None:
+                logits = functional_call(model, dict(params), (xb,))
+            else:
+                with torch.autocast(device_type=x.device.type, dtype=amp_dtype):
+                    logits = functional_call(model, dict(params), (xb,))
+                logits = logits.float()
+            correct += (logits.argmax(1) == yb).sum()
+            loss_sum += F.cross_entropy(logits, yb, reduction="sum").double()
+    finally:
+        model.train(was_training)
+    n = max(int(y.shape[0]), 1)
+    return float(correct) / n, float(loss_sum) / n

@@ -20,6 +20,7 @@ __all__ = [
     "adjust_saturation",
     "adjust_hue",
     "augment_batch",
+    "augment_with_uniforms",
     "Preprocessor",
 ]
 
@@ -193,11 +194,37 @@ def augment_batch(
     if not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator, e.g. torch.Generator().manual_seed(0) "
                         f"(got {type(generator).__name__}).")
+    num_images = _flat(x).shape[0] if x.is_floating_point() else 0
+    u = torch.rand((num_images, 7), generator=generator, device=generator.device)
+    return augment_with_uniforms(x, u, brightness=brightness, contrast=contrast, saturation=saturation, hue=hue,
+                                 jitter_p=jitter_p, flip_p=flip_p, grayscale_p=grayscale_p)
+
+
+def augment_with_uniforms(
+    x: torch.Tensor,
+    u: torch.Tensor,
+    *,
+    brightness: float = 0.4,
+    contrast: float = 0.4,
+    saturation: float = 0.4,
+    hue: float = 0.0,
+    jitter_p: float = 1.0,
+    flip_p: float = 0.5,
+    grayscale_p: float = 0.1,
+) -> torch.Tensor:
+    """:func:`augment_batch` with its random draws given: ``u`` holds one row of 7 uniforms per image.
+
+    Columns of ``u``: jitter on/off, brightness, contrast, saturation, hue, flip, grayscale. A batched trainer
+    draws them from each client's generator exactly as :func:`augment_batch` would, then augments all clients'
+    images in one call.
+    """
     if not x.is_floating_point():
         raise TypeError(f"x must be floating point in [0, 1] (got dtype {x.dtype}); see to_unit_float.")
     _check_aug(brightness, contrast, saturation, hue, jitter_p, flip_p, grayscale_p)
     out = _flat(x)
-    u = torch.rand((out.shape[0], 7), generator=generator, device=generator.device).to(out.device)
+    if tuple(u.shape) != (out.shape[0], 7):
+        raise ValueError(f"u must have shape ({out.shape[0]}, 7), one row per image (got {tuple(u.shape)}).")
+    u = u.to(out.device)
     apply = u[:, 0] < jitter_p
     if brightness > 0:
         out = adjust_brightness(out, _factor(u[:, 1], brightness, apply))
@@ -284,10 +311,19 @@ class Preprocessor:
         """Training batch (..., C, H, W), uint8 or [0, 1] float: augment, then standardise."""
         x = self._prepare(x)
         if self.augment:
-            x = augment_batch(x, generator=generator, brightness=self.brightness, contrast=self.contrast,
-                              saturation=self.saturation, hue=self.hue, jitter_p=self.jitter_p,
-                              flip_p=self.flip_p, grayscale_p=self.grayscale_p)
+            x = augment_batch(x, generator=generator, **self._aug_params())
         return self._standardize(x)
+
+    def train_with_uniforms(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """:meth:`train` with the augmentation's uniforms given (see :func:`augment_with_uniforms`)."""
+        x = self._prepare(x)
+        if self.augment:
+            x = augment_with_uniforms(x, u, **self._aug_params())
+        return self._standardize(x)
+
+    def _aug_params(self) -> dict:
+        return {"brightness": self.brightness, "contrast": self.contrast, "saturation": self.saturation,
+                "hue": self.hue, "jitter_p": self.jitter_p, "flip_p": self.flip_p, "grayscale_p": self.grayscale_p}
 
     def test(self, x: torch.Tensor) -> torch.Tensor:
         """Evaluation batch: no augmentation, only scaling, resize and standardisation."""

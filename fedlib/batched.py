@@ -52,17 +52,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
-from fedlib.augment import (
-    Preprocessor,
-    adjust_brightness,
-    adjust_contrast,
-    adjust_hue,
-    adjust_saturation,
-    resize_batch,
-    rgb_to_grayscale,
-    standardize,
-    to_unit_float,
-)
+from fedlib.augment import Preprocessor
 from fedlib.local import LocalHyperParams, LocalResult, client_batch_order, local_train, trainable_keys
 
 __all__ = [
@@ -165,12 +155,10 @@ def batching_unsupported_reason(model: torch.nn.Module, algorithm, hps: Sequence
             return (f"model {type(model).__name__} has a random layer ({mod_name or 'root'}: "
                     f"{type(module).__name__}) whose masks could not match the reference path")
     if hps:
-        first = hps[0]
         for field_name in ("lr", "momentum", "weight_decay", "batch_size"):
             values = {getattr(hp, field_name) for hp in hps}
             if len(values) > 1:
                 return f"clients differ in {field_name} ({sorted(values)}); the batched step shares it"
-        del first
     if generators and len({id(g) for g in generators}) < len(generators):
         return "two clients share one torch.Generator; batching would change the order of their random draws"
     return None
@@ -189,38 +177,10 @@ def _preprocessor_of(transform) -> Preprocessor | None:
 def augment_from_uniforms(x: torch.Tensor, u: torch.Tensor, pre: Preprocessor) -> torch.Tensor:
     """``pre.train`` with the random draws given: ``u`` holds the (N, 7) uniforms ``augment_batch`` would draw.
 
-    Same ops in the same order as ``Preprocessor.train`` -> ``augment_batch`` (uint8 -> [0, 1], resize, jitter,
-    flip, grayscale, standardise), so each image comes out as the reference path makes it from the same
-    uniforms. ``x`` has shape (..., C, H, W) with N images; ``u`` shape (N, 7). ``tests/test_batched.py`` pins
-    the equality with ``Preprocessor.train``.
+    A thin name for :meth:`Preprocessor.train_with_uniforms`; ``tests/test_batched.py`` pins the equality with
+    ``Preprocessor.train`` for the same generator.
     """
-    out = to_unit_float(x)
-    if pre.image_size is not None:
-        out = resize_batch(out, pre.image_size)
-    shape = out.shape
-    if pre.augment:
-        out = out.reshape(-1, *shape[-3:])
-        u = u.to(out.device)
-        apply = u[:, 0] < pre.jitter_p
-
-        def factor(col, strength):
-            low = max(0.0, 1.0 - strength)
-            return torch.where(apply, low + (1.0 + strength - low) * u[:, col], torch.ones_like(u[:, col]))
-
-        if pre.brightness > 0:
-            out = adjust_brightness(out, factor(1, pre.brightness))
-        if pre.contrast > 0:
-            out = adjust_contrast(out, factor(2, pre.contrast))
-        if pre.saturation > 0:
-            out = adjust_saturation(out, factor(3, pre.saturation))
-        if pre.hue > 0:
-            out = adjust_hue(out, torch.where(apply, (2.0 * u[:, 4] - 1.0) * pre.hue, torch.zeros_like(u[:, 4])))
-        out = torch.where((u[:, 5] < pre.flip_p).view(-1, 1, 1, 1), out.flip(-1), out)
-        if out.shape[1] == 3:
-            gray = rgb_to_grayscale(out).expand_as(out)
-            out = torch.where((u[:, 6] < pre.grayscale_p).view(-1, 1, 1, 1), gray, out)
-        out = out.reshape(shape)
-    return standardize(out, pre.mean, pre.std)
+    return pre.train_with_uniforms(x, u)
 
 
 # ------------------------------------------------------------------------------------------- the step kernel

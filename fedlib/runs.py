@@ -14,10 +14,11 @@ Layout of ``<run_root>/<hash>/`` (``hash = config_hash(config, code_version())``
 
 Every file is written atomically: to a temporary file in the same folder, then ``os.replace``.
 
-Code version (``code_version()``): ``fedlib.__version__``, plus ``+g<12 hex digits of the git commit>`` when
-fedlib is imported from a git checkout and ``git`` is available (a dirty working tree is not detected), or the
-value of the environment variable ``FEDLIB_CODE_VERSION`` if set.  A new commit therefore gives new run
-directories; results of older code stay where they are.
+Code version (``code_version()``): ``fedlib.__version__``, or the value of the environment variable
+``FEDLIB_CODE_VERSION`` if set. It keys the cache, so bump ``fedlib.__version__`` whenever a change alters what
+training computes; commits that do not (documentation, notebooks, new options with old defaults) keep their
+cached runs. The git commit a run was computed with is recorded in ``config.json`` and ``result.json``
+(``git_commit``) as provenance, not used as a key: keying on it made every commit retrain everything.
 """
 from __future__ import annotations
 
@@ -50,14 +51,13 @@ def _git_commit() -> str | None:
 
 
 def code_version() -> str:
-    """``fedlib.__version__`` [+ ``+g<commit>``], or ``$FEDLIB_CODE_VERSION`` (see the module docstring)."""
+    """``fedlib.__version__``, or ``$FEDLIB_CODE_VERSION`` (see the module docstring)."""
     env = os.environ.get("FEDLIB_CODE_VERSION")
     if env:
         return env
     from . import __version__
 
-    commit = _git_commit()
-    return f"{__version__}+g{commit}" if commit else __version__
+    return __version__
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -117,7 +117,8 @@ class RunDir:
         """Create the folder and write ``config.json``."""
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.config_file, json.dumps(
-            {"config": self.config.to_dict(), "code_version": self.version, "hash": self.hash}, indent=2,
+            {"config": self.config.to_dict(), "code_version": self.version, "git_commit": _git_commit(),
+             "hash": self.hash}, indent=2,
             sort_keys=True) + "\n")
 
     def save_checkpoint(self, ckpt: dict) -> None:
@@ -144,7 +145,8 @@ class RunDir:
             pass
         summary = RunResult(self.config, table).summary()
         atomic_write_text(self.result_file, json.dumps(
-            {"hash": self.hash, "code_version": self.version, **summary}, indent=2, sort_keys=True) + "\n")
+            {"hash": self.hash, "code_version": self.version, "git_commit": _git_commit(), **summary},
+            indent=2, sort_keys=True) + "\n")
 
     def load_result(self):
         """The stored ``RunResult`` of a finished run (``from_cache=True``; final params from the checkpoint)."""

@@ -11,7 +11,6 @@ gradient is exactly 0).
 """
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 
 from .._validate import check_float

@@ -11,7 +11,9 @@ Examples::
 ``--buffer`` is FedEntOpt's Q: a number below 1 with a decimal point is a fraction of K (``0.5`` = 50%),
 an integer is a client count.  Partitions in sweeps: ``dir<β>`` (e.g. ``dir0.1``), ``c<j>`` (quantity
 skew, e.g. ``c2``) or ``iid``.  ``--algo-param k=v`` / ``--selector-param k=v`` pass other parameters;
-``--mu``, ``--alpha``, ``--tau`` are shortcuts for FedProx, FedRS and FedLC.  Every configuration is validated
+``--mu``, ``--alpha``, ``--tau`` are shortcuts for FedProx, FedRS and FedLC, ``--fe-epsilon`` for FedEntropy's ε and
+``--fc-clusters`` / ``--fc-classifier-rounds`` for FedConcat's K and T_c (FedConcat reads ``--rounds`` as the
+FedAvg-equivalent budget and runs T_e + T_c rounds, see ``fedlib.trainer``).  Every configuration is validated
 before any training starts; results are cached under ``--run-root`` (default ``runs``).
 """
 from __future__ import annotations
@@ -27,7 +29,10 @@ from .config import ConfigError, ExperimentConfig
 
 __all__ = ["main", "build_parser", "parse_partition", "results_table"]
 
-_ALGO_SHORTCUTS = {"mu": "fedprox", "alpha": "fedrs", "tau": "fedlc"}
+#: option dest -> (algorithm, parameter name)
+_ALGO_SHORTCUTS = {"mu": ("fedprox", "mu"), "alpha": ("fedrs", "alpha"), "tau": ("fedlc", "tau"),
+                   "fe_epsilon": ("fedentropy", "epsilon"), "fc_clusters": ("fedconcat", "num_clusters"),
+                   "fc_classifier_rounds": ("fedconcat", "classifier_rounds")}
 
 
 def _value(text: str):
@@ -95,10 +100,15 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--mu", type=float, help="FedProx proximal weight μ (default 1e-4)")
     g.add_argument("--alpha", type=float, help="FedRS α (default 0.5)")
     g.add_argument("--tau", type=float, help="FedLC τ (default 1.0)")
+    g.add_argument("--fe-epsilon", type=float, help="FedEntropy ε: probability of drawing from the positive pool "
+                                                    "(default 0.8)")
+    g.add_argument("--fc-clusters", type=int, help="FedConcat clusters K (default 5)")
+    g.add_argument("--fc-classifier-rounds", type=int, help="FedConcat classifier rounds T_c (default 200)")
     g.add_argument("--min-partition-size", type=int, default=d.min_partition_size)
     g = p.add_argument_group("training")
     g.add_argument("--model", default=d.model, help="lenet5, vgg11, efficientnet-b0, efficientnet-b3")
-    g.add_argument("--rounds", type=int, default=d.rounds, help="communication rounds (default %(default)s)")
+    g.add_argument("--rounds", type=int, default=d.rounds,
+                   help="communication rounds (default %(default)s; FedConcat: the FedAvg-equivalent budget)")
     g.add_argument("--epochs", type=int, default=d.local_epochs, help="local epochs E (default %(default)s)")
     g.add_argument("--batch-size", type=int, default=d.batch_size)
     g.add_argument("--lr", type=float, default=d.lr)
@@ -128,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--beta", type=float, default=None, help="Dir(β) concentration (default 0.1)")
     r.add_argument("--classes-per-client", type=int, default=None, help="j for quantity skew C=j")
     r.add_argument("--selector", default="random", help="random, fedentopt, kl, dc")
-    r.add_argument("--algorithm", default="fedavg", help="fedavg, fedprox, fednova, scaffold, fedrs, fedlc, ...")
+    r.add_argument("--algorithm", default="fedavg",
+                   help="fedavg, fedprox, fednova, scaffold, fedrs, fedlc, fedentropy, fedconcat")
     r.add_argument("--seed", type=int, default=0)
     _common(r)
     s = sub.add_parser("sweep", help="run a grid and print a results table",
@@ -145,14 +156,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _algorithm_params(args, algorithm: str, strict: bool) -> dict:
     params = _kv(args.algo_param, "--algo-param")
-    for key, owner in _ALGO_SHORTCUTS.items():
+    for key, (owner, name) in _ALGO_SHORTCUTS.items():
         value = getattr(args, key)
         if value is None:
             continue
         if algorithm == owner:
-            params[key] = value
+            params[name] = value
         elif strict:
-            raise ConfigError(f"--{key} is a parameter of {owner!r}, not of algorithm {algorithm!r}.")
+            flag = key.replace("_", "-")
+            raise ConfigError(f"--{flag} is a parameter of {owner!r}, not of algorithm {algorithm!r}.")
     return params
 
 

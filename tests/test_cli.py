@@ -2,20 +2,15 @@
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from fedlib.cli import main, parse_partition
+from conftest import write_tiny_npz
 
 
 @pytest.fixture(scope="module")
 def tiny_npz(tmp_path_factory):
-    rng = np.random.default_rng(2)
-    y = rng.integers(0, 4, size=160)
-    x = rng.integers(0, 256, size=(160, 16, 16, 3), dtype=np.uint8)
-    path = tmp_path_factory.mktemp("data") / "tiny.npz"
-    np.savez(path, x_train=x[:120], y_train=y[:120], x_test=x[120:], y_test=y[120:])
-    return str(path)
+    return write_tiny_npz(tmp_path_factory.mktemp("data"), seed=2, num_samples=160, num_train=120)
 
 
 def _args(path, run_root):

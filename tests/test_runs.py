@@ -1,7 +1,6 @@
 """Run directories: cached results are read back, interrupted runs resume bitwise, files are atomic."""
 import json
 
-import numpy as np
 import pytest
 import torch
 
@@ -9,16 +8,12 @@ import fedlib.trainer as trainer
 from fedlib.config import ExperimentConfig
 from fedlib.runs import RunDir, atomic_write_text, code_version
 from fedlib.trainer import TABLE_COLUMNS, run_experiment
+from conftest import write_tiny_npz
 
 
 @pytest.fixture(scope="module")
 def tiny_npz(tmp_path_factory):
-    rng = np.random.default_rng(1)
-    y = rng.integers(0, 4, size=200)
-    x = rng.integers(0, 256, size=(200, 16, 16, 3), dtype=np.uint8)
-    path = tmp_path_factory.mktemp("data") / "tiny.npz"
-    np.savez(path, x_train=x[:150], y_train=y[:150], x_test=x[150:], y_test=y[150:])
-    return str(path)
+    return write_tiny_npz(tmp_path_factory.mktemp("data"), seed=1, num_samples=200, num_train=150)
 
 
 def _cfg(path, **kw):

@@ -5,17 +5,12 @@ import torch
 
 from fedlib.config import ExperimentConfig
 from fedlib.trainer import TABLE_COLUMNS, Experiment, run_experiment
+from conftest import write_tiny_npz
 
 
 @pytest.fixture(scope="module")
 def tiny_npz(tmp_path_factory):
-    rng = np.random.default_rng(0)
-    y = rng.integers(0, 4, size=240)
-    x = rng.integers(0, 256, size=(240, 16, 16, 3), dtype=np.uint8)
-    x[..., 0] = (y[:, None, None] * 60).astype(np.uint8)  # learnable signal in the red channel
-    path = tmp_path_factory.mktemp("data") / "tiny.npz"
-    np.savez(path, x_train=x[:160], y_train=y[:160], x_test=x[160:], y_test=y[160:])
-    return str(path)
+    return write_tiny_npz(tmp_path_factory.mktemp("data"), seed=0, num_samples=240, num_train=160, signal=True)
 
 
 def _cfg(path, **kw):

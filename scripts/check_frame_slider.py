@@ -1,0 +1,80 @@
+"""Check that a FrameSlider works in a static page: move a control in headless Chromium, see the figure change.
+
+For every FrameSlider in the given HTML pages (a built book page, or an executed notebook whose output holds one),
+the script writes a standalone page with the slider's HTML plus a tiny script that, after load, sets the last
+range input to its maximum and dispatches an 'input' event, then records ``data-key`` and the <img> source before
+and after.  Chromium runs headless with no network (``--host-resolver-rules``) and ``--virtual-time-budget``;
+``--dump-dom`` gives the result.  Exit status 1 if any slider did not change its key and image.
+
+    python scripts/check_frame_slider.py book/executed/table1.ipynb _build/html/book/executed/table1.html
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+PROBE = """
+<script>
+window.addEventListener("load", function() {
+  document.querySelectorAll(".fedlib-frame-slider").forEach(function(root, i) {
+    var img = root.querySelector("img");
+    var before = [root.getAttribute("data-key"), img.src.length, img.src.slice(-40)];
+    var inputs = root.querySelectorAll('input[type="range"]');
+    var el = inputs[inputs.length - 1];
+    el.value = el.max;
+    el.dispatchEvent(new Event("input"));
+    var after = [root.getAttribute("data-key"), img.src.length, img.src.slice(-40)];
+    var out = document.createElement("pre");
+    out.id = "probe-" + i;
+    out.textContent = "PROBE " + JSON.stringify({before: before, after: after});
+    document.body.appendChild(out);
+  });
+});
+</script>"""
+
+
+def slider_blocks(path: Path) -> list[str]:
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".ipynb":
+        nb = json.loads(text)
+        return ["".join(o["data"]["text/html"]) for c in nb["cells"] for o in c.get("outputs", [])
+                if "text/html" in o.get("data", {}) and "fedlib-frame-slider" in "".join(o["data"]["text/html"])]
+    return [text] if "fedlib-frame-slider" in text else []
+
+
+def main(argv=None) -> int:
+    paths = [Path(p) for p in (argv if argv is not None else sys.argv[1:])]
+    chrome = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+    if chrome is None:
+        print("no chromium found")
+        return 2
+    bad = 0
+    for path in paths:
+        for j, block in enumerate(slider_blocks(path)):
+            with tempfile.TemporaryDirectory() as tmp:
+                page = Path(tmp) / "page.html"
+                body = block if block.lstrip().startswith("<!") else f"<!doctype html><html><body>{block}</body></html>"
+                page.write_text(body.replace("</body>", PROBE + "</body>") if "</body>" in body else body + PROBE)
+                out = subprocess.run([chrome, "--headless=new", "--no-sandbox", "--disable-gpu",
+                                      "--host-resolver-rules=MAP * ~NOTFOUND", "--virtual-time-budget=5000",
+                                      f"--user-data-dir={tmp}/profile", "--dump-dom", page.as_uri()],
+                                     capture_output=True, text=True, timeout=120)
+            probes = [json.loads(m.replace("&quot;", '"')) for m in re.findall(r"PROBE (\{.*?\})</pre>", out.stdout)]
+            if not probes:
+                print(f"FAIL {path} block {j}: no probe output (JavaScript did not run?)")
+                bad += 1
+            for k, p in enumerate(probes):
+                changed = p["before"][0] != p["after"][0] and p["before"][1:] != p["after"][1:]
+                print(f"{'ok  ' if changed else 'FAIL'} {path} slider {j}.{k}: data-key {p['before'][0]!r} -> "
+                      f"{p['after'][0]!r}, image {'changed' if p['before'][1:] != p['after'][1:] else 'unchanged'}")
+                bad += not changed
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

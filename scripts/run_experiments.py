@@ -1,0 +1,88 @@
+"""Run the missing configurations of one experiment group at one tier and store their result tables.
+
+Examples (from the repository root)::
+
+    python scripts/run_experiments.py --tier quick --experiment all            # every group, minutes on CPU
+    python scripts/run_experiments.py --tier subset --experiment table1 --data-root ../shared/data --workers 2
+    python scripts/run_experiments.py --tier subset --experiment table1 --methods FedAvg,FedEntOpt --rounds 30
+    python scripts/run_experiments.py --tier paper --experiment table1           # network + GPU
+
+Runs are trained with ``fedlib.trainer.run_experiment`` under the run cache ``--run-root`` (default ``runs``;
+an interrupted run resumes there) and stored as small tables under ``results/<tier>/<experiment>/``
+(``fedlib.results``).  Stored runs are never retrained.  Prints the experiment's summary and the wall time.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fedlib import results, tiers  # noqa: E402
+
+SUMMARY = {"table1": results.table1_summary, "table2": results.table2_summary,
+           "availability": results.availability_summary, "buffer": results.buffer_summary}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tier", required=True, choices=tuple(tiers.TIERS))
+    p.add_argument("--experiment", required=True, help=f"one of {', '.join(tiers.EXPERIMENTS)}, or 'all'")
+    p.add_argument("--rounds", type=int, default=None, help="override the tier's number of rounds")
+    p.add_argument("--methods", default=None, help="comma-separated subset of methods (table1 and table2)")
+    p.add_argument("--partitions", default=None, help="comma-separated subset of partitions, e.g. 'Dir(0.1)'")
+    p.add_argument("--seeds", default=None, help="comma-separated subset of seeds")
+    p.add_argument("--data-root", default=None, help="folder of the data files (sets $FEDLIB_DATA_ROOT)")
+    p.add_argument("--results-dir", default=str(results.RESULTS_DIR))
+    p.add_argument("--run-root", default=str(ROOT / "runs"))
+    p.add_argument("--workers", type=int, default=1, help="parallel training processes")
+    p.add_argument("--threads", type=int, default=None, help="torch threads per process")
+    p.add_argument("--dry-run", action="store_true", help="list the missing runs and exit")
+    args = p.parse_args(argv)
+    if args.data_root:
+        os.environ["FEDLIB_DATA_ROOT"] = str(Path(args.data_root).resolve())
+    names = list(tiers.EXPERIMENTS) if args.experiment == "all" else args.experiment.split(",")
+    for n in names:
+        if n not in tiers.EXPERIMENTS:
+            p.error(f"unknown experiment {n!r}; allowed: {', '.join(tiers.EXPERIMENTS)}, all")
+    t0 = time.perf_counter()
+    for name in names:
+        runs = tiers.experiment_configs(args.tier, name, rounds=args.rounds)
+        if args.methods:
+            keep = set(args.methods.split(","))
+            runs = [r for r in runs if r.label.get("method") in keep
+                    or r.label.get("method", "").replace("FedEntOpt+", "") in keep and name == "table2"]
+        if args.partitions:
+            keep = set(args.partitions.split(","))
+            runs = [r for r in runs if r.label.get("partition") in keep]
+        if args.seeds:
+            keep = {int(s) for s in args.seeds.split(",")}
+            runs = [r for r in runs if r.label.get("seed") in keep]
+        missing = results.missing_runs(runs, args.tier, args.results_dir)
+        print(f"== {args.tier}/{name}: {len(runs)} runs, {len(missing)} missing", flush=True)
+        if args.dry_run:
+            for r in missing:
+                print("   ", r.label)
+            continue
+        info = results.ensure_runs(runs, args.tier, results_dir=args.results_dir, run_root=args.run_root,
+                                   workers=args.workers, threads=args.threads,
+                                   log=lambda s: print("   " + s, flush=True))
+        print(f"   trained {info['trained']}, copied {info['copied']}, already stored {info['already']}; "
+              f"{info['wall_seconds']:.1f} s", flush=True)
+        stored = results.load_experiment(args.tier, name, args.results_dir)
+        print("   " + results.provenance(stored))
+        if name in SUMMARY and not stored.empty:
+            import pandas as pd
+
+            with pd.option_context("display.width", 200, "display.max_rows", 200, "display.precision", 2):
+                print(SUMMARY[name](stored).to_string(index=False))
+    print(f"total wall time {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

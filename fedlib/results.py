@@ -47,7 +47,7 @@ RESULTS_DIR = ROOT / "results"
 STORED_COLUMNS = ("round", "test_accuracy", "test_loss", "train_loss", "num_picked", "num_trained", "num_dropped",
                   "entropy_bits", "covers_all_classes", "entropy_bits_trained", "reselection_entropy_bits", "phase",
                   "cumulative_bytes", "seconds")
-_KEY_EXCLUDE = ("device", "data_root", "download", "eval_batch_size", "checkpoint_every")
+_KEY_EXCLUDE = ("device", "engine", "data_root", "download", "eval_batch_size", "checkpoint_every")
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -428,7 +428,7 @@ class Experiment:
         batched engine); stores the new client states and returns ``[(client, LocalResult)]`` in ``todo`` order."""
         c = self.config
         pairs = None
-        if getattr(c, "engine", "reference") == "batched" and todo:
+        if c.engine == "batched" and todo:
             from .batched import batching_unsupported_reason
 
             reason = batching_unsupported_reason(self.model, self.algorithm)

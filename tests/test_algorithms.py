@@ -88,18 +88,30 @@ def test_fedprox_loss_adds_proximal_term():
     assert torch.allclose(loss, F.cross_entropy(logits, y) + 0.25 * 5.0)
 
 
-def test_scaffold_first_round_equals_fedavg_and_updates_control_variates():
+@pytest.mark.parametrize("normaliser", ["momentum", "steps"])
+def test_scaffold_first_round_equals_fedavg_and_updates_control_variates(normaliser):
     # Zero control variates: the corrected gradient equals the plain one. Tolerance: exact.
-    new, results, alg, ss = _round("scaffold")
+    new, results, alg, ss = _round("scaffold", normaliser=normaliser)
     assert _equal(new, _round("fedavg")[0])
     g = model_state(_mlp())
-    for r in results:  # option II: Δc_i = c_i+ - c_i = -c + (x - y_i)/(K lr) with c = c_i = 0
+    for r in results:  # option II: Δc_i = c_i+ - c_i = -c + (x - y_i)/(a_i lr) with c = c_i = 0
+        a = fednova_normaliser(r.num_steps, r.momentum) if normaliser == "momentum" else r.num_steps
+        assert (a > r.num_steps) == (normaliser == "momentum")  # momentum 0.9 counts each step more than once
         for k in alg.trainable:
-            assert torch.allclose(r.state_delta[k], (g[k] - r.params[k]) / (r.num_steps * r.lr))
+            assert torch.allclose(r.state_delta[k], (g[k] - r.params[k]) / (a * r.lr))
     for k in alg.trainable:  # c += (|S|/N) mean Δc = sum Δc / N, N = 5
         assert torch.allclose(ss["c:" + k], sum(r.state_delta[k] for r in results) / 5)
     # second round with non-zero control variates differs from FedAvg
     assert not _equal(_round("scaffold", params=new, server_state=ss)[0], _round("fedavg", params=new)[0])
+
+
+def test_scaffold_normalisers_agree_without_momentum_and_reject_unknown():
+    # With momentum 0, a_i = K_i, so both normalisers give the same control variates. Tolerance: exact.
+    one = _round("scaffold", momentum=0.0, normaliser="momentum")[1]
+    two = _round("scaffold", momentum=0.0, normaliser="steps")[1]
+    assert all(_equal(a.state_delta, b.state_delta) for a, b in zip(one, two))
+    with pytest.raises(ValueError, match="normaliser must be one of 'momentum', 'steps'"):
+        make_algorithm("scaffold", normaliser="adam")
 
 
 def test_scaffold_correct_grads():

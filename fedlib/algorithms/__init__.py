@@ -7,7 +7,7 @@ Names and parameters (defaults are the FedEntOpt paper's, §V-A5):
   ``fedavg``      --
   ``fedprox``     ``mu=1e-4``
   ``fednova``     --
-  ``scaffold``    --
+  ``scaffold``    ``normaliser="momentum"`` (or ``"steps"``, the literal K·η)
   ``fedrs``       ``alpha=0.5``
   ``fedlc``       ``tau=1.0``, ``zero_count=1e-8``
   ``fedconcat``   see ``fedlib.algorithms.fedconcat`` (imported lazily)

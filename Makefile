@@ -43,8 +43,11 @@ screenshots:
 	$(PYTHON) scripts/screenshots.py
 
 # pytest exits 5 when it collected no tests: that is a failure here, not a silent success.
+# The notebooks run too: with their `smoke` parameters injected (runs.yaml), executed by nbval (--nbval-lax:
+# cells must run without error; outputs are not compared). --dist loadfile keeps each notebook on one worker.
 test:
-	$(PYTHON) -m pytest -n $(PYTEST_JOBS); rc=$$?; \
+	rm -rf build/smoke && $(PYTHON) scripts/run_notebooks.py --smoke --prepare-only --out-dir build/smoke
+	$(PYTHON) -m pytest -n $(PYTEST_JOBS) --dist loadfile tests build/smoke --nbval-lax; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
 all: notebooks book screenshots test

@@ -6,6 +6,7 @@ Examples (from the repository root)::
     python scripts/run_notebooks.py --only template --set num_draws=50 --set seed=1
     python scripts/run_notebooks.py --tier quick --out-dir /tmp/quick   # every page at the quick tier
     python scripts/run_notebooks.py --list
+    python scripts/run_notebooks.py --smoke --prepare-only --out-dir build/smoke   # for pytest --nbval-lax
 
 A notebook is written to ``<out-dir>/<name>.ipynb`` only when it ran to the end; a failed run leaves
 ``<name>.failed.ipynb`` (with the traceback in it) and makes the script exit with status 1, naming the notebook.
@@ -26,7 +27,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 TIERS = ("quick", "subset", "paper")
-ENTRY_KEYS = {"name", "notebook", "tier", "parameters", "tiers"}
+ENTRY_KEYS = {"name", "notebook", "tier", "parameters", "tiers", "smoke"}
 
 
 def load_runs(path: Path) -> list[dict]:
@@ -53,6 +54,7 @@ def load_runs(path: Path) -> list[dict]:
                 raise SystemExit(f"{where}: tier {tier!r} is not one of {TIERS}.")
         run.setdefault("parameters", {})
         run.setdefault("tiers", {})
+        run.setdefault("smoke", {})
     return runs
 
 
@@ -160,6 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-j", "--jobs", type=int, default=1, help="notebooks run in parallel (default 1)")
     parser.add_argument("--log-output", action="store_true", help="echo the notebooks' output while they run")
     parser.add_argument("--list", action="store_true", help="print the run table and exit")
+    parser.add_argument("--smoke", action="store_true", help="apply each entry's `smoke` overrides (small, fast "
+                                                             "parameters for the notebook tests)")
+    parser.add_argument("--prepare-only", action="store_true", help="write the notebooks with the parameters "
+                        "injected but do not execute them (for `pytest --nbval-lax`)")
     args = parser.parse_args(argv)
 
     runs = load_runs(args.runs)
@@ -173,11 +179,21 @@ def main(argv: list[str] | None = None) -> int:
     overrides = parse_assignments(args.set)
     plan = []
     for run in runs:
-        tier, parameters = parameters_for(run, args.tier, overrides, notebook_parameters(run))
+        entry_overrides = {**run["smoke"], **overrides} if args.smoke else overrides
+        tier, parameters = parameters_for(run, args.tier, entry_overrides, notebook_parameters(run))
         plan.append((run, tier, parameters))
     if args.list:
         for run, tier, parameters in plan:
             print(f"{run['name']:<24} {tier:<7} {run['notebook']}  {parameters}")
+        return 0
+
+    if args.prepare_only:
+        args.out_dir.mkdir(parents=True, exist_ok=True)
+        for run, _, parameters in plan:
+            target = args.out_dir / f"{run['name']}.ipynb"
+            papermill.execute_notebook(str(ROOT / run["notebook"]), str(target), parameters=parameters,
+                                       prepare_only=True, progress_bar=False)
+            print(f"prepared {target}", flush=True)
         return 0
 
     # Kernels start in the notebook's folder, so a relative data root is made absolute here.

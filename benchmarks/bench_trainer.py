@@ -28,7 +28,7 @@ from fedlib._torchvision import import_torchvision  # noqa: E402
 from fedlib.algorithms import make_algorithm  # noqa: E402
 from fedlib.algorithms.base import weighted_average  # noqa: E402
 from fedlib.augment import Preprocessor  # noqa: E402
-from fedlib.batched import BatchedOptions, train_clients_batched  # noqa: E402
+from fedlib.batched import BatchedOptions, resolve_kernel, train_clients_batched  # noqa: E402
 from fedlib.local import (LocalHyperParams, client_seed, local_train, make_generator, model_state,  # noqa: E402
                           trainable_keys)
 from fedlib.models import make_model  # noqa: E402
@@ -51,7 +51,8 @@ def parse_args(argv=None):
                    help="keep at most this many samples of each picked client (CPU smoke runs only)")
     p.add_argument("--workers", type=int, default=0, help="DataLoader workers of path (a) (default 0)")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
-    p.add_argument("--kernel", default="auto", choices=["auto", "vmap", "loop"], help="batched kernel")
+    p.add_argument("--kernel", default="auto", choices=["auto", "vmap", "loop", "sequential"],
+                   help="batched kernel (auto: vmap on CUDA; on CPU loop for small models, sequential for large)")
     p.add_argument("--shrink", default="compact", choices=["compact", "mask"], help="batched shrink mode")
     p.add_argument("--compile", action="store_true", help="torch.compile the batched step (vmap kernel)")
     p.add_argument("--cuda-graphs", action="store_true", help="compile with mode='reduce-overhead'")
@@ -191,6 +192,7 @@ def run_model(name, args, device, x_np_hwc, x_dev, y_dev, labels, parts, log):
 
     opts = BatchedOptions(kernel=args.kernel, shrink=args.shrink, compile=args.compile,
                           cuda_graphs=args.cuda_graphs, amp_dtype=torch.bfloat16 if args.bf16 else None)
+    log(f"   batched kernel for this model: {resolve_kernel(opts, model, torch.device(device))}")
     transform_a = tv.transforms.Compose([
         tv.transforms.ColorJitter(0.4, 0.4, 0.4), tv.transforms.RandomHorizontalFlip(0.5),
         tv.transforms.RandomGrayscale(0.1), tv.transforms.ToTensor(), tv.transforms.Normalize(MEAN, STD)])
@@ -232,7 +234,7 @@ def main(argv=None):
         f"{'GPU' if device.type == 'cuda' else 'CPU cores'}), torch {torch.__version__}, threads {torch.get_num_threads()}")
     log(f"# data: {labels.size} random 3x32x32 uint8 images, labels: {label_src}; K={args.clients}, Dir(0.1), "
         f"client sizes min/median/max {min(map(len, parts))}/{int(np.median([len(p) for p in parts]))}/"
-        f"{max(map(len, parts))}; batched options: kernel={args.kernel}, shrink={args.shrink}, "
+        f"{max(map(len, parts))}; batched options: kernel={args.kernel} (resolved per model below), shrink={args.shrink}, "
         f"compile={args.compile}, cuda_graphs={args.cuda_graphs}, bf16={args.bf16}; DataLoader workers={args.workers}")
     x_dev, y_dev = x_nchw.to(device), torch.as_tensor(labels, device=device)
     for name in args.models.split(","):

@@ -62,6 +62,7 @@ __all__ = [
     "augment_from_uniforms",
     "train_clients_batched",
     "evaluate",
+    "resolve_kernel",
 ]
 
 Params = dict[str, torch.Tensor]
@@ -71,7 +72,7 @@ Params = dict[str, torch.Tensor]
 BATCHABLE_ALGORITHMS = ("fedavg", "fedprox", "fednova", "scaffold", "fedrs", "fedlc")
 
 _SHRINK = ("compact", "mask")
-_KERNELS = ("auto", "vmap", "loop")
+_KERNELS = ("auto", "vmap", "loop", "sequential")
 
 
 @dataclass(frozen=True)
@@ -94,13 +95,19 @@ class BatchedOptions:
         Autocast dtype of the forward/backward (``torch.bfloat16``); None (default) is fp32 throughout.
     chunk_size : int or None
         Passed to ``torch.func.vmap``: at most this many clients per internal chunk (bounds memory).
-    kernel : {"auto", "vmap", "loop"}
+    kernel : {"auto", "vmap", "loop", "sequential"}
         How the per-client forward/backward of a step runs: one ``vmap(grad)`` call over the clients
         (``"vmap"``; convolutions become grouped convolutions) or a loop over the clients inside the step
         (``"loop"``; exact-size batches, no padding), with the gather, augmentation and SGD update batched in
-        both. ``"auto"`` (default) is ``"vmap"`` on CUDA and ``"loop"`` on CPU, where oneDNN's grouped
-        convolution measured ~2.5x slower than M separate convolutions (LeNet-5, M=10, B=64; see
-        ``benchmarks/README.md``).
+        both; or no batching at all (``"sequential"``: ``local_train`` for one client after the other).
+        ``"auto"`` (default) is ``"vmap"`` on CUDA. On CPU it is ``"loop"`` for models of at most
+        ``cpu_loop_max_params`` trainable parameters and ``"sequential"`` above: oneDNN's grouped convolution
+        measured ~2.5x slower than M separate convolutions (LeNet-5, M=10, B=64), and for a large model the
+        loop kernel, which advances all M clients one step at a time, cycles M parameter sets through the CPU
+        caches every step (VGG-11, 9.2M parameters: 13 % slower than one client after the other, measured with
+        ``benchmarks/bench_trainer.py``). Every kernel gives the reference path's numbers.
+    cpu_loop_max_params : int
+        Threshold of ``"auto"`` on CPU (default 1,000,000: LeNet-5 batches, VGG-11 and EfficientNet do not).
     """
 
     shrink: str = "compact"
@@ -109,12 +116,14 @@ class BatchedOptions:
     amp_dtype: torch.dtype | None = None
     chunk_size: int | None = None
     kernel: str = "auto"
+    cpu_loop_max_params: int = 1_000_000
 
     def __post_init__(self):
         if self.kernel not in _KERNELS:
             raise ValueError(f"kernel must be one of {', '.join(map(repr, _KERNELS))} (got {self.kernel!r}).")
-        if self.compile and self.kernel == "loop":
-            raise ValueError("compile=True needs kernel='vmap' or 'auto' (the 'loop' kernel is not compiled).")
+        if self.compile and self.kernel in ("loop", "sequential"):
+            raise ValueError(f"compile=True needs kernel='vmap' or 'auto' (the {self.kernel!r} kernel is not "
+                             "compiled).")
         if self.shrink not in _SHRINK:
             raise ValueError(f"shrink must be one of {', '.join(map(repr, _SHRINK))} (got {self.shrink!r}).")
         if self.cuda_graphs and not self.compile:
@@ -374,11 +383,13 @@ def train_clients_batched(model: torch.nn.Module, global_params: Mapping[str, to
     if reason is not None:
         warnings.warn(f"fedlib.batched: falling back to the reference path (local_train per client): {reason}.",
                       UserWarning, stacklevel=2)
+    device = data_x.device
+    kernel = resolve_kernel(options, model, device)
+    if reason is not None or kernel == "sequential":
         return [local_train(model, global_params, data_x[ci], data_y[ci], ctxs[i], algorithm, hps[i], gens[i],
                             transform=transform, aug_generator=aug_gens[i], client_id=ids[i])
                 for i, ci in enumerate(client_indices)]
 
-    device = data_x.device
     keys = algorithm.trainable if algorithm.trainable else trainable_keys(model)
     gp = {k: global_params[k].detach() for k in keys}
     other = {k: v.detach() for k, v in global_params.items() if k not in gp}
@@ -395,7 +406,7 @@ def train_clients_batched(model: torch.nn.Module, global_params: Mapping[str, to
     if trained:
         final, loss_sum = _run(model, algorithm, keys, gp, other, data_x, data_y, plans, tau, trained,
                                [ctxs[i] for i in trained], transform, pre, [aug_gens[i] for i in trained],
-                               h0, bsz, options, device)
+                               h0, bsz, options, device, kernel)
     results = []
     for i in range(m):
         if tau[i] > 0:
@@ -410,11 +421,20 @@ def train_clients_batched(model: torch.nn.Module, global_params: Mapping[str, to
     return results
 
 
+def resolve_kernel(options: BatchedOptions, model: torch.nn.Module, device: torch.device) -> str:
+    """The kernel ``options.kernel`` stands for on ``device`` (see :class:`BatchedOptions`)."""
+    if options.kernel != "auto":
+        return options.kernel
+    if device.type == "cuda":
+        return "vmap"
+    size = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return "loop" if size <= options.cpu_loop_max_params else "sequential"
+
+
 def _run(model, algorithm, keys, gp, other, data_x, data_y, plans, tau, trained, ctxs, transform, pre, aug_gens,
-         h0, bsz, options, device):
-    """The step loop over the clients in ``trained`` (positions into ``plans``)."""
+         h0, bsz, options, device, kernel):
+    """The step loop over the clients in ``trained`` (positions into ``plans``) with the resolved ``kernel``."""
     compact = options.shrink == "compact"
-    kernel = options.kernel if options.kernel != "auto" else ("vmap" if device.type == "cuda" else "loop")
     fixed_width = not compact or options.compile
     width = len(trained)
     steps = max(tau[i] for i in trained)

@@ -328,3 +328,18 @@ def test_evaluate_matches_a_plain_forward(data):
         logits = model(PRE.test(x))
     assert acc == pytest.approx(float((logits.argmax(1) == y).float().mean()))
     assert loss == pytest.approx(float(torch.nn.functional.cross_entropy(logits, y)), rel=1e-5)
+
+
+def test_auto_kernel_on_cpu_batches_small_models_and_runs_large_ones_client_by_client():
+    from fedlib.batched import resolve_kernel
+    from fedlib.models import make_model
+
+    cpu = torch.device("cpu")
+    lenet, vgg = make_model("lenet5", 10), make_model("vgg11", 10)  # 62,006 and 9,225,610 parameters
+    assert resolve_kernel(BatchedOptions(), lenet, cpu) == "loop"
+    assert resolve_kernel(BatchedOptions(), vgg, cpu) == "sequential"
+    assert resolve_kernel(BatchedOptions(cpu_loop_max_params=10**8), vgg, cpu) == "loop"
+    assert resolve_kernel(BatchedOptions(), vgg, torch.device("cuda")) == "vmap"
+    assert resolve_kernel(BatchedOptions(kernel="vmap"), vgg, cpu) == "vmap"
+    with pytest.raises(ValueError, match="compile=True needs kernel='vmap' or 'auto'"):
+        BatchedOptions(kernel="sequential", compile=True)

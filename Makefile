@@ -39,8 +39,11 @@ book: assets
 	rm -rf _build
 	$(PYTHON) -c "from jupyter_book.cli.main import main; main()" build . -W -n --keep-going
 
+# Every page in headless Chromium with no network; then every static slider is moved and must change its figure.
 screenshots:
 	$(PYTHON) scripts/screenshots.py
+	$(PYTHON) scripts/check_frame_slider.py
+	$(PYTHON) scripts/check_frame_slider.py --screenshots screenshots/sliders book/executed/explorer.ipynb
 
 # pytest exits 5 when it collected no tests: that is a failure here, not a silent success.
 # The notebooks run too: with their `smoke` parameters injected (runs.yaml), executed by nbval (--nbval-lax:

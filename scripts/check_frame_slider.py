@@ -6,7 +6,12 @@ range input to its maximum and dispatches an 'input' event, then records ``data-
 and after.  Chromium runs headless with no network (``--host-resolver-rules``) and ``--virtual-time-budget``;
 ``--dump-dom`` gives the result.  Exit status 1 if any slider did not change its key and image.
 
+    python scripts/check_frame_slider.py                      # every built page under _build/html/book/executed
     python scripts/check_frame_slider.py book/executed/table1.ipynb _build/html/book/executed/table1.html
+    python scripts/check_frame_slider.py --screenshots screenshots/sliders book/executed/*.ipynb
+
+With ``--screenshots DIR`` each slider of an executed notebook is also photographed before and after the move
+(``DIR/<notebook>-<n>-before.png`` and ``-after.png``), so a person can see the figure change.
 """
 from __future__ import annotations
 
@@ -47,8 +52,35 @@ def slider_blocks(path: Path) -> list[str]:
     return [text] if "fedlib-frame-slider" in text else []
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _chrome_args(chrome: str, tmp: str) -> list[str]:
+    return [chrome, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+            "--host-resolver-rules=MAP * ~NOTFOUND", "--virtual-time-budget=5000", f"--user-data-dir={tmp}/profile"]
+
+
+def _photograph(chrome: str, block: str, target: Path, *, moved: bool) -> None:
+    """Screenshot of the slider alone, before or after the probe moves its last control."""
+    with tempfile.TemporaryDirectory() as tmp:
+        page = Path(tmp) / "page.html"
+        page.write_text(f"<!doctype html><html><body>{block}{PROBE if moved else ''}</body></html>")
+        subprocess.run([*_chrome_args(chrome, tmp), "--window-size=1000,700", f"--screenshot={target}",
+                        page.as_uri()], capture_output=True, text=True, timeout=120)
+
+
 def main(argv=None) -> int:
-    paths = [Path(p) for p in (argv if argv is not None else sys.argv[1:])]
+    args = list(argv if argv is not None else sys.argv[1:])
+    shots = None
+    if "--screenshots" in args:
+        i = args.index("--screenshots")
+        shots = Path(args[i + 1])
+        del args[i:i + 2]
+        shots.mkdir(parents=True, exist_ok=True)
+    paths = [Path(p) for p in args] or sorted((ROOT / "_build" / "html" / "book" / "executed").glob("*.html"))
+    if not paths:
+        print("no pages given and none built under _build/html/book/executed (run `make book` first)")
+        return 2
     chrome = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
     if chrome is None:
         print("no chromium found")
@@ -60,10 +92,11 @@ def main(argv=None) -> int:
                 page = Path(tmp) / "page.html"
                 body = block if block.lstrip().startswith("<!") else f"<!doctype html><html><body>{block}</body></html>"
                 page.write_text(body.replace("</body>", PROBE + "</body>") if "</body>" in body else body + PROBE)
-                out = subprocess.run([chrome, "--headless=new", "--no-sandbox", "--disable-gpu",
-                                      "--host-resolver-rules=MAP * ~NOTFOUND", "--virtual-time-budget=5000",
-                                      f"--user-data-dir={tmp}/profile", "--dump-dom", page.as_uri()],
+                out = subprocess.run([*_chrome_args(chrome, tmp), "--dump-dom", page.as_uri()],
                                      capture_output=True, text=True, timeout=120)
+            if shots is not None and path.suffix == ".ipynb":
+                for when in ("before", "after"):
+                    _photograph(chrome, block, shots / f"{path.stem}-{j}-{when}.png", moved=when == "after")
             probes = [json.loads(m.replace("&quot;", '"')) for m in re.findall(r"PROBE (\{.*?\})</pre>", out.stdout)]
             if not probes:
                 print(f"FAIL {path} block {j}: no probe output (JavaScript did not run?)")

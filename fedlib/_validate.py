@@ -76,22 +76,74 @@ def check_rng(name: str, rng) -> np.random.Generator:
     return rng
 
 
-def check_count_matrix(name: str, counts, *, allow_negative: bool = False) -> np.ndarray:
-    """Return ``counts`` as a 2-D float array of shape (clients, classes); reject NaN and, unless allowed, negatives."""
-    arr = np.asarray(counts)
+def check_count_matrix(name: str, counts, *, allow_negative: bool = False, sparse: bool = False):
+    """Return ``counts`` as a float matrix of shape (clients, classes); reject NaN, inf and, unless allowed, negatives.
+
+    A ``scipy.sparse`` matrix is returned as a canonical ``scipy.sparse.csr_array`` of float64 when ``sparse``
+    is true (no dense K x C array is built), else as a dense array. Every other input becomes a 2-D float
+    ``numpy.ndarray``. Errors name the first offending client (row) and class (column) and the value.
+
+    >>> check_count_matrix("counts", [[1, 0], [2, 3]]).tolist()
+    [[1.0, 0.0], [2.0, 3.0]]
+    """
+    if _is_sparse(counts):
+        return _check_sparse_counts(name, counts, allow_negative=allow_negative, sparse=sparse)
+    try:
+        arr = np.asarray(counts)
+    except ValueError:  # a ragged nested sequence
+        raise ValueError(f"{name} must be a 2-D array of shape (num_clients, num_classes); {_ragged(counts)}.") from None
     if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
         raise ValueError(
             f"{name} must be a 2-D array of shape (num_clients, num_classes) (got shape {arr.shape})."
         )
-    if not np.issubdtype(arr.dtype, np.number):
+    if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
         raise TypeError(f"{name} must hold numbers (got dtype {arr.dtype}).")
     arr = arr.astype(float)
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite (found NaN or inf).")
+    finite = np.isfinite(arr)
+    if not finite.all():
+        i, j = np.argwhere(~finite)[0]
+        raise ValueError(f"{name} must be finite (got {arr[i, j]} for client {i}, class {j}).")
     if not allow_negative and np.any(arr < 0):
         i, j = np.argwhere(arr < 0)[0]
         raise ValueError(f"{name} must be non-negative (got {arr[i, j]} for client {i}, class {j}).")
     return arr
+
+
+def _is_sparse(value) -> bool:
+    try:
+        import scipy.sparse as sp
+    except ImportError:  # pragma: no cover - scipy is a dependency
+        return False
+    return sp.issparse(value)
+
+
+def _ragged(counts) -> str:
+    """Describe why a nested sequence is not a matrix (first client whose row length differs from client 0's)."""
+    try:
+        lengths = [len(row) for row in counts]
+    except TypeError:
+        return "got a nested sequence whose rows are not all sequences"
+    k = next(i for i, n in enumerate(lengths) if n != lengths[0])
+    return f"got rows of different lengths (client 0 has {lengths[0]} entries, client {k} has {lengths[k]})"
+
+
+def _check_sparse_counts(name: str, counts, *, allow_negative: bool, sparse: bool):
+    import scipy.sparse as sp
+
+    if counts.ndim != 2 or counts.shape[0] < 1 or counts.shape[1] < 1:
+        raise ValueError(
+            f"{name} must be a 2-D array of shape (num_clients, num_classes) (got shape {counts.shape})."
+        )
+    if not np.issubdtype(counts.dtype, np.number) or np.issubdtype(counts.dtype, np.complexfloating):
+        raise TypeError(f"{name} must hold numbers (got dtype {counts.dtype}).")
+    csr = sp.csr_array(counts, dtype=float, copy=True)
+    csr.sum_duplicates()
+    for bad, what in ((~np.isfinite(csr.data), "finite"), (None if allow_negative else csr.data < 0, "non-negative")):
+        if bad is not None and bad.any():
+            at = int(np.argmax(bad))
+            i = int(np.searchsorted(csr.indptr, at, side="right") - 1)
+            raise ValueError(f"{name} must be {what} (got {csr.data[at]} for client {i}, class {csr.indices[at]}).")
+    return csr if sparse else csr.toarray()
 
 
 def check_label_vector(name: str, labels, *, num_classes: int | None = None) -> np.ndarray:

@@ -11,6 +11,7 @@ from typing import ClassVar
 import numpy as np
 
 from ._validate import check_choice, check_count_matrix, check_float, check_int, check_rng
+from .scoring import ENTROPY_TIE_TOL, _EntropyScorer
 
 __all__ = [
     "ENTROPY_TIE_TOL",
@@ -23,141 +24,6 @@ __all__ = [
     "make_selector",
     "buffer_size_from_fraction",
 ]
-
-#: Scores (entropies in bits, cosine distances) closer than this to the best count as ties; ties go to the
-#: lowest client index. The tolerance absorbs floating-point rounding, so that mathematically equal scores
-#: computed in different orders (e.g. permuted classes) break the same way in every implementation.
-ENTROPY_TIE_TOL = 1e-10
-
-
-# --------------------------------------------------------------------------- scoring helpers (vectorised)
-
-
-_TINY = 1e-300  # log2 argument floor: T * log2(max(T, tiny)) is exactly 0 at T = 0 and needs no masked ufunc
-
-#: Largest integer table of f(n) = n log2 n the sparse scorer builds (entries; 8 bytes each, i.e. 32 MiB). The
-#: table runs to the largest class total plus the largest entry, a bound on L_c + l_mc; above the cap it uses logs.
-_XLOG_TABLE_MAX = 1 << 22
-
-
-def _xlog2x(x: np.ndarray) -> np.ndarray:
-    """``x * log2(x)`` elementwise with ``0 log 0 = 0`` (x >= 0)."""
-    return x * np.log2(np.maximum(x, _TINY))
-
-
-class _EntropyScorer:
-    """Scores eq. (5) for many candidates at once.
-
-    ``entropies(pooled, free)`` returns ``H(max(pooled + l^(m), 0))`` in bits for every ``m`` in ``free``,
-    using ``H = log2 S - (1/S) sum_c f(T_c)`` with ``f(x) = x log2 x``, ``T = pooled + l^(m)`` and
-    ``S = ||T||_1``, which equals ``H(T / S)``. Negative entries (possible when DP noise is kept, see
-    :mod:`fedlib.privacy`) count as 0; an all-zero ``T`` scores 0.
-
-    Non-negative counts (the usual case) take the sparse path, whose cost per greedy step is proportional
-    to the non-zero entries instead of K*C::
-
-        sum_c f(L_c + l_mc) = F(L) + sum_{c: l_mc != 0} [f(L_c + l_mc) - f(L_c)],   F(L) = sum_c f(L_c),
-
-    where ``F(L)`` is shared by every candidate. The non-zeros are laid out once per scorer (i.e. once per
-    ``select`` call) in column-major order, so that ``L_c`` for all of them is one ``np.repeat``; each step
-    computes every non-zero's delta in one pass and sums them per client with ``np.bincount`` (clients
-    without non-zeros get 0). The scores are a function of ``pooled`` alone, not of earlier steps. For
-    integer counts ``f`` is read from a table of ``f(0), f(1), ...`` (the values the logs would give) when
-    that table needs at most :data:`_XLOG_TABLE_MAX` entries. With negative counts the sparse path also
-    tracks the clipped totals per client, but by default such counts (kept DP noise: hardly any zeros) take
-    the dense path: one log per (candidate, class) entry, reusing two (K, C) work arrays.
-    """
-
-    def __init__(self, counts: np.ndarray, *, path: str = "auto"):
-        self.counts = counts
-        self.clip = bool(np.any(counts < 0))
-        # "auto": sparse for non-negative counts, dense otherwise (kept DP noise leaves few zeros to skip);
-        # "sparse" / "dense" force a path (both handle every input; used by tests and benchmarks).
-        self.path = check_choice("path", path, ("auto", "sparse", "dense"))
-        self.dense = path == "dense" or (path == "auto" and self.clip)
-        self._row_totals = counts.sum(axis=1)
-        if self.dense:
-            self._t = np.empty_like(counts)
-            self._log = np.empty_like(counts)
-        else:
-            self._init_sparse(counts)
-
-    # ------------------------------------------------------------------ sparse path (non-negative counts)
-
-    def _init_sparse(self, counts: np.ndarray) -> None:
-        num_clients, num_classes = counts.shape
-        by_class = np.ascontiguousarray(counts.T).ravel()
-        nonzero = by_class != 0
-        flat = np.flatnonzero(nonzero)  # column-major (CSC) order; flatnonzero of a bool array is fast
-        self._col_nnz = np.count_nonzero(nonzero.reshape(num_classes, num_clients), axis=1)
-        self._rows = flat - np.repeat(np.arange(num_classes) * num_clients, self._col_nnz)  # client of each
-        vals = np.take(by_class, flat)
-        # L_c <= the class total for a sum of distinct rows; L_c + l_mc is also formed for clients already in L
-        # (their scores go unused), so the table runs to the largest class total plus the largest entry.
-        self._pooled_cap = float(counts.sum(axis=0).max())
-        top = self._pooled_cap + float(counts.max())
-        self._table = None
-        if vals.size and not self.clip and top < _XLOG_TABLE_MAX and np.array_equal(vals, np.rint(vals)):
-            self._table = _xlog2x(np.arange(int(top) + 1, dtype=float))
-            vals = vals.astype(np.int64)
-        self._vals = vals
-
-    def _entropies_sparse(self, pooled: np.ndarray, free: np.ndarray) -> np.ndarray:
-        nnz, table = self._col_nnz, self._table
-        if table is not None and not (
-            0 <= pooled.min() and pooled.max() <= self._pooled_cap and np.array_equal(pooled, np.rint(pooled))
-        ):
-            table = None  # not a sum of distinct rows (never so in the selectors): use logs
-        if table is not None:
-            base = pooled.astype(np.int64)
-            f_base = np.take(table, base)
-            deltas = np.take(table, np.repeat(base, nnz) + self._vals)
-            s = self._row_totals[free] + pooled.sum()
-        elif not self.clip:
-            f_base = _xlog2x(pooled)
-            deltas = _xlog2x(np.repeat(pooled, nnz) + self._vals)
-            s = self._row_totals[free] + pooled.sum()
-        else:  # T_c = max(L_c + l_mc, 0): the clipped totals S change with the non-zeros too
-            base = np.maximum(pooled, 0.0)
-            f_base = _xlog2x(base)
-            t = np.maximum(np.repeat(pooled, nnz) + self._vals, 0.0)
-            deltas = _xlog2x(t)
-            t -= np.repeat(base, nnz)
-            s = base.sum() + np.bincount(self._rows, weights=t, minlength=self.counts.shape[0])[free]
-        deltas -= np.repeat(f_base, nnz)
-        sums = np.bincount(self._rows, weights=deltas, minlength=self.counts.shape[0])
-        xlx = f_base.sum() + sums[free]
-        positive = s > 0
-        h = np.log2(s, out=np.zeros_like(s), where=positive) - np.divide(xlx, s, out=np.zeros_like(s), where=positive)
-        return np.maximum(h, 0.0)
-
-    # ------------------------------------------------------------------ dense path
-
-    def _entropies_dense(self, pooled: np.ndarray, free: np.ndarray) -> np.ndarray:
-        t, logs = self._t[: free.size], self._log[: free.size]
-        np.take(self.counts, free, axis=0, out=t)
-        t += pooled
-        if self.clip:  # only negative counts can make a pooled entry negative
-            np.maximum(t, 0.0, out=t)
-            s = t.sum(axis=1)
-        else:
-            s = self._row_totals[free] + pooled.sum()
-        np.maximum(t, _TINY, out=logs)
-        np.log2(logs, out=logs)
-        xlx = np.einsum("ij,ij->i", t, logs)
-        positive = s > 0
-        h = np.log2(s, out=np.zeros_like(s), where=positive) - np.divide(xlx, s, out=np.zeros_like(s), where=positive)
-        return np.maximum(h, 0.0)
-
-    def entropies(self, pooled: np.ndarray, free: np.ndarray) -> np.ndarray:
-        if self.dense:
-            return self._entropies_dense(pooled, free)
-        return self._entropies_sparse(pooled, free)
-
-    def best(self, pooled: np.ndarray, free: np.ndarray) -> int:
-        """Solve eq. (5) over ``free`` (sorted ascending): the client maximising H(pooled + l^(m))."""
-        return int(free[_best_index(self.entropies(pooled, free), maximise=True)])
-
 
 def _cosine_distances(vectors: np.ndarray, target: np.ndarray) -> np.ndarray:
     """``1 - cos(max(v, 0), target)`` for every row v (eq. 2 of Düsing & Cimiano); an all-zero row scores 1."""
@@ -211,9 +77,10 @@ class Selector(ABC):
 
         Parameters
         ----------
-        counts : array_like, shape (K, C)
+        counts : array_like or scipy.sparse matrix, shape (K, C)
             The label counts the server sees (possibly DP-noised; negative entries are allowed and are
-            treated as 0 wherever a pooled vector is scored).
+            treated as 0 wherever a pooled vector is scored). A sparse matrix is never made dense by
+            FedEntOpt, KL or random selection (DC makes it dense).
         num_selected : int
             ``M`` in ``[1, K]``.
         state : tuple
@@ -228,7 +95,7 @@ class Selector(ABC):
             :class:`DCSelector`).
         new_state : tuple
         """
-        arr = check_count_matrix("counts", counts, allow_negative=True)
+        arr = check_count_matrix("counts", counts, allow_negative=True, sparse=True)
         num_clients = arr.shape[0]
         num_selected = check_int("num_selected", num_selected, low=1)
         if num_selected > num_clients:
@@ -273,7 +140,8 @@ class FedEntOptSelector(Selector):
 
     Step 1 picks ``free[rng.integers(len(free))]``, uniform over the clients not in the FIFO buffer ``B``
     (``free`` sorted ascending). Each later step adds the unbuffered, not yet picked client ``m``
-    maximising ``H((L + l^(m)) / ||L + l^(m)||_1)`` (log2), computed for all candidates in one numpy pass;
+    maximising ``H((L + l^(m)) / ||L + l^(m)||_1)`` (log2), scored for all candidates incrementally
+    (:mod:`fedlib.scoring`);
     ties (within :data:`ENTROPY_TIE_TOL`) go to the lowest client index, like ``np.argmax``. After every
     pick the client is appended to ``B`` and the oldest entries are evicted while ``|B| > Q``; a client
     evicted in the middle of a round is selectable again in that round's later steps (lines 5, 11–12).
@@ -347,19 +215,23 @@ class FedEntOptSelector(Selector):
         buffer = deque(state)
         blocked = np.zeros(counts.shape[0], dtype=bool)  # buffered or already picked this round
         blocked[list(buffer)] = True
-        pooled = np.zeros(counts.shape[1])
         scorer = _EntropyScorer(counts)
         picked: list[int] = []
+        in_round: set[int] = set()
         for step in range(num_selected):
-            free = np.flatnonzero(~blocked)
-            m = int(free[rng.integers(free.size)]) if step == 0 else scorer.best(pooled, free)
+            if step == 0:
+                free = np.flatnonzero(~blocked)
+                m = int(free[rng.integers(free.size)])
+            else:
+                m = scorer.pick(blocked)
             picked.append(m)
-            pooled += counts[m]
+            in_round.add(m)
+            scorer.add(m)
             blocked[m] = True
             buffer.append(m)
             while len(buffer) > q:
                 evicted = buffer.popleft()
-                blocked[evicted] = evicted in picked  # picked clients stay out for the rest of the round (A)
+                blocked[evicted] = evicted in in_round  # picked clients stay out for the rest of the round (A)
         return picked, tuple(buffer)
 
 
@@ -386,14 +258,13 @@ class KLSelector(Selector):
     name: ClassVar[str] = "kl"
 
     def _select(self, counts, num_selected, state, rng):
-        pooled = np.zeros(counts.shape[1])
         taken = np.zeros(counts.shape[0], dtype=bool)
         scorer = _EntropyScorer(counts)
         picked: list[int] = []
         for _ in range(num_selected):
-            m = scorer.best(pooled, np.flatnonzero(~taken))
+            m = scorer.pick(taken)
             picked.append(m)
-            pooled += counts[m]
+            scorer.add(m)
             taken[m] = True
         return picked, ()
 
@@ -475,6 +346,8 @@ class DCSelector(Selector):
         return super()._check_state(state, num_clients, num_selected)
 
     def _select(self, counts, num_selected, state, rng):
+        if not isinstance(counts, np.ndarray):  # a scipy.sparse matrix: DC scores dense rows
+            counts = counts.toarray()
         num_clients = counts.shape[0]
         target = self.target_vector(counts)
         picked = [int(k) for k in rng.choice(num_clients, size=self.num_random, replace=False)]

@@ -1,12 +1,19 @@
 """Tests of fedlib.selection: FedEntOpt (Algorithm 1, eq. 5 of v2), random, KL and DC (Düsing & Cimiano) selectors."""
+import functools
 from collections import Counter, deque
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import fedlib.scoring as scoring
+import fedlib.selection as selection
 from fedlib.metrics import entropy_bits
+from fedlib.partition import client_label_counts, labels_from_counts
+from fedlib.privacy import laplace_counts
+from fedlib.simulate import run_selection
 from fedlib.selection import (
     ENTROPY_TIE_TOL,
     DCSelector,
@@ -17,6 +24,7 @@ from fedlib.selection import (
     buffer_size_from_fraction,
     make_selector,
 )
+from fedlib.scoring import _IncrementalScorer
 from fedlib.selection import _EntropyScorer
 
 # Hand example used below (4 clients, 3 classes):
@@ -40,7 +48,10 @@ def _first_picks_seen(selector, counts, num_selected, seeds=range(40)):
 
 
 def reference_fedentopt(counts, num_selected, buffer, q, rng):
-    """Algorithm 1 read literally: per-candidate entropies one at a time with fedlib.metrics.entropy_bits."""
+    """Algorithm 1 read literally: per-candidate entropies one at a time with fedlib.metrics.entropy_bits.
+
+    Negative counts (DP noise kept) are scored as H(max(L + l^(m), 0)), as fedlib.privacy documents.
+    """
     counts = np.asarray(counts, dtype=float)
     big_l, chosen, fifo = np.zeros(counts.shape[1]), [], deque(buffer)
     remaining = set(range(counts.shape[0]))
@@ -49,7 +60,7 @@ def reference_fedentopt(counts, num_selected, buffer, q, rng):
         if i == 0:
             m = cands[rng.integers(len(cands))]
         else:
-            scores = [entropy_bits(big_l + counts[c]) for c in cands]
+            scores = [entropy_bits(np.maximum(big_l + counts[c], 0.0)) for c in cands]
             m = next(c for c, h in zip(cands, scores) if h >= max(scores) - ENTROPY_TIE_TOL)
         fifo.append(m)
         while len(fifo) > q:
@@ -225,9 +236,11 @@ def test_sparse_and_dense_scoring_agree(kind):
 
 def test_scorer_default_path_and_integer_table():
     counts = np.array([[3.0, 0.0, 1.0], [0.0, 0.0, 0.0], [2.0, 5.0, 0.0]])
-    scorer = _EntropyScorer(counts)
+    assert isinstance(_EntropyScorer(counts), _IncrementalScorer)  # non-negative counts: incremental engine
+    assert _EntropyScorer(counts).integer and not _EntropyScorer(counts + 0.25).integer
+    scorer = _EntropyScorer(counts, path="sparse")
     assert not scorer.dense and scorer._table is not None  # integer counts: sparse path with the f table
-    assert _EntropyScorer(counts - 0.5).dense  # negative counts: dense by default
+    assert _EntropyScorer(counts - 0.5).dense  # negative counts: dense re-scoring by default
     assert _EntropyScorer(counts + 0.25, path="sparse")._table is None  # fractional counts: logs
     # client 1 is all zeros: it scores H(L); an all-zero pooled vector plus client 1 scores 0
     pooled = counts[0]
@@ -253,6 +266,160 @@ def test_sparse_and_dense_greedy_pick_alike(problem, negative):
             free = free[free != j]
         picks.append(out)
     assert picks[0] == picks[1]
+
+
+# ----------------------------------------------------------------------------- fast path vs literal Algorithm 1
+
+KINDS = ("ties", "empty", "very_sparse", "very_dense", "fractional", "large", "dirichlet", "negative")
+
+
+def _instance(kind, rng):
+    """A count matrix of one kind; every kind is small enough for the literal loop."""
+    k, c = int(rng.integers(4, 50)), int(rng.integers(1, 12))
+    if kind == "ties":  # few small values, duplicated rows and rows with permuted classes: many exact ties
+        base = rng.integers(0, 3, size=(max(2, k // 3), c))
+        rows = [base[i % len(base)][rng.permutation(c)] if i % 2 else base[i % len(base)] for i in range(k)]
+        return np.array(rows, dtype=float)
+    if kind == "empty":  # a third of the clients hold nothing
+        return rng.integers(0, 20, size=(k, c)) * (rng.random((k, 1)) < 0.66)
+    if kind == "very_sparse":
+        return rng.integers(1, 50, size=(k, c)) * (rng.random((k, c)) < 0.05)
+    if kind == "very_dense":
+        return rng.integers(1, 10_000, size=(k, c))
+    if kind == "fractional":
+        return rng.random((k, c)) * 7.0 * (rng.random((k, c)) < 0.6)
+    if kind == "large":  # values above the uint16 radix sort and totals above the f table's cap
+        return rng.integers(0, 3, size=(k, c)) * rng.choice([1, 70_000, 3_000_000], size=(k, c))
+    if kind == "dirichlet":
+        return client_label_counts(labels_from_counts([40] * c), "dirichlet", k, seed=int(rng.integers(1000)),
+                                   beta=0.1, min_partition_size=0)
+    return laplace_counts(rng.integers(0, 8, size=(k, c)), 0.5, rng=rng, negative="keep")  # DP noise kept
+
+
+def _rounds(fn, counts, m, q, seed, rounds=3):
+    rng, state, out = np.random.default_rng(seed), (), []
+    for _ in range(rounds):
+        picked, state = fn(counts, m, state, q, rng)
+        out.append((list(map(int, picked)), tuple(state)))
+    return out
+
+
+def _fedentopt(counts, m, state, q, rng):
+    return FedEntOptSelector(buffer_size=q).select(counts, m, state, rng)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_fast_path_equals_literal_algorithm_1(kind, monkeypatch):
+    # The default engine (incremental for non-negative counts), the re-scoring engine used up to issue 15 and
+    # the literal Algorithm 1 pick the same clients and leave the same buffer, round after round.
+    rng = np.random.default_rng(KINDS.index(kind))
+    for _ in range(12):
+        counts = np.asarray(_instance(kind, rng), dtype=float)
+        k = counts.shape[0]
+        m = int(rng.integers(1, k + 1))
+        q, seed = int(rng.integers(0, k - m + 1)), int(rng.integers(2**31))
+        fast = _rounds(_fedentopt, counts, m, q, seed)
+        assert fast == _rounds(reference_fedentopt, counts, m, q, seed)
+        with monkeypatch.context() as patch:
+            patch.setattr(selection, "_EntropyScorer", functools.partial(scoring._EntropyScorer, path="sparse"))
+            assert fast == _rounds(_fedentopt, counts, m, q, seed)
+
+
+def test_incremental_engine_handles_exact_ties_by_lowest_index():
+    # After client 0 (classes 0 and 1), clients 1 and 3 (classes 2 and 3 swapped) tie exactly, and so do the
+    # identical clients 2 and 5; every step must go to the lower index of a tie, as in the literal loop.
+    counts = np.array([[6, 6, 0, 0], [0, 0, 3, 1], [0, 1, 0, 0], [0, 0, 1, 3], [1, 0, 0, 3], [0, 1, 0, 0]])
+    scorer = _EntropyScorer(counts.astype(float))
+    scorer.add(0)
+    h = scorer.scores()
+    assert h[1] == h[3] and h[2] == h[5]  # identical additions keep exact ties exact
+    blocked = np.zeros(6, dtype=bool)
+    blocked[0] = True
+    picks = []
+    for _ in range(5):
+        picks.append(scorer.pick(blocked))
+        scorer.add(picks[-1])
+        blocked[picks[-1]] = True
+    ref = reference_fedentopt(counts, 6, (), 0, _FirstPick(0))[0]
+    assert [0] + picks == ref
+
+
+class _FirstPick:
+    """A stand-in rng whose only draw picks position ``i`` of the candidates."""
+
+    def __init__(self, i):
+        self.i = i
+
+    def integers(self, n):
+        return self.i
+
+
+@pytest.mark.parametrize("kind", ["integer", "fractional", "large"])
+@pytest.mark.parametrize("fallback", [False, True])
+def test_incremental_scores_equal_full_rescoring(kind, fallback, monkeypatch):
+    # After every add the incremental scores of all K clients equal the re-scored ones (sparse and numpy
+    # fallback accumulation, integer table and logs).
+    if fallback:
+        monkeypatch.setattr(scoring, "_CSC_MATVEC", None)
+    rng = np.random.default_rng(5)
+    for _ in range(10):
+        counts = np.asarray(_instance({"integer": "empty", "fractional": "fractional", "large": "large"}[kind], rng),
+                            dtype=float)
+        fast, full = _EntropyScorer(counts), _EntropyScorer(counts, path="sparse")
+        assert (fast._ones is None) == fallback
+        for m in rng.permutation(counts.shape[0])[: int(rng.integers(1, counts.shape[0] + 1))]:
+            fast.add(int(m))
+            full.add(int(m))
+            np.testing.assert_allclose(fast.scores(), full.scores(), rtol=0, atol=1e-9)
+            np.testing.assert_array_equal(fast.pooled, full.pooled)
+
+
+def test_incremental_path_refuses_negative_counts():
+    with pytest.raises(ValueError, match="incremental scoring path needs non-negative counts"):
+        _EntropyScorer(-np.ones((2, 2)), path="incremental")
+
+
+# ----------------------------------------------------------------------------- sparse count matrices
+
+SPARSE_FORMATS = (sp.csr_array, sp.csc_matrix, sp.coo_array, sp.lil_matrix)
+
+
+@pytest.mark.parametrize("kind", ["empty", "very_sparse", "ties", "negative"])
+def test_sparse_input_picks_like_dense(kind):
+    rng = np.random.default_rng(len(kind))
+    for i in range(8):
+        counts = np.asarray(_instance(kind, rng), dtype=float)
+        k = counts.shape[0]
+        m = int(rng.integers(1, k + 1))
+        q, seed = int(rng.integers(0, k - m + 1)), int(rng.integers(2**31))
+        as_sparse = SPARSE_FORMATS[i % len(SPARSE_FORMATS)](counts)
+        for fn in (_fedentopt, lambda c, m_, st, q_, r: KLSelector().select(c, m_, (), r),
+                   lambda c, m_, st, q_, r: RandomSelector().select(c, m_, (), r),
+                   lambda c, m_, st, q_, r: DCSelector(m_ // 2).select(c, m_, (), r)):
+            assert _rounds(fn, as_sparse, m, q, seed) == _rounds(fn, counts, m, q, seed)
+
+
+def test_sparse_input_with_duplicates_and_explicit_zeros():
+    # COO entries (client, class) may repeat (they add up) and may store zeros; neither changes the picks.
+    counts = np.array([[4, 0, 0], [0, 4, 0], [2, 2, 0], [0, 0, 2]], dtype=float)
+    coo = sp.coo_array(([2.0, 2.0, 4.0, 2.0, 2.0, 2.0, 0.0], ([0, 0, 1, 2, 2, 3, 3], [0, 0, 1, 0, 1, 2, 1])),
+                       shape=(4, 3))
+    for seed in range(6):
+        assert _rounds(_fedentopt, coo, 3, 1, seed) == _rounds(_fedentopt, counts, 3, 1, seed)
+
+
+def test_sparse_input_is_never_made_dense(monkeypatch):
+    def refuse(self, *args, **kwargs):
+        raise AssertionError("a dense K x C array was built")
+
+    counts = sp.random_array((2000, 50), density=0.05, format="csr", rng=np.random.default_rng(0)) * 100
+    counts.data = np.rint(counts.data) + 1
+    for cls in (sp.csr_array, sp.csc_array, sp.coo_array):
+        monkeypatch.setattr(cls, "toarray", refuse)
+        monkeypatch.setattr(cls, "todense", refuse)
+    picked, _ = FedEntOptSelector(buffer_fraction=0.5).select(counts, 30, (), np.random.default_rng(1))
+    assert len(set(picked.tolist())) == 30
+    assert KLSelector().select(counts.tocoo(), 5, (), np.random.default_rng(1))[0].size == 5
 
 
 # ----------------------------------------------------------------------------- KL
@@ -437,6 +604,38 @@ def test_non_generator_rng_raises():
 def test_nan_counts_raise():
     with pytest.raises(ValueError, match="counts must be finite"):
         KLSelector().select([[1.0, np.nan], [1.0, 2.0]], 1, (), RNG)
+
+
+@pytest.mark.parametrize("to", [np.asarray, sp.csr_array, sp.coo_matrix])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_bad_counts_name_the_client_and_the_value(to, bad):
+    counts = np.ones((5, 3))
+    counts[3, 2] = bad
+    with pytest.raises(ValueError, match=rf"counts must be finite \(got {bad} for client 3, class 2\)"):
+        FedEntOptSelector(buffer_size=0).select(to(counts), 2, (), RNG)
+
+
+def test_ragged_and_wrongly_shaped_counts_raise():
+    with pytest.raises(ValueError, match=r"rows of different lengths \(client 0 has 2 entries, client 2 has 1\)"):
+        FedEntOptSelector(buffer_size=0).select([[1, 2], [3, 4], [5]], 1, (), RNG)
+    with pytest.raises(ValueError, match=r"2-D array of shape \(num_clients, num_classes\) \(got shape \(0, 3\)\)"):
+        KLSelector().select(sp.csr_array((0, 3)), 1, (), RNG)
+    with pytest.raises(TypeError, match="counts must hold numbers"):
+        KLSelector().select([["1", "2"]], 1, (), RNG)
+
+
+def test_negative_counts_follow_the_privacy_page():
+    # True counts must be non-negative (named client and value); server counts with kept DP noise are scored
+    # as H(max(L + l, 0)) by every engine, dense or sparse.
+    with pytest.raises(ValueError, match=r"counts must be non-negative \(got -2.0 for client 1, class 0\)"):
+        run_selection(sp.csr_array(np.array([[1.0, 0.0], [-2.0, 1.0]])), "random", 1, 1, seed=0)
+    rng = np.random.default_rng(8)
+    for _ in range(10):
+        noisy = laplace_counts(rng.integers(0, 6, size=(30, 4)), 0.3, rng=rng, negative="keep")
+        assert (noisy < 0).any()
+        ref = _rounds(reference_fedentopt, noisy, 6, 10, 3)
+        assert _rounds(_fedentopt, noisy, 6, 10, 3) == ref
+        assert _rounds(_fedentopt, sp.csr_array(noisy), 6, 10, 3) == ref
 
 
 def test_dc_bad_configuration_raises():

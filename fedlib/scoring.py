@@ -1,0 +1,414 @@
+"""Entropy scoring engines behind FedEntOpt's greedy step (eq. 5 of v2) and the KL baseline.
+
+A greedy run starts from an empty pool ``L = 0``, asks for the best unblocked client, adds it to the pool,
+and repeats. Every engine answers the same three calls: ``reset()`` (start a run, ``L = 0``), ``add(m)``
+(``L += l^(m)``) and ``pick(blocked)`` (the unblocked client maximising ``H(L + l^(m))`` in bits; scores
+within :data:`ENTROPY_TIE_TOL` of the best tie and go to the lowest client index). :func:`_EntropyScorer`
+picks the engine:
+
+- :class:`_IncrementalScorer` (non-negative counts, the default): keeps ``D_k`` of every client up to date
+  and touches, per pick, only the clients that hold one of the picked client's classes.
+- :class:`_RescoringScorer`: re-scores every candidate at every step (the implementation up to issue 15,
+  kept for counts with negative entries, i.e. DP noise kept, and as the benchmark's baseline).
+
+Both accept a dense ``(K, C)`` array or a ``scipy.sparse`` matrix; the incremental engine never builds a dense
+``K x C`` array from a sparse one.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._validate import check_choice
+
+#: Scores (entropies in bits, cosine distances) closer than this to the best count as ties; ties go to the
+#: lowest client index. The tolerance absorbs floating-point rounding, so that mathematically equal scores
+#: computed in different orders (e.g. permuted classes) break the same way in every implementation.
+ENTROPY_TIE_TOL = 1e-10
+
+_TINY = 1e-300  # log2 argument floor: T * log2(max(T, tiny)) is exactly 0 at T = 0 and needs no masked ufunc
+
+#: Largest integer table of f(n) = n log2 n a scorer builds (entries; 8 bytes each, i.e. 32 MiB). Above it,
+#: f is computed with logs, which gives the same values.
+_XLOG_TABLE_MAX = 1 << 22
+
+#: Paths of :func:`_EntropyScorer`.
+SCORER_PATHS = ("auto", "incremental", "sparse", "dense")
+
+
+def _xlog2x(x: np.ndarray) -> np.ndarray:
+    """``x * log2(x)`` elementwise with ``0 log 0 = 0`` (x >= 0)."""
+    return x * np.log2(np.maximum(x, _TINY))
+
+
+def _h_from_parts(s: np.ndarray, xlx: np.ndarray) -> np.ndarray:
+    """``max(log2 s - xlx / s, 0)`` where ``s > 0``, else 0: eq. (5) from the total S and sum_c f(T_c)."""
+    positive = s > 0
+    h = np.log2(s, out=np.zeros_like(s), where=positive) - np.divide(xlx, s, out=np.zeros_like(s), where=positive)
+    return np.maximum(h, 0.0)
+
+
+def _first_best(scores: np.ndarray) -> int:
+    """Lowest index whose score is within ENTROPY_TIE_TOL of the maximum."""
+    return int(np.argmax(scores >= scores.max() - ENTROPY_TIE_TOL))
+
+
+def _EntropyScorer(counts, *, path: str = "auto"):
+    """The scoring engine for ``counts`` (validated: finite, shape (K, C); dense array or scipy.sparse).
+
+    ``path``: ``"auto"`` takes the incremental engine for non-negative counts and the dense re-scoring one
+    when some count is negative (kept DP noise: the clipping ``max(L + l, 0)`` breaks the incremental
+    formula, and such counts have hardly any zeros to skip); ``"incremental"``, ``"sparse"`` and ``"dense"``
+    force an engine (``"sparse"``/``"dense"`` are the two re-scoring paths; used by tests and benchmarks).
+    """
+    check_choice("path", path, SCORER_PATHS)
+    negative = _has_negative(counts)
+    if path == "incremental" or (path == "auto" and not negative):
+        if negative:
+            raise ValueError("the incremental scoring path needs non-negative counts; use path='auto' or 'dense'.")
+        return _IncrementalScorer(counts)
+    dense = counts.toarray() if sp.issparse(counts) else counts
+    return _RescoringScorer(np.asarray(dense, dtype=float), path=path)
+
+
+def _has_negative(counts) -> bool:
+    data = counts.data if sp.issparse(counts) else counts
+    return bool(data.size and data.min() < 0)
+
+
+# --------------------------------------------------------------------------- full re-scoring (up to issue 15)
+
+
+class _RescoringScorer:
+    """Scores eq. (5) for many candidates at once, from scratch at every step.
+
+    ``entropies(pooled, free)`` returns ``H(max(pooled + l^(m), 0))`` in bits for every ``m`` in ``free``,
+    using ``H = log2 S - (1/S) sum_c f(T_c)`` with ``f(x) = x log2 x``, ``T = pooled + l^(m)`` and
+    ``S = ||T||_1``, which equals ``H(T / S)``. Negative entries (possible when DP noise is kept, see
+    :mod:`fedlib.privacy`) count as 0; an all-zero ``T`` scores 0.
+
+    Non-negative counts (the usual case) take the sparse path, whose cost per greedy step is proportional
+    to the non-zero entries instead of K*C::
+
+        sum_c f(L_c + l_mc) = F(L) + sum_{c: l_mc != 0} [f(L_c + l_mc) - f(L_c)],   F(L) = sum_c f(L_c),
+
+    where ``F(L)`` is shared by every candidate. The non-zeros are laid out once per scorer (i.e. once per
+    ``select`` call) in column-major order, so that ``L_c`` for all of them is one ``np.repeat``; each step
+    computes every non-zero's delta in one pass and sums them per client with ``np.bincount`` (clients
+    without non-zeros get 0). The scores are a function of ``pooled`` alone, not of earlier steps. For
+    integer counts ``f`` is read from a table of ``f(0), f(1), ...`` (the values the logs would give) when
+    that table needs at most :data:`_XLOG_TABLE_MAX` entries. With negative counts the sparse path also
+    tracks the clipped totals per client, but by default such counts (kept DP noise: hardly any zeros) take
+    the dense path: one log per (candidate, class) entry, reusing two (K, C) work arrays.
+    """
+
+    def __init__(self, counts: np.ndarray, *, path: str = "auto"):
+        self.counts = counts
+        self.clip = bool(np.any(counts < 0))
+        # "auto": sparse for non-negative counts, dense otherwise (kept DP noise leaves few zeros to skip);
+        # "sparse" / "dense" force a path (both handle every input; used by tests and benchmarks).
+        self.path = check_choice("path", path, ("auto", "sparse", "dense"))
+        self.dense = path == "dense" or (path == "auto" and self.clip)
+        self._row_totals = counts.sum(axis=1)
+        if self.dense:
+            self._t = np.empty_like(counts)
+            self._log = np.empty_like(counts)
+        else:
+            self._init_sparse(counts)
+        self.reset()
+
+    # ------------------------------------------------------------------ greedy-run protocol
+
+    def reset(self) -> None:
+        """Start a greedy run: the pool is empty."""
+        self.pooled = np.zeros(self.counts.shape[1])
+
+    def add(self, m: int) -> None:
+        """Add client ``m``'s counts to the pool."""
+        self.pooled += self.counts[m]
+
+    def pick(self, blocked: np.ndarray) -> int:
+        """The unblocked client maximising H(pooled + l^(m)) (ties: lowest index)."""
+        return self.best(self.pooled, np.flatnonzero(~blocked))
+
+    def scores(self) -> np.ndarray:
+        """H(pooled + l^(m)) of every client, shape (K,)."""
+        return self.entropies(self.pooled, np.arange(self.counts.shape[0]))
+
+    # ------------------------------------------------------------------ sparse path (non-negative counts)
+
+    def _init_sparse(self, counts: np.ndarray) -> None:
+        num_clients, num_classes = counts.shape
+        by_class = np.ascontiguousarray(counts.T).ravel()
+        nonzero = by_class != 0
+        flat = np.flatnonzero(nonzero)  # column-major (CSC) order; flatnonzero of a bool array is fast
+        self._col_nnz = np.count_nonzero(nonzero.reshape(num_classes, num_clients), axis=1)
+        self._rows = flat - np.repeat(np.arange(num_classes) * num_clients, self._col_nnz)  # client of each
+        vals = np.take(by_class, flat)
+        # L_c <= the class total for a sum of distinct rows; L_c + l_mc is also formed for clients already in L
+        # (their scores go unused), so the table runs to the largest class total plus the largest entry.
+        self._pooled_cap = float(counts.sum(axis=0).max())
+        top = self._pooled_cap + float(counts.max())
+        self._table = None
+        if vals.size and not self.clip and top < _XLOG_TABLE_MAX and np.array_equal(vals, np.rint(vals)):
+            self._table = _xlog2x(np.arange(int(top) + 1, dtype=float))
+            vals = vals.astype(np.int64)
+        self._vals = vals
+
+    def _entropies_sparse(self, pooled: np.ndarray, free: np.ndarray) -> np.ndarray:
+        nnz, table = self._col_nnz, self._table
+        if table is not None and not (
+            0 <= pooled.min() and pooled.max() <= self._pooled_cap and np.array_equal(pooled, np.rint(pooled))
+        ):
+            table = None  # not a sum of distinct rows (never so in the selectors): use logs
+        if table is not None:
+            base = pooled.astype(np.int64)
+            f_base = np.take(table, base)
+            deltas = np.take(table, np.repeat(base, nnz) + self._vals)
+            s = self._row_totals[free] + pooled.sum()
+        elif not self.clip:
+            f_base = _xlog2x(pooled)
+            deltas = _xlog2x(np.repeat(pooled, nnz) + self._vals)
+            s = self._row_totals[free] + pooled.sum()
+        else:  # T_c = max(L_c + l_mc, 0): the clipped totals S change with the non-zeros too
+            base = np.maximum(pooled, 0.0)
+            f_base = _xlog2x(base)
+            t = np.maximum(np.repeat(pooled, nnz) + self._vals, 0.0)
+            deltas = _xlog2x(t)
+            t -= np.repeat(base, nnz)
+            s = base.sum() + np.bincount(self._rows, weights=t, minlength=self.counts.shape[0])[free]
+        deltas -= np.repeat(f_base, nnz)
+        sums = np.bincount(self._rows, weights=deltas, minlength=self.counts.shape[0])
+        return _h_from_parts(s, f_base.sum() + sums[free])
+
+    # ------------------------------------------------------------------ dense path
+
+    def _entropies_dense(self, pooled: np.ndarray, free: np.ndarray) -> np.ndarray:
+        t, logs = self._t[: free.size], self._log[: free.size]
+        np.take(self.counts, free, axis=0, out=t)
+        t += pooled
+        if self.clip:  # only negative counts can make a pooled entry negative
+            np.maximum(t, 0.0, out=t)
+            s = t.sum(axis=1)
+        else:
+            s = self._row_totals[free] + pooled.sum()
+        np.maximum(t, _TINY, out=logs)
+        np.log2(logs, out=logs)
+        return _h_from_parts(s, np.einsum("ij,ij->i", t, logs))
+
+    def entropies(self, pooled: np.ndarray, free: np.ndarray) -> np.ndarray:
+        if self.dense:
+            return self._entropies_dense(pooled, free)
+        return self._entropies_sparse(pooled, free)
+
+    def best(self, pooled: np.ndarray, free: np.ndarray) -> int:
+        """Solve eq. (5) over ``free`` (sorted ascending): the client maximising H(pooled + l^(m))."""
+        return int(free[_first_best(self.entropies(pooled, free))])
+
+
+# --------------------------------------------------------------------------- incremental engine
+
+
+def _load_csc_matvec():
+    """scipy's compiled ``Y += A @ X`` for a CSC matrix, if it is there and behaves as expected, else None.
+
+    It is a private scipy routine (``scipy.sparse._sparsetools.csc_matvec``), so it is checked on a small
+    case at import; without it the engine falls back to ``np.add.at``, which gives the same sums.
+    """
+    try:
+        from scipy.sparse import _sparsetools
+
+        y = np.array([1.0, 0.0, 0.0])
+        _sparsetools.csc_matvec(3, 2, np.array([0, 2, 3], np.int32), np.array([0, 2, 1], np.int32),
+                                np.ones(3), np.array([2.0, 5.0]), y)
+        return _sparsetools.csc_matvec if y.tolist() == [3.0, 5.0, 2.0] else None
+    except Exception:  # noqa: BLE001 - any failure means: use the numpy fallback
+        return None
+
+
+_CSC_MATVEC = _load_csc_matvec()
+
+
+def _class_columns(counts):
+    """Non-zero entries in class-major order, clients ascending within a class: (col_ptr, rows, vals)."""
+    if sp.issparse(counts):
+        csc = sp.csc_array(counts, dtype=float)  # a copy: sum_duplicates/eliminate_zeros work in place
+        csc.sum_duplicates()
+        csc.eliminate_zeros()
+        return csc.indptr.astype(np.int64), csc.indices.astype(np.int64), csc.data
+    num_clients, num_classes = counts.shape
+    by_class = np.ascontiguousarray(counts.T).ravel()
+    nonzero = by_class != 0
+    flat = np.flatnonzero(nonzero)
+    col_nnz = np.count_nonzero(nonzero.reshape(num_classes, num_clients), axis=1)
+    col_ptr = np.concatenate(([0], np.cumsum(col_nnz)))
+    rows = flat - np.repeat(np.arange(num_classes, dtype=np.int64) * num_clients, col_nnz)
+    return col_ptr, rows, np.take(by_class, flat)
+
+
+def _group_by_value(col_ptr, rows, vals, integer: bool):
+    """Sort each class's entries by value (stably: clients stay ascending within a value).
+
+    Returns ``rows``, ``slot_ptr`` (entries of slot j: ``slot_ptr[j]:slot_ptr[j+1]``), ``slot_vals`` (the
+    value of each slot) and ``class_slots`` (slots of class c: ``class_slots[c]:class_slots[c+1]``).
+    """
+    order = np.empty(rows.size, dtype=np.int64)
+    for c in range(col_ptr.size - 1):
+        p0, p1 = col_ptr[c], col_ptr[c + 1]
+        v = vals[p0:p1]
+        if integer and v.size and v.max() < 1 << 16:
+            v = v.astype(np.uint16)  # numpy sorts 16-bit integers stably with a radix sort
+        order[p0:p1] = p0 + np.argsort(v, kind="stable")
+    rows, vals = rows[order], vals[order]
+    starts = np.ones(rows.size, dtype=bool)
+    starts[1:] = vals[1:] != vals[:-1]
+    starts[col_ptr[:-1][col_ptr[:-1] < rows.size]] = True  # a new class starts a new slot
+    starts = np.flatnonzero(starts)
+    slot_ptr = np.append(starts, rows.size)
+    class_slots = np.searchsorted(starts, col_ptr, side="left")
+    return rows, slot_ptr, vals[starts], class_slots
+
+
+class _IncrementalScorer:
+    """Exact incremental scores of eq. (5) for non-negative counts.
+
+    With ``f(x) = x log2 x``, pooled counts ``L`` (total ``S``), ``F = sum_c f(L_c)`` and client sizes
+    ``n_k``, every client's score is::
+
+        H(L + l^(k)) = log2(S + n_k) - (F + D_k) / (S + n_k),   D_k = sum_{c: l_kc > 0} f(L_c + l_kc) - f(L_c),
+
+    (0 where ``S + n_k = 0``; a rounding error below 0 is clipped to 0 as in the re-scoring engine). The
+    engine keeps ``D`` for all K clients. When a pick moves ``L_c`` from ``a`` to ``b``, only the clients
+    holding class ``c`` change, each by ``[f(b + v) - f(b)] - [f(a + v) - f(a)]`` with ``v`` its count of
+    ``c``; that change depends on ``v`` alone, so it is computed once per distinct value ("slot") of the
+    class and added to the clients of each slot by one compiled sparse product (scipy's ``csc_matvec``, or
+    ``np.add.at``): the work per pick is one addition per client holding a picked class. The rest of a
+    step is a few vector operations over K, with logs only per distinct client size. For integer counts
+    ``f`` is read from a table of ``f(0), f(1), ...``; other non-negative counts use the logs directly.
+
+    ``D`` accumulates rounding over the picks (about 1e-16 relative per addition), far below
+    :data:`ENTROPY_TIE_TOL`; clients with equal rows receive identical additions and so stay exactly tied.
+    """
+
+    def __init__(self, counts):
+        self.shape = counts.shape
+        col_ptr, rows, vals = _class_columns(counts)
+        self.integer = bool(np.array_equal(vals, np.rint(vals)))
+        rows, self._slot_ptr, self._slot_vals, self._class_slots = _group_by_value(col_ptr, rows, vals, self.integer)
+        num_clients = self.shape[0]
+        slot_len = np.diff(self._slot_ptr)
+        self._table = np.zeros(0)
+        self._own = np.bincount(rows, weights=np.repeat(self._f(self._slot_vals), slot_len), minlength=num_clients)
+        sizes = np.bincount(rows, weights=np.repeat(self._slot_vals, slot_len), minlength=num_clients)
+        if self.integer and sizes.max(initial=0) <= max(4 * num_clients, 1 << 16):
+            self._size_vals = np.arange(int(sizes.max(initial=0)) + 1, dtype=float)  # logs per possible size
+            self._size_idx = sizes.astype(np.intp)
+        else:
+            self._size_vals, self._size_idx = np.unique(sizes, return_inverse=True)
+        if _CSC_MATVEC is not None and rows.size < 2**31 - 1 and num_clients < 2**31 - 1:
+            self._rows = rows.astype(np.int32)
+            self._slot_ptr = self._slot_ptr.astype(np.int32)
+            self._ones = np.ones(rows.size)
+        else:
+            self._rows, self._ones = rows.astype(np.intp), None
+        self._row_of = _row_reader(counts)
+        self._h = np.empty(num_clients)
+        self.reset()
+
+    # ------------------------------------------------------------------ greedy-run protocol
+
+    def reset(self) -> None:
+        """Start a greedy run: the pool is empty, so ``D_k = sum_c f(l_kc)``."""
+        self._pooled = np.zeros(self.shape[1])
+        self._total = 0.0
+        self._d = self._own.copy()
+
+    @property
+    def pooled(self) -> np.ndarray:
+        """The pooled counts L of the picks so far (a copy)."""
+        return self._pooled.copy()
+
+    def add(self, m: int) -> None:
+        """Add client ``m``'s counts to the pool and update ``D`` of the clients sharing a class with it."""
+        cls, x = self._row_of(m)
+        if cls.size == 0:
+            return
+        a = self._pooled[cls]
+        b = a + x
+        first, num = self._class_slots[cls], self._class_slots[cls + 1] - self._class_slots[cls]
+        offsets = np.cumsum(num) - num
+        slots = np.repeat(first - offsets, num) + np.arange(int(num.sum()))
+        v = self._slot_vals[slots]
+        step = self._f(b) - self._f(a)
+        delta = self._f(np.repeat(b, num) + v) - self._f(np.repeat(a, num) + v) - np.repeat(step, num)
+        for s0, k, off in zip(first.tolist(), num.tolist(), offsets.tolist()):
+            if k:
+                self._accumulate(s0, k, delta[off: off + k])
+        self._pooled[cls] = b
+        self._total += float(x.sum())
+
+    def _accumulate(self, s0: int, k: int, delta: np.ndarray) -> None:
+        """``D[client] += delta[j]`` for every client of slot ``s0 + j``, ``j < k``."""
+        ptr = self._slot_ptr[s0: s0 + k + 1]
+        if self._ones is not None:
+            _CSC_MATVEC(self.shape[0], k, ptr, self._rows, self._ones, delta, self._d)
+        else:
+            np.add.at(self._d, self._rows[ptr[0]: ptr[-1]], np.repeat(delta, np.diff(ptr)))
+
+    def scores(self) -> np.ndarray:
+        """H(L + l^(k)) of every client, shape (K,) (a work array, overwritten by the next call)."""
+        s = self._total + self._size_vals
+        positive = s > 0
+        logs = np.log2(s, out=np.zeros_like(s), where=positive)
+        s[~positive] = np.inf  # S + n_k = 0: the client scores 0 (F + D_k is 0 there)
+        h = np.add(self._d, self._f(self._pooled).sum(), out=self._h)
+        h /= np.take(s, self._size_idx)
+        np.subtract(np.take(logs, self._size_idx), h, out=h)
+        return np.maximum(h, 0.0, out=h)
+
+    def pick(self, blocked: np.ndarray) -> int:
+        """The unblocked client maximising H(L + l^(k)) (ties within ENTROPY_TIE_TOL: lowest index)."""
+        h = self.scores()
+        np.copyto(h, -np.inf, where=blocked)
+        return _first_best(h)
+
+    def entropies(self, pooled: np.ndarray, free: np.ndarray) -> np.ndarray:
+        """Scores of ``free`` for the current pool (``pooled`` must equal it; kept for the KL selector's tests)."""
+        if not np.array_equal(pooled, self._pooled):
+            raise ValueError("the incremental scorer only scores its own pool (built with add()).")
+        return self.scores()[free].copy()
+
+    # ------------------------------------------------------------------ f(x) = x log2 x
+
+    def _f(self, x: np.ndarray) -> np.ndarray:
+        """``x log2 x``; for integer counts read from a table that grows on demand (same values as the logs)."""
+        if not self.integer or x.size == 0:
+            return _xlog2x(x)
+        top = int(x.max())
+        if top >= self._table.size:
+            if top >= _XLOG_TABLE_MAX:
+                return _xlog2x(x)
+            size = min(max(2 * self._table.size, top + 1, 1024), _XLOG_TABLE_MAX)
+            self._table = _xlog2x(np.arange(size, dtype=float))
+        return np.take(self._table, x.astype(np.intp))
+
+
+def _row_reader(counts):
+    """``m -> (classes, values)`` of client m's non-zero counts."""
+    if sp.issparse(counts):
+        csr = sp.csr_array(counts, dtype=float)
+        csr.sum_duplicates()
+        indptr, indices, data = csr.indptr, csr.indices, csr.data
+
+        def row(m):
+            cls, x = indices[indptr[m]: indptr[m + 1]], data[indptr[m]: indptr[m + 1]]
+            keep = x != 0
+            return cls[keep].astype(np.intp), x[keep]
+
+        return row
+
+    def row(m):
+        cls = np.flatnonzero(counts[m])
+        return cls, counts[m][cls].astype(float)
+
+    return row

@@ -173,6 +173,18 @@ def test_vectorised_greedy_equals_literal_reference(problem):
     assert state == ref_state
 
 
+@settings(max_examples=150, deadline=None)
+@given(problems(max_clients=14, max_classes=7), st.booleans())
+def test_incremental_greedy_equals_literal_reference(problem, as_sparse):
+    # Small instances take the re-scoring engine by default; here the incremental one is forced.
+    counts, m, q, seed = problem
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(selection, "_EntropyScorer", functools.partial(scoring._EntropyScorer, path="incremental"))
+        picked, state = FedEntOptSelector(buffer_size=q).select(
+            sp.csr_array(counts) if as_sparse else counts, m, (), np.random.default_rng(seed))
+    assert (picked.tolist(), state) == reference_fedentopt(counts, m, (), q, np.random.default_rng(seed))
+
+
 @settings(max_examples=60, deadline=None)
 @given(problems(max_clients=12), st.integers(2, 12))
 def test_buffer_invariants_over_many_rounds(problem, rounds):
@@ -236,8 +248,13 @@ def test_sparse_and_dense_scoring_agree(kind):
 
 def test_scorer_default_path_and_integer_table():
     counts = np.array([[3.0, 0.0, 1.0], [0.0, 0.0, 0.0], [2.0, 5.0, 0.0]])
-    assert isinstance(_EntropyScorer(counts), _IncrementalScorer)  # non-negative counts: incremental engine
-    assert _EntropyScorer(counts).integer and not _EntropyScorer(counts + 0.25).integer
+    big = np.tile(counts, (1000, 10))  # K = 3,000, 20,000 non-zeros
+    assert isinstance(_EntropyScorer(big), _IncrementalScorer)  # large non-negative counts: incremental engine
+    assert isinstance(_EntropyScorer(sp.csr_array(big)), _IncrementalScorer)
+    assert not _EntropyScorer(counts).dense  # small ones: the sparse re-scoring path
+    assert _EntropyScorer(big - 0.5).dense  # negative counts: dense re-scoring
+    inc = functools.partial(_EntropyScorer, path="incremental")
+    assert inc(counts).integer and not inc(counts + 0.25).integer
     scorer = _EntropyScorer(counts, path="sparse")
     assert not scorer.dense and scorer._table is not None  # integer counts: sparse path with the f table
     assert _EntropyScorer(counts - 0.5).dense  # negative counts: dense re-scoring by default
@@ -318,18 +335,19 @@ def test_fast_path_equals_literal_algorithm_1(kind, monkeypatch):
         k = counts.shape[0]
         m = int(rng.integers(1, k + 1))
         q, seed = int(rng.integers(0, k - m + 1)), int(rng.integers(2**31))
-        fast = _rounds(_fedentopt, counts, m, q, seed)
-        assert fast == _rounds(reference_fedentopt, counts, m, q, seed)
-        with monkeypatch.context() as patch:
-            patch.setattr(selection, "_EntropyScorer", functools.partial(scoring._EntropyScorer, path="sparse"))
-            assert fast == _rounds(_fedentopt, counts, m, q, seed)
+        literal = _rounds(reference_fedentopt, counts, m, q, seed)
+        assert _rounds(_fedentopt, counts, m, q, seed) == literal  # the default ("auto") engine
+        for path in ("sparse", "dense") + (() if kind == "negative" else ("incremental",)):
+            with monkeypatch.context() as patch:
+                patch.setattr(selection, "_EntropyScorer", functools.partial(scoring._EntropyScorer, path=path))
+                assert _rounds(_fedentopt, counts, m, q, seed) == literal, path
 
 
 def test_incremental_engine_handles_exact_ties_by_lowest_index():
     # After client 0 (classes 0 and 1), clients 1 and 3 (classes 2 and 3 swapped) tie exactly, and so do the
     # identical clients 2 and 5; every step must go to the lower index of a tie, as in the literal loop.
     counts = np.array([[6, 6, 0, 0], [0, 0, 3, 1], [0, 1, 0, 0], [0, 0, 1, 3], [1, 0, 0, 3], [0, 1, 0, 0]])
-    scorer = _EntropyScorer(counts.astype(float))
+    scorer = _EntropyScorer(counts.astype(float), path="incremental")
     scorer.add(0)
     h = scorer.scores()
     assert h[1] == h[3] and h[2] == h[5]  # identical additions keep exact ties exact
@@ -365,7 +383,7 @@ def test_incremental_scores_equal_full_rescoring(kind, fallback, monkeypatch):
     for _ in range(10):
         counts = np.asarray(_instance({"integer": "empty", "fractional": "fractional", "large": "large"}[kind], rng),
                             dtype=float)
-        fast, full = _EntropyScorer(counts), _EntropyScorer(counts, path="sparse")
+        fast, full = _EntropyScorer(counts, path="incremental"), _EntropyScorer(counts, path="sparse")
         assert (fast._ones is None) == fallback
         for m in rng.permutation(counts.shape[0])[: int(rng.integers(1, counts.shape[0] + 1))]:
             fast.add(int(m))

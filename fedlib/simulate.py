@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from ._validate import check_count_matrix, check_int
 from .metrics import entropy_bits, selection_entropy_norm
@@ -48,8 +49,8 @@ class SelectionTrace:
         return selection_entropy_norm(self.picked, self.num_clients)
 
 
-def _round_metrics(true_counts: np.ndarray, picked: np.ndarray) -> tuple[float, bool]:
-    pooled = true_counts[picked].sum(axis=0)
+def _round_metrics(true_counts, picked: np.ndarray) -> tuple[float, bool]:
+    pooled = np.asarray(true_counts[picked].sum(axis=0)).ravel()  # 1-D for a dense array and a sparse matrix
     return float(entropy_bits(pooled)), bool(np.all(pooled > 0))
 
 
@@ -65,8 +66,9 @@ def run_selection(
 
     Parameters
     ----------
-    counts : array_like, shape (K, C)
-        True label counts; entropy and coverage are measured on these.
+    counts : array_like or scipy.sparse matrix, shape (K, C)
+        True label counts; entropy and coverage are measured on these. A sparse matrix stays sparse
+        (FedEntOpt, KL and random selection never build a dense K x C array).
     selector : Selector or str
         A selector, or a registry name of a selector without parameters (``"random"``, ``"kl"``).
     num_selected : int
@@ -85,10 +87,10 @@ def run_selection(
     >>> trace.picked.tolist(), trace.covers.tolist()
     ([[2, 3], [2, 3], [2, 3]], [True, True, True])
     """
-    true_counts = check_count_matrix("counts", counts)
+    true_counts = check_count_matrix("counts", counts, sparse=True)
     seen = true_counts
     if server_counts is not None:
-        seen = check_count_matrix("server_counts", server_counts, allow_negative=True)
+        seen = check_count_matrix("server_counts", server_counts, allow_negative=True, sparse=True)
     if seen.shape != true_counts.shape:
         raise ValueError(f"server_counts must have the shape of counts {true_counts.shape} (got {seen.shape}).")
     if isinstance(selector, str):
@@ -121,20 +123,34 @@ def coverage_probability(counts, num_selected: int, num_rounds: int, *, seed: in
     >>> coverage_probability(counts, 3, 10, seed=0)
     1.0
     """
-    arr = check_count_matrix("counts", counts)
-    num_clients = arr.shape[0]
+    arr = check_count_matrix("counts", counts, sparse=True)
+    num_clients, num_classes = arr.shape
     num_selected = check_int("num_selected", num_selected, low=1)
     if num_selected > num_clients:
         raise ValueError(f"num_selected must be <= the number of clients K={num_clients} (got {num_selected}).")
     num_rounds = check_int("num_rounds", num_rounds, low=1)
     rng = np.random.default_rng(check_int("seed", seed, low=0))
-    holds = arr > 0
+    holds = sp.csr_array(arr > 0) if sp.issparse(arr) else arr > 0
+    # Chunks of rounds bound the (rounds, K) keys and the (rounds, M, C) class table to ~2^23 entries each;
+    # the keys are one stream, so the chunk size does not change the draws.
+    chunk = max(1, min(1024, (1 << 23) // num_clients, (1 << 23) // (num_selected * num_classes)))
     hits = 0
-    for start in range(0, num_rounds, 1024):  # chunks bound the (rounds, K) key array
-        keys = rng.random((min(1024, num_rounds - start), num_clients))
+    for start in range(0, num_rounds, chunk):
+        keys = rng.random((min(chunk, num_rounds - start), num_clients))
         subsets = np.argpartition(keys, num_selected - 1, axis=1)[:, :num_selected]
-        hits += int(holds[subsets].any(axis=1).all(axis=1).sum())
+        hits += int(_covers_all(holds, subsets).sum())
     return hits / num_rounds
+
+
+def _covers_all(holds, subsets: np.ndarray) -> np.ndarray:
+    """Per row of ``subsets`` (client indices): do those clients together hold every class?"""
+    if not sp.issparse(holds):
+        return holds[subsets].any(axis=1).all(axis=1)
+    rounds, num_classes = subsets.shape[0], holds.shape[1]
+    picked = holds[subsets.ravel()].tocoo()  # row r * M + j: client subsets[r, j]
+    covered = np.zeros((rounds, num_classes), dtype=bool)
+    covered[picked.row // subsets.shape[1], picked.col] = True
+    return covered.all(axis=1)
 
 
 def trace_frame(trace: SelectionTrace, **labels):

@@ -1,18 +1,34 @@
-"""Benchmark: vectorised FedEntOpt selection (fedlib.selection) vs. a literal per-candidate loop of Algorithm 1 (v2).
+"""Benchmark: FedEntOpt selection (fedlib.selection) - incremental scorer vs. full re-scoring vs. the literal loop.
 
-Run ``python benchmarks/bench_selection.py``. For each case it checks that both implementations pick the
-same clients (and return the same buffer) for the same rng seed over several rounds, then prints the
-best-of-repeats time per round, the speed-up, and the density (share of non-zero entries) of the count
-matrix. The "dense" column times the same selector forced onto the dense scoring path (one log per
-(candidate, class) entry), the path that non-negative counts used before the sparse one. Targets: >= 50x
-at K=1,000, M=20 (C=10 and C=100); the vectorised version under 1 s per round at K=10,000, M=100, C=100.
-All times of one row are taken in the same process; on a loaded machine compare ratios, not seconds.
+Run ``python benchmarks/bench_selection.py`` (a few minutes on 2 cores). Three parts, pick them with ``--parts``:
+
+``headline``
+    One round at K=100,000, M=1,000, C=100 (Dir(0.1) counts of a balanced data set, 500 samples per client on
+    average, Q = K/2), the first (empty buffer) and a steady-state one (buffer full: Q = K/2 distinct clients,
+    :func:`full_buffer`): the default engine (incremental, :mod:`fedlib.scoring`) against the full re-scoring
+    that every step did up to issue 15 (the scorer's ``"sparse"`` path), in the same process. Both must pick
+    the same clients and leave the same buffer; the ratio is baseline / incremental (target >= 4x on a 2-core
+    CPU). The baseline runs ``--baseline-repeats`` times, the incremental engine ``--repeats`` times; best
+    times count.
+``literal``
+    K=1,000, M=20, C in {10, 100}: the selector (default engine, forced incremental, and the re-scoring
+    engine's sparse and dense paths) against a literal per-candidate loop of Algorithm 1 over 5 rounds (same
+    picks), then the time of one round of each; K=10,000, M=100, C=100 against the < 1 s target.
+``growth``
+    Steady-state round time (buffer full) of the default engine for K in ``--ks`` and M in ``--ms`` (M <= K/2, so
+    that Q = K/2 <= K - M),
+    from sparse counts (K=10^6 needs no dense K x C array); the re-scoring baseline too where
+    nnz * M <= ``--baseline-budget``. Writes ``--plot`` (PNG) and prints a Markdown table.
+
+All times of one comparison are taken in the same process; on a loaded machine compare ratios, not seconds.
+The header prints the load average.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
 import functools
+import os
 import sys
 import time
 from collections import deque
@@ -21,38 +37,48 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing fedlib
+import fedlib.scoring as scoring  # noqa: E402
 import fedlib.selection as selection  # noqa: E402
-from fedlib.partition import client_label_counts, labels_from_counts  # noqa: E402
+from fedlib.cross_device import dirichlet_counts  # noqa: E402
 from fedlib.selection import ENTROPY_TIE_TOL, FedEntOptSelector  # noqa: E402
 
-__all__ = ["literal_fedentopt", "synthetic_counts", "dense_scoring", "density", "main"]
+__all__ = ["literal_fedentopt", "synthetic_counts", "scoring_path", "dense_scoring", "density", "full_buffer",
+           "main"]
+
+HERE = Path(__file__).resolve().parent
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=4)
 def synthetic_counts(num_clients: int, num_classes: int, *, beta: float = 0.1, seed: int = 0,
-                     samples_per_client: int = 500) -> np.ndarray:
+                     samples_per_client: int = 500, sparse: bool = False):
     """Integer counts of a Dir(beta) partition (NIID-Bench style) of a balanced data set.
 
-    The data set has ``samples_per_client * K`` samples, split evenly over the C classes; each class is
-    dealt to the clients with shares ~ Dir_K(beta) and the balance step of
-    :func:`fedlib.partition.dirichlet_partition`. ``min_partition_size=0``: at K >= 1,000 and beta = 0.1 a
-    few clients draw nothing, and the size-10 redraw rule would not succeed.
+    :func:`fedlib.cross_device.dirichlet_counts`: the data set has ``samples_per_client * K`` samples, split
+    evenly over the C classes; each class is dealt to the clients with shares ~ Dir_K(beta) and the balance
+    step of :func:`fedlib.partition.dirichlet_partition` (the same counts as that partitioner gives).
+    ``min_partition_size=0``: at K >= 1,000 and beta = 0.1 a few clients draw nothing.
     """
-    labels = labels_from_counts([samples_per_client * num_clients // num_classes] * num_classes)
-    counts = client_label_counts(labels, "dirichlet", num_clients, seed=seed, beta=beta, min_partition_size=0)
-    counts.setflags(write=False)
+    counts = dirichlet_counts(num_clients, num_classes, seed=seed, samples_per_client=samples_per_client, beta=beta,
+                              sparse=sparse)
+    if not sparse:
+        counts.setflags(write=False)
     return counts
 
 
 @contextlib.contextmanager
-def dense_scoring():
-    """Within the block the selectors score on the dense path (for the "dense" column)."""
+def scoring_path(path: str):
+    """Within the block the selectors use the given scorer path ("incremental", "sparse", "dense")."""
     original = selection._EntropyScorer
-    selection._EntropyScorer = functools.partial(original, path="dense")
+    selection._EntropyScorer = functools.partial(scoring._EntropyScorer, path=path)
     try:
         yield
     finally:
         selection._EntropyScorer = original
+
+
+def dense_scoring():
+    """Within the block the selectors score on the dense re-scoring path (one log per (candidate, class))."""
+    return scoring_path("dense")
 
 
 def _entropy_literal(vector: np.ndarray) -> float:
@@ -96,80 +122,170 @@ def _run_rounds(fn, rounds: int, seed: int):
     return np.stack(history), state
 
 
-def _best_time(fn, repeats: int) -> float:
-    best = np.inf
+def _best_time(fn, repeats: int) -> tuple[float, object]:
+    best, out = np.inf, None
     for _ in range(repeats):
         start = time.perf_counter()
-        fn()
+        out = fn()
         best = min(best, time.perf_counter() - start)
-    return best
+    return best, out
 
 
-def compare(num_clients: int, num_selected: int, num_classes: int, *, fraction: float, rounds: int, repeats: int,
-            vector_repeats: int):
-    """Check identical picks over ``rounds`` rounds (sparse and dense paths), then time one round of each."""
-    counts = synthetic_counts(num_clients, num_classes)
-    sel = FedEntOptSelector(buffer_fraction=fraction)
-    q = sel.resolve_buffer_size(num_clients, num_selected)
-    fast = lambda st, rng: sel.select(counts, num_selected, st, rng)  # noqa: E731
-    slow = lambda st, rng: literal_fedentopt(counts, num_selected, st, q, rng)  # noqa: E731
-    fast_hist, fast_state = _run_rounds(fast, rounds, seed=123)
-    slow_hist, slow_state = _run_rounds(slow, rounds, seed=123)
-    with dense_scoring():
-        dense_hist, dense_state = _run_rounds(fast, rounds, seed=123)
-    identical = bool(
-        np.array_equal(fast_hist, slow_hist) and fast_state == slow_state
-        and np.array_equal(dense_hist, slow_hist) and dense_state == slow_state
-    )
-    assert identical, f"the implementations disagree at K={num_clients}, M={num_selected}, C={num_classes}"
-    t_fast = _best_time(lambda: fast((), np.random.default_rng(7)), vector_repeats)
-    t_slow = _best_time(lambda: slow((), np.random.default_rng(7)), repeats)
-    with dense_scoring():
-        t_dense = _best_time(lambda: fast((), np.random.default_rng(7)), vector_repeats)
-    return identical, t_fast, t_slow, t_dense
-
-
-def time_vectorised(num_clients: int, num_selected: int, num_classes: int, *, fraction: float, repeats: int):
-    """Best-of-repeats time of one round on the default (sparse) and the dense path."""
-    counts = synthetic_counts(num_clients, num_classes)
-    sel = FedEntOptSelector(buffer_fraction=fraction)
-    run = lambda: sel.select(counts, num_selected, (), np.random.default_rng(7))  # noqa: E731
-    with dense_scoring():
-        dense_picks = run()
-    assert np.array_equal(run()[0], dense_picks[0]) and run()[1] == dense_picks[1]
-    t = _best_time(run, repeats)
-    with dense_scoring():
-        t_dense = _best_time(run, repeats)
-    return t, t_dense
-
-
-def density(counts: np.ndarray) -> float:
+def density(counts) -> float:
     """Share of non-zero entries."""
-    return float(np.count_nonzero(counts)) / counts.size
+    nnz = counts.nnz if hasattr(counts, "nnz") else np.count_nonzero(counts)
+    return float(nnz) / (counts.shape[0] * counts.shape[1])
+
+
+def _nnz(counts) -> int:
+    return int(counts.nnz if hasattr(counts, "nnz") else np.count_nonzero(counts))
+
+
+def full_buffer(num_clients: int, seed: int = 11) -> tuple:
+    """A steady-state FedEntOpt state: the buffer full with Q = K/2 distinct clients (random, oldest first)."""
+    q = FedEntOptSelector(buffer_fraction=0.5).resolve_buffer_size(num_clients, 1)
+    return tuple(np.random.default_rng(seed).choice(num_clients, size=q, replace=False).tolist())
+
+
+def _one_round(counts, num_selected: int, path: str | None, state: tuple = (), seed: int = 7):
+    sel = FedEntOptSelector(buffer_fraction=0.5)
+    with scoring_path(path) if path else contextlib.nullcontext():
+        return sel.select(counts, num_selected, state, np.random.default_rng(seed))
+
+
+# --------------------------------------------------------------------------- parts
+
+
+def headline(args) -> None:
+    k, m, c = 100_000, 1_000, 100
+    counts = synthetic_counts(k, c)
+    print(f"\n## Headline: one round at K={k:,}, M={m:,}, C={c}, Q=K/2 (density {density(counts):.3f}, "
+          f"{_nnz(counts):,} non-zeros)")
+    for label, start in (("round 1 (empty buffer)", ()), ("steady state (buffer full, Q=K/2)", full_buffer(k))):
+        t_new, (picked, state) = _best_time(lambda: _one_round(counts, m, None, start), args.repeats)
+        t_old, (picked_old, state_old) = _best_time(lambda: _one_round(counts, m, "sparse", start),
+                                                    args.baseline_repeats)
+        same = bool(np.array_equal(picked, picked_old) and state == state_old)
+        print(f"{label}: full re-scoring (until issue 15) {t_old:7.3f} s, incremental (default) {t_new:7.3f} s; "
+              f"same picks and buffer: {same}; speed-up {t_old / t_new:.1f}x (target >= 4x)", flush=True)
+        assert same, "the incremental engine and full re-scoring disagree"
+
+
+def literal(args) -> None:
+    print("\n## Against the literal loop of Algorithm 1 (5 rounds same picks, then one round timed)")
+    print(f"{'K':>6} {'M':>4} {'C':>4} {'density':>8} {'same':>5} {'loop [s]':>9} {'default [s]':>11} "
+          f"{'incr. [s]':>10} {'sparse [s]':>10} {'dense [s]':>10} {'loop/default':>12}")
+    for k, m, c in [(1000, 20, 10), (1000, 20, 100)]:
+        counts = synthetic_counts(k, c)
+        sel = FedEntOptSelector(buffer_fraction=0.5)
+        q = sel.resolve_buffer_size(k, m)
+        fast = lambda st, rng: sel.select(counts, m, st, rng)  # noqa: E731
+        slow = lambda st, rng: literal_fedentopt(counts, m, st, q, rng)  # noqa: E731
+        reference = _run_rounds(slow, 5, seed=123)
+        same = True
+        times = {}
+        for path in (None, "incremental", "sparse", "dense"):
+            with scoring_path(path) if path else contextlib.nullcontext():
+                hist, state = _run_rounds(fast, 5, seed=123)
+                same &= bool(np.array_equal(hist, reference[0]) and state == reference[1])
+                times[path], _ = _best_time(lambda: fast((), np.random.default_rng(7)), args.vector_repeats)
+        assert same, f"the implementations disagree at K={k}, M={m}, C={c}"
+        t_loop, _ = _best_time(lambda: slow((), np.random.default_rng(7)), args.repeats)
+        print(f"{k:>6} {m:>4} {c:>4} {density(counts):>8.3f} {str(same):>5} {t_loop:>9.4f} {times[None]:>11.5f} "
+              f"{times['incremental']:>10.5f} {times['sparse']:>10.5f} {times['dense']:>10.5f} "
+              f"{t_loop / times[None]:>11.0f}x")
+    counts = synthetic_counts(10_000, 100)
+    for frac in (0.5, 0.0):
+        sel = FedEntOptSelector(buffer_fraction=frac)
+        t, _ = _best_time(lambda: sel.select(counts, 100, (), np.random.default_rng(7)), args.repeats)
+        print(f"K=10000 M=100 C=100 (density {density(counts):.3f}) Q={frac:.0%} of K: {t:.3f} s per round "
+              "(target < 1 s)")
+
+
+def growth(args) -> None:
+    print(f"\n## Growth: seconds per steady-state round (buffer full), C={args.classes}, Dir(0.1), 500 samples per "
+          "client, Q=K/2 "
+          f"(baseline where nnz*M <= {args.baseline_budget:.0e})")
+    rows = []
+    for k in args.ks:
+        counts = synthetic_counts(k, args.classes, sparse=True)
+        dense = None
+        for m in args.ms:
+            if m > k // 2:
+                continue
+            if k >= 1_000_000 and m >= 10_000 and not args.big:
+                print(f"K={k:,} M={m:,}: skipped (several minutes; --big runs it)")
+                continue
+            reps = 3 if _nnz(counts) * m < 5e7 else 1
+            start = full_buffer(k)
+            t_new, (picked, state) = _best_time(lambda: _one_round(counts, m, None, start), reps)
+            t_old = same = None
+            if _nnz(counts) * m <= args.baseline_budget:
+                if dense is None:
+                    dense = counts.toarray()
+                t_old, (p_old, s_old) = _best_time(lambda: _one_round(dense, m, "sparse", start), reps)
+                same = bool(np.array_equal(picked, p_old) and s_old == state)
+                assert same, f"engines disagree at K={k}, M={m}"
+            rows.append((k, m, _nnz(counts), t_new, t_old, same))
+            print(f"K={k:>9,} M={m:>6,} nnz={_nnz(counts):>11,} incremental {t_new:9.3f} s"
+                  + (f"   re-scoring {t_old:9.3f} s   ratio {t_old / t_new:6.1f}x   same {same}" if t_old else ""),
+                  flush=True)
+    print("\n| K | M | non-zeros | incremental [s/round] | full re-scoring [s/round] | ratio | same picks |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | :---: |")
+    for k, m, nnz, t_new, t_old, same in rows:
+        old = f"{t_old:.3f}" if t_old else "–"
+        ratio = f"{t_old / t_new:.1f}×" if t_old else "–"
+        print(f"| {k:,} | {m:,} | {nnz:,} | {t_new:.3f} | {old} | {ratio} | {'yes' if same else '–'} |")
+    if args.plot:
+        _plot(rows, args.plot, args.classes)
+
+
+def _plot(rows, path: str, num_classes: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for i, m in enumerate(sorted({r[1] for r in rows})):
+        pts = sorted((k, t) for k, mm, _, t, _, _ in rows if mm == m)
+        ax.plot(*zip(*pts), "o-", color=f"C{i}", label=f"M={m:,} incremental")
+        old = sorted((k, t) for k, mm, _, _, t, _ in rows if mm == m and t)
+        if old:
+            ax.plot(*zip(*old), "s--", color=f"C{i}", alpha=0.6, label=f"M={m:,} full re-scoring")
+    ax.set(xscale="log", yscale="log", xlabel="clients K", ylabel="seconds per round",
+           title=f"FedEntOpt round time, C={num_classes}, Dir(0.1), Q=K/2 (2-core CPU)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"plot written to {path}")
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs of the loop and of the K=10,000 rounds")
-    parser.add_argument("--vector-repeats", type=int, default=30,
-                        help="timed runs of the vectorised rounds at K=1,000 (milliseconds each: more runs are "
-                             "needed to find an unloaded moment on a busy machine)")
-    parser.add_argument("--fraction", type=float, default=0.5, help="buffer fraction Q/K (paper: 0.5 for Dir)")
+    parser.add_argument("--parts", default="headline,literal,growth", help="comma-separated: headline,literal,growth")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs of the incremental rounds (best counts)")
+    parser.add_argument("--baseline-repeats", type=int, default=1, help="timed runs of the headline baseline")
+    parser.add_argument("--vector-repeats", type=int, default=20, help="timed runs of the K=1,000 rounds")
+    parser.add_argument("--ks", type=lambda s: [int(float(x)) for x in s.split(",")], default=[1000, 10_000, 100_000,
+                        1_000_000], help="growth: pool sizes K (e.g. 1e3,1e4)")
+    parser.add_argument("--ms", type=lambda s: [int(float(x)) for x in s.split(",")], default=[10, 100, 1000, 10_000],
+                        help="growth: picks per round M")
+    parser.add_argument("--classes", type=int, default=100, help="growth: classes C")
+    parser.add_argument("--baseline-budget", type=float, default=4e8,
+                        help="growth: time the re-scoring baseline where non-zeros * M is at most this")
+    parser.add_argument("--big", action="store_true", help="growth: also K=10^6 with M=10^4 (several minutes)")
+    parser.add_argument("--plot", default=str(HERE / "selection_growth.png"), help="growth plot (PNG); '' for none")
     args = parser.parse_args(argv)
-    print(f"FedEntOpt selection, one round, Q = {args.fraction:.0%} of K, counts of a Dir(0.1) partition of a "
-          "balanced data set (500 samples per client on average)")
-    print(f"{'K':>6} {'M':>4} {'C':>4} {'density':>8} {'same picks':>10} {'loop [s]':>10} {'vector [s]':>11} "
-          f"{'speed-up':>9} {'dense [s]':>10} {'dense speed-up':>15}")
-    for k, m, c in [(1000, 20, 10), (1000, 20, 100)]:
-        same, t_fast, t_slow, t_dense = compare(k, m, c, fraction=args.fraction, rounds=5, repeats=args.repeats,
-                                                vector_repeats=args.vector_repeats)
-        print(f"{k:>6} {m:>4} {c:>4} {density(synthetic_counts(k, c)):>8.3f} {str(same):>10} {t_slow:>10.4f} "
-              f"{t_fast:>11.5f} {t_slow / t_fast:>8.0f}x {t_dense:>10.5f} {t_slow / t_dense:>14.0f}x")
-    dens = density(synthetic_counts(10_000, 100))
-    for q in (args.fraction, 0.0):
-        t, t_dense = time_vectorised(10_000, 100, 100, fraction=q, repeats=args.repeats)
-        print(f"vectorised only: K=10000 M=100 C=100 (density {dens:.3f}) Q={q:.0%} of K: {t:.3f} s per round "
-              f"(target < 1 s; dense path {t_dense:.3f} s)")
+    load = os.getloadavg()
+    print(f"FedEntOpt selection benchmark; {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} "
+          f"{load[2]:.2f}; numpy {np.__version__}; compiled accumulation: {scoring._CSC_MATVEC is not None}")
+    parts = {"headline": headline, "literal": literal, "growth": growth}
+    for name in args.parts.split(","):
+        parts[name.strip()](args)
+    load = os.getloadavg()
+    print(f"\nload average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
 
 if __name__ == "__main__":

@@ -53,15 +53,20 @@ def _first_best(scores: np.ndarray) -> int:
     return int(np.argmax(scores >= scores.max() - ENTROPY_TIE_TOL))
 
 
-def _EntropyScorer(counts, *, path: str = "auto"):
+def _EntropyScorer(counts, *, path: str = "auto", active=None):
     """The scoring engine for ``counts`` (validated: finite, shape (K, C); dense array or scipy.sparse).
+
+    ``active`` (optional, bool of shape (K,)): the clients that can be picked when the run starts (FedEntOpt:
+    those outside the buffer). Others may become pickable later (evicted from the buffer mid-round); the
+    incremental engine keeps its per-class structure for the active ones only and scores the others from
+    their rows. It changes no score, only the work.
 
     ``path``: ``"auto"`` takes the incremental engine for non-negative counts given as a sparse matrix or as
     a dense one of at least :data:`_INCREMENTAL_MIN_CLIENTS` clients and :data:`_INCREMENTAL_MIN_NONZEROS`
-    non-zeros, the sparse re-scoring path for smaller dense non-negative ones, and the dense re-scoring path when some count is negative
-    (kept DP noise: the clipping ``max(L + l, 0)`` breaks the incremental formula, and such counts have hardly
-    any zeros to skip); ``"incremental"``, ``"sparse"`` and ``"dense"`` force an engine (used by tests and
-    benchmarks). All engines pick the same clients.
+    non-zeros, the sparse re-scoring path for smaller dense non-negative ones, and the dense re-scoring path
+    when some count is negative (kept DP noise: the clipping ``max(L + l, 0)`` breaks the incremental formula,
+    and such counts have hardly any zeros to skip); ``"incremental"``, ``"sparse"`` and ``"dense"`` force an
+    engine (used by tests and benchmarks). All engines pick the same clients.
     """
     check_choice("path", path, SCORER_PATHS)
     negative = _has_negative(counts)
@@ -70,7 +75,7 @@ def _EntropyScorer(counts, *, path: str = "auto"):
     if path == "incremental" or (path == "auto" and not negative):
         if negative:
             raise ValueError("the incremental scoring path needs non-negative counts; use path='auto' or 'dense'.")
-        return _IncrementalScorer(counts)
+        return _IncrementalScorer(counts, active=active)
     dense = counts.toarray() if sp.issparse(counts) else counts
     return _RescoringScorer(np.asarray(dense, dtype=float), path=path)
 
@@ -247,10 +252,17 @@ def _load_csc_matvec():
 _CSC_MATVEC = _load_csc_matvec()
 
 
-def _class_columns(counts):
-    """Non-zero entries in class-major order, clients ascending within a class: (col_ptr, rows, vals)."""
+def _class_columns(counts, subset=None):
+    """Non-zero entries in class-major order, clients ascending within a class: (col_ptr, rows, vals).
+
+    With ``subset`` (sorted client indices) only those clients' entries, still with their own indices.
+    """
+    if subset is not None:
+        part = sp.csr_array(counts)[subset] if sp.issparse(counts) else counts[subset]
+        col_ptr, rows, vals = _class_columns(part)
+        return col_ptr, subset[rows], vals
     if sp.issparse(counts):
-        csc = sp.csc_array(counts, dtype=float)  # a copy: sum_duplicates/eliminate_zeros work in place
+        csc = sp.csc_array(counts, dtype=float, copy=True)  # sum_duplicates/eliminate_zeros work in place
         csc.sum_duplicates()
         csc.eliminate_zeros()
         return csc.indptr.astype(np.int64), csc.indices.astype(np.int64), csc.data
@@ -308,13 +320,15 @@ class _IncrementalScorer:
     :data:`ENTROPY_TIE_TOL`; clients with equal rows receive identical additions and so stay exactly tied.
     """
 
-    def __init__(self, counts):
+    def __init__(self, counts, *, active=None):
         self.shape = num_clients, _ = counts.shape
-        col_ptr, rows, vals = _class_columns(counts)
+        self._outside = None if active is None or np.all(active) else ~np.asarray(active, dtype=bool)
+        subset = None if self._outside is None else np.flatnonzero(~self._outside)
+        col_ptr, rows, vals = _class_columns(counts, subset)
         self.integer = bool(np.array_equal(vals, np.rint(vals)))
         rows, slot_ptr, self._slot_vals, self._class_slots = _group_by_value(col_ptr, rows, vals, self.integer)
         slot_len = np.diff(slot_ptr)
-        self._vmax = float(vals.max(initial=0.0))
+        self._vmax = float(counts.max()) if vals.size or self._outside is not None else 0.0
         self._table = np.zeros(0)
         if self.integer and not self._grow_table(self._vmax):
             self.integer = False  # counts beyond the table: logs throughout (the same values)
@@ -334,6 +348,9 @@ class _IncrementalScorer:
         self._ptr_of = [slot_ptr[cs[c]: cs[c + 1] + 1] for c in range(len(cs) - 1)]  # slot pointers per class
         self._row_of = _row_reader(counts)
         self._h = np.empty(num_clients)
+        if self._outside is not None:  # sizes of the clients left out of the structure (scored from their rows)
+            all_sizes = np.asarray(counts.sum(axis=1), dtype=float).ravel()
+            self._outside_sizes = np.where(self._outside, all_sizes, 0.0)
         self.reset()
 
     # ------------------------------------------------------------------ greedy-run protocol
@@ -343,6 +360,7 @@ class _IncrementalScorer:
         self._pooled = np.zeros(self.shape[1])
         self._total = 0.0
         self._d = self._own.copy()
+        self._extras = _Rows()  # clients from outside the structure that became pickable
 
     @property
     def pooled(self) -> np.ndarray:
@@ -390,8 +408,25 @@ class _IncrementalScorer:
     def pick(self, blocked: np.ndarray) -> int:
         """The unblocked client maximising H(L + l^(k)) (ties within ENTROPY_TIE_TOL: lowest index)."""
         h = self.scores()
+        if self._outside is not None:
+            self._score_extras(h, blocked)
         np.copyto(h, -np.inf, where=blocked)
         return _first_best(h)
+
+    def _score_extras(self, h: np.ndarray, blocked: np.ndarray) -> None:
+        """Exact scores of the clients outside the structure that are not blocked (evicted from the buffer)."""
+        free_outside = self._outside & ~blocked
+        new = np.flatnonzero(free_outside & ~self._extras.member(self.shape[0]))
+        for m in new.tolist():
+            self._extras.append(m, *self._row_of(m))
+        if not self._extras.ids:
+            return
+        owner, cls, val = self._extras.arrays()
+        base = self._pooled[cls]
+        d = np.bincount(owner, weights=self._f(base + val) - self._f(base), minlength=len(self._extras.ids))
+        ids = np.asarray(self._extras.ids)
+        s = self._total + self._outside_sizes[ids]
+        h[ids] = _h_from_parts(s, self._f(self._pooled).sum() + d)
 
     # ------------------------------------------------------------------ f(x) = x log2 x
 
@@ -410,6 +445,39 @@ class _IncrementalScorer:
         if self.integer:
             return np.take(self._table, x.astype(np.intp))
         return _xlog2x(x)
+
+
+class _Rows:
+    """Rows of a growing set of clients, concatenated in buffers that double: owner (position in ``ids``),
+    class, value."""
+
+    def __init__(self):
+        self.ids: list[int] = []
+        self._size = 0
+        self._owner = np.zeros(64, dtype=np.intp)
+        self._cls = np.zeros(64, dtype=np.intp)
+        self._val = np.zeros(64)
+        self._member = None
+
+    def member(self, num_clients: int) -> np.ndarray:
+        if self._member is None:
+            self._member = np.zeros(num_clients, dtype=bool)
+        return self._member
+
+    def append(self, m: int, cls: np.ndarray, val: np.ndarray) -> None:
+        end = self._size + cls.size
+        if end > self._cls.size:
+            grow = max(2 * self._cls.size, end)
+            self._owner, self._cls, self._val = (np.resize(a, grow) for a in (self._owner, self._cls, self._val))
+        self._owner[self._size: end] = len(self.ids)
+        self._cls[self._size: end] = cls
+        self._val[self._size: end] = val
+        self._size = end
+        self._member[m] = True
+        self.ids.append(m)
+
+    def arrays(self):
+        return self._owner[: self._size], self._cls[: self._size], self._val[: self._size]
 
 
 def _row_reader(counts):

@@ -215,7 +215,11 @@ class FedEntOptSelector(Selector):
         buffer = deque(state)
         blocked = np.zeros(counts.shape[0], dtype=bool)  # buffered or already picked this round
         blocked[list(buffer)] = True
-        scorer = _EntropyScorer(counts)
+        # The newest buffered clients stay buffered all round (each pick evicts at most the oldest one): the
+        # scorer can leave them out of its work.
+        stays = np.zeros_like(blocked)
+        stays[list(state)[max(0, len(state) + num_selected - q):]] = True
+        scorer = _EntropyScorer(counts, active=~stays)
         picked: list[int] = []
         in_round: set[int] = set()
         for step in range(num_selected):

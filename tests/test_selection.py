@@ -392,6 +392,28 @@ def test_incremental_scores_equal_full_rescoring(kind, fallback, monkeypatch):
             np.testing.assert_array_equal(fast.pooled, full.pooled)
 
 
+def test_incremental_scorer_with_inactive_clients_scores_them_once_unblocked():
+    # Clients left out of the incremental structure (FedEntOpt: those buffered all round) are scored from their
+    # rows if they become pickable anyway; every pick equals the re-scoring engine's.
+    rng = np.random.default_rng(12)
+    for _ in range(20):
+        counts = np.asarray(_instance("empty", rng), dtype=float)
+        k = counts.shape[0]
+        active = rng.random(k) < 0.5
+        fast, full = _EntropyScorer(counts, path="incremental", active=active), _EntropyScorer(counts, path="sparse")
+        blocked = ~active.copy()
+        for _ in range(k - 1):
+            if blocked.all():
+                break
+            m = fast.pick(blocked)
+            assert m == full.pick(blocked)
+            fast.add(m)
+            full.add(m)
+            blocked[m] = True
+            blocked[rng.integers(k)] = False  # now and then an inactive client becomes pickable
+            blocked[m] = True
+
+
 def test_incremental_path_refuses_negative_counts():
     with pytest.raises(ValueError, match="incremental scoring path needs non-negative counts"):
         _EntropyScorer(-np.ones((2, 2)), path="incremental")

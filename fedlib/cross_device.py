@@ -7,6 +7,7 @@ count step (:mod:`fedlib.partition`), without dealing out sample indices, and ca
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -130,7 +131,9 @@ def cross_device_study(
     Returns ``(rounds, participation)``: ``rounds`` has one row per (K, method, seed, round) with the pooled
     entropy in bits and whether the picks cover every class; ``participation`` one row per (K, method, seed)
     with ``never_picked_share``, ``gini`` (:func:`participation_gini`), ``h_norm`` (v2 §V-E), ``max_times``
-    (most picks of one client) and ``times_hist`` (a dict: times picked -> number of clients).
+    (most picks of one client), ``times_hist`` (a dict: times picked -> number of clients),
+    ``seconds_per_round`` (wall time of the selection and its measurements, this machine) and ``times_picked``
+    (the array of picks per client).
     """
     import pandas as pd
 
@@ -140,8 +143,10 @@ def cross_device_study(
             counts = dirichlet_counts(num_clients, num_classes, seed=seed, samples_per_client=samples_per_client,
                                       beta=beta, sparse=True)
             for name, (selector, params) in methods.items():
+                start = time.perf_counter()
                 trace = run_selection(counts, make_selector(selector, **params), num_selected, num_rounds,
                                       seed=seed + 1)
+                seconds = time.perf_counter() - start
                 rounds.append(pd.DataFrame({
                     "num_clients": num_clients, "method": name, "seed": seed,
                     "round": np.arange(1, num_rounds + 1), "entropy": trace.entropy, "covers": trace.covers,
@@ -153,5 +158,6 @@ def cross_device_study(
                     "never_picked_share": float(np.mean(times == 0)), "gini": participation_gini(times),
                     "h_norm": trace.h_norm, "max_times": int(times.max()),
                     "times_hist": dict(zip(values.tolist(), freq.tolist())),
+                    "seconds_per_round": seconds / num_rounds, "times_picked": times,
                 })
     return pd.concat(rounds, ignore_index=True), pd.DataFrame(summary)

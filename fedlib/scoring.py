@@ -16,6 +16,8 @@ Both accept a dense ``(K, C)`` array or a ``scipy.sparse`` matrix; the increment
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -33,7 +35,29 @@ _TINY = 1e-300  # log2 argument floor: T * log2(max(T, tiny)) is exactly 0 at T 
 _XLOG_TABLE_MAX = 1 << 22
 
 #: Paths of :func:`_EntropyScorer`.
-SCORER_PATHS = ("auto", "incremental", "sparse", "dense")
+SCORER_PATHS = ("auto", "incremental", "sparse", "dense", "torch")
+
+#: What ``path=None`` means: set with :func:`engine` (default "auto", on no particular torch device).
+_DEFAULT = {"path": "auto", "device": None}
+
+
+@contextlib.contextmanager
+def engine(path: str = "auto", *, device=None):
+    """Within the block FedEntOpt and KL score with ``path`` (one of :data:`SCORER_PATHS`).
+
+    ``"torch"`` runs the incremental scores with torch on ``device`` (default: CUDA if available, else CPU),
+    for a GPU; the picks are those of every other path. Example::
+
+        with fedlib.scoring.engine("torch", device="cuda"):
+            trace = run_selection(counts, FedEntOptSelector(buffer_fraction=0.5), 1000, 500, seed=0)
+    """
+    check_choice("path", path, SCORER_PATHS)
+    before = dict(_DEFAULT)
+    _DEFAULT.update(path=path, device=device)
+    try:
+        yield
+    finally:
+        _DEFAULT.update(before)
 
 
 def _xlog2x(x: np.ndarray) -> np.ndarray:
@@ -53,7 +77,7 @@ def _first_best(scores: np.ndarray) -> int:
     return int(np.argmax(scores >= scores.max() - ENTROPY_TIE_TOL))
 
 
-def _EntropyScorer(counts, *, path: str = "auto", active=None):
+def _EntropyScorer(counts, *, path: str | None = None, active=None):
     """The scoring engine for ``counts`` (validated: finite, shape (K, C); dense array or scipy.sparse).
 
     ``active`` (optional, bool of shape (K,)): the clients that can be picked when the run starts (FedEntOpt:
@@ -66,10 +90,18 @@ def _EntropyScorer(counts, *, path: str = "auto", active=None):
     non-zeros, the sparse re-scoring path for smaller dense non-negative ones, and the dense re-scoring path
     when some count is negative (kept DP noise: the clipping ``max(L + l, 0)`` breaks the incremental formula,
     and such counts have hardly any zeros to skip); ``"incremental"``, ``"sparse"`` and ``"dense"`` force an
-    engine (used by tests and benchmarks). All engines pick the same clients.
+    engine (used by tests and benchmarks); ``"torch"`` is the incremental engine in torch (for a GPU). All
+    engines pick the same clients. ``None``: the path set by :func:`engine` ("auto" unless set).
     """
+    path = _DEFAULT["path"] if path is None else path
     check_choice("path", path, SCORER_PATHS)
     negative = _has_negative(counts)
+    if path == "torch":
+        if negative:
+            raise ValueError("the torch scoring path needs non-negative counts; use path='auto' or 'dense'.")
+        from ._torch_scoring import TorchScorer
+
+        return TorchScorer(counts, device=_DEFAULT["device"])
     if path == "auto" and not negative and _small(counts):
         path = "sparse"
     if path == "incremental" or (path == "auto" and not negative):

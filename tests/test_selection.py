@@ -1,5 +1,6 @@
 """Tests of fedlib.selection: FedEntOpt (Algorithm 1, eq. 5 of v2), random, KL and DC (Düsing & Cimiano) selectors."""
 import functools
+import importlib.util
 from collections import Counter, deque
 
 import numpy as np
@@ -287,6 +288,7 @@ def test_sparse_and_dense_greedy_pick_alike(problem, negative):
 
 # ----------------------------------------------------------------------------- fast path vs literal Algorithm 1
 
+TORCH = ("torch",) if importlib.util.find_spec("torch") else ()  # the torch engine, run on CPU
 KINDS = ("ties", "empty", "very_sparse", "very_dense", "fractional", "large", "dirichlet", "negative")
 
 
@@ -326,9 +328,10 @@ def _fedentopt(counts, m, state, q, rng):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_fast_path_equals_literal_algorithm_1(kind, monkeypatch):
-    # The default engine (incremental for non-negative counts), the re-scoring engine used up to issue 15 and
-    # the literal Algorithm 1 pick the same clients and leave the same buffer, round after round.
+def test_fast_path_equals_literal_algorithm_1(kind):
+    # Every engine (the default, the re-scoring one used up to issue 15, the incremental one and its torch
+    # version on CPU) and the literal Algorithm 1 pick the same clients and leave the same buffer, round after
+    # round.
     rng = np.random.default_rng(KINDS.index(kind))
     for _ in range(12):
         counts = np.asarray(_instance(kind, rng), dtype=float)
@@ -337,9 +340,8 @@ def test_fast_path_equals_literal_algorithm_1(kind, monkeypatch):
         q, seed = int(rng.integers(0, k - m + 1)), int(rng.integers(2**31))
         literal = _rounds(reference_fedentopt, counts, m, q, seed)
         assert _rounds(_fedentopt, counts, m, q, seed) == literal  # the default ("auto") engine
-        for path in ("sparse", "dense") + (() if kind == "negative" else ("incremental",)):
-            with monkeypatch.context() as patch:
-                patch.setattr(selection, "_EntropyScorer", functools.partial(scoring._EntropyScorer, path=path))
+        for path in ("sparse", "dense") + (() if kind == "negative" else ("incremental",) + TORCH):
+            with scoring.engine(path, device="cpu"):
                 assert _rounds(_fedentopt, counts, m, q, seed) == literal, path
 
 
@@ -414,9 +416,26 @@ def test_incremental_scorer_with_inactive_clients_scores_them_once_unblocked():
             blocked[m] = True
 
 
+def test_engine_context_sets_the_default_path_and_restores_it():
+    counts = np.tile(HAND, (600, 10)).astype(float)  # K = 2,400: "auto" is incremental
+    assert isinstance(_EntropyScorer(counts), _IncrementalScorer)
+    with scoring.engine("sparse"):
+        assert not isinstance(_EntropyScorer(counts), _IncrementalScorer)
+        if TORCH:
+            with scoring.engine("torch", device="cpu"):
+                assert type(_EntropyScorer(counts)).__name__ == "TorchScorer"
+        assert not isinstance(_EntropyScorer(counts), _IncrementalScorer)
+    assert isinstance(_EntropyScorer(counts), _IncrementalScorer)
+    with pytest.raises(ValueError, match="path must be one of 'auto', 'incremental', 'sparse', 'dense', 'torch'"):
+        with scoring.engine("gpu"):
+            pass
+
+
 def test_incremental_path_refuses_negative_counts():
     with pytest.raises(ValueError, match="incremental scoring path needs non-negative counts"):
         _EntropyScorer(-np.ones((2, 2)), path="incremental")
+    with pytest.raises(ValueError, match="torch scoring path needs non-negative counts"):
+        _EntropyScorer(-np.ones((2, 2)), path="torch")
 
 
 # ----------------------------------------------------------------------------- sparse count matrices

@@ -9,7 +9,8 @@ Run ``python benchmarks/bench_selection.py`` (a few minutes on 2 cores). Three p
     that every step did up to issue 15 (the scorer's ``"sparse"`` path), in the same process. Both must pick
     the same clients and leave the same buffer; the ratio is baseline / incremental (target >= 4x on a 2-core
     CPU). The baseline runs ``--baseline-repeats`` times, the incremental engine ``--repeats`` times; best
-    times count.
+    times count. ``--torch cuda`` adds the torch engine (:mod:`fedlib._torch_scoring`; target <= 0.1 s per
+    round on a GPU).
 ``literal``
     K=1,000, M=20, C in {10, 100}: the selector (default engine, forced incremental, and the re-scoring
     engine's sparse and dense paths) against a literal per-candidate loop of Algorithm 1 over 5 rounds (same
@@ -169,6 +170,13 @@ def headline(args) -> None:
         print(f"{label}: full re-scoring (until issue 15) {t_old:7.3f} s, incremental (default) {t_new:7.3f} s; "
               f"same picks and buffer: {same}; speed-up {t_old / t_new:.1f}x (target >= 4x)", flush=True)
         assert same, "the incremental engine and full re-scoring disagree"
+        if args.torch:
+            with scoring.engine("torch", device=args.torch):
+                _one_round(counts, 5, None, start)  # warm-up (CUDA context, kernels)
+                t_gpu, (p_gpu, s_gpu) = _best_time(lambda: _one_round(counts, m, None, start), args.repeats)
+            same_gpu = bool(np.array_equal(p_gpu, picked_old) and s_gpu == state_old)
+            print(f"{label}: torch engine on {args.torch} {t_gpu:7.3f} s; same picks and buffer: {same_gpu}; "
+                  f"speed-up over full re-scoring {t_old / t_gpu:.1f}x (target on a GPU: <= 0.1 s)", flush=True)
 
 
 def literal(args) -> None:
@@ -277,6 +285,8 @@ def main(argv=None) -> None:
                         help="growth: time the re-scoring baseline where non-zeros * M is at most this")
     parser.add_argument("--big", action="store_true", help="growth: also K=10^6 with M=10^4 (several minutes)")
     parser.add_argument("--plot", default=str(HERE / "selection_growth.png"), help="growth plot (PNG); '' for none")
+    parser.add_argument("--torch", default=None, metavar="DEVICE",
+                        help="headline: also time the torch engine on this device (e.g. cuda)")
     args = parser.parse_args(argv)
     load = os.getloadavg()
     print(f"FedEntOpt selection benchmark; {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} "

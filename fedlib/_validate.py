@@ -136,7 +136,8 @@ def _check_sparse_counts(name: str, counts, *, allow_negative: bool, sparse: boo
         )
     if not np.issubdtype(counts.dtype, np.number) or np.issubdtype(counts.dtype, np.complexfloating):
         raise TypeError(f"{name} must hold numbers (got dtype {counts.dtype}).")
-    csr = sp.csr_array(counts, dtype=float, copy=True)
+    csr = sp.csr_array(counts)
+    csr = csr.astype(np.float64) if csr.dtype != np.float64 else csr.copy()  # one copy: sum_duplicates is in place
     csr.sum_duplicates()
     for bad, what in ((~np.isfinite(csr.data), "finite"), (None if allow_negative else csr.data < 0, "non-negative")):
         if bad is not None and bad.any():

@@ -292,12 +292,13 @@ def _class_columns(counts, subset=None):
     if subset is not None:
         part = sp.csr_array(counts)[subset] if sp.issparse(counts) else counts[subset]
         col_ptr, rows, vals = _class_columns(part)
-        return col_ptr, subset[rows], vals
+        index = subset.astype(np.int32) if counts.shape[0] < 2**31 - 1 else subset
+        return col_ptr, index[rows], vals
     if sp.issparse(counts):
-        csc = sp.csc_array(counts, dtype=float, copy=True)  # sum_duplicates/eliminate_zeros work in place
+        csc = sp.csr_array(counts, dtype=float).tocsc()  # new arrays: sum_duplicates/eliminate_zeros are safe
         csc.sum_duplicates()
         csc.eliminate_zeros()
-        return csc.indptr.astype(np.int64), csc.indices.astype(np.int64), csc.data
+        return csc.indptr.astype(np.int64), csc.indices, csc.data
     num_clients, num_classes = counts.shape
     by_class = np.ascontiguousarray(counts.T).ravel()
     nonzero = by_class != 0
@@ -314,7 +315,7 @@ def _group_by_value(col_ptr, rows, vals, integer: bool):
     Returns ``rows``, ``slot_ptr`` (entries of slot j: ``slot_ptr[j]:slot_ptr[j+1]``), ``slot_vals`` (the
     value of each slot) and ``class_slots`` (slots of class c: ``class_slots[c]:class_slots[c+1]``).
     """
-    order = np.empty(rows.size, dtype=np.int64)
+    order = np.empty(rows.size, dtype=np.int64 if rows.size >= 2**31 - 1 else np.int32)
     for c in range(col_ptr.size - 1):
         p0, p1 = col_ptr[c], col_ptr[c + 1]
         v = vals[p0:p1]
@@ -357,6 +358,10 @@ class _IncrementalScorer:
         self._outside = None if active is None or np.all(active) else ~np.asarray(active, dtype=bool)
         subset = None if self._outside is None else np.flatnonzero(~self._outside)
         col_ptr, rows, vals = _class_columns(counts, subset)
+        if _CSC_MATVEC is not None and vals.size < 2**31 - 1 and num_clients < 2**31 - 1:
+            rows = rows.astype(np.int32, copy=False)  # the index type of the compiled accumulation
+        else:
+            rows = rows.astype(np.intp, copy=False)
         self.integer = bool(np.array_equal(vals, np.rint(vals)))
         rows, slot_ptr, self._slot_vals, self._class_slots = _group_by_value(col_ptr, rows, vals, self.integer)
         slot_len = np.diff(slot_ptr)
@@ -371,10 +376,10 @@ class _IncrementalScorer:
             self._size_idx = sizes.astype(np.intp)
         else:
             self._size_vals, self._size_idx = np.unique(sizes, return_inverse=True)
-        if _CSC_MATVEC is not None and rows.size < 2**31 - 1 and num_clients < 2**31 - 1:
-            rows, slot_ptr, self._ones = rows.astype(np.int32), slot_ptr.astype(np.int32), np.ones(rows.size)
+        if rows.dtype == np.int32:
+            slot_ptr, self._ones = slot_ptr.astype(np.int32), np.ones(rows.size)
         else:
-            rows, self._ones = rows.astype(np.intp), None
+            self._ones = None
         self._rows, self._slot_ptr = rows, slot_ptr
         cs = self._class_slots.tolist()
         self._ptr_of = [slot_ptr[cs[c]: cs[c + 1] + 1] for c in range(len(cs) - 1)]  # slot pointers per class

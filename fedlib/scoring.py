@@ -398,6 +398,7 @@ class _IncrementalScorer:
         self._total = 0.0
         self._d = self._own.copy()
         self._extras = _Rows()  # clients from outside the structure that became pickable
+        self._last_blocked = None
 
     @property
     def pooled(self) -> np.ndarray:
@@ -447,8 +448,20 @@ class _IncrementalScorer:
         h = self.scores()
         if self._outside is not None:
             self._score_extras(h, blocked)
-        np.copyto(h, -np.inf, where=blocked)
+        h += self._penalty(blocked)
         return _first_best(h)
+
+    def _penalty(self, blocked: np.ndarray) -> np.ndarray:
+        """-inf for blocked clients, 0 for the others; updated where ``blocked`` changed since the last step
+        (a masked assignment over all K clients costs several times more than finding the few changes)."""
+        if self._last_blocked is None:
+            self._last_blocked = blocked.copy()
+            self._pen = np.where(blocked, -np.inf, 0.0)
+        else:
+            changed = np.flatnonzero(blocked != self._last_blocked)
+            self._last_blocked[changed] = blocked[changed]
+            self._pen[changed] = np.where(blocked[changed], -np.inf, 0.0)
+        return self._pen
 
     def _score_extras(self, h: np.ndarray, blocked: np.ndarray) -> None:
         """Exact scores of the clients outside the structure that are not blocked (evicted from the buffer)."""

@@ -35,7 +35,7 @@ assets:
 	$(PYTHON) scripts/fetch_web_assets.py
 
 # Every cell runs under a time limit (CELL_TIMEOUT seconds); a page that times out runs once more, then fails.
-CELL_TIMEOUT ?= 900
+CELL_TIMEOUT ?= 300
 notebooks:
 	$(PYTHON) scripts/run_notebooks.py --jobs $(JOBS) --cell-timeout $(CELL_TIMEOUT)
 

@@ -44,6 +44,7 @@ def setup(*, dpi: int = 100) -> None:
                                f"after %matplotlib inline; figures would not reach the notebook.")
     matplotlib.rcParams["figure.dpi"] = dpi
     pd.set_option("display.max_columns", None)
+    pd.set_option("display.max_colwidth", None)  # a claim or a note is shown whole, wrapped by the book's CSS
     pd.set_option("display.width", 200)
 
 

@@ -273,8 +273,13 @@ def _cmd_sweep(args) -> int:
     for part_name, selector, algorithm, seed in itertools.product(partitions, selectors, algorithms, seeds):
         cfg = _config(args, seed=seed, selector=selector, algorithm=algorithm, part=parse_partition(part_name),
                       strict=False)
-        cfg.validate()  # every configuration is checked before any training starts
-        _check_supported(cfg)
+        if args.backend == "ray":  # every configuration is checked before any training starts
+            from .distributed import check_config
+
+            check_config(cfg, len(jobs))
+        else:
+            cfg.validate()
+            _check_supported(cfg)
         jobs.append((part_name, cfg))
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads must be >= 1 (got {args.threads}).")

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from ._validate import check_float, check_int
 
-__all__ = ["RayOptions", "SweepError", "ray_session", "run_configs", "submit_runs", "RAY_MISSING"]
+__all__ = ["RayOptions", "SweepError", "ray_session", "run_configs", "submit_runs", "check_config", "RAY_MISSING"]
 
 RAY_MISSING = ('the Ray backend needs Ray, an optional extra of fedlib: pip install -e ".[ray]" '
                '(or pip install "ray==2.55.1")')
@@ -110,12 +110,33 @@ class RayOptions:
         return {"num_cpus": float(self.cpus_per_run), "num_gpus": float(self.gpus_per_run) if gpu else 0.0}
 
 
-def _check_device(index: int, config) -> None:
+def check_config(config, index: int = 0) -> None:
+    """Validate ``config`` for a Ray worker, here on the driver (before any work).
+
+    As ``config.validate()``, except that ``device="cuda"`` is not checked against this machine (the driver, e.g.
+    a cluster's head node, may have no GPU; ``run_configs`` checks that the Ray cluster offers GPUs), and a fixed
+    ``"cuda:N"`` is refused (Ray assigns each run its GPU through ``CUDA_VISIBLE_DEVICES``)."""
+    import dataclasses
+
     from .config import ConfigError
+    from .trainer import _check_supported
 
     if str(config.device).startswith("cuda:"):
         raise ConfigError(f"config field 'device' of run {index}: got {config.device!r}; with the Ray backend use "
                           f"'cuda' (Ray assigns each run its GPU through CUDA_VISIBLE_DEVICES) or 'cpu'.")
+    (dataclasses.replace(config, device="cpu") if config.device == "cuda" else config).validate()
+    _check_supported(config)
+
+
+def _check_gpus(ray, configs, options: RayOptions) -> None:
+    """Refuse (instead of waiting forever) runs on ``cuda`` when the Ray cluster has too few GPUs for one."""
+    from .config import ConfigError
+
+    need = max((options.resources(c)["num_gpus"] for c in configs), default=0.0)
+    have = float(ray.cluster_resources().get("GPU", 0.0))
+    if need > have:
+        raise ConfigError(f"runs on device 'cuda' need {need:g} GPU(s) each (gpus_per_run), but the Ray cluster "
+                          f"offers {have:g}; use device 'cpu', lower gpus_per_run or add GPU nodes.")
 
 
 class ray_session:
@@ -211,23 +232,21 @@ def run_configs(configs, run_root, options: RayOptions | None = None, *, on_done
     ``on_done(index, summary)`` is called as each run finishes (progress).  Raises ``SweepError`` after the
     other runs are done if any run failed.
     """
-    from .runs import RunDir
-    from .trainer import _check_supported, run_experiment
+    from .runs import RunDir, read_table
+    from .trainer import RunResult, _normalise_table
 
     options = RayOptions() if options is None else options
     configs = list(configs)
     for i, cfg in enumerate(configs):  # every configuration is checked before any work starts
-        cfg.validate()
-        _check_supported(cfg)
-        _check_device(i, cfg)
+        check_config(cfg, i)
     given_root, run_root = run_root, str(Path(run_root).resolve())  # workers get the absolute path
     out: list[dict | None] = [None] * len(configs)
     todo: dict[str, list[int]] = {}  # run hash -> indices (a configuration listed twice runs once)
     for i, cfg in enumerate(configs):
         run_dir = RunDir(run_root, cfg)
         if run_dir.is_finished():
-            res = run_experiment(cfg, run_root=run_root, progress=False)
-            out[i] = {**res.summary(), "run_dir": str(Path(given_root) / run_dir.hash), "cached": True}
+            summary = RunResult(cfg, _normalise_table(read_table(run_dir.table_file))).summary()  # as the serial
+            out[i] = {**summary, "run_dir": str(Path(given_root) / run_dir.hash), "cached": True}  # sweep reads it
             if on_done is not None:
                 on_done(i, out[i])
         else:
@@ -235,7 +254,8 @@ def run_configs(configs, run_root, options: RayOptions | None = None, *, on_done
     groups = list(todo.values())
     failed = []
     if groups:
-        with ray_session(options):
+        with ray_session(options) as ray:
+            _check_gpus(ray, [configs[g[0]] for g in groups], options)
             for j, value, err in submit_runs(_sweep_run, [configs[g[0]] for g in groups], run_root, options,
                                              args=(run_root,)):
                 for n, i in enumerate(groups[j]):

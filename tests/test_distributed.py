@@ -175,3 +175,21 @@ def test_killed_worker_resumes_from_checkpoint(ray_local, tmp_path):
     _serial_in_process([cfg], tmp_path / "serial")
     pd.testing.assert_frame_equal(_tables(tmp_path / "serial")[run_dir.hash], _tables(tmp_path / "ray")[run_dir.hash],
                                   check_exact=True)
+
+
+def test_paper_tier_runner_on_ray_stores_the_serial_tables(ray_local, tmp_path):
+    """``fedlib.results.ensure_runs`` (scripts/run_experiments.py) with ``ray=``: the stored tables equal those of
+    the serial runner bit for bit (wall times aside)."""
+    from fedlib import results, tiers
+
+    runs = tiers.experiment_configs("quick", "fedentropy", rounds=2)  # FedEntropy, FedAvg, FedEntOpt on C=2
+    stored = {}
+    for name, kw in (("serial", {"workers": 1, "threads": 1}), ("ray", {"ray": RayOptions()})):
+        info = results.ensure_runs(runs, "quick", results_dir=tmp_path / name, run_root=tmp_path / f"runs-{name}",
+                                   log=lambda s: None, **kw)
+        assert info["trained"] == len(runs) == 3 and not info["skipped"]
+        stored[name] = results.load_experiment("quick", "fedentropy", tmp_path / name).frame.drop(columns="seconds")
+    pd.testing.assert_frame_equal(stored["serial"], stored["ray"], check_exact=True)
+    again = results.ensure_runs(runs, "quick", results_dir=tmp_path / "ray", run_root=tmp_path / "runs-ray",
+                                ray=RayOptions(), log=lambda s: None)
+    assert again["trained"] == 0 and again["already"] == 3  # stored runs are never retrained

@@ -47,6 +47,8 @@ def main(argv=None) -> int:
     p.add_argument("--ray-address", default=None, help="Ray cluster to join ('auto'); default: start Ray here")
     p.add_argument("--cpus-per-run", type=float, default=1.0, help="Ray CPUs per run (torch threads: --threads)")
     p.add_argument("--gpus-per-run", type=float, default=1.0, help="Ray GPUs per run on cuda (0.5: two per GPU)")
+    p.add_argument("--device", default=None,
+                   help="override the tier's device, e.g. cuda from a Ray head node without a GPU (--backend ray)")
     args = p.parse_args(argv)
     if args.data_root:
         os.environ["FEDLIB_DATA_ROOT"] = str(Path(args.data_root).resolve())
@@ -63,6 +65,10 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     for name in names:
         runs = tiers.experiment_configs(args.tier, name, rounds=args.rounds)
+        if args.device:  # the device is not part of a stored run's key (fedlib.results.run_key)
+            import dataclasses
+
+            runs = [r._replace(config=dataclasses.replace(r.config, device=args.device)) for r in runs]
         if args.methods:
             keep = set(args.methods.split(","))
             runs = [r for r in runs if r.label.get("method") in keep

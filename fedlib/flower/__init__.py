@@ -8,8 +8,8 @@ Optional extra: ``pip install -e ".[flower]"`` (Flower 1.41 with its Ray-based s
 * ``label_counts_reply``: the client side of that query (optionally Laplace-noised on the client, with the ε
   semantics of ``fedlib.privacy``).
 * ``fedlib.flower.apps``: a fedlib federation (``ExperimentConfig``) as a Flower ServerApp and ClientApp, and
-  ``simulate(config)`` that runs it in Flower's simulation engine (used by the tests to compare Flower with
-  fedlib's own trainer).
+  ``flwr_run(config, workdir)`` that runs it with ``flwr run`` in Flower's simulation runtime (used by the tests to
+  compare Flower with fedlib's own trainer).
 """
 from __future__ import annotations
 

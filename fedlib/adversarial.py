@@ -50,7 +50,7 @@ from ._validate import check_choice, check_count_matrix, check_float, check_int
 
 __all__ = ["REPORTS", "DATA_KINDS", "LiarSpec", "uniform_report", "rarest_report", "scaled_report", "flip_labels",
            "liar_labels", "liar_data_counts", "liar_counts", "choose_liars", "participation_bound",
-           "greedy_liar_rounds", "liar_shares", "share_table"]
+           "greedy_liar_rounds", "liar_shares", "share_table", "share_summary"]
 
 #: What a liar uploads (threats a, b, c of issue 15).
 REPORTS = ("uniform", "rarest", "scaled")
@@ -355,7 +355,7 @@ def share_table(profile: str, partitions: Sequence[str], *, threats: Mapping[str
     parameters (``{}``: none).  Columns: partition, Q, threat, defence, seed, ``liar_max``/``liar_mean`` (rounds
     of the most and the mean picked liar), ``honest_mean``/``honest_max`` (rounds of the honest clients),
     ``bound``, ``greedy_liar`` (:func:`greedy_liar_rounds`), ``max_any`` (the most picked client), ``fair``
-    (R M / K), ``mean_entropy``, ``coverage``.
+    (R M / K), ``num_rounds``, ``mean_entropy``, ``coverage``.
     """
     import pandas as pd
 
@@ -375,7 +375,7 @@ def share_table(profile: str, partitions: Sequence[str], *, threats: Mapping[str
                         lr, hr = f.loc[f["liar"], "rounds"], f.loc[~f["liar"], "rounds"]
                         rows.append({
                             "partition": part, "Q": q, "threat": tname, "defence": dname, "seed": seed,
-                            "num_liars": spec.num_liars,
+                            "num_liars": spec.num_liars, "num_rounds": num_rounds,
                             "liar_max": int(lr.max()) if len(lr) else np.nan,
                             "liar_mean": float(lr.mean()) if len(lr) else np.nan,
                             "honest_mean": float(hr.mean()), "honest_max": int(hr.max()),
@@ -387,3 +387,20 @@ def share_table(profile: str, partitions: Sequence[str], *, threats: Mapping[str
                             "mean_entropy": float(f["mean_entropy"].iloc[0]),
                             "coverage": float(f["coverage"].iloc[0])})
     return pd.DataFrame(rows)
+
+
+def share_summary(table):
+    """:func:`share_table` averaged over seeds, shares as fractions of R: ``liar_share`` (the most picked liar's
+    rounds / R, mean over seeds), ``liar_share_max`` (its maximum over seeds), ``honest_share`` (an honest
+    client's mean), ``honest_share_max`` (the most picked honest client, maximum over seeds), ``bound_share``,
+    ``greedy_share``, ``fair_share`` (M / K), ``mean_entropy`` and ``coverage`` (means over seeds)."""
+    keys = ["partition", "Q", "threat", "defence", "num_liars"]
+    r = table["num_rounds"]
+    g = table.assign(liar_share=table["liar_max"] / r, honest_share=table["honest_mean"] / r,
+                     honest_share_max=table["honest_max"] / r, bound_share=table["bound"] / r,
+                     greedy_share=table["greedy_liar"] / r, fair_share=table["fair"] / r).groupby(keys, sort=False)
+    return g.agg(liar_share=("liar_share", "mean"), liar_share_max=("liar_share", "max"),
+                 honest_share=("honest_share", "mean"), honest_share_max=("honest_share_max", "max"),
+                 bound_share=("bound_share", "first"), greedy_share=("greedy_share", "first"),
+                 fair_share=("fair_share", "first"), mean_entropy=("mean_entropy", "mean"),
+                 coverage=("coverage", "mean"), seeds=("seed", "size")).reset_index()

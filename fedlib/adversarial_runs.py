@@ -40,7 +40,7 @@ from .adversarial import LiarSpec, choose_liars, liar_counts, liar_labels
 from .config import ExperimentConfig
 
 __all__ = ["EXPERIMENT", "SEEDS", "LIAR_SHARES", "DEFENCE", "METHODS", "LiarRun", "lying_runs", "liar_run_key",
-           "run_with_liars", "ensure_lying_runs", "load_or_run_lying", "sign_flip_p", "paired_test",
+           "run_with_liars", "liar_experiment", "ensure_lying_runs", "load_or_run_lying", "sign_flip_p", "paired_test",
            "paired_tests", "accuracy_summary"]
 
 EXPERIMENT = "lying_clients"
@@ -114,18 +114,35 @@ def run_with_liars(config: ExperimentConfig, spec: LiarSpec, *, progress: bool =
     """Train ``config`` with the liars of ``spec`` (see the module docstring); returns ``(table, liar_ids)``.
 
     ``table`` is the trainer's per-round table (:data:`fedlib.trainer.TABLE_COLUMNS`)."""
-    import torch
+    from .trainer import TABLE_COLUMNS, run_experiment
 
-    from .partition import label_count_matrix
-    from .trainer import TABLE_COLUMNS, Experiment, run_experiment
+    _check_spec(config, spec)
+    if spec.num_liars == 0:
+        return run_experiment(config, progress=progress).table, np.zeros(0, dtype=np.int64)
+    exp, liars = liar_experiment(config, spec)
+    state = exp.initial_state()
+    while state.round < exp.total_rounds:
+        exp.run_round(state)
+    return pd.DataFrame(state.rows, columns=list(TABLE_COLUMNS)), liars
 
+
+def _check_spec(config: ExperimentConfig, spec: LiarSpec) -> None:
     config.validate()
     if not isinstance(spec, LiarSpec):
         raise TypeError(f"spec must be a fedlib.adversarial.LiarSpec (got {type(spec).__name__}).")
     if spec.num_liars > config.num_clients:
         raise ValueError(f"num_liars must be <= num_clients={config.num_clients} (got {spec.num_liars}).")
-    if spec.num_liars == 0:
-        return run_experiment(config, progress=progress).table, np.zeros(0, dtype=np.int64)
+
+
+def liar_experiment(config: ExperimentConfig, spec: LiarSpec):
+    """``(experiment, liar_ids)``: :class:`fedlib.trainer.Experiment` of ``config`` with the liars of ``spec``
+    in place (relabelled training data, true counts of what each client holds, fabricated server counts)."""
+    import torch
+
+    from .partition import label_count_matrix
+    from .trainer import Experiment
+
+    _check_spec(config, spec)
     exp = Experiment(config)
     liars = choose_liars(config.num_clients, spec.num_liars, config.seed)
     held, reported = liar_counts(exp.true_counts, spec, liars)
@@ -136,16 +153,14 @@ def run_with_liars(config: ExperimentConfig, spec: LiarSpec, *, progress: bool =
         y[idx] = torch.as_tensor(new, dtype=y.dtype, device=y.device)
     exp.y_train = y
     check = label_count_matrix(y.cpu().numpy(), exp.parts, exp.num_classes)
-    assert np.array_equal(check, held), "relabelled data and liar_counts disagree"
+    if not np.array_equal(check, held):  # pragma: no cover -- liar_data_counts and liar_labels must agree
+        raise RuntimeError("the relabelled training data and fedlib.adversarial.liar_counts disagree.")
     exp.true_counts = held.astype(np.float64)
     exp.true_counts_t = torch.as_tensor(exp.true_counts, dtype=torch.float32)
     server = np.array(exp.server_counts, dtype=np.float64, copy=True)
     server[liars] = reported[liars]
     exp.server_counts = server
-    state = exp.initial_state()
-    while state.round < exp.total_rounds:
-        exp.run_round(state)
-    return pd.DataFrame(state.rows, columns=list(TABLE_COLUMNS)), liars
+    return exp, liars
 
 
 def _liars_picked(table: pd.DataFrame, liars) -> list[int]:

@@ -115,3 +115,26 @@ def test_store_train_and_copy(tmp_path):
     f = stored.frame[(stored.frame["liars"] == 2) & (stored.frame["round"] >= 1)]
     assert f["liars_picked"].between(0, 2).all() and len(f) == 2
     assert ar.missing_lying_runs([honest, *lying], "quick", tmp_path) == []
+
+
+def test_share_cap_state_survives_a_checkpoint(tmp_path):
+    # the (buffer, rounds_done, picks) state of the share cap goes through the trainer's checkpoints: a run killed
+    # after round 5 (last checkpoint: round 4) and resumed picks exactly what the uninterrupted run picks
+    from conftest import write_tiny_npz
+    from fedlib.config import ExperimentConfig
+    from fedlib.trainer import run_experiment
+
+    path = write_tiny_npz(tmp_path, seed=0, num_samples=240, num_train=160, num_classes=4, signal=True)
+    cfg = ExperimentConfig(dataset="npz", dataset_options={"path": path}, num_clients=8, clients_per_round=3,
+                           rounds=6, local_epochs=1, batch_size=16, min_partition_size=2, beta=0.5, augment=False,
+                           selector="fedentopt", checkpoint_every=2,
+                           selector_params={"buffer_size": 1, "share_cap": 1.0, "total_cap_quantile": 0.5})
+    full = run_experiment(cfg, run_root=tmp_path / "a", progress=False)
+    part = run_experiment(cfg, run_root=tmp_path / "b", progress=False, stop_after=5)
+    assert not part.finished
+    resumed = run_experiment(cfg, run_root=tmp_path / "b", progress=False)
+    assert resumed.table["picked"].tolist() == full.table["picked"].tolist()
+    picks = np.zeros(8, dtype=int)
+    for t, text in enumerate(full.table["picked"].iloc[1:], start=1):
+        picks[[int(k) for k in text.split()]] += 1
+        assert picks.max() <= -(-3 * t // 8)  # ceil(1.0 * M / K * t): the cap never had to yield here

@@ -19,9 +19,10 @@ of K and #C = 2 with Q = 70 %), per partition and seed in :data:`SEEDS`:
   at least one liar), the same liars for every method (they depend on the seed only).
 
 Stored like every group (:mod:`fedlib.results`): ``results/<tier>/lying_clients/<key>.csv`` and ``.json``; the CSV
-adds ``liars_picked`` (how many liars were picked in the round) to the usual columns, the JSON adds ``liar_spec``
-and ``liar_ids``.  :func:`paired_tests` compares two methods seed by seed (paired t-test with scipy, and the exact
-sign-flip permutation test).
+adds ``liars_picked`` (how many liars were picked in the round) to the usual columns, the JSON adds ``liar_spec``,
+``liar_ids`` and ``torch_threads``.  Every run is trained here, with one torch thread (:func:`liar_run_key`).
+:func:`paired_tests` compares two methods seed by seed (paired t-test with scipy, and the exact sign-flip
+permutation test).
 """
 from __future__ import annotations
 
@@ -99,12 +100,15 @@ def lying_runs(tier: str = "quick", *, seeds: Sequence[int] = SEEDS, rounds: int
 
 
 def liar_run_key(config: ExperimentConfig, spec: LiarSpec) -> str:
-    """16 hex digits: :func:`fedlib.results.run_key` for an honest run (so it matches the other groups), else a
-    SHA-256 over the same configuration fields and the liar spec."""
+    """16 hex digits: SHA-256 over the configuration fields of :func:`fedlib.results.run_key` and the liar spec.
+
+    An honest run (no liars) gets a key of its own too, never the one Table I's run of the same config has: the
+    group trains every run with one torch thread (:func:`ensure_lying_runs`), and on CPU the thread count changes
+    the floating-point sums, so the same config trained with two threads gives other numbers (quick tier,
+    #C = 2, seed 1: 38.1 % with one thread, 35.6 % with two).  The paired tests compare runs that differ by the
+    method only."""
     from . import results
 
-    if spec.num_liars == 0:
-        return results.run_key(config)
     d = {k: v for k, v in config.to_dict().items() if k not in results._KEY_EXCLUDE}
     payload = json.dumps({"config": d, "liars": spec.to_dict()}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
@@ -190,7 +194,7 @@ def store_lying_run(table: pd.DataFrame, run: LiarRun, liars, tier: str, *, resu
     csv = d / f"{key}.csv"
     atomic_write_text(csv, t.to_csv(index=False))
     meta = {"key": key, "tier": tier, "experiment": EXPERIMENT, "label": run.label, "config": run.config.to_dict(),
-            "liar_spec": run.spec.to_dict(), "liar_ids": [int(k) for k in liars],
+            "liar_spec": run.spec.to_dict(), "liar_ids": [int(k) for k in liars], "torch_threads": THREADS,
             "code_version": code_version(), "git_commit": results.git_commit(),
             "device": results.device_description(run.config.device),
             "wall_seconds": None if wall_seconds is None else round(float(wall_seconds), 2),
@@ -205,36 +209,29 @@ def missing_lying_runs(runs: Sequence[LiarRun], tier: str, results_dir=None) -> 
     return [r for r in runs if not (d / f"{liar_run_key(r.config, r.spec)}.csv").exists()]
 
 
-def ensure_lying_runs(runs: Sequence[LiarRun], tier: str, *, results_dir=None, threads: int | None = None,
-                      log=print) -> dict:
-    """Train and store every run without a stored table (an honest run stored by another group of the tier, e.g.
-    Table I's FedEntOpt, is re-stored from that table: same key, same numbers)."""
+#: Torch threads of every run of the group (the thread count changes CPU results; see :func:`liar_run_key`).
+THREADS = 1
+
+
+def ensure_lying_runs(runs: Sequence[LiarRun], tier: str, *, results_dir=None, log=print) -> dict:
+    """Train and store every run without a stored table, with :data:`THREADS` torch threads (restored after)."""
     import torch
 
-    from . import results
-
-    if threads:
-        torch.set_num_threads(threads)
     t0 = time.perf_counter()
     todo = missing_lying_runs(runs, tier, results_dir)
-    trained = copied = 0
-    for i, r in enumerate(todo, 1):
-        src = results.find_stored(r.config, tier, results_dir) if r.spec.num_liars == 0 else None
-        if src is not None:
-            table, meta = results.load_run(src)
-            store_lying_run(table.assign(picked=""), r, [], tier, results_dir=results_dir,
-                            wall_seconds=meta.get("wall_seconds"))
-            copied += 1
-            continue
-        w0 = time.perf_counter()
-        table, liars = run_with_liars(r.config, r.spec)
-        wall = time.perf_counter() - w0
-        store_lying_run(table, r, liars, tier, results_dir=results_dir, wall_seconds=wall)
-        trained += 1
-        acc = table["test_accuracy"].dropna().tail(10).mean()
-        log(f"[{i}/{len(todo)}] {r.label}: last-10 acc {acc:.4f}, {wall:.1f} s")
-    return {"trained": trained, "copied": copied, "already": len(runs) - len(todo),
-            "wall_seconds": time.perf_counter() - t0}
+    before = torch.get_num_threads()
+    torch.set_num_threads(THREADS)
+    try:
+        for i, r in enumerate(todo, 1):
+            w0 = time.perf_counter()
+            table, liars = run_with_liars(r.config, r.spec)
+            wall = time.perf_counter() - w0
+            store_lying_run(table, r, liars, tier, results_dir=results_dir, wall_seconds=wall)
+            acc = table["test_accuracy"].dropna().tail(10).mean()
+            log(f"[{i}/{len(todo)}] {r.label}: last-10 acc {acc:.4f}, {wall:.1f} s")
+    finally:
+        torch.set_num_threads(before)
+    return {"trained": len(todo), "already": len(runs) - len(todo), "wall_seconds": time.perf_counter() - t0}
 
 
 def load_or_run_lying(tier: str = "quick", results_dir=None, *, run_missing: bool = False, log=print, **grid):
@@ -244,8 +241,8 @@ def load_or_run_lying(tier: str = "quick", results_dir=None, *, run_missing: boo
 
     if run_missing and tier == "quick":
         info = ensure_lying_runs(lying_runs(tier, **grid), tier, results_dir=results_dir, log=log)
-        if info["trained"] or info["copied"]:
-            log(f"trained {info['trained']}, copied {info['copied']} runs in {info['wall_seconds']:.0f} s")
+        if info["trained"]:
+            log(f"trained {info['trained']} missing runs in {info['wall_seconds']:.0f} s")
     return results.load_experiment(tier, EXPERIMENT, results_dir)
 
 
@@ -340,7 +337,6 @@ def main(argv=None) -> int:
     p.add_argument("--tier", default="quick")
     p.add_argument("--seeds", default=None, help="comma-separated subset of seeds")
     p.add_argument("--results-dir", default=None)
-    p.add_argument("--threads", type=int, default=None)
     p.add_argument("--dry-run", action="store_true")
     args = p.parse_args(argv)
     seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else SEEDS
@@ -351,7 +347,7 @@ def main(argv=None) -> int:
         for r in missing:
             print("   ", r.label)
         return 0
-    info = ensure_lying_runs(runs, args.tier, results_dir=args.results_dir, threads=args.threads,
+    info = ensure_lying_runs(runs, args.tier, results_dir=args.results_dir,
                              log=lambda s: print("   " + s, flush=True))
     print(info)
     return 0

@@ -1,6 +1,4 @@
 """Tests of fedlib.adversarial_runs: training with lying clients, the stored group, the paired tests."""
-import shutil
-
 import numpy as np
 import pytest
 
@@ -59,7 +57,8 @@ def test_lying_runs_labels_and_configs():
     rand = [r for r in runs if r.label["method"] == "Random"][0]
     assert rand.config.selector == "random"
     honest = [r for r in runs if r.label["method"] == "FedEntOpt" and r.label["liars"] == 0][0]
-    assert ar.liar_run_key(honest.config, honest.spec) == results.run_key(honest.config)  # shared with Table I
+    # never Table I's key: the group's runs are trained with one torch thread, Table I's may not be
+    assert ar.liar_run_key(honest.config, honest.spec) != results.run_key(honest.config)
     lying = [r for r in runs if r.label["method"] == "FedEntOpt" and r.label["liars"] == 2][0]
     assert ar.liar_run_key(lying.config, lying.spec) != results.run_key(lying.config)
     assert ar.liar_run_key(lying.config, lying.spec) != ar.liar_run_key(lying.config, LiarSpec(2, data="honest"))
@@ -96,25 +95,24 @@ def test_liar_experiment_errors():
         ar.run_with_liars(cfg, {"num_liars": 1})
 
 
-def test_store_train_and_copy(tmp_path):
-    # an honest run stored by Table I is re-stored from there, not trained; a lying run is trained and stored
-    # with its liars' picks per round
-    honest = [r for r in ar.lying_runs("quick", seeds=(0,), partitions=("C=2",), shares=(0.0,),
-                                       methods=("FedEntOpt",))][0]
-    src = results.find_stored(honest.config, "quick")
-    assert src is not None, "Table I's quick FedEntOpt C=2 seed 0 run should be stored in results/"
-    (tmp_path / "quick" / "table1").mkdir(parents=True)
-    for suffix in (".csv", ".json"):
-        shutil.copyfile(src.with_suffix(suffix), tmp_path / "quick" / "table1" / src.with_suffix(suffix).name)
-    lying = ar.lying_runs("quick", seeds=(0,), partitions=("C=2",), shares=(0.1,), methods=("FedEntOpt",),
-                          rounds=2)
-    info = ar.ensure_lying_runs([honest, *lying], "quick", results_dir=tmp_path, log=lambda s: None)
-    assert (info["copied"], info["trained"]) == (1, 1)
+def test_store_and_load_back(tmp_path):
+    # an honest and a lying run, 2 rounds each: trained with one torch thread (the caller's count is restored),
+    # stored with the liars' picks per round, read back by fedlib.results.load_experiment
+    import torch
+
+    runs = ar.lying_runs("quick", seeds=(0,), partitions=("C=2",), shares=(0.0, 0.1), methods=("FedEntOpt",),
+                         rounds=2)
+    before = torch.get_num_threads()
+    info = ar.ensure_lying_runs(runs, "quick", results_dir=tmp_path, log=lambda s: None)
+    assert info["trained"] == 2 and torch.get_num_threads() == before
     stored = results.load_experiment("quick", ar.EXPERIMENT, tmp_path)
     assert len(stored) == 2 and set(stored.meta["liars"]) == {0, 2}
-    f = stored.frame[(stored.frame["liars"] == 2) & (stored.frame["round"] >= 1)]
-    assert f["liars_picked"].between(0, 2).all() and len(f) == 2
-    assert ar.missing_lying_runs([honest, *lying], "quick", tmp_path) == []
+    f = stored.frame[stored.frame["round"] >= 1]
+    assert f.loc[f["liars"] == 0, "liars_picked"].eq(0).all()
+    assert f.loc[f["liars"] == 2, "liars_picked"].between(0, 2).all() and len(f) == 4
+    metas = [__import__("json").loads(p.read_text()) for p in (tmp_path / "quick" / ar.EXPERIMENT).glob("*.json")]
+    assert sorted(len(m["liar_ids"]) for m in metas) == [0, 2] and {m["torch_threads"] for m in metas} == {1}
+    assert ar.missing_lying_runs(runs, "quick", tmp_path) == []
 
 
 def test_share_cap_state_survives_a_checkpoint(tmp_path):

@@ -14,15 +14,18 @@ export FEDLIB_DATA_ROOT
 export MPLBACKEND := Agg
 
 
-.PHONY: help system-deps install assets notebooks book screenshots test all book-from-scratch clean
+.PHONY: help system-deps install assets notebooks book screenshots test all book-from-scratch publish lab clean
 
 help:
 	@echo "make book-from-scratch  install, run the notebooks, build the book, check it (the main job)"
 	@echo "make install test       install, then run the tests"
-	@echo "targets: install assets notebooks book screenshots test all clean"
+	@echo "make lab                open the notebooks in JupyterLab (live widgets)"
+	@echo "make publish            put _build/html on the gh-pages branch and push it (PUSH=0: local branch only)"
+	@echo "targets: install assets notebooks book screenshots test all publish lab clean"
 
 # torch first, pinned: installed after other packages, an unpinned torch would come as the CUDA build.
-install:
+# system-deps first: the tests open pages in Chromium (the page check, JupyterLab).
+install: system-deps
 	$(PIP) install torch==2.13.0 $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 	$(PIP) install torchvision==0.28.0 $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 	$(PIP) install -e ".[train,test,book]"
@@ -31,8 +34,10 @@ install:
 assets:
 	$(PYTHON) scripts/fetch_web_assets.py
 
+# Every cell runs under a time limit (CELL_TIMEOUT seconds); a page that times out runs once more, then fails.
+CELL_TIMEOUT ?= 300
 notebooks:
-	$(PYTHON) scripts/run_notebooks.py --jobs $(JOBS)
+	$(PYTHON) scripts/run_notebooks.py --jobs $(JOBS) --cell-timeout $(CELL_TIMEOUT)
 
 # -W: warnings are errors; -n: nitpicky (every reference must resolve); --keep-going: report all of them.
 book: assets
@@ -55,18 +60,30 @@ test:
 
 all: notebooks book screenshots test
 
-book-from-scratch: system-deps install
+book-from-scratch: install
 	$(MAKE) notebooks book screenshots
 
 # npm (for the offline JavaScript) and Chromium (for the page check), from Debian when missing and we are root.
 system-deps:
 	@missing=""; command -v npm >/dev/null || missing="$$missing npm"; \
-	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || missing="$$missing chromium"; \
+	command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	  else echo "install$$missing first (e.g. apt-get install -y$$missing)" >&2; exit 1; fi; \
 	fi
+
+# The notebooks with live widgets, in JupyterLab (open notebooks/explorer.ipynb and run all cells).
+lab:
+	$(PYTHON) -m jupyterlab notebooks
+
+# The built book onto the gh-pages branch (.nojekyll: keep the _static folders), pushed to origin unless PUSH=0.
+# .github/workflows/book.yml is the other way: GitHub Actions builds and deploys it to GitHub Pages.
+PUSH ?= 1
+publish:
+	@test -f _build/html/index.html || { echo "no _build/html/index.html: run make book (or make book-from-scratch) first" >&2; exit 1; }
+	$(PYTHON) -m ghp_import --no-jekyll --force --branch gh-pages \
+	  --message "Book built from $$(git rev-parse --short HEAD)" $(if $(filter 1,$(PUSH)),--push) _build/html
 
 clean:
 	rm -rf _build book/executed screenshots

@@ -152,8 +152,37 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--algorithms", default="fedavg", help="comma list (default %(default)s)")
     s.add_argument("--partitions", default="dir0.1", help="comma list of dir<β>, c<j>, iid (default %(default)s)")
     s.add_argument("--csv", default=None, help="also write the per-run summary to this CSV file")
+    _sweep_backend(s)
     _common(s)
     return p
+
+
+def _sweep_backend(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("backend (fedlib.distributed; --backend ray needs pip install -e \".[ray]\")")
+    g.add_argument("--backend", default="serial", choices=["serial", "ray"],
+                   help="serial: one run after the other here; ray: every run a Ray task (default %(default)s)")
+    g.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads per run (serial default: torch's; ray default: --cpus-per-run)")
+    g.add_argument("--ray-address", default=None,
+                   help="connect to this Ray cluster ('auto', 'ray://<head>:10001'); default: start Ray here")
+    g.add_argument("--ray-cpus", type=int, default=None, help="CPUs of a local Ray instance (default: all)")
+    g.add_argument("--ray-gpus", type=int, default=None, help="GPUs of a local Ray instance (default: all)")
+    g.add_argument("--cpus-per-run", type=float, default=1.0, help="Ray CPUs per run (default %(default)s)")
+    g.add_argument("--gpus-per-run", type=float, default=1.0,
+                   help="Ray GPUs per run on --device cuda (0.5: two runs per GPU; default %(default)s)")
+    g.add_argument("--max-retries", type=int, default=3,
+                   help="reruns of a run whose Ray worker died; it resumes from its checkpoint (default %(default)s)")
+
+
+def _ray_options(args):
+    from .distributed import RayOptions
+
+    try:
+        return RayOptions(address=args.ray_address, num_cpus=args.ray_cpus, num_gpus=args.ray_gpus,
+                          cpus_per_run=args.cpus_per_run, gpus_per_run=args.gpus_per_run, threads=args.threads,
+                          max_retries=args.max_retries)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"Ray backend: {exc}") from None
 
 
 def _algorithm_params(args, algorithm: str, strict: bool) -> dict:
@@ -228,6 +257,14 @@ def _cmd_sweep(args) -> int:
 
     from .trainer import _check_supported, run_experiment
 
+    if args.backend == "ray":
+        from .distributed import RAY_MISSING
+
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise ConfigError(f"--backend ray: {RAY_MISSING}.") from None
+        _ray_options(args)  # options are checked before any work
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     selectors = [s.strip() for s in args.selectors.split(",") if s.strip()]
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
@@ -236,14 +273,35 @@ def _cmd_sweep(args) -> int:
     for part_name, selector, algorithm, seed in itertools.product(partitions, selectors, algorithms, seeds):
         cfg = _config(args, seed=seed, selector=selector, algorithm=algorithm, part=parse_partition(part_name),
                       strict=False)
-        cfg.validate()  # every configuration is checked before any training starts
-        _check_supported(cfg)
+        if args.backend == "ray":  # every configuration is checked before any training starts
+            from .distributed import check_config
+
+            check_config(cfg, len(jobs))
+        else:
+            cfg.validate()
+            _check_supported(cfg)
         jobs.append((part_name, cfg))
+    if args.threads is not None and args.threads < 1:
+        raise ConfigError(f"--threads must be >= 1 (got {args.threads}).")
     rows = []
-    for part_name, cfg in tqdm(jobs, desc="sweep", unit="run", disable=args.no_progress):
-        res = run_experiment(cfg, run_root=args.run_root, progress=not args.no_progress)
+    if args.backend == "ray":
+        from .distributed import run_configs
+
+        options = _ray_options(args)
+        with tqdm(total=len(jobs), desc="sweep (ray)", unit="run", disable=args.no_progress) as bar:
+            outs = run_configs([cfg for _, cfg in jobs], args.run_root, options, on_done=lambda i, s: bar.update(1))
+    else:
+        if args.threads is not None:
+            import torch
+
+            torch.set_num_threads(args.threads)
+        outs = []
+        for part_name, cfg in tqdm(jobs, desc="sweep", unit="run", disable=args.no_progress):
+            res = run_experiment(cfg, run_root=args.run_root, progress=not args.no_progress)
+            outs.append({**res.summary(), "run_dir": str(res.run_dir), "cached": res.from_cache})
+    for (part_name, cfg), out in zip(jobs, outs):
         rows.append({"partition": part_name, "selector": cfg.selector, "algorithm": cfg.algorithm, "seed": cfg.seed,
-                     **res.summary(), "run_dir": str(res.run_dir), "cached": res.from_cache})
+                     **out})
     summaries = pd.DataFrame(rows)
     if args.csv:
         summaries.to_csv(args.csv, index=False)

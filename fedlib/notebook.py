@@ -7,6 +7,8 @@ IPython kernel the inline backend is selected explicitly; outside one (a script,
 """
 from __future__ import annotations
 
+import re
+
 #: The backend that stores figures as image outputs of the cell that drew them.
 INLINE_BACKEND = "module://matplotlib_inline.backend_inline"
 
@@ -42,4 +44,51 @@ def setup(*, dpi: int = 100) -> None:
                                f"after %matplotlib inline; figures would not reach the notebook.")
     matplotlib.rcParams["figure.dpi"] = dpi
     pd.set_option("display.max_columns", None)
+    pd.set_option("display.max_colwidth", None)  # a claim or a note is shown whole, wrapped by the book's CSS
     pd.set_option("display.width", 200)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# What a notebook's outputs hold: the checks of the book (scripts/screenshots.py, tests) count figures with these.
+
+#: Output MIME types that are a picture.
+IMAGE_TYPES = ("image/png", "image/svg+xml", "image/jpeg")
+#: A code cell that calls one of these draws a figure that must end up in its outputs.
+_DRAWS = re.compile(r"plt\.show\(\)|\bFrameSlider\(|\bdisplay\(\s*fig\b|\.savefig\(")
+#: Cells whose figure lives in a live widget (rendered from the widget state, not the cell's outputs).
+_LIVE_WIDGET = re.compile(r"\b(widgets\.)?interact(ive|_manual)?\(")
+_IMG_TAG = re.compile(r"<img\b", re.IGNORECASE)
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else str(value or "")
+
+
+def cell_images(cell) -> int:
+    """Pictures in one cell's outputs: image outputs plus ``<img>`` tags of HTML outputs (the static sliders)."""
+    count = 0
+    for output in cell.get("outputs", []):
+        data = output.get("data", {})
+        count += sum(kind in data for kind in IMAGE_TYPES)
+        count += len(_IMG_TAG.findall(_text(data.get("text/html", ""))))
+    return count
+
+
+def draws_figure(cell) -> bool:
+    """Whether a code cell's source draws a figure that should be among its outputs (live widgets excluded)."""
+    if cell.get("cell_type") != "code":
+        return False
+    source = _text(cell.get("source", ""))
+    return bool(_DRAWS.search(source)) and not _LIVE_WIDGET.search(source)
+
+
+def shown_code_cells(nb) -> list[tuple[int, dict]]:
+    """(index, cell) of the code cells the book renders: every code cell but those tagged ``remove-cell``."""
+    return [(i, c) for i, c in enumerate(nb["cells"]) if c.get("cell_type") == "code"
+            and "remove-cell" not in c.get("metadata", {}).get("tags", [])]
+
+
+def missing_figures(nb) -> list[str]:
+    """One line per cell that draws a figure but holds no picture: ``cell <index>: <first source line>``."""
+    return [f"cell {i}: {_text(c['source']).strip().splitlines()[0][:80] if _text(c['source']).strip() else ''}"
+            for i, c in enumerate(nb["cells"]) if draws_figure(c) and cell_images(c) == 0]

@@ -209,10 +209,12 @@ def _train_one(config_dict: dict, run_root: str | None, threads: int):
 
 
 def ensure_runs(runs: Sequence, tier: str, *, results_dir=None, run_root="runs", workers: int = 1,
-                threads: int | None = None, log=print) -> dict:
+                threads: int | None = None, log=print, ray=None) -> dict:
     """Make sure every run has a stored table: copy one stored for another experiment of the tier, else train
     (``fedlib.trainer.run_experiment`` with the run cache ``run_root``) and store.  ``workers`` processes train
-    in parallel with ``threads`` torch threads each (default: cores // workers).  Returns counts and wall time."""
+    in parallel with ``threads`` torch threads each (default: cores // workers).  With ``ray`` (a
+    ``fedlib.distributed.RayOptions``) every run is a Ray task instead (``workers``/``threads`` unused; see
+    ``fedlib.distributed``).  Returns counts and wall time."""
     import shutil
 
     t0 = time.perf_counter()
@@ -249,7 +251,17 @@ def ensure_runs(runs: Sequence, tier: str, *, results_dir=None, run_root="runs",
         acc = table["test_accuracy"].dropna().tail(10).mean()
         log(f"[{trained + len(skipped)}/{len(todo)}] {r.experiment} {r.label}: last-10 acc {acc:.4f}, {wall:.1f} s")
 
-    if workers <= 1:
+    if ray is not None and todo:
+        from .distributed import check_config, ray_session, submit_runs
+
+        for i, r in enumerate(todo):  # checked on the driver before any work
+            check_config(r.config, i)
+        root = str(Path(run_root).resolve())
+        with ray_session(ray):
+            for i, out, err in submit_runs(_train_one, [r.config for r in todo], root, ray,
+                                           args=(root, ray.torch_threads)):
+                _done(todo[i], out if err is None else (None, err, None))
+    elif workers <= 1:
         for r in todo:
             _done(r, _train_one(r.config.to_dict(), run_root, threads))
     else:

@@ -1,6 +1,7 @@
 """Client selectors: FedEntOpt (Algorithm 1, eq. 5 of the v2 paper), random, the KL baseline, DC (Düsing & Cimiano)."""
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 from abc import ABC, abstractmethod
@@ -10,6 +11,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from . import defence
 from ._validate import check_choice, check_count_matrix, check_float, check_int, check_rng
 from .scoring import ENTROPY_TIE_TOL, _EntropyScorer
 
@@ -156,10 +158,20 @@ class FedEntOptSelector(Selector):
     buffer_fraction : float, optional
         Alternative to ``buffer_size``: ``Q = buffer_size_from_fraction(buffer_fraction, K)``, i.e. the
         paper's "Q = 50% of the available clients". Give exactly one of the two.
+    total_cap_quantile, total_cap_factor : float, optional
+        Defence against clients that inflate their reported totals (not in the paper; off by default):
+        every reported count vector whose total exceeds ``total_cap_factor`` times the
+        ``total_cap_quantile`` quantile of all reported totals is scaled down to that cap
+        (:func:`fedlib.defence.cap_totals`). ``None`` (default) scores the counts as given.
+    share_cap : float, optional
+        Defence against clients that make themselves attractive (not in the paper; off by default): no
+        client is picked in more than ``ceil(share_cap * M / K * t)`` of the first t rounds
+        (:mod:`fedlib.defence`); ``share_cap >= 1``. ``None`` (default): only the buffer limits participation.
 
     State
     -----
-    The buffer as a tuple of client indices, oldest first; ``initial_state`` is ``()``.
+    The buffer as a tuple of client indices, oldest first; ``initial_state`` is ``()``. With ``share_cap``:
+    ``(buffer, rounds_done, picks per client)``; ``()`` is accepted as the state before round 1.
 
     Examples
     --------
@@ -172,6 +184,9 @@ class FedEntOptSelector(Selector):
 
     buffer_size: int | None = None
     buffer_fraction: float | None = None
+    total_cap_quantile: float | None = None
+    total_cap_factor: float = 1.0
+    share_cap: float | None = None
     name: ClassVar[str] = "fedentopt"
 
     def __post_init__(self):
@@ -185,6 +200,22 @@ class FedEntOptSelector(Selector):
             check_int("buffer_size", self.buffer_size, low=0)
         else:
             check_float("buffer_fraction", self.buffer_fraction, low=0.0, high=1.0)
+        if self.total_cap_quantile is not None:
+            check_float("total_cap_quantile", self.total_cap_quantile, low=0.0, high=1.0, low_open=True)
+        check_float("total_cap_factor", self.total_cap_factor, low=0.0, low_open=True)
+        if self.share_cap is not None:
+            check_float("share_cap", self.share_cap, low=1.0)
+
+    def __repr__(self):  # the defence fields only when set, so that the paper's selector reads as before
+        extra = [f for f in ("total_cap_quantile", "share_cap") if getattr(self, f) is not None]
+        extra += ["total_cap_factor"] if self.total_cap_factor != 1.0 else []
+        args = ["buffer_size", "buffer_fraction", *extra]
+        return f"FedEntOptSelector({', '.join(f'{a}={getattr(self, a)!r}' for a in args)})"
+
+    def initial_state(self, num_clients: int) -> tuple:
+        """``()``; with ``share_cap`` ``((), 0, (0,) * K)`` (empty buffer, no rounds, no picks)."""
+        num_clients = check_int("num_clients", num_clients, low=1)
+        return () if self.share_cap is None else ((), 0, (0,) * num_clients)
 
     def resolve_buffer_size(self, num_clients: int, num_selected: int) -> int:
         """Q for K clients and M picks per round; raises unless ``0 <= Q <= K - M``."""
@@ -199,6 +230,8 @@ class FedEntOptSelector(Selector):
         return q
 
     def _check_state(self, state, num_clients, num_selected):
+        if self.share_cap is not None:
+            return _check_share_state(self, state, num_clients, num_selected)
         q = self.resolve_buffer_size(num_clients, num_selected)
         if not isinstance(state, tuple):
             raise TypeError(f"state must be a tuple of buffered client indices (got {type(state).__name__}).")
@@ -212,6 +245,12 @@ class FedEntOptSelector(Selector):
 
     def _select(self, counts, num_selected, state, rng):
         q = self.resolve_buffer_size(counts.shape[0], num_selected)
+        if self.total_cap_quantile is not None:  # defence: cap inflated totals (fedlib.defence)
+            counts = defence.cap_totals(counts, self.total_cap_quantile, self.total_cap_factor)
+        over = None
+        if self.share_cap is not None:  # defence: cap participation (fedlib.defence); state carries the picks
+            state, rounds_done, picks = state
+            over = defence.over_allowance(picks, self.share_cap, num_selected, rounds_done + 1)
         buffer = deque(state)
         blocked = np.zeros(counts.shape[0], dtype=bool)  # buffered or already picked this round
         blocked[list(buffer)] = True
@@ -223,11 +262,14 @@ class FedEntOptSelector(Selector):
         picked: list[int] = []
         in_round: set[int] = set()
         for step in range(num_selected):
+            excluded = blocked
+            if over is not None and not np.all(blocked | over):
+                excluded = blocked | over  # the cap yields when every unbuffered client is over it
             if step == 0:
-                free = np.flatnonzero(~blocked)
+                free = np.flatnonzero(~excluded)
                 m = int(free[rng.integers(free.size)])
             else:
-                m = scorer.pick(blocked)
+                m = scorer.pick(excluded)
             picked.append(m)
             in_round.add(m)
             scorer.add(m)
@@ -236,7 +278,30 @@ class FedEntOptSelector(Selector):
             while len(buffer) > q:
                 evicted = buffer.popleft()
                 blocked[evicted] = evicted in in_round  # picked clients stay out for the rest of the round (A)
+        if over is not None:
+            picks = np.asarray(picks, dtype=np.int64)
+            picks[picked] += 1
+            return picked, (tuple(buffer), rounds_done + 1, tuple(int(n) for n in picks))
         return picked, tuple(buffer)
+
+
+def _check_share_state(selector: FedEntOptSelector, state, num_clients: int, num_selected: int) -> tuple:
+    """The state ``(buffer, rounds_done, picks)`` of a FedEntOpt selector with ``share_cap`` (``()``: round 1)."""
+    if state == ():
+        state = selector.initial_state(num_clients)
+    if not (isinstance(state, tuple) and len(state) == 3):
+        raise ValueError(f"state of FedEntOptSelector with share_cap must be () or (buffer, rounds_done, picks) "
+                         f"(got {state!r}).")
+    buffer, rounds_done, picks = state
+    buffer = FedEntOptSelector._check_state(
+        dataclasses.replace(selector, share_cap=None), tuple(buffer) if isinstance(buffer, (tuple, list)) else buffer,
+        num_clients, num_selected)
+    rounds_done = check_int("rounds_done (state[1])", rounds_done, low=0)
+    if not isinstance(picks, (tuple, list)) or len(picks) != num_clients or any(
+            isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in picks):
+        raise ValueError(f"picks (state[2]) must hold one non-negative int per client, {num_clients} in all "
+                         f"(got {picks!r}).")
+    return buffer, rounds_done, tuple(int(n) for n in picks)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ Examples (from the repository root)::
     python scripts/run_notebooks.py --list
     python scripts/run_notebooks.py --smoke --prepare-only --out-dir build/smoke   # for pytest --nbval-lax
 
-A notebook is written to ``<out-dir>/<name>.ipynb`` only when it ran to the end; a failed run leaves
+Every cell runs under a time limit (`--cell-timeout`); a page that times out is run once more, then fails naming
+the cell. A notebook is written to ``<out-dir>/<name>.ipynb`` only when it ran to the end; a failed run leaves
 ``<name>.failed.ipynb`` (with the traceback in it) and makes the script exit with status 1, naming the notebook.
 """
 from __future__ import annotations
@@ -130,23 +131,79 @@ def check_toc(runs: list[dict], out_dir: Path) -> None:
                          f"pages without a run {sorted(pages - names)}.")
 
 
-def execute(run: dict, tier: str, parameters: dict, out_dir: Path, log_output: bool) -> tuple[str, float, str]:
-    """Run one notebook; return (name, seconds, error message or '')."""
-    source = ROOT / run["notebook"]
-    target = out_dir / f"{run['name']}.ipynb"
-    partial = out_dir / f"{run['name']}.failed.ipynb"
-    start = time.perf_counter()
+def stuck_cell(partial: Path) -> str:
+    """The cell a failed run stopped in, as ``cell N (first line)``: the last cell papermill started (a cell that
+    timed out is marked 'completed' by papermill, one that raised 'failed'; cells never reached stay 'pending')."""
+    try:
+        nb = nbformat.read(partial, as_version=4)
+    except Exception:  # noqa: BLE001 - no partial notebook: nothing to name
+        return "cell unknown"
+    # papermill puts a banner cell on top of a failed notebook; the numbering is that of the executed notebook
+    cells = [c for c in nb.cells if "papermill-error-cell-tag" not in c.get("metadata", {}).get("tags", [])]
+    started = [i for i, cell in enumerate(cells)
+               if cell.get("metadata", {}).get("papermill", {}).get("status") not in (None, "pending")]
+    if not started:
+        return "cell unknown"
+    first = cells[started[-1]].source.strip().splitlines()[:1]
+    return f"cell {started[-1]} ({first[0][:70] if first else ''})"
+
+
+#: Tags that already decide how the book shows a code cell; a cell with none of them gets ``hide-input``.
+SHOWN_AS_IS = {"parameters", "hide-input", "hide-output", "hide-cell", "remove-input", "remove-output", "remove-cell",
+               "show-input"}
+
+
+def collapse_code(path: Path) -> None:
+    """Tag every code cell of an executed notebook ``hide-input`` (the book then shows its outputs with the code
+    behind a toggle), except the ``parameters`` cell and cells tagged otherwise, so a page reads as text, figure,
+    table. The source notebooks stay as they are: opened in Jupyter they show all their code."""
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if cell.cell_type == "code" and not SHOWN_AS_IS & set(tags):
+            tags.append("hide-input")
+    nbformat.write(nb, path)
+
+
+def execute_once(source: Path, partial: Path, parameters: dict, log_output: bool, cell_timeout: int) -> str:
+    """One papermill run; return '' or the error."""
     try:
         papermill.execute_notebook(
             str(source), str(partial), parameters=parameters,
             cwd=str(source.parent),  # the notebook's folder, as when it is opened in Jupyter
             progress_bar=False, log_output=log_output,
+            execution_timeout=cell_timeout,  # seconds a single cell may run; a hung cell fails, never waits forever
         )
-    except Exception as error:  # papermill raises PapermillExecutionError, kernels may die otherwise
-        message = f"{type(error).__name__}: {error}".strip()
-        return run["name"], time.perf_counter() - start, f"{message}\n  partial output: {partial}"
-    partial.replace(target)
-    return run["name"], time.perf_counter() - start, ""
+    except Exception as error:  # papermill raises PapermillExecutionError, nbclient CellTimeoutError, kernels die
+        return f"{type(error).__name__}: {str(error).strip()[:2000]}"
+    return ""
+
+
+def execute(run: dict, tier: str, parameters: dict, out_dir: Path, log_output: bool,
+            cell_timeout: int = 300, retries: int = 1) -> tuple[str, float, str]:
+    """Run one notebook; return (name, seconds, error message or '').
+
+    A run that times out in a cell is tried again (``retries`` times); an error that is not a timeout is not
+    retried, since running the same code again gives the same error.
+    """
+    source = ROOT / run["notebook"]
+    target = out_dir / f"{run['name']}.ipynb"
+    partial = out_dir / f"{run['name']}.failed.ipynb"
+    start = time.perf_counter()
+    for attempt in range(retries + 1):
+        error = execute_once(source, partial, parameters, log_output, cell_timeout)
+        if not error:
+            collapse_code(partial)
+            partial.replace(target)
+            return run["name"], time.perf_counter() - start, ""
+        timed_out = "CellTimeoutError" in error or "timed out" in error.lower()
+        where = stuck_cell(partial)
+        if timed_out and attempt < retries:
+            print(f"TIMEOUT {run['name']} in {where} after {cell_timeout} s; trying again", flush=True)
+            continue
+        kind = f"a cell ran longer than {cell_timeout} s ({attempt + 1} attempts)" if timed_out else "error"
+        return run["name"], time.perf_counter() - start, f"{where}: {kind}: {error}\n  partial output: {partial}"
+    raise AssertionError("unreachable")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, default=ROOT / "book" / "executed",
                         help="where executed notebooks go (default: book/executed, what the book shows)")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="notebooks run in parallel (default 1)")
+    parser.add_argument("--cell-timeout", type=int, default=300, metavar="SECONDS",
+                        help="longest a single cell may run before the page fails (default 300); a page that "
+                             "times out is run once more before the build fails")
     parser.add_argument("--log-output", action="store_true", help="echo the notebooks' output while they run")
     parser.add_argument("--list", action="store_true", help="print the run table and exit")
     parser.add_argument("--smoke", action="store_true", help="apply each entry's `smoke` overrides (small, fast "
@@ -196,6 +256,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"prepared {target}", flush=True)
         return 0
 
+    # Kernels inherit this process's environment. MPLBACKEND (often Agg in CI and Makefiles) would keep the
+    # figures out of the notebooks: the kernels start without it (fedlib.notebook.setup() guards the same).
+    os.environ.pop("MPLBACKEND", None)
     # Kernels start in the notebook's folder, so a relative data root is made absolute here.
     if os.environ.get("FEDLIB_DATA_ROOT"):
         os.environ["FEDLIB_DATA_ROOT"] = str(Path(os.environ["FEDLIB_DATA_ROOT"]).resolve())
@@ -205,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
         futures = []
         for run, tier, parameters in plan:
             print(f"run  {run['name']} ({run['notebook']}, tier {tier}) {parameters}", flush=True)
-            futures.append((run, pool.submit(execute, run, tier, parameters, args.out_dir, args.log_output)))
+            futures.append((run, pool.submit(execute, run, tier, parameters, args.out_dir, args.log_output,
+                                                     args.cell_timeout)))
         for run, future in futures:
             name, seconds, error = future.result()
             if error:

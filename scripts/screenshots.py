@@ -1,26 +1,29 @@
-"""Check the built book as a reader without network sees it, and save a screenshot of every page.
+"""Check the built book as a reader without network sees it, and save a full-length screenshot of every page.
 
 Builds nothing; run it after ``jb build``. For every HTML page under ``_build/html`` it
 
 1. fails when a page of ``_toc.yml`` has no HTML file;
 2. fails when a page loads a script, style sheet, font, image or frame from an http(s) URL (offline, that
    resource is missing), and when a style sheet in ``_static`` imports one;
-3. opens the page in headless Chromium with every host name unresolvable, after the page's JavaScript ran, and
-   fails when the article has (almost) no text, when an ipywidgets view did not render, or when an equation
-   was not typeset by MathJax;
-4. saves ``screenshots/<page>.png`` and fails when it is (almost) a single colour.
+3. opens the page in headless Chromium (driven by Playwright) with every request off the local disk refused, after
+   the page's JavaScript ran, and fails when the article has (almost) no text, when an ipywidgets view did not
+   render, or when an equation was not typeset by MathJax;
+4. counts the pictures that actually decoded (``<img>`` with ``naturalWidth > 0``) in every code cell of the page
+   and compares them with the pictures the executed notebook (``book/executed/<page>.ipynb``) holds in that cell;
+   fails, naming the page and the cell, when a cell shows fewer, when a picture on the page did not decode, and
+   when the notebook itself has a cell that draws a figure but holds none (a figure lost at execution);
+5. saves a full-length ``screenshots/<page>.png`` and fails when it is (almost) a single colour.
 
 Usage: ``python scripts/screenshots.py [--html-dir _build/html] [--out screenshots]``. Needs Chromium
-(``apt-get install -y chromium``).
+(``apt-get install -y chromium``) and the ``playwright`` Python package (its own browsers are not needed).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
-import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -28,16 +31,16 @@ import yaml
 from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # fedlib from this checkout, also when the script runs from elsewhere
+from fedlib.notebook import cell_images, missing_figures, shown_code_cells  # noqa: E402
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 CHROMIUM_FLAGS = [
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--mute-audio",
-    "--no-first-run", "--disable-extensions", "--disable-background-networking",
-    # Virtual time the page's JavaScript gets before the DOM is dumped or the picture taken; without a budget a
-    # redirect page hangs, and at 5000 ms MathJax has not finished a page with ~70 equations.
-    "--virtual-time-budget=20000",
+    "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--mute-audio", "--no-first-run",
+    "--disable-extensions", "--disable-background-networking", "--disable-component-update", "--disable-sync",
     "--host-resolver-rules=MAP * ~NOTFOUND",  # no host name resolves: the reader has no network
 ]
-WINDOW = (1280, 4000)  # tall enough to show a whole page of the book in one picture
+WIDTH = 1280  # window width; screenshots are full-length (the whole page, however tall)
+SETTLE_MS = 20000  # time the page's JavaScript gets to typeset equations and render widgets
 MIN_ARTICLE_CHARS = 40  # an article with less text than a title and a sentence counts as blank
 MIN_INK_FRACTION = 0.005  # share of pixels that differ from the background colour
 # Attributes through which a page fetches a resource at view time (links to other sites are fine).
@@ -129,47 +132,114 @@ def find_chromium() -> str:
                      "install it, e.g. apt-get install -y chromium.")
 
 
-def chromium(binary: str, *args: str, timeout: int = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([binary, *CHROMIUM_FLAGS, *args], capture_output=True, text=True, timeout=timeout)
+# Run in the page: per rendered code cell, its <img> elements and how many decoded; and the page's counts.
+MEASURE = """() => {
+  const article = document.querySelector("article") || document.body;
+  const decoded = (img) => img.complete && img.naturalWidth > 0;
+  const cells = Array.from(article.querySelectorAll("div.cell")).map((cell) => {
+    const imgs = Array.from(cell.querySelectorAll(".cell_output img"));
+    return {images: imgs.length, decoded: imgs.filter(decoded).length};
+  });
+  const all = Array.from(article.querySelectorAll("img"));
+  return {
+    text: (article.innerText || "").replace(/\\s+/g, " ").trim().length,
+    widgets: document.querySelectorAll(".widget-subarea").length,
+    math: document.querySelectorAll("mjx-container").length,
+    rawTex: ((article.innerText || "").match(/\\\\[\\(\\[]/g) || []).length,
+    images: all.length, decoded: all.filter(decoded).length,
+    broken: all.filter((img) => !decoded(img)).map((img) => (img.getAttribute("src") || "").slice(0, 80)),
+    cells: cells,
+  };
+}"""
+
+SETTLED = """(expect) => {
+  const mj = window.MathJax;
+  const mathDone = !expect.math || document.querySelectorAll("mjx-container").length > 0;
+  const widgetsDone = document.querySelectorAll(".widget-subarea").length >= expect.widgets;
+  const imgsDone = Array.from(document.images).every((img) => img.complete);
+  return mathDone && widgetsDone && imgsDone && (!mj || !mj.startup || mj.startup.document !== undefined);
+}"""
 
 
-def check_page(binary: str, html_dir: Path, page: Path, out_dir: Path) -> list[str]:
-    """Return the problems of one page (an empty list when it is fine)."""
+def notebook_of(html_dir: Path, page: Path, executed_dir: Path) -> Path | None:
+    """The executed notebook a built page came from (``book/executed/<name>.html`` -> ``<executed_dir>/<name>.ipynb``)."""
+    relative = page.relative_to(html_dir)
+    if relative.parts[:2] != ("book", "executed"):
+        return None
+    candidate = executed_dir / relative.with_suffix(".ipynb").name
+    return candidate if candidate.is_file() else None
+
+
+def figure_problems(name: str, nb: dict, cells: list[dict]) -> list[str]:
+    """Compare the pictures each rendered code cell shows with those its notebook cell holds."""
+    problems = [f"{name}: the executed notebook draws a figure but holds none in {where}"
+                for where in missing_figures(nb)]
+    shown = shown_code_cells(nb)
+    if len(cells) != len(shown):
+        return problems + [f"{name}: {len(cells)} code cells on the page, {len(shown)} in the notebook; "
+                           "cannot match figures to cells"]
+    for (index, cell), seen in zip(shown, cells):
+        expected = cell_images(cell)
+        if seen["decoded"] < expected:
+            first = "".join(cell["source"]).strip().splitlines()[:1]
+            problems.append(f"{name}: cell {index} ({first[0][:60] if first else ''!s}) holds {expected} "
+                            f"picture(s) in the notebook, the page shows {seen['decoded']} decoded")
+    return problems
+
+
+def check_page(browser, html_dir: Path, page: Path, out_dir: Path, executed_dir: Path) -> tuple[list[str], dict]:
+    """Return (problems, counts) of one page; problems is empty when it is fine."""
     name = page.relative_to(html_dir).as_posix()
-    problems = []
-    static = scan(page.read_text(encoding="utf-8"))
-    problems += [f"{name}: loads {url} from the network" for url in static.remote]
-    if 'http-equiv="refresh"' in page.read_text(encoding="utf-8").lower():
-        return problems  # index.html only redirects to the root page, which is checked on its own
+    source = page.read_text(encoding="utf-8")
+    static = scan(source)
+    problems = [f"{name}: loads {url} from the network" for url in static.remote]
+    if 'http-equiv="refresh"' in source.lower():
+        return problems, {}  # index.html only redirects to the root page, which is checked on its own
 
-    dumped = chromium(binary, "--dump-dom", page.as_uri())
-    if dumped.returncode != 0 or "<html" not in dumped.stdout:
-        return problems + [f"{name}: Chromium could not render it: {dumped.stderr.strip()[-500:]}"]
-    dom = scan(dumped.stdout)
-    if page.name not in ("genindex.html", "search.html") and len(dom.text) < MIN_ARTICLE_CHARS:
-        problems.append(f"{name}: the article is blank ({len(dom.text)} characters of text)")
-    if dom.rendered_widgets < static.widget_views:
-        problems.append(f"{name}: {static.widget_views} ipywidgets views, {dom.rendered_widgets} rendered "
+    context = browser.new_context(viewport={"width": WIDTH, "height": 900})
+    context.route(re.compile(r"^(?!file:|data:|blob:|about:).*"), lambda route: route.abort())
+    tab = context.new_page()
+    try:
+        tab.goto(page.as_uri(), wait_until="load", timeout=60000)
+        try:
+            tab.wait_for_function(SETTLED, arg={"math": static.math, "widgets": static.widget_views},
+                                  timeout=SETTLE_MS)
+        except Exception:  # noqa: BLE001 - what did not settle is reported by the counts below
+            pass
+        seen = tab.evaluate(MEASURE)
+        png = out_dir / (page.relative_to(html_dir).with_suffix(".png").as_posix().replace("/", "__"))
+        tab.screenshot(path=str(png), full_page=True)
+    finally:
+        context.close()
+
+    if page.name not in ("genindex.html", "search.html") and seen["text"] < MIN_ARTICLE_CHARS:
+        problems.append(f"{name}: the article is blank ({seen['text']} characters of text)")
+    if seen["widgets"] < static.widget_views:
+        problems.append(f"{name}: {static.widget_views} ipywidgets views, {seen['widgets']} rendered "
                         "(is _static/ipywidgets/embed.js there? run scripts/fetch_web_assets.py)")
-    raw_tex = dom.text.count("\\(") + dom.text.count("\\[")  # delimiters MathJax removes when it typesets
-    if static.math and (not dom.typeset_math or raw_tex):
-        problems.append(f"{name}: {static.math} equations, {dom.typeset_math} typeset by MathJax, {raw_tex} left "
-                        "as TeX (is _static/mathjax/ there? run scripts/fetch_web_assets.py)")
+    if static.math and (not seen["math"] or seen["rawTex"]):
+        problems.append(f"{name}: {static.math} equations, {seen['math']} typeset by MathJax, {seen['rawTex']} "
+                        "left as TeX (is _static/mathjax/ there? run scripts/fetch_web_assets.py)")
+    problems += [f"{name}: a picture did not decode: {src}" for src in seen["broken"]]
+    expected = None
+    if (nb_path := notebook_of(html_dir, page, executed_dir)) is not None:
+        nb = json.loads(nb_path.read_text(encoding="utf-8"))
+        expected = sum(cell_images(c) for _, c in shown_code_cells(nb))
+        problems += figure_problems(name, nb, seen["cells"])
 
-    png = out_dir / (page.relative_to(html_dir).with_suffix(".png").as_posix().replace("/", "__"))
-    shot = chromium(binary, f"--window-size={WINDOW[0]},{WINDOW[1]}", f"--screenshot={png}", page.as_uri())
-    if shot.returncode != 0 or not png.is_file():
-        return problems + [f"{name}: no screenshot: {shot.stderr.strip()[-500:]}"]
     with Image.open(png) as image:
-        pixels = image.convert("L").resize((WINDOW[0] // 4, WINDOW[1] // 4))
+        height = image.height
+        pixels = image.convert("L").resize((WIDTH // 4, max(1, image.height // 4)))
         histogram = pixels.histogram()
         ink = 1 - max(histogram) / sum(histogram)
     if ink < MIN_INK_FRACTION:
         problems.append(f"{name}: the screenshot {png} is blank ({ink:.2%} of it differs from the background)")
-    print(f"{name}: {len(dom.text)} characters, {dom.rendered_widgets}/{static.widget_views} widgets, "
-          f"{dom.typeset_math} equations typeset, ink {ink:.1%} -> {png.relative_to(ROOT) if png.is_relative_to(ROOT) else png}",
-          flush=True)
-    return problems
+    shown = png.relative_to(ROOT) if png.is_relative_to(ROOT) else png
+    print(f"{name}: {seen['text']} characters, {seen['widgets']}/{static.widget_views} widgets, "
+          f"{seen['math']} equations typeset, pictures {seen['decoded']}/{seen['images']} decoded"
+          f"{'' if expected is None else f' (notebook holds {expected})'}, ink {ink:.1%}, "
+          f"{WIDTH}x{height} px -> {shown}", flush=True)
+    return problems, {"page": name, "decoded": seen["decoded"], "notebook_pictures": expected, "height": height}
 
 
 def check_static_css(html_dir: Path) -> list[str]:
@@ -181,35 +251,50 @@ def check_static_css(html_dir: Path) -> list[str]:
     return problems
 
 
+def check_book(html_dir: Path, out_dir: Path, toc: Path, executed_dir: Path) -> tuple[list[str], list[dict]]:
+    """Check every page of a built book; return (problems, one dict of counts per page)."""
+    from playwright.sync_api import sync_playwright
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for old in out_dir.glob("*.png"):
+        old.unlink()
+    problems = [f"{page}.html: in {toc.name} but not built"
+                for page in toc_pages(toc) if not (html_dir / f"{page}.html").is_file()]
+    problems += check_static_css(html_dir)
+    pages = sorted(p for p in html_dir.rglob("*.html") if not p.relative_to(html_dir).parts[0].startswith(("_", ".")))
+    counts = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=find_chromium(), args=CHROMIUM_FLAGS)
+        try:
+            for page in pages:
+                page_problems, page_counts = check_page(browser, html_dir, page, out_dir, executed_dir)
+                problems += page_problems
+                if page_counts:
+                    counts.append(page_counts)
+        finally:
+            browser.close()
+    return problems, counts
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--html-dir", type=Path, default=ROOT / "_build" / "html")
     parser.add_argument("--out", type=Path, default=ROOT / "screenshots")
     parser.add_argument("--toc", type=Path, default=ROOT / "_toc.yml")
-    parser.add_argument("-j", "--jobs", type=int, default=2, help="pages checked in parallel (default 2)")
+    parser.add_argument("--executed", type=Path, default=ROOT / "book" / "executed",
+                        help="the executed notebooks the pages were built from (default: book/executed)")
     args = parser.parse_args(argv)
 
     if not args.html_dir.is_dir():
         raise SystemExit(f"{args.html_dir} does not exist: build the book first (make book).")
-    binary = find_chromium()
-    args.out.mkdir(parents=True, exist_ok=True)
-    for old in args.out.glob("*.png"):
-        old.unlink()
-
-    problems = [f"{page}.html: in {args.toc.name} but not built"
-                for page in toc_pages(args.toc) if not (args.html_dir / f"{page}.html").is_file()]
-    problems += check_static_css(args.html_dir)
-    pages = sorted(p for p in args.html_dir.rglob("*.html")
-                   if not p.relative_to(args.html_dir).parts[0].startswith(("_", ".")))
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for page_problems in pool.map(lambda p: check_page(binary, args.html_dir, p, args.out), pages):
-            problems += page_problems
+    problems, counts = check_book(args.html_dir, args.out, args.toc, args.executed)
     if problems:
         print(f"\n{len(problems)} problems in the built book:", file=sys.stderr)
         for problem in problems:
             print(f"- {problem}", file=sys.stderr)
         return 1
-    print(f"{len(pages)} pages checked, screenshots in {args.out}")
+    pictures = sum(c["decoded"] for c in counts)
+    print(f"{len(counts)} pages checked, {pictures} pictures decoded, full-length screenshots in {args.out}")
     return 0
 
 

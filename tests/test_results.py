@@ -1,5 +1,7 @@
 """fedlib.results: the paper's statistic, rounds to a target, the store/load round trip, summaries."""
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -101,3 +103,26 @@ def test_table1_summary_puts_paper_beside_ours(tmp_path):
 def test_format_pm():
     assert results.format_pm(0.4661, 0.0017) == "46.61 ± 0.17"
     assert results.format_pm(math.nan, 0.0) == "–"
+
+
+def test_stored_results_name_their_data_without_a_machine_path():
+    """Provenance gives the data set's name (and a checksum for files), never a path of the machine that trained."""
+    import re
+
+    root = Path(__file__).resolve().parents[1] / "results"
+    sources = {json.loads(p.read_text()).get("data_source") for p in root.glob("*/*/*.json")}
+    assert sources, "no stored results found"
+    with_path = sorted(s for s in sources if s and re.search(r"(^|\s)(/|[A-Za-z]:\\\\)", s))
+    assert not with_path, with_path
+
+
+def test_file_provenance_is_name_and_checksum(tmp_path):
+    import hashlib
+
+    from fedlib.datasets import file_provenance
+
+    path = tmp_path / "deep" / "subset.npz"
+    path.parent.mkdir()
+    path.write_bytes(b"fedlib" * 1000)
+    assert file_provenance(path) == f"subset.npz (sha256 {hashlib.sha256(b'fedlib' * 1000).hexdigest()[:16]})"
+    assert str(tmp_path) not in file_provenance(path)

@@ -345,6 +345,33 @@ def test_fast_path_equals_literal_algorithm_1(kind):
                 assert _rounds(_fedentopt, counts, m, q, seed) == literal, path
 
 
+@pytest.mark.parametrize("defence", [{"share_cap": 1.0}, {"total_cap_quantile": 0.5, "total_cap_factor": 1.2},
+                                     {"share_cap": 1.5, "total_cap_quantile": 0.8}])
+def test_defences_pick_alike_on_every_engine_and_sparse_input(defence):
+    # fedlib.defence's options (issue 15, part 1) restrict the candidates or rescale the counts before scoring:
+    # every engine, and sparse input, must then still pick what the re-scoring engine picks on dense input.
+    rng = np.random.default_rng(21)
+    for _ in range(6):
+        counts = np.asarray(_instance("dirichlet", rng), dtype=float)
+        k = counts.shape[0]
+        m = int(rng.integers(1, k // 2 + 1))
+        q = int(rng.integers(0, k - m + 1))
+        sel = FedEntOptSelector(buffer_size=q, **defence)
+
+        def run(c, path):
+            with scoring.engine(path, device="cpu"):
+                rng_, state, out = np.random.default_rng(5), sel.initial_state(k), []
+                for _ in range(4):
+                    picked, state = sel.select(c, m, state, rng_)
+                    out.append(picked.tolist())
+                return out, state
+
+        expected = run(counts, "sparse")
+        for path in ("incremental",) + TORCH:
+            assert run(counts, path) == expected, path
+        assert run(sp.csr_array(counts), "auto") == expected
+
+
 def test_incremental_engine_handles_exact_ties_by_lowest_index():
     # After client 0 (classes 0 and 1), clients 1 and 3 (classes 2 and 3 swapped) tie exactly, and so do the
     # identical clients 2 and 5; every step must go to the lower index of a tie, as in the literal loop.

@@ -1,0 +1,213 @@
+"""The paper's claims, checked: every number the book puts beside the paper's, judged at a stated tolerance.
+
+Each function takes what a page computes (a study's DataFrame, a stored experiment's summary) and returns
+:class:`Claim` rows: the paper's statement, its value, ours, the tolerance and whether the claim holds. The pages
+display them (:func:`frame`) and ``tests/test_claims.py`` recomputes them with the book's parameters and asserts
+them, so a change that breaks a result breaks the build.
+
+Where our result is *expected* to differ from the paper, the claim carries ``expected=False`` and the reason
+(:data:`EXPECTED_DIFFERENCES`): the test then asserts the difference and its explanation, not the paper's value.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from fedlib import paper
+
+__all__ = ["Claim", "frame", "all_hold", "EXPECTED_DIFFERENCES", "TOLERANCES", "fig1", "table6_hnorm", "coverage",
+           "fine_label_coverage", "table5", "table1_directions", "table2_signs"]
+
+#: Tolerances of the numeric claims (absolute, in the claim's own unit).
+TOLERANCES = {
+    "table6_hnorm": 0.03,  # H_norm per cell of Table VI, |ours - paper|
+    "coverage_cifar10": 0.10,  # P(random subset holds every label), CIFAR-10, |ours - paper|
+    "fine_label_coverage": 0.02,  # our explanation of CIFAR-100's 0 %: fine-label coverage at most this
+}
+
+#: Claims we expect to miss, with the reason; keys are Claim.key values (``tier:`` prefixes for training claims).
+EXPECTED_DIFFERENCES: dict[str, str] = {
+    "label_coverage/CIFAR-100/zero_everywhere": (
+        "Our 20-superclass federations cover all labels clearly more often than 0 %; over CIFAR-100's 100 fine "
+        "labels coverage is at most 2 % (claim 'fine_labels'), so the paper's figure looks like fine-label "
+        "coverage although its text names the superclasses. Our explanation, not a fact."),
+    "label_coverage/CIFAR-10/K200/M7": (
+        "Ours is above the paper's at M = 7 for both pools (K = 150 lies inside the tolerance, K = 200 just "
+        "outside it). The gap is systematic across partitions, not seed noise; the paper does not say how many "
+        "partitions it drew or how. A finding we leave open."),
+    "quick:table2/C=2/FedLC": (
+        "The paper's change is +0.14 pp, inside its own noise (for FedLC under #C=2 it is negative in 3 of its "
+        "6 data set and model cells). On the quick tier's MNIST digits FedLC is the strongest method alone, "
+        "and adding FedEntOpt costs it accuracy: a tier artefact we do not generalise."),
+}
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One checked claim. ``holds`` says whether our value meets the paper's claim at the tolerance."""
+
+    key: str  # unique, stable name: "<page>/<what>"
+    claim: str  # what the paper states
+    paper: str  # the paper's value, as text
+    ours: float  # our value
+    tolerance: str  # how ours is judged against the paper
+    holds: bool
+
+    @property
+    def expected(self) -> bool:
+        """Whether we expect the claim to hold (False for a documented, explained difference)."""
+        return self.key not in EXPECTED_DIFFERENCES
+
+    @property
+    def as_expected(self) -> bool:
+        return self.holds == self.expected
+
+
+def frame(claims):
+    """The claims as a table for a page: claim, paper, ours, tolerance, holds, and the reason of a known gap."""
+    import pandas as pd
+
+    rows = [{**{k: v for k, v in asdict(c).items() if k != "key"}, "expected": c.expected,
+             "note": EXPECTED_DIFFERENCES.get(c.key, "")} for c in claims]
+    out = pd.DataFrame(rows, columns=["claim", "paper", "ours", "tolerance", "holds", "expected", "note"])
+    out["ours"] = out["ours"].round(3)
+    return out
+
+
+def all_hold(claims) -> bool:
+    """True when every claim came out as expected (holds, or misses with a documented reason)."""
+    return all(c.as_expected for c in claims)
+
+
+# --------------------------------------------------------------------------------------------- label-only pages
+
+def fig1(traces, num_classes: int):
+    """Fig. 1: FedEntOpt's pooled entropy above log2(C - 1) in every round; random selection below FedEntOpt.
+
+    ``traces``: :func:`fedlib.label_studies.selector_traces` with methods named "FedEntOpt" and "Random".
+    """
+    threshold = math.log2(num_classes - 1)
+    ours = traces[traces.method == "FedEntOpt"]
+    rand = traces[traces.method == "Random"]
+    share = float((ours.entropy > threshold).mean())
+    gap = float(ours.entropy.mean() - rand.entropy.mean())
+    return [
+        Claim("entropy_trace/above_threshold", f"FedEntOpt's entropy exceeds log2({num_classes - 1}) = "
+              f"{threshold:.2f} bits in every round", "every round (share 1.0)", share,
+              "share of rounds, all seeds: exactly 1", share == 1.0),
+        Claim("entropy_trace/random_below", "random selection stays below FedEntOpt", "FedEntOpt - random > 0",
+              gap, "mean entropy difference (bits) > 0", gap > 0),
+    ]
+
+
+def table6_hnorm(table):
+    """Table VI: H_norm in every cell within :data:`TOLERANCES` of the paper; H_norm rises with Q per setting.
+
+    ``table``: one row per (dataset, partition, buffer_pct) with ``hnorm_mean`` and ``paper_hnorm_mean``.
+    """
+    tol = TOLERANCES["table6_hnorm"]
+    out = []
+    for _, r in table.sort_values(["dataset", "partition", "buffer_pct"]).iterrows():
+        diff = float(r["hnorm_mean"] - r["paper_hnorm_mean"])
+        out.append(Claim(f"buffer_diversity/{r['dataset']}/{r['partition']}/Q{int(r['buffer_pct'])}",
+                         f"H_norm, {r['dataset']} {r['partition']}, Q = {int(r['buffer_pct'])} % of K",
+                         f"{r['paper_hnorm_mean']:.3f}", float(r["hnorm_mean"]), f"|ours - paper| <= {tol}",
+                         abs(diff) <= tol))
+    for (ds, part), sub in table.sort_values("buffer_pct").groupby(["dataset", "partition"]):
+        steps = np.diff(sub["hnorm_mean"].to_numpy())
+        if steps.size == 0:
+            continue
+        out.append(Claim(f"buffer_diversity/{ds}/{part}/rises", f"H_norm rises with Q, {ds} {part}",
+                         "rises at every step", float(steps.min()), "smallest step > 0", bool(np.all(steps > 0))))
+    return out
+
+
+def coverage(table):
+    """§V-B5: P(random subset holds every label) beside the paper's (v1) at the cells it states.
+
+    ``table``: one row per (dataset, num_clients, num_selected) with ``random_coverage`` and
+    ``paper_probability`` (NaN where the paper gives none). Each stated cell must be within the tolerance, except
+    for a data set the paper gives as 0 % in every case (CIFAR-100): that is one claim, "0 % everywhere", judged
+    on our largest cell and expected to miss (see :func:`fine_label_coverage` for our explanation).
+    """
+    tol = TOLERANCES["coverage_cifar10"]
+    out = []
+    stated = table.dropna(subset=["paper_probability"])
+    for dataset, sub in stated.groupby("dataset", sort=False):
+        if (sub["paper_probability"] == 0).all():
+            worst = float(sub["random_coverage"].max())
+            out.append(Claim(f"label_coverage/{dataset}/zero_everywhere", f"P(random subset covers all labels), "
+                             f"{dataset}: 0 % for every K and M", "0.00 in every case", worst,
+                             f"largest of our cells <= {tol}", worst <= tol))
+            continue
+        for _, r in sub.iterrows():
+            diff = float(r["random_coverage"] - r["paper_probability"])
+            out.append(Claim(f"label_coverage/{dataset}/K{int(r['num_clients'])}/M{int(r['num_selected'])}",
+                             f"P(random subset covers all labels), {dataset}, K = {int(r['num_clients'])}, "
+                             f"M = {int(r['num_selected'])}", f"{r['paper_probability']:.2f}",
+                             float(r["random_coverage"]), f"|ours - paper| <= {tol}", abs(diff) <= tol))
+    return out
+
+
+def fine_label_coverage(fine_means):
+    """Our explanation of the paper's 0 % for CIFAR-100: over its 100 fine labels, coverage is at most 2 %."""
+    tol = TOLERANCES["fine_label_coverage"]
+    worst = float(fine_means["random_coverage"].max())
+    return [Claim("label_coverage/CIFAR-100/fine_labels", "CIFAR-100: P(random subset covers all labels) is 0 % "
+                  "(our reading: over the 100 fine labels)", "0.00 in every case", worst,
+                  f"largest over all cells <= {tol}", worst <= tol)]
+
+
+def table5(table, rebuilt_params, decimals: int = 3):
+    """Table V: the label upload (4CK bytes) equals the printed MB in every row; the nominal parameter counts
+    (:func:`fedlib.communication.paper_count_reconstruction`) reproduce every printed model size; one model
+    upload costs more than all label counts together in every row.
+    """
+    labels_equal = np.isclose(table["labels_mb"].to_numpy(), table["paper_labels_mb"].to_numpy(), rtol=0, atol=5e-5)
+    printed = np.round(table["paper_model_mb"].to_numpy(), decimals)
+    rebuilt = np.round(4 * np.asarray(rebuilt_params, dtype=float) / 1e6, decimals)
+    ratio = table["ratio"].to_numpy()
+    return [
+        Claim("communication_cost/labels", "label upload 4CK bytes, as printed", f"{len(table)} rows",
+              float(labels_equal.sum()), "rows equal at the printed precision: all", bool(labels_equal.all())),
+        Claim("communication_cost/model_sizes", "model sizes as printed (nominal parameter counts)",
+              f"{len(table)} rows", float((printed == rebuilt).sum()), "rows equal at 3 decimals: all",
+              bool(np.all(printed == rebuilt))),
+        Claim("communication_cost/ratio", "one model upload costs more than all label counts", "ratio > 1",
+              float(ratio.min()), "smallest ratio > 1", bool(ratio.min() > 1)),
+    ]
+
+
+# ---------------------------------------------------------------------------------------------- training pages
+
+def table1_directions(summary, tier: str):
+    """Table I: FedEntOpt above FedAvg in each partition (the paper: in every setting).
+
+    ``summary``: :func:`fedlib.results.table1_summary` (ours_mean, paper_mean per partition and method).
+    """
+    out = []
+    for part, sub in summary.groupby("partition"):
+        sub = sub.set_index("method")
+        if not {"FedEntOpt", "FedAvg"} <= set(sub.index):
+            continue
+        ours = float(sub.loc["FedEntOpt", "ours_mean"] - sub.loc["FedAvg", "ours_mean"])
+        theirs = float(sub.loc["FedEntOpt", "paper_mean"] - sub.loc["FedAvg", "paper_mean"])
+        out.append(Claim(f"{tier}:table1/{part}/fedentopt_over_fedavg", f"FedEntOpt - FedAvg > 0, {part}",
+                         f"{theirs:+.2f} pp", ours, "ours > 0 pp", ours > 0))
+    return out
+
+
+def table2_signs(summary, tier: str):
+    """Table II: adding FedEntOpt to a baseline changes its accuracy in the direction the paper reports.
+
+    ``summary``: :func:`fedlib.results.table2_summary` (ours_change, paper_change per partition and baseline).
+    """
+    out = []
+    for _, r in summary.dropna(subset=["paper_change"]).iterrows():
+        same = np.sign(r["ours_change"]) == np.sign(r["paper_change"])
+        out.append(Claim(f"{tier}:table2/{r['partition']}/{r['baseline']}", f"FedEntOpt+{r['baseline']} - "
+                         f"{r['baseline']}, {r['partition']}", f"{r['paper_change']:+.2f} pp",
+                         float(r["ours_change"]), "same sign as the paper", bool(same)))
+    return out

@@ -1,0 +1,138 @@
+"""Tests of fedlib.adversarial_runs: training with lying clients, the stored group, the paired tests."""
+import numpy as np
+import pytest
+
+from fedlib import adversarial_runs as ar
+from fedlib import results
+from fedlib.adversarial import LiarSpec, choose_liars, uniform_report
+from fedlib.partition import label_count_matrix
+from fedlib.tiers import tier_config
+
+# ----------------------------------------------------------------------------- statistics, by hand
+
+
+def test_sign_flip_p_hand():
+    # (1, 2, 3): of the 8 sign patterns only +++ and --- reach |mean| = 2 -> 2/8
+    assert ar.sign_flip_p([1.0, 2.0, 3.0]) == 0.25
+    # (1, -1): |mean| 0 is reached by every pattern
+    assert ar.sign_flip_p([1.0, -1.0]) == 1.0
+    # five differences of one sign: 2/32, the smallest p five seeds can give
+    assert ar.sign_flip_p([0.5, 1, 2, 3, 4]) == 2 / 32
+    # (3, 1, 1, 1): mean 1.5; patterns with |sum| >= 6: +3 with all + (6) and their negatives -> 2/16
+    assert ar.sign_flip_p([3.0, 1.0, 1.0, 1.0]) == 2 / 16
+
+
+def test_sign_flip_p_rejects_bad_input():
+    with pytest.raises(ValueError, match=r"diffs must be 1 to 20 finite differences"):
+        ar.sign_flip_p([])
+    with pytest.raises(ValueError, match=r"diffs must be 1 to 20 finite differences"):
+        ar.sign_flip_p([1.0, np.nan])
+
+
+def test_paired_test_matches_scipy_and_hand():
+    from scipy import stats
+
+    a, b = np.array([70.0, 65.0, 72.0, 60.0]), np.array([60.0, 66.0, 70.0, 55.0])
+    r = ar.paired_test(a, b)
+    assert r["n"] == 4 and r["mean_diff"] == pytest.approx(4.0)  # (10 - 1 + 2 + 5) / 4
+    assert r["std_diff"] == pytest.approx(np.std([10, -1, 2, 5], ddof=1))
+    assert r["p_ttest"] == pytest.approx(stats.ttest_rel(a, b).pvalue)
+    assert r["p_signflip"] == ar.sign_flip_p([10, -1, 2, 5])
+    same = ar.paired_test([1.0, 2.0], [1.0, 2.0])
+    assert np.isnan(same["p_ttest"]) and same["p_signflip"] == 1.0
+    with pytest.raises(ValueError, match=r"a and b must be 1-D of equal length"):
+        ar.paired_test([1.0, 2.0], [1.0])
+
+
+# ----------------------------------------------------------------------------- the group
+
+
+def test_lying_runs_labels_and_configs():
+    runs = ar.lying_runs("quick")
+    assert len(runs) == 2 * 3 * len(ar.METHODS) * len(ar.SEEDS)
+    liars = {(r.label["liar_pct"], r.label["liars"]) for r in runs}
+    assert liars == {(0, 0), (1, 1), (10, 2)}  # K = 20: 1 % rounds up to one liar, 10 % is two
+    strict = [r for r in runs if r.label["method"] == "FedEntOpt + strict defence"][0]
+    assert strict.config.selector_params == {"buffer_fraction": 0.5, **ar.STRICT_DEFENCE}
+    rand = [r for r in runs if r.label["method"] == "Random"][0]
+    assert rand.config.selector == "random"
+    honest = [r for r in runs if r.label["method"] == "FedEntOpt" and r.label["liars"] == 0][0]
+    # never Table I's key: the group's runs are trained with one torch thread, Table I's may not be
+    assert ar.liar_run_key(honest.config, honest.spec) != results.run_key(honest.config)
+    lying = [r for r in runs if r.label["method"] == "FedEntOpt" and r.label["liars"] == 2][0]
+    assert ar.liar_run_key(lying.config, lying.spec) != results.run_key(lying.config)
+    assert ar.liar_run_key(lying.config, lying.spec) != ar.liar_run_key(lying.config, LiarSpec(2, data="honest"))
+
+
+def test_liar_experiment_relabels_and_fabricates():
+    from fedlib.trainer import Experiment
+
+    cfg = tier_config("quick", partition_name="Dir(0.1)", method="FedEntOpt", rounds=1)
+    spec = LiarSpec(2, "uniform", 10.0, "flipped")
+    plain = Experiment(cfg)
+    exp, liars = ar.liar_experiment(cfg, spec)
+    assert liars.tolist() == choose_liars(cfg.num_clients, 2, cfg.seed).tolist()
+    y0, y1 = plain.y_train.numpy(), exp.y_train.numpy()
+    mask = np.zeros(y0.size, dtype=bool)
+    for k in liars:
+        mask[plain.parts[k]] = True
+    np.testing.assert_array_equal(y1[mask], 9 - y0[mask])  # flipped: y -> C - 1 - y
+    np.testing.assert_array_equal(y1[~mask], y0[~mask])  # honest clients' data untouched
+    np.testing.assert_array_equal(exp.true_counts, label_count_matrix(y1, exp.parts, 10))
+    for k in range(cfg.num_clients):
+        if k in liars:
+            n = int(plain.true_counts[k].sum())
+            np.testing.assert_array_equal(exp.server_counts[k], uniform_report(10 * n, 10))
+        else:
+            np.testing.assert_array_equal(exp.server_counts[k], plain.server_counts[k])
+
+
+def test_liar_experiment_errors():
+    cfg = tier_config("quick", partition_name="C=2", method="FedEntOpt", rounds=1)
+    with pytest.raises(ValueError, match=r"num_liars must be <= num_clients=20 \(got 21\)"):
+        ar.run_with_liars(cfg, LiarSpec(21))
+    with pytest.raises(TypeError, match=r"spec must be a fedlib.adversarial.LiarSpec \(got dict\)"):
+        ar.run_with_liars(cfg, {"num_liars": 1})
+
+
+def test_store_and_load_back(tmp_path):
+    # an honest and a lying run, 2 rounds each: trained with one torch thread (the caller's count is restored),
+    # stored with the liars' picks per round, read back by fedlib.results.load_experiment
+    import torch
+
+    runs = ar.lying_runs("quick", seeds=(0,), partitions=("C=2",), shares=(0.0, 0.1), methods=("FedEntOpt",),
+                         rounds=2)
+    before = torch.get_num_threads()
+    info = ar.ensure_lying_runs(runs, "quick", results_dir=tmp_path, log=lambda s: None)
+    assert info["trained"] == 2 and torch.get_num_threads() == before
+    stored = results.load_experiment("quick", ar.EXPERIMENT, tmp_path)
+    assert len(stored) == 2 and set(stored.meta["liars"]) == {0, 2}
+    f = stored.frame[stored.frame["round"] >= 1]
+    assert f.loc[f["liars"] == 0, "liars_picked"].eq(0).all()
+    assert f.loc[f["liars"] == 2, "liars_picked"].between(0, 2).all() and len(f) == 4
+    metas = [__import__("json").loads(p.read_text()) for p in (tmp_path / "quick" / ar.EXPERIMENT).glob("*.json")]
+    assert sorted(len(m["liar_ids"]) for m in metas) == [0, 2] and {m["torch_threads"] for m in metas} == {1}
+    assert ar.missing_lying_runs(runs, "quick", tmp_path) == []
+
+
+def test_share_cap_state_survives_a_checkpoint(tmp_path):
+    # the (buffer, rounds_done, picks) state of the share cap goes through the trainer's checkpoints: a run killed
+    # after round 5 (last checkpoint: round 4) and resumed picks exactly what the uninterrupted run picks
+    from conftest import write_tiny_npz
+    from fedlib.config import ExperimentConfig
+    from fedlib.trainer import run_experiment
+
+    path = write_tiny_npz(tmp_path, seed=0, num_samples=240, num_train=160, num_classes=4, signal=True)
+    cfg = ExperimentConfig(dataset="npz", dataset_options={"path": path}, num_clients=8, clients_per_round=3,
+                           rounds=6, local_epochs=1, batch_size=16, min_partition_size=2, beta=0.5, augment=False,
+                           selector="fedentopt", checkpoint_every=2,
+                           selector_params={"buffer_size": 1, "share_cap": 1.0, "total_cap_quantile": 0.5})
+    full = run_experiment(cfg, run_root=tmp_path / "a", progress=False)
+    part = run_experiment(cfg, run_root=tmp_path / "b", progress=False, stop_after=5)
+    assert not part.finished
+    resumed = run_experiment(cfg, run_root=tmp_path / "b", progress=False)
+    assert resumed.table["picked"].tolist() == full.table["picked"].tolist()
+    picks = np.zeros(8, dtype=int)
+    for t, text in enumerate(full.table["picked"].iloc[1:], start=1):
+        picks[[int(k) for k in text.split()]] += 1
+        assert picks.max() <= -(-3 * t // 8)  # ceil(1.0 * M / K * t): the cap never had to yield here

@@ -1,0 +1,57 @@
+"""scripts/run_notebooks.py never waits forever: a hung cell times out, the page is run once more, then the run
+fails naming the page and the cell, and writes no executed notebook."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNNER = ROOT / "scripts" / "run_notebooks.py"
+
+
+def _table(tmp_path: Path, body: str) -> Path:
+    params = nbformat.v4.new_code_cell("naptime = 60  # seconds the second cell sleeps")
+    params.metadata["tags"] = ["parameters"]
+    nb = nbformat.v4.new_notebook(cells=[params, nbformat.v4.new_code_cell(body)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "sleepy.ipynb")
+    runs = {"runs": [{"name": "sleepy", "notebook": str(tmp_path / "sleepy.ipynb"), "tier": "quick",
+                      "parameters": {"naptime": 60}}]}
+    (tmp_path / "runs.yaml").write_text(yaml.safe_dump(runs))
+    return tmp_path / "runs.yaml"
+
+
+def _run(tmp_path: Path, table: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(RUNNER), "--runs", str(table), "--out-dir", str(tmp_path / "out"),
+                           *extra], capture_output=True, text=True, timeout=300)
+
+
+def test_a_hung_cell_times_out_is_retried_once_and_fails_naming_page_and_cell(tmp_path):
+    table = _table(tmp_path, "import time\ntime.sleep(naptime)")
+    done = _run(tmp_path, table, "--cell-timeout", "3")
+    assert done.returncode == 1
+    assert done.stdout.count("TIMEOUT sleepy") == 1 and "trying again" in done.stdout
+    # cell 2 of the executed notebook: parameters, injected parameters, the sleeping cell
+    assert "sleepy" in done.stderr and "cell 2 (import time)" in done.stderr
+    assert "ran longer than 3 s (2 attempts)" in done.stderr
+    assert not (tmp_path / "out" / "sleepy.ipynb").exists()
+    assert (tmp_path / "out" / "sleepy.failed.ipynb").exists()
+
+
+def test_an_error_is_not_retried_and_names_the_cell(tmp_path):
+    table = _table(tmp_path, "raise RuntimeError('broken on purpose')")
+    done = _run(tmp_path, table, "--cell-timeout", "60")
+    assert done.returncode == 1
+    assert "TIMEOUT" not in done.stdout
+    assert "cell 2 (raise RuntimeError" in done.stderr and "broken on purpose" in done.stderr
+
+
+def test_a_page_within_the_limit_is_written(tmp_path):
+    table = _table(tmp_path, "x = naptime * 2")
+    done = _run(tmp_path, table, "--cell-timeout", "60", "--set", "naptime=0")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "out" / "sleepy.ipynb").exists()

@@ -39,8 +39,9 @@ from fedlib.local import (  # noqa: E402
 )
 from fedlib.models import make_model  # noqa: E402
 
-ALGORITHMS = ["fedavg", "fedprox", "scaffold", "fednova", "fedrs", "fedlc"]
-PARAMS = {"fedprox": {"mu": 0.1}}  # a large mu so the proximal term matters in a 2-round test
+ALGORITHMS = ["fedavg", "fedprox", "scaffold", "scaffold/after_step", "fednova", "fedrs", "fedlc"]
+PARAMS = {"fedprox": {"mu": 0.1},  # a large mu so the proximal term matters in a 2-round test
+          "scaffold/after_step": {"correction": "after_step"}}  # NIID-Bench's SCAFFOLD (after_step hook)
 SIZES = [37, 20, 9, 50]  # batch 8: partial last batches (5, 4, 1, 2) and 5..7 steps per epoch -> masks matter
 BATCH, EPOCHS, ROUNDS, SEED = 8, 2, 2, 3
 PRE = Preprocessor(mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25))
@@ -89,7 +90,7 @@ def _federate(engine, name, data, options=None, rounds=ROUNDS):
     """``rounds`` FL rounds of all clients with the algorithm's server-side hooks; returns the global model."""
     x, y, parts = data
     model = _model()
-    alg = make_algorithm(name, **PARAMS.get(name, {})).bind(trainable_keys(model))
+    alg = make_algorithm(name.split("/")[0], **PARAMS.get(name, {})).bind(trainable_keys(model))
     gp = model_state(model)
     server = alg.init_server_state(gp, num_clients=len(parts))
     clients = [alg.init_client_state(gp) for _ in parts]
@@ -131,6 +132,7 @@ def test_loop_kernel_is_bitwise_the_reference_path(data, name):
 # header: algorithm, shrink mode
 @pytest.mark.parametrize("name,shrink", [(n, "compact") for n in ALGORITHMS] + [("fedavg", "mask"),
                                                                                  ("scaffold", "mask"),
+                                                                                 ("scaffold/after_step", "mask"),
                                                                                  ("fedprox", "mask")])
 def test_vmap_kernel_matches_reference_within_1e_5(data, name, shrink):
     ref, ref_res = _reference(name, data)

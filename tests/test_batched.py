@@ -345,3 +345,18 @@ def test_auto_kernel_on_cpu_batches_small_models_and_runs_large_ones_client_by_c
     assert resolve_kernel(BatchedOptions(kernel="vmap"), vgg, cpu) == "vmap"
     with pytest.raises(ValueError, match="compile=True needs kernel='vmap' or 'auto'"):
         BatchedOptions(kernel="sequential", compile=True)
+
+
+def test_fedrs_reference_code_variant_falls_back_with_a_warning(data):
+    # Its loss subtracts the classifier bias per sample, which the vmap kernel's partial-batch identities exclude.
+    x, y, parts = data
+    model = _model()
+    alg = make_algorithm("fedrs", variant="reference-code").bind(trainable_keys(model))
+    gp = model_state(model)
+    hp = LocalHyperParams(lr=0.05, batch_size=BATCH, epochs=1)
+    ctxs = [alg.client_context(k, torch.bincount(y[p], minlength=5).float(), {}, {}) for k, p in enumerate(parts[:2])]
+    with pytest.warns(UserWarning, match="variant='reference-code'\\) sets supports_batched = False"):
+        out = train_clients_batched(model, gp, x, y, parts[:2], ctxs, alg, hp, [make_generator(1), make_generator(2)],
+                                    transform=PRE.train, options=BatchedOptions(kernel="loop"))
+    ref = local_train(model, gp, x[parts[0]], y[parts[0]], ctxs[0], alg, hp, make_generator(1), transform=PRE.train)
+    assert all(torch.equal(ref.params[k], out[0].params[k]) for k in ref.params)

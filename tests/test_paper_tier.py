@@ -65,12 +65,12 @@ def test_dry_run_names_the_failing_experiment(tmp_path, monkeypatch):
     real = trainer.Experiment.run_round
 
     def broken(self, state):
-        if self.config.model == "vgg11":
+        if self.config.algorithm == "fedprox":
             raise RuntimeError("shape mismatch in layer 7")
         return real(self, state)
 
     monkeypatch.setattr(trainer.Experiment, "run_round", broken)
-    with pytest.raises(paper_tier.DryRunError, match=r"^table1 \{.*'model': 'vgg11'.*\}: RuntimeError: shape mismatch"):
+    with pytest.raises(paper_tier.DryRunError, match=r"^table1 \{.*'method': 'FedProx'.*\}: RuntimeError: shape mismatch"):
         paper_tier.dry_run("paper", workdir=tmp_path, groups=["table1"], log=lambda m: None)
 
 

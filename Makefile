@@ -14,7 +14,8 @@ export FEDLIB_DATA_ROOT
 export MPLBACKEND := Agg
 
 
-.PHONY: help system-deps install assets notebooks book screenshots test all book-from-scratch publish lab clean
+.PHONY: help system-deps install assets notebooks book screenshots test all book-from-scratch publish lab clean \
+        paper-dry-run
 
 help:
 	@echo "make book-from-scratch  install, run the notebooks, build the book, check it (the main job)"
@@ -57,6 +58,10 @@ test:
 	rm -rf build/smoke && $(PYTHON) scripts/run_notebooks.py --smoke --prepare-only --out-dir build/smoke
 	$(PYTHON) -m pytest -n $(PYTEST_JOBS) --dist loadfile tests build/smoke --nbval-lax; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+
+# Every experiment of the paper tier for one round on tiny fake files, on the CPU (minutes), then its size and cost.
+paper-dry-run:
+	$(PYTHON) -m fedlib paper --dry-run --small-images
 
 all: notebooks book screenshots test
 

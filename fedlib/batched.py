@@ -7,7 +7,8 @@
   the M clients are stacked along a leading axis; the client contexts (``Algorithm.client_context``) are
   stacked key by key. One local step is one ``vmap(grad(loss))`` call over all clients still training
   (``torch.func.functional_call`` on the model), the algorithm's ``correct_grads`` inside the vmap, then one
-  SGD update on the stacked tensors with the same tensor ops as ``fedlib.local.sgd_step``.
+  SGD update on the stacked tensors with the same tensor ops as ``fedlib.local.sgd_step`` (and the algorithm's
+  ``after_step`` on the stacked parameters and contexts, e.g. SCAFFOLD with ``correction="after_step"``).
   ``kernel="loop"`` (the default on CPU, where oneDNN's grouped convolutions are slower than separate ones)
   batches the gather, augmentation and SGD update (``torch._foreach_*`` over all clients' tensors) and runs
   the forward/backward per client on its exact batch: bitwise the reference result on CPU.
@@ -151,6 +152,8 @@ def batching_unsupported_reason(model: torch.nn.Module, algorithm, hps: Sequence
     flag = getattr(algorithm, "supports_batched", None)
     name = _algorithm_name(algorithm)
     if flag is False or (flag is None and name not in BATCHABLE_ALGORITHMS):
+        if flag is False:
+            return f"algorithm {name!r} is not batchable in this form ({algorithm!r} sets supports_batched = False)"
         return (f"algorithm {name!r} is not batchable (batched: {', '.join(BATCHABLE_ALGORITHMS)}; "
                 f"others need supports_batched = True and vmappable client hooks)")
     buffers = [k for k, _ in model.named_buffers()]
@@ -502,6 +505,9 @@ def _run(model, algorithm, keys, gp, other, data_x, data_y, plans, tau, trained,
                 g_list = [grads[k] for k in keys]
                 new_params, new_bufs = _sgd_update(params, g_list, bufs, lr=h0.lr, momentum=h0.momentum,
                                                    weight_decay=h0.weight_decay)
+                if algorithm.has_after_step:  # stacked params and ctx: the same elementwise ops per client
+                    stepped = algorithm.after_step(dict(zip(keys, new_params)), ctx=ctx, lr=h0.lr)
+                    new_params = [stepped[k] for k in keys]
                 if compact:
                     params, bufs = new_params, new_bufs
                     losses = losses + value
@@ -571,6 +577,10 @@ def _run_loop(model, algorithm, keys, gp, other, data_x, data_y, idx, count, u, 
             n = len(keys)
             for pos, j in enumerate(act):
                 params[j] = list(new_p[pos * n:(pos + 1) * n])
+                if algorithm.has_after_step:
+                    with torch.no_grad():
+                        stepped = algorithm.after_step(dict(zip(keys, params[j])), ctx=ctxs[j], lr=h0.lr)
+                    params[j] = [stepped[k] for k in keys]
                 if new_b is not None:
                     bufs[j] = list(new_b[pos * n:(pos + 1) * n])
     finally:

@@ -1,4 +1,5 @@
-"""Command line: ``python -m fedlib run ...`` (one experiment) and ``python -m fedlib sweep ...`` (a grid).
+"""Command line: ``python -m fedlib run ...`` (one experiment), ``python -m fedlib sweep ...`` (a grid) and
+``python -m fedlib paper [--dry-run]`` (the whole paper tier, ``fedlib.paper_tier``).
 
 Examples::
 
@@ -154,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--csv", default=None, help="also write the per-run summary to this CSV file")
     _sweep_backend(s)
     _common(s)
+    _paper_parser(sub)
     return p
 
 
@@ -183,6 +185,44 @@ def _ray_options(args):
                           max_retries=args.max_retries)
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"Ray backend: {exc}") from None
+
+
+def _paper_parser(sub) -> None:
+    pp = sub.add_parser("paper", help="the whole paper tier: its size, a dry run, or all of it (resumable)",
+                        description="Print the paper tier's size and estimated cost; with --dry-run walk every "
+                                    "experiment for one round on tiny fake files on the CPU (fedlib.paper_tier); "
+                                    "without it train every missing run, resuming an interrupted one.")
+    pp.add_argument("--dry-run", action="store_true", help="one round of a covering set of runs on fake data")
+    pp.add_argument("--small-images", action="store_true", help="dry run: resize the 224x224 medical sets to 64x64")
+    pp.add_argument("--size-only", action="store_true", help="print the size and cost estimate and stop")
+    pp.add_argument("--groups", default=None, help="comma list of experiment groups (default: all of the tier)")
+    pp.add_argument("--rounds", type=int, default=None, help="override the tier's number of rounds")
+    pp.add_argument("--set", action="append", metavar="K=V", dest="overrides",
+                    help="ExperimentConfig field for every run, e.g. device=cuda:1 (changes the run keys)")
+    pp.add_argument("--data-root", default=None, help="folder with the data files")
+    pp.add_argument("--results-dir", default=None, help="stored tables (default: the repository's results/)")
+    pp.add_argument("--run-root", default="runs", help="run cache with checkpoints (default %(default)s)")
+    pp.add_argument("--workdir", default=None, help="dry run: keep its fake files and runs here")
+    pp.add_argument("--workers", type=int, default=1, help="parallel training processes")
+
+
+def _cmd_paper(args) -> int:
+    from . import paper_tier
+
+    groups = [g.strip() for g in args.groups.split(",") if g.strip()] if args.groups else None
+    if args.dry_run:
+        paper_tier.dry_run("paper", workdir=args.workdir, groups=groups, small_images=args.small_images,
+                           log=lambda m: print(m, flush=True))
+    print(paper_tier.format_size(paper_tier.tier_size("paper", groups)), flush=True)
+    if args.dry_run or args.size_only:
+        return 0
+    overrides = _kv(args.overrides, "--set")
+    if args.data_root is not None:
+        overrides["data_root"] = args.data_root
+    paper_tier.run_tier("paper", results_dir=args.results_dir, run_root=args.run_root, groups=groups,
+                        rounds=args.rounds, overrides=overrides, workers=args.workers,
+                        log=lambda m: print(m, flush=True))
+    return 0
 
 
 def _algorithm_params(args, algorithm: str, strict: bool) -> dict:
@@ -315,6 +355,8 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if args.command == "paper":
+            return _cmd_paper(args)
         return _cmd_run(args) if args.command == "run" else _cmd_sweep(args)
     except (ConfigError, ValueError, TypeError) as exc:
         if isinstance(exc, ConfigError) or "config field" in str(exc):

@@ -59,7 +59,8 @@ class ExperimentConfig:
     round r uses ``lr · lr_decay^(r−1)``), ``momentum``, ``weight_decay`` (None: ``DEFAULT_WEIGHT_DECAY[model]``),
     ``augment``.
     Privacy and availability: ``label_dp_epsilon`` (None: no DP; else Laplace noise with scale 1/ε on the counts
-    the server sees), ``dp_negative`` ("clip" or "keep" negative noisy counts), ``dropout_prob`` (each picked
+    the server sees), ``dp_negative`` ("keep", default: the noisy counts as the paper sends them, "without any further
+    preprocessing", §V-B2; or "clip" negative noisy counts to 0), ``dropout_prob`` (each picked
     client fails with this probability and uploads nothing), ``straggler_fraction`` (this fraction of the pool,
     drawn once per run, trains a uniform random 1…E epochs each time it is picked).
     Bookkeeping: ``eval_every`` (rounds between test evaluations; the last round is always evaluated),
@@ -93,7 +94,7 @@ class ExperimentConfig:
     weight_decay: float | None = None
     augment: bool = True
     label_dp_epsilon: float | None = None
-    dp_negative: str = "clip"
+    dp_negative: str = "keep"
     dropout_prob: float = 0.0
     straggler_fraction: float = 0.0
     eval_every: int = 1
@@ -137,6 +138,16 @@ class ExperimentConfig:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict of all fields."""
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    def key_dict(self) -> dict[str, Any]:
+        """``to_dict()`` as it enters the run keys (``config_hash``, ``fedlib.results.run_key``).
+
+        ``dp_negative`` only matters with label DP; without DP the key carries ``"clip"`` (its default before
+        0.2: "keep"), so the keys of runs without DP are the ones they were stored under whatever the default."""
+        d = self.to_dict()
+        if self.label_dp_epsilon is None:
+            d["dp_negative"] = "clip"
+        return d
 
     @classmethod
     def from_dict(cls, data: dict) -> "ExperimentConfig":
@@ -302,7 +313,7 @@ def _plain(value):
 
 
 def config_hash(config: ExperimentConfig, code_version: str) -> str:
-    """16 hex digits of SHA-256 over the canonical JSON of ``config.to_dict()`` and ``code_version``."""
-    payload = json.dumps({"config": config.to_dict(), "code_version": str(code_version)}, sort_keys=True,
+    """16 hex digits of SHA-256 over the canonical JSON of ``config.key_dict()`` and ``code_version``."""
+    payload = json.dumps({"config": config.key_dict(), "code_version": str(code_version)}, sort_keys=True,
                          separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]

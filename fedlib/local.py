@@ -162,7 +162,8 @@ def local_train(model: torch.nn.Module, params: Mapping[str, torch.Tensor], x: t
     hp.batch_size, hp.epochs, generator)``; each batch is passed through ``transform(xb, aug_generator)``
     (augmentation + normalisation; ``aug_generator`` defaults to ``generator``).  Per step:
     ``loss = algorithm.loss(logits, yb, params=trainable, global_params=params, ctx=ctx)``, gradients w.r.t. the
-    trainable keys, ``grads = algorithm.correct_grads(grads, ctx=ctx)``, then ``sgd_step``.  Buffers (e.g.
+    trainable keys, ``grads = algorithm.correct_grads(grads, ctx=ctx)``, then ``sgd_step`` (then
+    ``algorithm.after_step`` when the algorithm has one).  Buffers (e.g.
     batch-norm statistics) are updated by the forward pass as in ``model.train()`` mode.  ``model`` only
     supplies the architecture; its own tensors are not touched.
     """
@@ -191,6 +192,8 @@ def local_train(model: torch.nn.Module, params: Mapping[str, torch.Tensor], x: t
                 detached = {k: v.detach() for k, v in leaves.items()}
                 train, opt_bufs = sgd_step(detached, grads, opt_bufs, lr=hp.lr, momentum=hp.momentum,
                                            weight_decay=hp.weight_decay)
+                if algorithm.has_after_step:
+                    train = algorithm.after_step(train, ctx=ctx, lr=hp.lr)
             loss_sum = loss.detach() if loss_sum is None else loss_sum + loss.detach()
             steps += 1
     finally:

@@ -9,25 +9,26 @@ __all__ = ["SENSITIVITY", "NEGATIVE_MODES", "laplace_counts"]
 
 #: L1 sensitivity of a label-count vector under Definition 1 (neighbours differ by one sample: ||d - d'||_1 = 1).
 SENSITIVITY = 1.0
-#: How negative noisy counts are handled: "clip" sets them to 0, "keep" leaves them.
+#: How negative noisy counts are handled: "keep" leaves them (default, as the paper uploads them), "clip" sets them to 0.
 NEGATIVE_MODES = ("clip", "keep")
 
 
-def laplace_counts(counts, epsilon: float, *, rng, negative: str = "clip") -> np.ndarray:
+def laplace_counts(counts, epsilon: float, *, rng, negative: str = "keep") -> np.ndarray:
     """Perturb every client's label counts once with the Laplace mechanism, eq. (7): ``l + Lap(1/epsilon)``.
 
     Each entry gets independent noise ``Z ~ Lap(0, SENSITIVITY / epsilon)``, which makes each client's
-    upload epsilon-DP (Definition 1, eq. 6). The paper applies it once before round 1 ("without any
-    further preprocessing"), and the server then selects with the noisy counts.
+    upload epsilon-DP (Definition 1, eq. 6). The paper applies it once before round 1 "without any
+    further preprocessing", and the server then selects with the noisy counts.
 
     Negative noisy counts: entropy (eq. 5) is undefined for negative mass, so the handling is explicit.
 
-    - ``"clip"`` (default): negative entries are set to 0. Clipping is post-processing, so the
-      epsilon-DP guarantee is unchanged, and every downstream quantity (entropy, coverage, cosine
-      distance) is then well defined on a genuine non-negative count vector.
-    - ``"keep"``: the raw noisy values are returned. Selectors in :mod:`fedlib.selection` accept them
-      and score every pooled vector as ``max(L + l^(m), 0)`` (entries clipped at 0 *after* pooling,
-      so negative noise can cancel positive noise of other clients first).
+    - ``"keep"`` (default, the paper's upload): the raw noisy values are returned. Selectors in
+      :mod:`fedlib.selection` accept them and score every pooled vector as ``max(L + l^(m), 0)``
+      (entries clipped at 0 *after* pooling, so negative noise can cancel positive noise of other
+      clients first; ``tests/test_privacy.py`` checks it).
+    - ``"clip"``: negative entries are set to 0 on the server before selection. Clipping is
+      post-processing, so the epsilon-DP guarantee is unchanged, and every downstream quantity
+      (entropy, coverage, cosine distance) is then computed on genuine non-negative count vectors.
 
     Parameters
     ----------
@@ -37,7 +38,7 @@ def laplace_counts(counts, epsilon: float, *, rng, negative: str = "clip") -> np
         Privacy budget, > 0 (the paper uses 0.5). Smaller means more noise (scale 1/epsilon).
     rng : numpy.random.Generator
         Source of the noise.
-    negative : {"clip", "keep"}
+    negative : {"keep", "clip"}
         Handling of negative noisy entries, see above.
 
     Returns
@@ -46,7 +47,7 @@ def laplace_counts(counts, epsilon: float, *, rng, negative: str = "clip") -> np
 
     Examples
     --------
-    >>> noisy = laplace_counts([[10, 0], [3, 7]], 0.5, rng=np.random.default_rng(0))
+    >>> noisy = laplace_counts([[10, 0], [3, 7]], 0.5, rng=np.random.default_rng(0), negative="clip")
     >>> noisy.shape, bool((noisy >= 0).all())
     ((2, 2), True)
     """

@@ -55,7 +55,7 @@ _KEY_EXCLUDE = ("device", "engine", "data_root", "download", "eval_batch_size", 
 
 def run_key(config: ExperimentConfig) -> str:
     """16 hex digits identifying what a run computes (see the module docstring)."""
-    d = {k: v for k, v in config.to_dict().items() if k not in _KEY_EXCLUDE}
+    d = {k: v for k, v in config.key_dict().items() if k not in _KEY_EXCLUDE}
     payload = json.dumps(d, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 

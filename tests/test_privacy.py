@@ -23,8 +23,8 @@ def test_noise_mean_and_scale(epsilon):
 
 def test_clip_never_negative_and_keep_can_be():
     counts = np.zeros((200, 10))
-    clipped = laplace_counts(counts, 0.5, rng=np.random.default_rng(1))
-    kept = laplace_counts(counts, 0.5, rng=np.random.default_rng(1), negative="keep")
+    clipped = laplace_counts(counts, 0.5, rng=np.random.default_rng(1), negative="clip")
+    kept = laplace_counts(counts, 0.5, rng=np.random.default_rng(1))  # the default: the paper's raw upload
     assert (clipped >= 0).all()
     assert (kept < 0).any()
     np.testing.assert_array_equal(clipped, np.maximum(kept, 0))  # same draws, then clipped
@@ -71,3 +71,48 @@ def test_bad_arguments_raise():
         laplace_counts([[1, -2]], 1.0, rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="counts must be a 2-D array"):
         laplace_counts([1, 2], 1.0, rng=np.random.default_rng(0))
+
+
+def _entropy_bits(v):
+    p = np.maximum(v, 0.0)
+    p = p[p > 0] / p.sum()
+    return float(-(p * np.log2(p)).sum())
+
+
+def test_fedentopt_scores_pooled_counts_clipped_after_pooling():
+    # Client 2 first (the rng's first draw among 3 free clients is 2 for seed 3), pooled L = [3, 0].  Candidates:
+    # client 0: [3, 2], H = 0.971; client 1: max([3 - 2, 0 + 3], 0) = [1, 3], H = 0.811.  Scoring after pooling
+    # (documented) takes client 0; clipping client 1's -2 before pooling would give [3, 3], H = 1, and take 1.
+    counts = np.array([[0.0, 2.0], [-2.0, 3.0], [3.0, 0.0]])
+    assert np.random.default_rng(3).integers(3) == 2
+    picked, _ = FedEntOptSelector(buffer_size=0).select(counts, 2, (), np.random.default_rng(3))
+    assert picked.tolist() == [2, 0]
+    clipped_first, _ = FedEntOptSelector(buffer_size=0).select(np.maximum(counts, 0), 2, (), np.random.default_rng(3))
+    assert clipped_first.tolist() == [2, 1]
+
+
+def test_fedentopt_on_kept_noise_equals_a_reference_greedy():
+    # Reference: greedy argmax of H(max(L + l_m, 0)) (lowest index on ties) after the selector's own first pick.
+    counts = np.random.default_rng(4).multinomial(30, [0.6, 0.2, 0.1, 0.05, 0.05], size=40)
+    noisy = laplace_counts(counts, 0.5, rng=np.random.default_rng(5))  # default "keep"
+    assert (noisy < 0).sum() > 20
+    picked, _ = FedEntOptSelector(buffer_size=0).select(noisy, 6, (), np.random.default_rng(6))
+    pooled, chosen = noisy[picked[0]].copy(), [int(picked[0])]
+    for _ in range(5):
+        scores = [(-_entropy_bits(pooled + noisy[m]), m) for m in range(40) if m not in chosen]
+        m = min(scores)[1]
+        chosen.append(m)
+        pooled += noisy[m]
+    assert picked.tolist() == chosen
+
+
+def test_dp_default_is_the_papers_raw_upload_and_keys_of_runs_without_dp_are_unchanged():
+    from fedlib.config import ExperimentConfig, config_hash
+    from fedlib.results import run_key
+
+    assert ExperimentConfig().dp_negative == "keep"
+    plain = ExperimentConfig()
+    assert run_key(plain) == run_key(plain.replace(dp_negative="clip"))  # no DP: dp_negative plays no part
+    assert config_hash(plain, "v") == config_hash(plain.replace(dp_negative="clip"), "v")
+    dp = plain.replace(label_dp_epsilon=0.5)
+    assert run_key(dp) != run_key(dp.replace(dp_negative="clip"))

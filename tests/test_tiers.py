@@ -28,6 +28,9 @@ def test_tier_settings():
 @pytest.mark.parametrize("experiment", list(tiers.EXPERIMENTS))
 def test_experiment_configs_validate(tier, experiment):
     runs = tiers.experiment_configs(tier, experiment, rounds=3)
+    if experiment not in tiers.tier_experiments(tier):  # Table IV's medical sets: paper tier only
+        assert runs == []
+        return
     assert runs and all(r.config.rounds == 3 and r.experiment == experiment for r in runs)
     labels = [tuple(sorted(r.label.items())) for r in runs]
     assert len(set(labels)) == len(labels)  # every run has its own coordinates
@@ -44,6 +47,26 @@ def test_paper_tier_groups_cover_the_paper():
     pools = tiers.experiment_configs("paper", "large_pools")
     assert sorted({r.config.num_clients for r in pools}) == [150, 200]
     assert sorted({r.config.clients_per_round for r in pools}) == [3, 4, 5, 6, 7]
+
+
+def test_paper_tier_adds_cinic10_the_medical_sets_and_niid_bench_scaffold():
+    t1 = tiers.experiment_configs("paper", "table1")
+    assert {r.config.dataset for r in t1} == {"cifar10", "cinic10", "cifar100-20"}
+    assert {(r.config.num_clients, r.config.clients_per_round) for r in t1 if r.config.dataset == "cinic10"} == {
+        (200, 20)}
+    scaffold = {r.config.algorithm_params["correction"] for r in t1 + tiers.experiment_configs("paper", "table2")
+                if r.config.algorithm == "scaffold"}
+    assert scaffold == {"after_step"}
+    med = tiers.experiment_configs("paper", "medical")
+    assert {r.label["method"] for r in med} == set(tiers.TABLE4_METHODS)
+    assert {(r.config.dataset, r.config.num_clients, r.config.clients_per_round, r.config.min_partition_size)
+            for r in med} == {("pathmnist", 100, 5, 10), ("tissuemnist", 100, 5, 10), ("brain-tumor-mri", 40, 2, 2)}
+    assert {(r.config.model, r.config.rounds, r.config.lr) for r in med} == {("efficientnet-b0", 200, 0.001),
+                                                                            ("efficientnet-b3", 200, 0.001)}
+    assert "medical" in tiers.tier_experiments("paper") and "medical" not in tiers.tier_experiments("quick")
+    # the quick and subset tiers keep fedlib's SCAFFOLD formulation (their stored results used it)
+    for tier in ("quick", "subset"):
+        assert tiers.tier_config(tier, method="SCAFFOLD").algorithm_params == {}
 
 
 def test_methods_map_to_the_paper_settings():

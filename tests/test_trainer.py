@@ -69,7 +69,11 @@ def test_label_dp_changes_server_counts_only(tiny_npz):
                           label_dp_epsilon=0.5))
     plain = Experiment(_cfg(tiny_npz, selector="fedentopt", selector_params={"buffer_size": 2}))
     assert np.array_equal(exp.true_counts, plain.true_counts)
-    assert not np.array_equal(exp.server_counts, exp.true_counts) and (exp.server_counts >= 0).all()
+    assert not np.array_equal(exp.server_counts, exp.true_counts)
+    assert (exp.server_counts < 0).any()  # default dp_negative="keep": the raw noisy counts, as the paper uploads
+    clipped = Experiment(_cfg(tiny_npz, selector="fedentopt", selector_params={"buffer_size": 2},
+                              label_dp_epsilon=0.5, dp_negative="clip"))
+    np.testing.assert_array_equal(clipped.server_counts, np.maximum(exp.server_counts, 0))
 
 
 def test_all_algorithms_run(tiny_npz):

@@ -7,7 +7,8 @@ Names and parameters (defaults are the FedEntOpt paper's, §V-A5):
   ``fedavg``      --
   ``fedprox``     ``mu=1e-4``
   ``fednova``     --
-  ``scaffold``    ``normaliser="momentum"`` (or ``"steps"``, the literal K·η)
+  ``scaffold``    ``correction="gradient"`` (or ``"after_step"``, NIID-Bench's), ``normaliser`` (``"momentum"`` or
+                  ``"steps"``, the literal K·η; default by correction)
   ``fedrs``       ``alpha=0.5``
   ``fedlc``       ``tau=1.0``, ``zero_count=1e-8``
   ``fedconcat``   see ``fedlib.algorithms.fedconcat`` (imported lazily)

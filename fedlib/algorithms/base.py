@@ -33,6 +33,9 @@ values, no in-place ops on inputs, no ``.item()``) so they can run under ``vmap`
 * ``correct_grads(grads, *, ctx) -> grads`` -- applied to the gradient of ``loss`` w.r.t. the trainable
   parameters before the SGD step (before weight decay is added).  Batched: ``grads`` and ``ctx`` carry the
   client axis.
+* ``after_step(params, *, ctx, lr) -> params`` -- applied to the trainable parameters after every SGD step,
+  outside the momentum buffer (e.g. SCAFFOLD as NIID-Bench codes it: ``y ← y − lr·(c − c_i)``).  Called only when
+  the algorithm sets ``has_after_step = True``.  Batched: ``params`` and ``ctx`` carry the client axis.
 
 Client side, called once per client and round *outside* the training loop (plain Python is fine):
 
@@ -130,11 +133,13 @@ class Algorithm:
     ``uploads_label_counts`` True if the algorithm itself makes every client upload its label counts once
                              (e.g. FedConcat's clustering); the trainer then charges 4·C·K bytes at round 0,
                              as it does for label-based selectors.
+    ``has_after_step``       True if ``after_step`` changes the parameters (the engines skip it otherwise).
     ``upload_factor``        model-sized tensors a client uploads per round (1: its model; SCAFFOLD: 2, model
                              and Δc_i); the trainer charges ``4 · p · upload_factor`` bytes per uploading client.
     """
 
     name = "base"
+    has_after_step = False
     needs_label_counts = False
     uploads_label_counts = False
     upload_factor = 1
@@ -165,6 +170,10 @@ class Algorithm:
     def correct_grads(self, grads: Params, *, ctx: Mapping[str, torch.Tensor]) -> Params:
         """Identity (FedAvg)."""
         return grads
+
+    def after_step(self, params: Params, *, ctx: Mapping[str, torch.Tensor], lr: float) -> Params:
+        """Identity (FedAvg); only called when ``has_after_step`` is True."""
+        return params
 
     # -- client side (once per client and round) ------------------------------------------------------
     def client_context(self, client_id: int, label_counts: torch.Tensor, server_state: Mapping[str, torch.Tensor],

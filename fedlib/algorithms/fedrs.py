@@ -8,9 +8,18 @@ During local training on client k the logits of the classes the client does NOT 
 so the "missing" classes are pushed less (their classifier rows get smaller updates).  α = 1 recovers plain
 cross-entropy exactly; the FedEntOpt paper uses α = 0.5 (§V-A5).  Aggregation is FedAvg.
 
-Note: the authors' public code scales the classifier's bias-free logits by the soft factor
-α + (1 − α)·n_c / max_c n_c; fedlib follows the paper's restricted softmax (binary presence mask on the full
-logits), which is what the brief and the FedEntOpt paper describe.
+``variant`` chooses between the two definitions in circulation:
+
+``"paper"`` (default)
+    The FedRS paper's restricted softmax: the binary factor s_c above on the logits z_c.  The paper writes the
+    logits as w_c^T h (no bias term); fedlib scales the model's logit w_c^T h + b_c, as the Flower and FLuke
+    baselines of FedRS do (identical when the bias is 0).  All stored FedRS results use it.
+``"reference-code"``
+    The authors' public code (FedRepo, ``algorithms/fedrs.py``): the soft factor s_c = α + (1 − α)·n_{k,c} / max_c
+    n_{k,c} on the bias-free logits h·w_c (fedlib subtracts the classifier's bias, the last trainable ``*bias``
+    of shape (C,), from the logits, so the bias gets no cross-entropy gradient, as there).  That code also clips
+    gradient norms, which fedlib does not.  Its loss depends on a parameter per sample, so the batched engine
+    trains it client by client (``supports_batched = False``).
 
 Context (``client_context``): ``{"scale": (C,) float}`` -- the per-class factor s; a batched caller stacks it
 to (M, C).
@@ -26,24 +35,45 @@ from .base import Algorithm
 __all__ = ["FedRS"]
 
 
+VARIANTS = ("paper", "reference-code")
+
+
 class FedRS(Algorithm):
-    """FedRS with scaling factor ``alpha`` ∈ [0, 1] for absent classes (default 0.5)."""
+    """FedRS with scaling factor ``alpha`` ∈ [0, 1] for absent classes (default 0.5); ``variant`` in
+    {"paper", "reference-code"} (module docstring)."""
 
     name = "fedrs"
     needs_label_counts = True
 
-    def __init__(self, alpha: float = 0.5) -> None:
+    def __init__(self, alpha: float = 0.5, variant: str = "paper") -> None:
         super().__init__()
         self.alpha = check_float("fedrs alpha", alpha, low=0.0, high=1.0)
+        if variant not in VARIANTS:
+            raise ValueError(f"fedrs variant must be one of {', '.join(map(repr, VARIANTS))} (got {variant!r}).")
+        self.variant = variant
+        if variant == "reference-code":
+            self.supports_batched = False
 
     def params_dict(self) -> dict:
-        return {"alpha": self.alpha}
+        return {"alpha": self.alpha, "variant": self.variant}
 
     def client_context(self, client_id, label_counts, server_state, client_state):
         counts = torch.as_tensor(label_counts, dtype=torch.float32)
         one = torch.ones_like(counts)
+        if self.variant == "reference-code":
+            return {"scale": self.alpha + (1.0 - self.alpha) * counts / counts.max().clamp_min(1.0)}
         return {"scale": torch.where(counts > 0, one, one * self.alpha)}
+
+    def _classifier_bias(self, params, num_classes):
+        for k in reversed(self.trainable):
+            if k.endswith("bias") and k in params and tuple(params[k].shape) == (num_classes,):
+                return params[k]
+        return None
 
     def loss(self, logits, y, *, params, global_params, ctx):
         scale = ctx["scale"].to(logits.dtype)
+        if self.variant == "reference-code":
+            bias = self._classifier_bias(params, logits.shape[-1])
+            if bias is not None:
+                logits = logits - bias
         return F.cross_entropy(logits * scale, y)

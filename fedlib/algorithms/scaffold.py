@@ -18,6 +18,18 @@ diverges to chance accuracy (measured on IID MNIST in fedlib's tests). ``normali
 ``"momentum"`` (default) a_i as above, FedNova's normaliser (:func:`fedlib.algorithms.fednova.fednova_normaliser`);
 ``"steps"`` the literal a_i = K_i. Both agree when momentum is 0.
 
+Where the correction enters (``correction``):
+
+``"gradient"`` (default; fedlib's formulation, used by the quick and subset tiers)
+    g̃ = ∇F_i(y) − c_i + c as above: the correction passes through weight decay's sum and the momentum buffer,
+    and the normaliser is ``"momentum"`` unless given.
+``"after_step"`` (NIID-Bench's formulation, Li et al., ICDE 2022, the baseline code FedEntOpt cites for its
+    partitions and its SCAFFOLD/FedNova observation; used by the paper tier)
+    the client runs plain momentum SGD on ∇F_i and after every optimiser step sets y ← y − η·(c − c_i), outside
+    the momentum buffer; the normaliser is ``"steps"`` (x − y_i)/(K_i·η) unless given.  NIID-Bench also shifts
+    non-trainable buffers (BatchNorm statistics) this way; fedlib corrects the trainable parameters only (the
+    paper's LeNet-5 and VGG-11 have no buffers).
+
 Server, with S the uploading clients and N the pool size (global learning rate η_g = 1):
 
     x⁺ = x + Σ_{i∈S} p_i (y_i − x) = Σ_i p_i y_i     (p_i = n_i/Σ n_j: the paper's FedAvg weighting, §V-A5)
@@ -38,21 +50,35 @@ from .base import Algorithm, weighted_average
 from .fednova import fednova_normaliser
 
 NORMALISERS = ("momentum", "steps")
+CORRECTIONS = ("gradient", "after_step")
 
 __all__ = ["Scaffold"]
 
 
 class Scaffold(Algorithm):
-    """SCAFFOLD, option II, global learning rate 1; ``normaliser`` in {"momentum", "steps"} (module docstring)."""
+    """SCAFFOLD, option II, global learning rate 1 (module docstring).
+
+    ``correction`` in {"gradient", "after_step"}; ``normaliser`` in {"momentum", "steps"}, default ``"momentum"``
+    for ``"gradient"`` and ``"steps"`` for ``"after_step"`` (NIID-Bench's pair).
+    """
 
     name = "scaffold"
     upload_factor = 2  # the model y_i and the control-variate change Δc_i
 
-    def __init__(self, normaliser: str = "momentum"):
+    def __init__(self, normaliser: str | None = None, correction: str = "gradient"):
         super().__init__()
+        if correction not in CORRECTIONS:
+            raise ValueError(f"correction must be one of {', '.join(map(repr, CORRECTIONS))} (got {correction!r}).")
+        if normaliser is None:
+            normaliser = "momentum" if correction == "gradient" else "steps"
         if normaliser not in NORMALISERS:
             raise ValueError(f"normaliser must be one of {', '.join(map(repr, NORMALISERS))} (got {normaliser!r}).")
         self.normaliser = normaliser
+        self.correction = correction
+        self.has_after_step = correction == "after_step"
+
+    def params_dict(self) -> dict:
+        return {"normaliser": self.normaliser, "correction": self.correction}
 
     def init_server_state(self, global_params, *, num_clients):
         state = {"c:" + k: torch.zeros_like(global_params[k]) for k in self.trainable}
@@ -66,7 +92,12 @@ class Scaffold(Algorithm):
         return {"corr:" + k: server_state["c:" + k] - client_state[k] for k in self.trainable}
 
     def correct_grads(self, grads, *, ctx):
+        if self.has_after_step:
+            return grads
         return {k: g + ctx["corr:" + k] for k, g in grads.items()}
+
+    def after_step(self, params, *, ctx, lr):
+        return {k: p.add(ctx["corr:" + k], alpha=-lr) for k, p in params.items()}
 
     def update_client_state(self, client_state, result, *, global_params, server_state, ctx, hp):
         if result.num_steps == 0:

@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.data_root:
         os.environ["FEDLIB_DATA_ROOT"] = str(Path(args.data_root).resolve())
-    names = list(tiers.EXPERIMENTS) if args.experiment == "all" else args.experiment.split(",")
+    names = list(tiers.tier_experiments(args.tier)) if args.experiment == "all" else args.experiment.split(",")
     for n in names:
         if n not in tiers.EXPERIMENTS:
             p.error(f"unknown experiment {n!r}; allowed: {', '.join(tiers.EXPERIMENTS)}, all")

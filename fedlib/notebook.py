@@ -39,7 +39,8 @@ def setup(*, dpi: int = 100) -> None:
         from IPython import get_ipython
 
         get_ipython().run_line_magic("matplotlib", "inline")
-        if matplotlib.get_backend() != INLINE_BACKEND:
+        # matplotlib-inline >= 0.2 registers itself under the short name "inline"
+        if matplotlib.get_backend() not in (INLINE_BACKEND, "inline"):
             raise RuntimeError(f"fedlib.notebook.setup: matplotlib's backend is {matplotlib.get_backend()!r} "
                                f"after %matplotlib inline; figures would not reach the notebook.")
     matplotlib.rcParams["figure.dpi"] = dpi

@@ -36,7 +36,7 @@ assets:
 	$(PYTHON) scripts/fetch_web_assets.py
 
 # Every cell runs under a time limit (CELL_TIMEOUT seconds); a page that times out runs once more, then fails.
-CELL_TIMEOUT ?= 300
+CELL_TIMEOUT ?= 600
 notebooks:
 	$(PYTHON) scripts/run_notebooks.py --jobs $(JOBS) --cell-timeout $(CELL_TIMEOUT)
 

@@ -180,7 +180,7 @@ def execute_once(source: Path, partial: Path, parameters: dict, log_output: bool
 
 
 def execute(run: dict, tier: str, parameters: dict, out_dir: Path, log_output: bool,
-            cell_timeout: int = 300, retries: int = 1) -> tuple[str, float, str]:
+            cell_timeout: int = 600, retries: int = 1) -> tuple[str, float, str]:
     """Run one notebook; return (name, seconds, error message or '').
 
     A run that times out in a cell is tried again (``retries`` times); an error that is not a timeout is not
@@ -217,8 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, default=ROOT / "book" / "executed",
                         help="where executed notebooks go (default: book/executed, what the book shows)")
     parser.add_argument("-j", "--jobs", type=int, default=1, help="notebooks run in parallel (default 1)")
-    parser.add_argument("--cell-timeout", type=int, default=300, metavar="SECONDS",
-                        help="longest a single cell may run before the page fails (default 300); a page that "
+    parser.add_argument("--cell-timeout", type=int, default=600, metavar="SECONDS",
+                        help="longest a single cell may run before the page fails (default 600); a page that "
                              "times out is run once more before the build fails")
     parser.add_argument("--log-output", action="store_true", help="echo the notebooks' output while they run")
     parser.add_argument("--list", action="store_true", help="print the run table and exit")

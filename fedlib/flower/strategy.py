@@ -40,7 +40,7 @@ AGGREGATIONS = ("flower", "fedlib")
 
 
 def label_counts_reply(message: Message, labels, num_classes: int, *, partition_id: int | None = None,
-                       epsilon: float | None = None, negative: str = "clip", rng=None) -> Message:
+                       epsilon: float | None = None, negative: str = "keep", rng=None) -> Message:
     """The ClientApp's answer to the label-count query: its label histogram, optionally ε-DP.
 
     ``labels``: the client's training labels (ints in ``[0, num_classes)``).  With ``epsilon`` the counts are

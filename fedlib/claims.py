@@ -15,8 +15,6 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from fedlib import paper
-
 __all__ = ["Claim", "frame", "all_hold", "EXPECTED_DIFFERENCES", "TOLERANCES", "fig1", "table6_hnorm", "coverage",
            "fine_label_coverage", "table5", "table1_directions", "table2_signs"]
 

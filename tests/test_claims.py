@@ -94,23 +94,21 @@ def test_table5_byte_counts():
     assert_claims(found)
 
 
-@pytest.mark.parametrize("tier", ["quick", "subset"])
-def test_stored_table1_directions(tier):
-    stored = results.load_or_run(tier, "table1", None, run_missing=False)
-    if stored.empty:
-        pytest.skip(f"no stored table1 runs at tier {tier!r}")
-    found = claims.table1_directions(results.table1_summary(stored, last=10), tier)
-    assert len(found) == 2
-    assert_claims(found)
+STORED_CLAIMS = {  # experiment group -> (summary of the stored runs, its claims, how many claims)
+    "table1": (results.table1_summary, claims.table1_directions, 2),
+    "table2": (results.table2_summary, claims.table2_signs, 10),
+}
 
 
 @pytest.mark.parametrize("tier", ["quick", "subset"])
-def test_stored_table2_signs(tier):
-    stored = results.load_or_run(tier, "table2", None, run_missing=False)
+@pytest.mark.parametrize("experiment", sorted(STORED_CLAIMS))
+def test_stored_training_directions(experiment, tier):
+    stored = results.load_or_run(tier, experiment, None, run_missing=False)
     if stored.empty:
-        pytest.skip(f"no stored table2 runs at tier {tier!r}")
-    found = claims.table2_signs(results.table2_summary(stored, last=10), tier)
-    assert len(found) == 10
+        pytest.skip(f"no stored {experiment} runs at tier {tier!r}")
+    summarise, judge, count = STORED_CLAIMS[experiment]
+    found = judge(summarise(stored, last=10), tier)
+    assert len(found) == count
     assert_claims(found)
 
 

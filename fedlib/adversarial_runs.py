@@ -39,9 +39,10 @@ import pandas as pd
 
 from .adversarial import LiarSpec, choose_liars, liar_counts, liar_labels
 from .config import ExperimentConfig
+from .significance import paired_test
 
 __all__ = ["EXPERIMENT", "SEEDS", "LIAR_SHARES", "DEFENCE", "METHODS", "LiarRun", "lying_runs", "liar_run_key",
-           "run_with_liars", "liar_experiment", "ensure_lying_runs", "load_or_run_lying", "sign_flip_p", "paired_test",
+           "run_with_liars", "liar_experiment", "ensure_lying_runs", "load_or_run_lying",
            "paired_tests", "accuracy_summary"]
 
 EXPERIMENT = "lying_clients"
@@ -248,43 +249,6 @@ def load_or_run_lying(tier: str = "quick", results_dir=None, *, run_missing: boo
 
 # ----------------------------------------------------------------------------------------------------
 # statistics
-
-def sign_flip_p(diffs) -> float:
-    """Exact two-sided p-value of the paired sign-flip permutation test: the share of the 2^n sign patterns whose
-    |mean| is at least the observed |mean| (n <= 20).
-
-    >>> sign_flip_p([1.0, 2.0, 3.0])  # only all + and all - reach |mean| = 2
-    0.25
-    >>> sign_flip_p([0.0, 0.0])
-    1.0
-    """
-    d = np.asarray(diffs, dtype=float)
-    if d.ndim != 1 or d.size < 1 or d.size > 20 or not np.all(np.isfinite(d)):
-        raise ValueError(f"diffs must be 1 to 20 finite differences (got {diffs!r}).")
-    signs = np.array(list(itertools.product((1.0, -1.0), repeat=d.size)))
-    means = np.abs(signs @ d) / d.size
-    return float(np.mean(means >= abs(d.mean()) - 1e-12))
-
-
-def paired_test(a, b) -> dict:
-    """Seed-paired comparison of ``a`` and ``b`` (same seeds, same order): n, mean and std (ddof=1) of ``a - b``,
-    the paired t-test's p (``scipy.stats.ttest_rel``; NaN without scipy or with constant differences) and the
-    exact sign-flip p (:func:`sign_flip_p`)."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a.shape != b.shape or a.ndim != 1:
-        raise ValueError(f"a and b must be 1-D of equal length (got shapes {a.shape} and {b.shape}).")
-    d = a - b
-    p_t = float("nan")
-    if d.size > 1 and np.ptp(d) > 0:
-        try:
-            from scipy import stats
-
-            p_t = float(stats.ttest_rel(a, b).pvalue)
-        except ImportError:  # pragma: no cover
-            pass
-    return {"n": int(d.size), "mean_diff": float(d.mean()), "std_diff": float(d.std(ddof=1)) if d.size > 1 else 0.0,
-            "p_ttest": p_t, "p_signflip": sign_flip_p(d)}
-
 
 def final_per_run(frame: pd.DataFrame, last: int = 10) -> pd.DataFrame:
     """Per run (partition, liars, method, seed): the mean test accuracy over its final ``last`` evaluated rounds,

@@ -8,42 +8,6 @@ from fedlib.adversarial import LiarSpec, choose_liars, uniform_report
 from fedlib.partition import label_count_matrix
 from fedlib.tiers import tier_config
 
-# ----------------------------------------------------------------------------- statistics, by hand
-
-
-def test_sign_flip_p_hand():
-    # (1, 2, 3): of the 8 sign patterns only +++ and --- reach |mean| = 2 -> 2/8
-    assert ar.sign_flip_p([1.0, 2.0, 3.0]) == 0.25
-    # (1, -1): |mean| 0 is reached by every pattern
-    assert ar.sign_flip_p([1.0, -1.0]) == 1.0
-    # five differences of one sign: 2/32, the smallest p five seeds can give
-    assert ar.sign_flip_p([0.5, 1, 2, 3, 4]) == 2 / 32
-    # (3, 1, 1, 1): mean 1.5; patterns with |sum| >= 6: +3 with all + (6) and their negatives -> 2/16
-    assert ar.sign_flip_p([3.0, 1.0, 1.0, 1.0]) == 2 / 16
-
-
-def test_sign_flip_p_rejects_bad_input():
-    with pytest.raises(ValueError, match=r"diffs must be 1 to 20 finite differences"):
-        ar.sign_flip_p([])
-    with pytest.raises(ValueError, match=r"diffs must be 1 to 20 finite differences"):
-        ar.sign_flip_p([1.0, np.nan])
-
-
-def test_paired_test_matches_scipy_and_hand():
-    from scipy import stats
-
-    a, b = np.array([70.0, 65.0, 72.0, 60.0]), np.array([60.0, 66.0, 70.0, 55.0])
-    r = ar.paired_test(a, b)
-    assert r["n"] == 4 and r["mean_diff"] == pytest.approx(4.0)  # (10 - 1 + 2 + 5) / 4
-    assert r["std_diff"] == pytest.approx(np.std([10, -1, 2, 5], ddof=1))
-    assert r["p_ttest"] == pytest.approx(stats.ttest_rel(a, b).pvalue)
-    assert r["p_signflip"] == ar.sign_flip_p([10, -1, 2, 5])
-    same = ar.paired_test([1.0, 2.0], [1.0, 2.0])
-    assert np.isnan(same["p_ttest"]) and same["p_signflip"] == 1.0
-    with pytest.raises(ValueError, match=r"a and b must be 1-D of equal length"):
-        ar.paired_test([1.0, 2.0], [1.0])
-
-
 # ----------------------------------------------------------------------------- the group
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from fedlib import claims, label_tables, results
+from fedlib import claims, label_tables, plateau, results, significance, tiers
 from fedlib.profiles import get_profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,22 +94,40 @@ def test_table5_byte_counts():
     assert_claims(found)
 
 
-STORED_CLAIMS = {  # experiment group -> (summary of the stored runs, its claims, how many claims)
-    "table1": (results.table1_summary, claims.table1_directions, 2),
-    "table2": (results.table2_summary, claims.table2_signs, 10),
+def _to_fedavg(stored, last):
+    return significance.rounds_to_reference(stored.frame, "FedAvg", window=last)
+
+
+STORED_CLAIMS = {  # page -> (experiment group, summary of the stored runs, its claims, how many claims)
+    "table1": ("table1", results.table1_summary, claims.table1_directions, 2),
+    "table2": ("table2", results.table2_summary, claims.table2_signs, 10),
+    "accuracy_curves": ("table1", _to_fedavg, claims.faster_than_fedavg, 2),
 }
 
 
 @pytest.mark.parametrize("tier", ["quick", "subset"])
-@pytest.mark.parametrize("experiment", sorted(STORED_CLAIMS))
-def test_stored_training_directions(experiment, tier):
+@pytest.mark.parametrize("page", sorted(STORED_CLAIMS))
+def test_stored_training_directions(page, tier):
+    experiment, summarise, judge, count = STORED_CLAIMS[page]
     stored = results.load_or_run(tier, experiment, None, run_missing=False)
     if stored.empty:
         pytest.skip(f"no stored {experiment} runs at tier {tier!r}")
-    summarise, judge, count = STORED_CLAIMS[experiment]
     found = judge(summarise(stored, last=10), tier)
     assert len(found) == count
     assert_claims(found)
+
+
+def test_subset_tier_trains_past_the_measured_plateau():
+    """fedlib.tiers: the subset tier's round count is at least every FedAvg/FedEntOpt plateau round + 10."""
+    stored = results.load_or_run("subset", "table1", None, run_missing=False)
+    if stored.empty:
+        pytest.skip("no stored subset table1 runs")
+    pair = stored.frame[stored.frame["method"].isin(["FedAvg", "FedEntOpt"])]
+    table = plateau.plateau_table(pair, min_round=150, window=10)
+    rounds = tiers.get_tier("subset").base["rounds"]
+    assert len(table) == 4 and (table["last_round"] == rounds).all()
+    assert table["plateau_round"].notna().all(), table
+    assert (table["plateau_round"] + 10 <= rounds).all(), table
 
 
 # ------------------------------------------------------------------------------ the claim machinery itself

@@ -1,0 +1,109 @@
+"""Tests of fedlib.significance: seed-paired tests, rank agreement with the paper, rounds to a reference."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedlib import significance as sg
+
+
+# ----------------------------------------------------------------------------- statistics, by hand
+
+def test_sign_flip_p_hand():
+    # (1, 2, 3): of the 8 sign patterns only +++ and --- reach |mean| = 2 -> 2/8
+    assert sg.sign_flip_p([1.0, 2.0, 3.0]) == 0.25
+    # (1, -1): |mean| 0 is reached by every pattern
+    assert sg.sign_flip_p([1.0, -1.0]) == 1.0
+    # five differences of one sign: 2/32, the smallest p five seeds can give
+    assert sg.sign_flip_p([0.5, 1, 2, 3, 4]) == 2 / 32
+    # (3, 1, 1, 1): mean 1.5; patterns with |sum| >= 6: +3 with all + (6) and their negatives -> 2/16
+    assert sg.sign_flip_p([3.0, 1.0, 1.0, 1.0]) == 2 / 16
+
+
+def test_sign_flip_p_rejects_bad_input():
+    with pytest.raises(ValueError, match=r"diffs must be 1 to 20 finite differences"):
+        sg.sign_flip_p([])
+    with pytest.raises(ValueError, match=r"diffs must be 1 to 20 finite differences"):
+        sg.sign_flip_p([1.0, np.nan])
+
+
+def test_paired_test_matches_scipy_and_hand():
+    from scipy import stats
+
+    a, b = np.array([70.0, 65.0, 72.0, 60.0]), np.array([60.0, 66.0, 70.0, 55.0])
+    r = sg.paired_test(a, b)
+    assert r["n"] == 4 and r["mean_diff"] == pytest.approx(4.0)  # (10 - 1 + 2 + 5) / 4
+    assert r["std_diff"] == pytest.approx(np.std([10, -1, 2, 5], ddof=1))
+    assert r["p_ttest"] == pytest.approx(stats.ttest_rel(a, b).pvalue)
+    assert r["p_signflip"] == sg.sign_flip_p([10, -1, 2, 5])
+    same = sg.paired_test([1.0, 2.0], [1.0, 2.0])
+    assert np.isnan(same["p_ttest"]) and same["p_signflip"] == 1.0
+    with pytest.raises(ValueError, match=r"a and b must be 1-D of equal length"):
+        sg.paired_test([1.0, 2.0], [1.0])
+
+
+# ----------------------------------------------------------------------------- on run tables
+
+def _frame(curves: dict) -> pd.DataFrame:
+    """{(partition, method, seed): accuracies of rounds 1..n} -> a run table (round 0 has no accuracy)."""
+    rows = []
+    for (p, m, s), acc in curves.items():
+        rows.append({"partition": p, "method": m, "seed": s, "round": 0, "test_accuracy": np.nan})
+        rows += [{"partition": p, "method": m, "seed": s, "round": r, "test_accuracy": a}
+                 for r, a in enumerate(acc, start=1)]
+    return pd.DataFrame(rows)
+
+
+def test_per_run_final_hand():
+    f = _frame({("C=2", "A", 0): [0.1, 0.2, 0.3, 0.5], ("C=2", "B", 0): [0.4, 0.4, 0.4, 0.4]})
+    per = sg.per_run_final(f, last=2).set_index("method")["accuracy"]
+    assert per["A"] == pytest.approx(40.0) and per["B"] == pytest.approx(40.0)  # (0.3 + 0.5) / 2 in %
+    with pytest.raises(ValueError, match=r"last must be a positive number of rounds \(got 0\)"):
+        sg.per_run_final(f, last=0)
+
+
+def test_paired_against_pairs_by_seed():
+    # seed 1 of "B" is missing: only seeds 0 and 2 are paired for (A, B)
+    f = _frame({("C=2", "A", 0): [0.5], ("C=2", "A", 1): [0.6], ("C=2", "A", 2): [0.7],
+                ("C=2", "B", 0): [0.4], ("C=2", "B", 2): [0.4],
+                ("C=2", "C", 0): [0.5], ("C=2", "C", 1): [0.6], ("C=2", "C", 2): [0.7]})
+    t = sg.paired_against(sg.per_run_final(f, last=1), "A").set_index("b")
+    assert list(t.index) == ["B", "C"] and (t["a"] == "A").all() and (t["partition"] == "C=2").all()
+    assert t.loc["B", "n"] == 2 and t.loc["B", "mean_diff"] == pytest.approx(20.0)  # (10 + 30) / 2 pp
+    assert t.loc["C", "mean_diff"] == pytest.approx(0.0) and t.loc["C", "p_signflip"] == 1.0
+    with pytest.raises(ValueError, match=r"reference must be a method with stored runs \(got 'Z'"):
+        sg.paired_against(sg.per_run_final(f, last=1), "Z")
+
+
+def test_rank_correlation_hand_and_scipy():
+    from scipy import stats
+
+    s = pd.DataFrame({"partition": ["P"] * 4 + ["Q"] * 4, "method": list("abcd") * 2,
+                      "ours_mean": [1, 2, 3, 4, 1, 2, 3, 4], "paper_mean": [10, 20, 30, 40, 40, 30, 20, 10.0]})
+    r = sg.rank_correlation(s).set_index("partition")
+    assert r.loc["P", "spearman_rho"] == pytest.approx(1.0) and r.loc["Q", "spearman_rho"] == pytest.approx(-1.0)
+    assert r.loc["P", "kendall_tau"] == pytest.approx(1.0) and r.loc["P", "ours_first"] == "d"
+    assert r.loc["Q", "paper_first"] == "a"
+    s2 = pd.DataFrame({"partition": ["P"] * 5, "method": list("abcde"), "ours_mean": [3, 1, 4, 1.5, 5],
+                       "paper_mean": [2, 7, 1, 8, np.nan]})  # the NaN row is left out: n = 4
+    r2 = sg.rank_correlation(s2).iloc[0]
+    assert r2["n"] == 4
+    assert r2["spearman_rho"] == pytest.approx(stats.spearmanr([3, 1, 4, 1.5], [2, 7, 1, 8]).statistic)
+
+
+def test_rounds_to_reference_hand():
+    # the reference R ends at 0.5 (seed 0) and 0.45 (seed 1) over its last 2 rounds; F climbs faster
+    f = _frame({("C=2", "R", 0): [0.1, 0.2, 0.3, 0.4, 0.5, 0.5], ("C=2", "R", 1): [0.1, 0.2, 0.3, 0.5, 0.5, 0.4],
+                ("C=2", "F", 0): [0.4, 0.6, 0.6, 0.6, 0.6, 0.6], ("C=2", "F", 1): [0.3, 0.4, 0.6, 0.6, 0.6, 0.6],
+                ("C=2", "S", 0): [0.1] * 6, ("C=2", "S", 1): [0.1] * 6, ("C=2", "F", 2): [0.9] * 6})
+    t = sg.rounds_to_reference(f, "R", window=2).set_index("method")
+    assert t.loc["R", "target"] == pytest.approx(47.5)  # (50 + 45) / 2
+    # trailing 2-round means; R seed 0 reaches its 50 % at round 6, seed 1 its 45 % at round 5 (0.5, 0.5)
+    assert t.loc["R", "rounds_mean"] == pytest.approx(5.5) and t.loc["R", "reached"] == 2
+    # F seed 0 reaches 50 % at round 2 (0.5); seed 1 reaches 45 % at round 3 (0.5); seed 2 has no R run: left out
+    assert t.loc["F", "rounds_mean"] == pytest.approx(2.5) and t.loc["F", "runs"] == 2
+    assert t.loc["F", "speedup"] == pytest.approx(5.5 / 2.5)
+    assert t.loc["S", "reached"] == 0 and np.isnan(t.loc["S", "rounds_mean"])
+    with pytest.raises(ValueError, match=r"window must be a positive number of rounds"):
+        sg.rounds_to_reference(f, "R", window=0)
+    with pytest.raises(ValueError, match=r"reference must be a method with stored runs \(got 'FedAvg'\)"):
+        sg.rounds_to_reference(f)

@@ -120,7 +120,8 @@ TIERS: dict[str, Tier] = {
     "subset": Tier(
         name="subset",
         description="real CIFAR-10 images at hand (5,170 train / 1,017 test), paper settings (K=100, M=10, "
-                    "E=5, LeNet-5, batch 64, lr 0.01x0.98, 3 seeds), 300 rounds on CPU (the measured plateau)",
+                    "E=5, LeNet-5, batch 64, lr 0.01x0.98, 3 seeds; Table I's FedAvg and FedEntOpt 5), 300 rounds on "
+                    "CPU (the measured plateau)",
         base=_SUBSET_BASE, seeds=(0, 1, 2), datasets=("cifar10-subset",), models=("lenet5",),
         participation={"num_clients": 100, "clients_per_round": (4, 5, 6, 7, 8, 9), "seeds": (0, 1, 2)},
         large_pools={"num_clients": (150, 200), "clients_per_round": (3, 4, 5, 6, 7), "seeds": (0, 1, 2),

@@ -45,9 +45,10 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .config import ExperimentConfig
+from .partition import partition_fields
 
 __all__ = ["Tier", "TIERS", "Run", "EXPERIMENTS", "TABLE1_METHODS", "TABLE2_BASELINES", "PARTITIONS",
-           "tier_config", "method_overrides", "partition_overrides", "experiment_configs", "get_tier",
+           "tier_config", "method_overrides", "experiment_configs", "get_tier",
            "describe_tier", "tier_experiments", "TABLE4_METHODS", "PAPER_DATASET_OVERRIDES"]
 
 
@@ -166,19 +167,18 @@ def describe_tier(tier: str) -> str:
     return f"tier '{t.name}': {t.description}"
 
 
-def partition_overrides(partition: str) -> dict:
-    """Config fields of a partition named as in the paper: ``"Dir(0.1)"`` (or any ``"Dir(b)"``), ``"C=2"``."""
-    if partition.startswith("Dir(") and partition.endswith(")"):
-        return {"partition": "dirichlet", "beta": float(partition[4:-1]), "classes_per_client": None}
-    if partition.startswith("C="):
-        return {"partition": "quantity", "classes_per_client": int(partition[2:]), "beta": None}
-    raise ValueError(f"unknown partition {partition!r}; use 'Dir(<beta>)' (e.g. 'Dir(0.1)') or 'C=<j>' "
-                     f"(e.g. 'C=2').")
+def _skew_fields(partition: str) -> dict:
+    """Config fields of a label-skew partition (``fedlib.partition.partition_fields``); IID is not one."""
+    fields = partition_fields(partition)
+    if fields["partition"] == "iid":
+        raise ValueError(f"unknown partition {partition!r}: the tiers run the paper's label-skew settings, "
+                         f"'Dir(<beta>)' (e.g. 'Dir(0.1)') or 'C=<j>' (e.g. 'C=2').")
+    return fields
 
 
 def _buffer_fraction(partition: str) -> float:
     # §V-A5: Q = 50 % of K for distribution-based skew, 70 % for quantity-based skew
-    return 0.5 if partition.startswith("Dir") else 0.7
+    return 0.5 if _skew_fields(partition)["partition"] == "dirichlet" else 0.7
 
 
 def method_overrides(method: str, partition: str = "Dir(0.1)", rounds: int | None = None) -> dict:
@@ -208,7 +208,8 @@ def method_overrides(method: str, partition: str = "Dir(0.1)", rounds: int | Non
 
 def tier_config(tier: str, **overrides) -> ExperimentConfig:
     """A validated ``ExperimentConfig`` of ``tier`` with ``overrides`` applied (any ExperimentConfig field, plus
-    ``method=`` and ``partition_name=`` as in ``method_overrides``/``partition_overrides``)."""
+    ``method=`` as in ``method_overrides`` and ``partition_name=`` in the paper's notation, e.g. ``"Dir(0.1)"``,
+    ``"C=2"``: ``fedlib.partition.partition_fields``)."""
     t = get_tier(tier)
     fields = dict(t.base)
     if "seed" not in overrides:
@@ -216,7 +217,7 @@ def tier_config(tier: str, **overrides) -> ExperimentConfig:
     part = overrides.pop("partition_name", None)
     method = overrides.pop("method", None)
     if part is not None:
-        fields.update(partition_overrides(part))
+        fields.update(_skew_fields(part))
     fields.update(t.dataset_overrides.get(overrides.get("dataset", fields["dataset"]), {}))
     if method is not None:
         fields.update(method_overrides(method, part or "Dir(0.1)", overrides.get("rounds", fields["rounds"])))

@@ -83,12 +83,9 @@ from torch.func import functional_call
 from .algorithms import make_algorithm
 from .config import ExperimentConfig
 from .local import LocalHyperParams, client_seed, local_train, make_generator, model_state, trainable_keys
+from .seeds import stream_rng
 
-__all__ = ["run_experiment", "RunResult", "Experiment", "TrainState", "stream_rng", "STREAMS", "TABLE_COLUMNS",
-           "last_rounds_mean"]
-
-STREAMS = {"partition": 1, "selection": 2, "availability": 3, "stragglers": 4, "label_dp": 5, "model_init": 6,
-           "clustering": 7, "head_init": 8}
+__all__ = ["run_experiment", "RunResult", "Experiment", "TrainState", "TABLE_COLUMNS", "last_rounds_mean"]
 
 TABLE_COLUMNS = ("round", "lr", "test_accuracy", "test_loss", "train_loss", "picked", "num_picked", "num_trained",
                  "num_dropped", "entropy_bits", "covers_all_classes", "entropy_bits_trained", "bytes_uploaded",
@@ -96,11 +93,6 @@ TABLE_COLUMNS = ("round", "lr", "test_accuracy", "test_loss", "train_loss", "pic
 
 #: Round drivers ``Experiment.run_round`` knows (an algorithm's ``flow`` attribute; None = the per-round hooks).
 FLOWS = (None, "fedentropy", "fedconcat")
-
-
-def stream_rng(seed: int, name: str) -> np.random.Generator:
-    """The numpy generator of stream ``name`` (see ``STREAMS``) for ``seed``."""
-    return np.random.default_rng(np.random.SeedSequence([int(seed), STREAMS[name]]))
 
 
 def last_rounds_mean(table: pd.DataFrame, n: int = 10, column: str = "test_accuracy") -> float:

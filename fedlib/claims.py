@@ -183,7 +183,7 @@ def table5(table, rebuilt_params, decimals: int = 3):
 def table1_directions(summary, tier: str):
     """Table I: FedEntOpt above FedAvg in each partition (the paper: in every setting).
 
-    ``summary``: :func:`fedlib.results.table1_summary` (ours_mean, paper_mean per partition and method).
+    ``summary``: :func:`fedlib.reporting.table1_summary` (ours_mean, paper_mean per partition and method).
     """
     out = []
     for part, sub in summary.groupby("partition"):
@@ -200,7 +200,7 @@ def table1_directions(summary, tier: str):
 def table2_signs(summary, tier: str):
     """Table II: adding FedEntOpt to a baseline changes its accuracy in the direction the paper reports.
 
-    ``summary``: :func:`fedlib.results.table2_summary` (ours_change, paper_change per partition and baseline).
+    ``summary``: :func:`fedlib.reporting.table2_summary` (ours_change, paper_change per partition and baseline).
     """
     out = []
     for _, r in summary.dropna(subset=["paper_change"]).iterrows():

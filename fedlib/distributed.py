@@ -232,8 +232,7 @@ def run_configs(configs, run_root, options: RayOptions | None = None, *, on_done
     ``on_done(index, summary)`` is called as each run finishes (progress).  Raises ``SweepError`` after the
     other runs are done if any run failed.
     """
-    from .runs import RunDir, read_table
-    from .trainer import RunResult, _normalise_table
+    from .runs import RunDir, RunResult, read_table
 
     options = RayOptions() if options is None else options
     configs = list(configs)
@@ -245,7 +244,7 @@ def run_configs(configs, run_root, options: RayOptions | None = None, *, on_done
     for i, cfg in enumerate(configs):
         run_dir = RunDir(run_root, cfg)
         if run_dir.is_finished():
-            summary = RunResult(cfg, _normalise_table(read_table(run_dir.table_file))).summary()  # as the serial
+            summary = RunResult(cfg, read_table(run_dir.table_file)).summary()  # as the serial
             out[i] = {**summary, "run_dir": str(Path(given_root) / run_dir.hash), "cached": True}  # sweep reads it
             if on_done is not None:
                 on_done(i, out[i])

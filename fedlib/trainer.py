@@ -83,50 +83,13 @@ from torch.func import functional_call
 from .algorithms import make_algorithm
 from .config import ExperimentConfig
 from .local import LocalHyperParams, client_seed, local_train, make_generator, model_state, trainable_keys
+from .runs import TABLE_COLUMNS, RunDir, RunResult, last_rounds_mean, make_table
 from .seeds import stream_rng
 
-__all__ = ["run_experiment", "RunResult", "Experiment", "TrainState", "TABLE_COLUMNS", "last_rounds_mean"]
-
-TABLE_COLUMNS = ("round", "lr", "test_accuracy", "test_loss", "train_loss", "picked", "num_picked", "num_trained",
-                 "num_dropped", "entropy_bits", "covers_all_classes", "entropy_bits_trained", "bytes_uploaded",
-                 "cumulative_bytes", "seconds", "kept", "reselection_entropy_bits", "phase")
+__all__ = ["run_experiment", "Experiment", "TrainState"]
 
 #: Round drivers ``Experiment.run_round`` knows (an algorithm's ``flow`` attribute; None = the per-round hooks).
 FLOWS = (None, "fedentropy", "fedconcat")
-
-
-def last_rounds_mean(table: pd.DataFrame, n: int = 10, column: str = "test_accuracy") -> float:
-    """Mean of ``column`` over the last ``n`` evaluated rounds (round ≥ 1) -- the paper's reported number."""
-    t = table[(table["round"] >= 1) & table[column].notna()]
-    return float(t[column].tail(n).mean()) if len(t) else float("nan")
-
-
-@dataclass
-class RunResult:
-    """Outcome of ``run_experiment``.
-
-    ``table``: the per-round DataFrame (see the module docstring); ``run_dir``: the run directory or None;
-    ``from_cache``: True if a finished run was read back; ``finished``: False if stopped early
-    (``stop_after``); ``global_params``: the final global model (None if not available).
-    """
-
-    config: ExperimentConfig
-    table: pd.DataFrame
-    run_dir: Path | None = None
-    from_cache: bool = False
-    finished: bool = True
-    global_params: dict | None = field(default=None, repr=False)
-
-    @property
-    def final_accuracy(self) -> float:
-        """Mean test accuracy over the last 10 evaluated rounds."""
-        return last_rounds_mean(self.table, 10)
-
-    def summary(self) -> dict:
-        t = self.table[self.table["round"] >= 1]
-        return {"final_accuracy": self.final_accuracy, "rounds": int(t["round"].max()) if len(t) else 0,
-                "seconds_per_round": float(t["seconds"].mean()) if len(t) else float("nan"),
-                "total_bytes": int(self.table["cumulative_bytes"].iloc[-1]) if len(self.table) else 0}
 
 
 @dataclass
@@ -576,42 +539,6 @@ def _check_supported(config: ExperimentConfig) -> None:
                           f"per-round hooks).")
 
 
-def _table(rows) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
-
-
-def _normalise_table(table: pd.DataFrame) -> pd.DataFrame:
-    """A table read back from ``table.csv`` with the in-memory dtypes of the columns after ``seconds``.
-
-    ``kept`` is a string column (CSV reads ``""`` as NaN and a single id as a number).  Tables written before these
-    columns existed (per-round algorithms only) get them: ``reselection_entropy_bits`` = ``entropy_bits_trained``
-    (the same quantity for those algorithms), ``kept`` = ``picked`` where no client dropped out (else NaN:
-    unknown), ``phase`` = ``"init"``/``"global"``."""
-    t = table.copy()
-
-    def as_ids(v):
-        if isinstance(v, str):
-            return v
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            return ""
-        return str(int(v))
-
-    text = t["picked"].dtype  # the string dtype this pandas gives the id columns
-    if "kept" in t.columns:
-        t["kept"] = t["kept"].map(as_ids).astype(text)
-    else:
-        kept = t["picked"].where(t["num_dropped"] == 0, np.nan)
-        kept[t["round"] == 0] = ""
-        t["kept"] = kept.astype(text)
-    if "reselection_entropy_bits" not in t.columns:
-        t["reselection_entropy_bits"] = t["entropy_bits_trained"].astype(float)
-    if "phase" not in t.columns:
-        t["phase"] = pd.Series(np.where(t["round"] == 0, "init", "global"), index=t.index).astype(text)
-    else:
-        t["phase"] = t["phase"].astype(text)
-    return t[[c for c in TABLE_COLUMNS if c in t.columns] + [c for c in t.columns if c not in TABLE_COLUMNS]]
-
-
 def run_experiment(config: ExperimentConfig, *, run_root=None, progress: bool = True,
                    stop_after: int | None = None) -> RunResult:
     """Run (or read back, or resume) one experiment.
@@ -625,17 +552,13 @@ def run_experiment(config: ExperimentConfig, *, run_root=None, progress: bool = 
     rounds: ``config.rounds``, except for FedConcat (encoder + classifier rounds from the budget ``config.rounds``).
     A finished run read back from the cache gets the table dtypes of a fresh run (``_normalise_table``).
     """
-    from . import runs
-
     config.validate()
     _check_supported(config)
     run_dir = None
     if run_root is not None:
-        run_dir = runs.RunDir(run_root, config)
+        run_dir = RunDir(run_root, config)
         if run_dir.is_finished():
-            res = run_dir.load_result()
-            res.table = _normalise_table(res.table)
-            return res
+            return run_dir.load_result()
         run_dir.prepare()
     exp = Experiment(config)
     total = exp.total_rounds
@@ -655,14 +578,14 @@ def run_experiment(config: ExperimentConfig, *, run_root=None, progress: bool = 
                 if not math.isnan(row["test_accuracy"]):
                     bar.set_postfix(acc=f"{row['test_accuracy']:.3f}", s=f"{row['seconds']:.1f}")
             if stop_after is not None and state.round >= stop_after and state.round < total:
-                return RunResult(config, _table(state.rows), run_dir.path if run_dir else None, finished=False,
+                return RunResult(config, make_table(state.rows), run_dir.path if run_dir else None, finished=False,
                                  global_params=state.global_params)
             if run_dir is not None and state.round % config.checkpoint_every == 0 and state.round < total:
                 run_dir.save_checkpoint(state.to_checkpoint())
     finally:
         if bar is not None:
             bar.close()
-    table = _table(state.rows)
+    table = make_table(state.rows)
     if run_dir is not None:
         run_dir.save_checkpoint(state.to_checkpoint())
         run_dir.write_result(table)

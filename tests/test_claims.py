@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from fedlib import claims, label_tables, results
+from fedlib import claims, label_tables, reporting, results
 from fedlib.profiles import get_profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,8 +95,8 @@ def test_table5_byte_counts():
 
 
 STORED_CLAIMS = {  # experiment group -> (summary of the stored runs, its claims, how many claims)
-    "table1": (results.table1_summary, claims.table1_directions, 2),
-    "table2": (results.table2_summary, claims.table2_signs, 10),
+    "table1": (reporting.table1_summary, claims.table1_directions, 2),
+    "table2": (reporting.table2_summary, claims.table2_signs, 10),
 }
 
 

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from fedlib.config import ExperimentConfig
-from fedlib.trainer import TABLE_COLUMNS, Experiment, run_experiment
+from fedlib.runs import TABLE_COLUMNS
+from fedlib.trainer import Experiment, run_experiment
 from conftest import write_tiny_npz
 
 

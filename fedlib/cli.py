@@ -270,12 +270,10 @@ def results_table(summaries: pd.DataFrame) -> pd.DataFrame:
 
 
 def _cmd_run(args) -> int:
-    from .trainer import _check_supported, run_experiment
+    from .trainer import run_experiment
 
     part = {"partition": args.partition, "beta": args.beta, "classes_per_client": args.classes_per_client}
     cfg = _config(args, seed=args.seed, selector=args.selector, algorithm=args.algorithm, part=part, strict=True)
-    cfg.validate()
-    _check_supported(cfg)
     res = run_experiment(cfg, run_root=args.run_root, progress=not args.no_progress)
     t = res.table
     print(t[["round", "test_accuracy", "test_loss", "num_trained", "entropy_bits", "covers_all_classes",
@@ -290,7 +288,7 @@ def _cmd_run(args) -> int:
 def _cmd_sweep(args) -> int:
     from tqdm.auto import tqdm
 
-    from .trainer import _check_supported, run_experiment
+    from .trainer import run_experiment
 
     if args.backend == "ray":
         from .distributed import RAY_MISSING
@@ -314,7 +312,6 @@ def _cmd_sweep(args) -> int:
             check_config(cfg, len(jobs))
         else:
             cfg.validate()
-            _check_supported(cfg)
         jobs.append((part_name, cfg))
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads must be >= 1 (got {args.threads}).")

@@ -119,13 +119,11 @@ def check_config(config, index: int = 0) -> None:
     import dataclasses
 
     from .config import ConfigError
-    from .trainer import _check_supported
 
     if str(config.device).startswith("cuda:"):
         raise ConfigError(f"config field 'device' of run {index}: got {config.device!r}; with the Ray backend use "
                           f"'cuda' (Ray assigns each run its GPU through CUDA_VISIBLE_DEVICES) or 'cpu'.")
     (dataclasses.replace(config, device="cpu") if config.device == "cuda" else config).validate()
-    _check_supported(config)
 
 
 def _check_gpus(ray, configs, options: RayOptions) -> None:

@@ -130,7 +130,7 @@ def test_fedconcat_end_to_end(tiny_npz, selector):
     p, s = exp.num_params, 2 * 84 * C + C
     assert t["bytes_uploaded"].tolist() == [4 * C * 8, 4 * p * 3, 4 * p * 3, 4 * s * 3, 4 * s * 3]
     # the last row's accuracy is the returned concatenated model's
-    fc = exp.initial_state().flow_state
+    fc = exp.initial_state().algorithm_state
     concat, _ = exp.algorithm.build_concat_model(exp.model, fc.cluster_params, torch.Generator())
     acc, loss = exp.evaluate(res.global_params, model=concat)
     assert (acc, loss) == (t["test_accuracy"].iloc[-1], t["test_loss"].iloc[-1])
@@ -147,7 +147,7 @@ def test_fedconcat_one_cluster_encoder_stage_is_fedavg(tiny_npz):
     rows = [exp.run_round(state), exp.run_round(state)]
     assert [r["picked"] for r in rows] == fedavg.table["picked"].iloc[1:].tolist()
     for key, v in fedavg.global_params.items():
-        assert torch.equal(state.flow_state.cluster_params[0][key], v), key
+        assert torch.equal(state.algorithm_state.cluster_params[0][key], v), key
 
 
 # --- resume ---------------------------------------------------------------------------------------------------

@@ -246,7 +246,21 @@ def tier_config(tier: str, **overrides) -> ExperimentConfig:
 
 
 # ----------------------------------------------------------------------------------------------------
-# experiment groups
+# experiment groups: each function below registers itself (``@_group``) in EXPERIMENTS, in the order defined
+
+#: Experiment group name -> the function listing its runs at a tier.
+EXPERIMENTS: dict = {}
+_IN_TIER: dict = {}  # group name -> whether a Tier runs it (tier_experiments)
+
+
+def _group(in_tier=lambda t: True):
+    """Register the decorated function as an experiment group; ``in_tier(tier)`` says which tiers run it."""
+    def register(fn):
+        EXPERIMENTS[fn.__name__] = fn
+        _IN_TIER[fn.__name__] = in_tier
+        return fn
+    return register
+
 
 def _seeds(t: Tier, group: str) -> tuple:
     return t.seeds[:1] if group in t.single_seed_groups else t.seeds
@@ -269,6 +283,7 @@ def _runs(t: Tier, group: str, grid, rounds) -> list[Run]:
     return out
 
 
+@_group()
 def table1(tier: str, rounds: int | None = None, methods=TABLE1_METHODS) -> list[Run]:
     """Table I (and Fig. 2/6's curves): methods x partitions x seeds (x models and data sets in the paper tier)."""
     t = get_tier(tier)
@@ -279,6 +294,7 @@ def table1(tier: str, rounds: int | None = None, methods=TABLE1_METHODS) -> list
     return _runs(t, "table1", grid, rounds)
 
 
+@_group()
 def table2(tier: str, rounds: int | None = None) -> list[Run]:
     """Table II: FedEntOpt + each baseline (the baselines alone are Table I's runs, same configs)."""
     t = get_tier(tier)
@@ -292,6 +308,7 @@ def table2(tier: str, rounds: int | None = None) -> list[Run]:
 PARTICIPATION_METHODS = ("FedAvg", "FedProx", "KL", "FedEntOpt")
 
 
+@_group()
 def participation(tier: str, rounds: int | None = None) -> list[Run]:
     """Fig. 2: accuracy versus participation rate (M of K), Dir(0.1) and C=2."""
     t = get_tier(tier)
@@ -305,6 +322,7 @@ def participation(tier: str, rounds: int | None = None) -> list[Run]:
     return _runs(t, "participation", grid, rounds)
 
 
+@_group()
 def large_pools(tier: str, rounds: int | None = None) -> list[Run]:
     """v1's large pools: K = 150, 200 with M = 3..7, Dir(0.1), FedAvg (random selection) versus FedEntOpt."""
     t = get_tier(tier)
@@ -322,6 +340,7 @@ AVAILABILITY_METHODS = ("FedAvg", "FedProx", "FedEntOpt")
 AVAILABILITY_SCENARIOS = {"Dropout": {"dropout_prob": 0.3}, "Straggling": {"straggler_fraction": 0.5}}
 
 
+@_group()
 def availability(tier: str, rounds: int | None = None) -> list[Run]:
     """Table III: dropout (30 % of the picked clients fail) and straggling (50 % of the pool train 1..E epochs)."""
     t = get_tier(tier)
@@ -335,6 +354,7 @@ def availability(tier: str, rounds: int | None = None) -> list[Run]:
 BUFFER_FRACTIONS = (0.0, 0.25, 0.5, 0.75)
 
 
+@_group()
 def buffer(tier: str, rounds: int | None = None) -> list[Run]:
     """Table VI's accuracy column: FedEntOpt with Q in {0, 25, 50, 75} % of K, LeNet-5."""
     t = get_tier(tier)
@@ -345,6 +365,7 @@ def buffer(tier: str, rounds: int | None = None) -> list[Run]:
     return _runs(t, "buffer", grid, rounds)
 
 
+@_group()
 def fedentropy(tier: str, rounds: int | None = None) -> list[Run]:
     """Fig. 1's third curve: FedEntropy (soft-label re-selection) on C=2, beside random and FedEntOpt."""
     t = get_tier(tier)
@@ -358,6 +379,7 @@ def fedentropy(tier: str, rounds: int | None = None) -> list[Run]:
 TABLE4_METHODS = ("FedAvg", "FedProx", "FedNova", "SCAFFOLD", "FedRS", "FedLC", "KL", "FedEntOpt")
 
 
+@_group(in_tier=lambda t: bool(t.medical))
 def medical(tier: str, rounds: int | None = None) -> list[Run]:
     """Table IV: PathMNIST, TissueMNIST, Brain-Tumor MRI with EfficientNet-B0/B3, Dir(0.1), 200 rounds, lr 0.001,
     M = 5 % of K (per-data-set settings in ``Tier.dataset_overrides``); empty for tiers without medical data."""
@@ -376,6 +398,7 @@ def medical(tier: str, rounds: int | None = None) -> list[Run]:
 SCAFFOLD_CORRECTIONS = ("gradient", "after_step")
 
 
+@_group(in_tier=lambda t: "scaffold_variants" in t.optional_groups)
 def scaffold_variants(tier: str, rounds: int | None = None) -> list[Run]:
     """SCAFFOLD with the correction in the gradient (fedlib) and after each step (NIID-Bench), both partitions; the
     tier's own formulation is Table I's SCAFFOLD run (same config).  Only tiers listing it in ``optional_groups``."""
@@ -391,17 +414,11 @@ def scaffold_variants(tier: str, rounds: int | None = None) -> list[Run]:
     return _runs(t, "scaffold_variants", grid, rounds)
 
 
-EXPERIMENTS = {"table1": table1, "table2": table2, "participation": participation, "large_pools": large_pools,
-               "availability": availability, "buffer": buffer, "fedentropy": fedentropy, "medical": medical,
-               "scaffold_variants": scaffold_variants}
-
-
 def tier_experiments(tier: str) -> tuple:
     """The experiment groups ``tier`` runs: the paper's (``medical`` only where the tier has medical data) and the
     tier's ``optional_groups``."""
     t = get_tier(tier)
-    optional = {"medical": bool(t.medical), "scaffold_variants": "scaffold_variants" in t.optional_groups}
-    return tuple(name for name in EXPERIMENTS if optional.get(name, True))
+    return tuple(name for name in EXPERIMENTS if _IN_TIER[name](t))
 
 
 def experiment_configs(tier: str, experiment: str, rounds: int | None = None) -> list[Run]:

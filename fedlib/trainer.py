@@ -155,7 +155,7 @@ class Experiment:
         self.selector, algorithm = c.build_selector_and_algorithm()
         self.algorithm = algorithm.bind(self.trainable)
         self.label_upload = c.label_based_selection or bool(getattr(self.algorithm, "uploads_label_counts", False))
-        try:  #: table rounds of the run (``Algorithm.num_rounds``)
+        try:  # table rounds of the run
             self.total_rounds = int(self.algorithm.num_rounds(self))
         except ValueError as exc:
             raise ConfigError(f"config field 'rounds': got {c.rounds}; {exc}") from exc

@@ -87,7 +87,7 @@ entropy columns -- the same for every algorithm.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -189,6 +189,7 @@ class RoundServices(Protocol):
     num_classes: int
     server_counts: np.ndarray  # (K, C) label counts the server sees (DP-noised with label DP)
     total_rounds: int
+    train_transform: Callable  # the batch transform of local training, ``(x, generator) -> x`` (augment, normalise)
 
     def select(self, state) -> list:
         """The round's clients from the run's selector (selection stream, selector state in ``state``)."""
@@ -202,9 +203,6 @@ class RoundServices(Protocol):
 
     def client_inputs(self, client: int) -> torch.Tensor:
         """The client's training inputs as the model sees them in evaluation (normalised, not augmented)."""
-
-    def train_transform(self, x, generator):
-        """The batch transform of local training (augmentation and normalisation)."""
 
     def local_hyper_params(self, lr: float, epochs: int):
         """``fedlib.local.LocalHyperParams`` of the run with learning rate ``lr`` and ``epochs``."""

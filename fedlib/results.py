@@ -1,9 +1,9 @@
 """Stored result tables: finished runs kept small enough to commit, so the book renders without retraining.
 
 Layout: ``<results_dir>/<tier>/<experiment>/<key>.csv`` (the per-round table in its stored form,
-``fedlib.runs.compact_table``: ``STORED_COLUMNS``, floats rounded to 5 decimals) and ``<key>.json`` beside it (``label``: the run's table coordinates such as method, partition
-and seed; ``config``; ``code_version``; ``git_commit``; ``device``; ``wall_seconds``; ``data_source``;
-``stored_at``).  ``key = run_key(config)``: 16 hex digits of SHA-256 over the configuration without the fields
+``fedlib.runs.compact_table``: ``STORED_COLUMNS``, floats rounded to 5 decimals) and ``<key>.json`` beside it
+(``label``: the run's table coordinates such as method, partition and seed; ``config``; ``code_version``;
+``git_commit``; ``device``; ``wall_seconds``; ``data_source``; ``stored_at``).  ``key = run_key(config)``: 16 hex digits of SHA-256 over the configuration without the fields
 that do not change the numbers' meaning (``device``, ``data_root``, ``download``, ``eval_batch_size``,
 ``checkpoint_every``), so a stored table is found again after a new commit (the commit it came from is in the
 JSON and on every page).

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .scoring import ENTROPY_TIE_TOL, _class_columns, _group_by_value, _row_reader
+from ._count_layout import ENTROPY_TIE_TOL, _class_columns, _group_by_value, _row_reader
 
 _TINY = 1e-300
 

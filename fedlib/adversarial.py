@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ._validate import check_choice, check_count_matrix, check_float, check_int
+from .seeds import stream_rng
 
 __all__ = ["REPORTS", "DATA_KINDS", "LiarSpec", "uniform_report", "rarest_report", "scaled_report", "flip_labels",
            "liar_labels", "liar_data_counts", "liar_counts", "choose_liars", "participation_bound",
@@ -56,10 +57,6 @@ __all__ = ["REPORTS", "DATA_KINDS", "LiarSpec", "uniform_report", "rarest_report
 REPORTS = ("uniform", "rarest", "scaled")
 #: What a liar really holds.
 DATA_KINDS = ("honest", "single", "flipped")
-
-#: Stream of ``np.random.SeedSequence([seed, stream])`` that chooses the liars (trainer streams use 1-8).
-LIAR_STREAM = 15
-
 
 # ----------------------------------------------------------------------------------------------------
 # threat models
@@ -218,14 +215,15 @@ class LiarSpec:
 
 
 def choose_liars(num_clients: int, num_liars: int, seed: int) -> np.ndarray:
-    """The liars of run ``seed``: ``num_liars`` distinct clients, sorted, from stream :data:`LIAR_STREAM`.
+    """The liars of run ``seed``: ``num_liars`` distinct clients, sorted, from the seed's ``liars`` stream
+    (:data:`fedlib.seeds.STREAMS`).
 
     >>> choose_liars(10, 3, 0).tolist() == choose_liars(10, 3, 0).tolist()
     True
     """
     num_clients = check_int("num_clients", num_clients, low=1)
     num_liars = check_int("num_liars", num_liars, low=0, high=num_clients)
-    rng = np.random.default_rng(np.random.SeedSequence([check_int("seed", seed, low=0), LIAR_STREAM]))
+    rng = stream_rng(seed, "liars")
     return np.sort(rng.choice(num_clients, size=num_liars, replace=False)).astype(np.int64)
 
 
@@ -319,9 +317,9 @@ def liar_shares(true_counts, spec: LiarSpec, *, num_selected: int, num_rounds: i
     pooled entropy of the picks (measured on what the clients really hold).
 
     The liars are :func:`choose_liars` of ``seed``; the selector is FedEntOpt with ``buffer_size`` and
-    ``selector_params`` (e.g. the defences of :mod:`fedlib.defence`); its generator is
-    ``default_rng(SeedSequence([seed, 1]))``.  Returns a DataFrame with one row per client: ``client``, ``liar``,
-    ``rounds``, ``share`` (rounds / R), ``bound`` (:func:`participation_bound`), ``mean_entropy``,
+    ``selector_params`` (e.g. the defences of :mod:`fedlib.defence`); its generator is the seed's ``selection``
+    stream (:mod:`fedlib.seeds`), as in training.  Returns a DataFrame with one row per client: ``client``,
+    ``liar``, ``rounds``, ``share`` (rounds / R), ``bound`` (:func:`participation_bound`), ``mean_entropy``,
     ``coverage`` (share of rounds whose picks hold every class).
     """
     import pandas as pd
@@ -333,8 +331,8 @@ def liar_shares(true_counts, spec: LiarSpec, *, num_selected: int, num_rounds: i
     liars = choose_liars(counts.shape[0], spec.num_liars, seed)
     data, reported = liar_counts(counts, spec, liars)
     selector = FedEntOptSelector(buffer_size=buffer_size, **dict(selector_params or {}))
-    trace = run_selection(data, selector, num_selected, num_rounds,
-                          seed=int(np.random.SeedSequence([seed, 1]).generate_state(1)[0]), server_counts=reported)
+    trace = run_selection(data, selector, num_selected, num_rounds, seed=stream_rng(seed, "selection"),
+                          server_counts=reported)
     rounds = trace.selection_counts
     is_liar = np.zeros(counts.shape[0], dtype=bool)
     is_liar[liars] = True
@@ -349,7 +347,7 @@ def share_table(profile: str, partitions: Sequence[str], *, threats: Mapping[str
                 buffer_sizes: Sequence[int], seeds: Sequence[int]):
     """:func:`liar_shares` over partitions x buffer sizes x threats x defences x seeds, one row per run.
 
-    ``partitions``: the paper's names (``"Dir(0.1)"``, ``"C=2"``; :func:`fedlib.label_studies.parse_partition`);
+    ``partitions``: the paper's names (``"Dir(0.1)"``, ``"C=2"``; :func:`fedlib.partition.parse_partition`);
     the federation of each seed is :func:`fedlib.label_studies.federation_counts` of ``profile``.  ``threats``
     maps a name to a :class:`LiarSpec` (``num_liars=0``: an honest federation), ``defences`` a name to FedEntOpt
     parameters (``{}``: none).  Columns: partition, Q, threat, defence, seed, ``liar_max``/``liar_mean`` (rounds
@@ -359,7 +357,8 @@ def share_table(profile: str, partitions: Sequence[str], *, threats: Mapping[str
     """
     import pandas as pd
 
-    from .label_studies import federation_counts, parse_partition
+    from .label_studies import federation_counts
+    from .partition import parse_partition
 
     rows = []
     for part in partitions:

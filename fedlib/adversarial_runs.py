@@ -118,8 +118,9 @@ def liar_run_key(config: ExperimentConfig, spec: LiarSpec) -> str:
 def run_with_liars(config: ExperimentConfig, spec: LiarSpec, *, progress: bool = False):
     """Train ``config`` with the liars of ``spec`` (see the module docstring); returns ``(table, liar_ids)``.
 
-    ``table`` is the trainer's per-round table (:data:`fedlib.trainer.TABLE_COLUMNS`)."""
-    from .trainer import TABLE_COLUMNS, run_experiment
+    ``table`` is the trainer's per-round table (:data:`fedlib.runs.TABLE_COLUMNS`)."""
+    from .runs import TABLE_COLUMNS
+    from .trainer import run_experiment
 
     _check_spec(config, spec)
     if spec.num_liars == 0:
@@ -185,12 +186,12 @@ def store_lying_run(table: pd.DataFrame, run: LiarRun, liars, tier: str, *, resu
                     wall_seconds: float | None = None):
     """Write one run's compact table (with ``liars_picked``) and its JSON; returns the CSV path."""
     from . import results
-    from .runs import atomic_write_text, code_version
+    from .runs import atomic_write_text, code_version, compact_table
 
     d = _exp_dir(results_dir, tier)
     d.mkdir(parents=True, exist_ok=True)
     key = liar_run_key(run.config, run.spec)
-    t = results._compact(table)
+    t = compact_table(table)
     t["liars_picked"] = _liars_picked(table, liars)
     csv = d / f"{key}.csv"
     atomic_write_text(csv, t.to_csv(index=False))

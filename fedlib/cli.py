@@ -11,10 +11,11 @@ Examples::
 
 ``--buffer`` is FedEntOpt's Q: a number below 1 with a decimal point is a fraction of K (``0.5`` = 50%),
 an integer is a client count.  Partitions in sweeps: ``dir<β>`` (e.g. ``dir0.1``), ``c<j>`` (quantity
-skew, e.g. ``c2``) or ``iid``.  ``--algo-param k=v`` / ``--selector-param k=v`` pass other parameters;
-``--mu``, ``--alpha``, ``--tau`` are shortcuts for FedProx, FedRS and FedLC, ``--fe-epsilon`` for FedEntropy's ε and
-``--fc-clusters`` / ``--fc-classifier-rounds`` for FedConcat's K and T_c (FedConcat reads ``--rounds`` as the
-FedAvg-equivalent budget and runs T_e + T_c rounds, see ``fedlib.trainer``).  Every configuration is validated
+skew, e.g. ``c2``) or ``iid``; the paper's ``Dir(0.1)`` and ``C=2`` work too (``fedlib.partition.parse_partition``).
+``--algo-param k=v`` / ``--selector-param k=v`` pass other parameters; ``--mu``, ``--alpha``, ``--tau`` are
+shortcuts for FedProx, FedRS and FedLC, ``--fe-epsilon`` for FedEntropy's ε and ``--fc-clusters`` /
+``--fc-classifier-rounds`` for FedConcat's K and T_c (FedConcat reads ``--rounds`` as the FedAvg-equivalent budget
+and runs T_e + T_c rounds, see ``fedlib.algorithms.fedconcat``).  Every configuration is validated
 before any training starts; results are cached under ``--run-root`` (default ``runs``).
 """
 from __future__ import annotations
@@ -28,7 +29,7 @@ import pandas as pd
 
 from .config import ConfigError, ExperimentConfig
 
-__all__ = ["main", "build_parser", "parse_partition", "results_table"]
+__all__ = ["main", "build_parser", "results_table"]
 
 #: option dest -> (algorithm, parameter name)
 _ALGO_SHORTCUTS = {"mu": ("fedprox", "mu"), "alpha": ("fedrs", "alpha"), "tau": ("fedlc", "tau"),
@@ -69,20 +70,14 @@ def _buffer_params(text: str | None) -> dict:
                           f"or an integer number of clients (got {text!r}).") from None
 
 
-def parse_partition(text: str) -> dict:
-    """``dir0.1`` → Dirichlet(0.1); ``c2`` → quantity skew with 2 classes per client; ``iid``."""
-    t = text.strip().lower()
+def _partition(text: str) -> dict:
+    """``--partitions`` entry -> config fields (``fedlib.partition.partition_fields``); errors are ``ConfigError``."""
+    from .partition import partition_fields
+
     try:
-        if t == "iid":
-            return {"partition": "iid", "beta": None, "classes_per_client": None}
-        if t.startswith("dir"):
-            return {"partition": "dirichlet", "beta": float(t[3:]), "classes_per_client": None}
-        if t.startswith("c"):
-            return {"partition": "quantity", "beta": None, "classes_per_client": int(t[1:])}
-    except ValueError:
-        pass
-    raise ConfigError(f"partition {text!r} not understood; allowed: 'dir<beta>' (e.g. dir0.1), 'c<j>' (e.g. c2), "
-                      f"'iid'.")
+        return partition_fields(text.strip())
+    except ValueError as exc:
+        raise ConfigError(f"--partitions: {exc}") from None
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -275,12 +270,10 @@ def results_table(summaries: pd.DataFrame) -> pd.DataFrame:
 
 
 def _cmd_run(args) -> int:
-    from .trainer import _check_supported, run_experiment
+    from .trainer import run_experiment
 
     part = {"partition": args.partition, "beta": args.beta, "classes_per_client": args.classes_per_client}
     cfg = _config(args, seed=args.seed, selector=args.selector, algorithm=args.algorithm, part=part, strict=True)
-    cfg.validate()
-    _check_supported(cfg)
     res = run_experiment(cfg, run_root=args.run_root, progress=not args.no_progress)
     t = res.table
     print(t[["round", "test_accuracy", "test_loss", "num_trained", "entropy_bits", "covers_all_classes",
@@ -295,7 +288,7 @@ def _cmd_run(args) -> int:
 def _cmd_sweep(args) -> int:
     from tqdm.auto import tqdm
 
-    from .trainer import _check_supported, run_experiment
+    from .trainer import run_experiment
 
     if args.backend == "ray":
         from .distributed import RAY_MISSING
@@ -311,7 +304,7 @@ def _cmd_sweep(args) -> int:
     partitions = [p.strip() for p in args.partitions.split(",") if p.strip()]
     jobs = []
     for part_name, selector, algorithm, seed in itertools.product(partitions, selectors, algorithms, seeds):
-        cfg = _config(args, seed=seed, selector=selector, algorithm=algorithm, part=parse_partition(part_name),
+        cfg = _config(args, seed=seed, selector=selector, algorithm=algorithm, part=_partition(part_name),
                       strict=False)
         if args.backend == "ray":  # every configuration is checked before any training starts
             from .distributed import check_config
@@ -319,7 +312,6 @@ def _cmd_sweep(args) -> int:
             check_config(cfg, len(jobs))
         else:
             cfg.validate()
-            _check_supported(cfg)
         jobs.append((part_name, cfg))
     if args.threads is not None and args.threads < 1:
         raise ConfigError(f"--threads must be >= 1 (got {args.threads}).")

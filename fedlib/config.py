@@ -8,7 +8,9 @@ so two configs that differ only by writing the default explicitly are equal and 
 
 ``validate()`` checks every field and raises ``ValueError``/``TypeError`` whose text names the field, the
 value and what is allowed (unknown names list the allowed ones).  ``run_experiment`` and the CLI call it before
-loading any data.
+loading any data.  A configuration is validated once: ``validate()`` remembers that it passed (until a field
+changes) and keeps the selector and the algorithm it built for the check, which the trainer then takes
+(``build_selector_and_algorithm``) instead of building them again.
 """
 from __future__ import annotations
 
@@ -162,8 +164,37 @@ class ExperimentConfig:
         return cls(**data)
 
     # ------------------------------------------------------------------------------------------------
+    def _fingerprint(self) -> str | None:
+        try:
+            return json.dumps(self.to_dict(), sort_keys=True)
+        except (TypeError, ValueError):  # not serialisable: validate() says which field
+            return None
+
+    def __getstate__(self) -> dict:
+        """Pickled without the validation memo: another process (a Ray worker) validates for itself."""
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
+    def build_selector_and_algorithm(self):
+        """``(selector, algorithm)`` of this configuration, validated: the ones ``validate()`` built for its check
+        (handed over once), else new ones."""
+        self.validate()
+        built = self.__dict__.pop("_built", None)
+        if built is not None:
+            return built
+        from . import selection
+        from .algorithms import make_algorithm
+
+        return (selection.make_selector(self.selector, **self.selector_params),
+                make_algorithm(self.algorithm, **self.algorithm_params))
+
     def validate(self) -> "ExperimentConfig":
-        """Check every field; return ``self`` or raise ``ConfigError``/``TypeError`` naming field and value."""
+        """Check every field; return ``self`` or raise ``ConfigError``/``TypeError`` naming field and value.
+
+        Runs the checks once per configuration: a configuration that passed and has not changed since returns at
+        once."""
+        fingerprint = self._fingerprint()
+        if fingerprint is not None and self.__dict__.get("_validated") == fingerprint:
+            return self
         from . import datasets, models, partition, selection
         from .algorithms import ALGORITHMS, make_algorithm
 
@@ -262,7 +293,7 @@ class ExperimentConfig:
         choice("algorithm", ALGORITHMS)
         ap = mapping("algorithm_params")
         try:
-            make_algorithm(self.algorithm, **ap)
+            alg = make_algorithm(self.algorithm, **ap)
         except ImportError as exc:
             raise _err("algorithm", self.algorithm, f"its module is not available ({exc})") from exc
         except (TypeError, ValueError) as exc:
@@ -299,6 +330,8 @@ class ExperimentConfig:
             if not torch.cuda.is_available():
                 raise _err("device", dev, "CUDA is not available on this machine; use 'cpu'")
         json.dumps(self.to_dict())  # every option must be JSON-serialisable (for config.json and the hash)
+        object.__setattr__(self, "_validated", fingerprint)
+        object.__setattr__(self, "_built", (sel, alg))
         return self
 
 

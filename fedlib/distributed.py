@@ -119,13 +119,11 @@ def check_config(config, index: int = 0) -> None:
     import dataclasses
 
     from .config import ConfigError
-    from .trainer import _check_supported
 
     if str(config.device).startswith("cuda:"):
         raise ConfigError(f"config field 'device' of run {index}: got {config.device!r}; with the Ray backend use "
                           f"'cuda' (Ray assigns each run its GPU through CUDA_VISIBLE_DEVICES) or 'cpu'.")
     (dataclasses.replace(config, device="cpu") if config.device == "cuda" else config).validate()
-    _check_supported(config)
 
 
 def _check_gpus(ray, configs, options: RayOptions) -> None:
@@ -232,8 +230,7 @@ def run_configs(configs, run_root, options: RayOptions | None = None, *, on_done
     ``on_done(index, summary)`` is called as each run finishes (progress).  Raises ``SweepError`` after the
     other runs are done if any run failed.
     """
-    from .runs import RunDir, read_table
-    from .trainer import RunResult, _normalise_table
+    from .runs import RunDir, RunResult, read_table
 
     options = RayOptions() if options is None else options
     configs = list(configs)
@@ -245,7 +242,7 @@ def run_configs(configs, run_root, options: RayOptions | None = None, *, on_done
     for i, cfg in enumerate(configs):
         run_dir = RunDir(run_root, cfg)
         if run_dir.is_finished():
-            summary = RunResult(cfg, _normalise_table(read_table(run_dir.table_file))).summary()  # as the serial
+            summary = RunResult(cfg, read_table(run_dir.table_file)).summary()  # as the serial
             out[i] = {**summary, "run_dir": str(Path(given_root) / run_dir.hash), "cached": True}  # sweep reads it
             if on_done is not None:
                 on_done(i, out[i])

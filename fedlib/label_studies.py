@@ -3,6 +3,12 @@
 Each study needs only which client holds which labels, so it runs at full paper scale from class counts:
 the partition is drawn from a label profile (:mod:`fedlib.profiles`), the selectors run on the count matrix
 (:mod:`fedlib.simulate`), and the results come back as pandas DataFrames for the notebooks to plot.
+
+Randomness comes from the seed streams of the trainer (:mod:`fedlib.seeds`): the federation of ``seed`` is
+drawn from its ``partition`` stream, the selectors from its ``selection`` stream, DP noise from its ``label_dp``
+stream.  So a label-only page and a training page with the same seed, data set, K and partition hold the same
+federation, and the selectors pick the same clients there.  Partitions are named in the notation of
+:func:`fedlib.partition.parse_partition`.
 """
 from __future__ import annotations
 
@@ -10,57 +16,28 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from fedlib._validate import check_float, check_int
+from fedlib._validate import check_float
 from fedlib.partition import client_label_counts
 from fedlib.privacy import laplace_counts
+from fedlib.seeds import stream_rng
 from fedlib.selection import make_selector
 from fedlib.simulate import coverage_probability, run_selection
 
-__all__ = ["parse_partition", "stream_seed", "federation_counts", "selector_traces", "buffer_study", "coverage_study"]
-
-
-def parse_partition(label: str) -> dict:
-    """Partition parameters from the paper's notation: ``"Dir(0.1)"``, ``"C=2"`` (#C=k) or ``"IID"``.
-
-    >>> parse_partition("Dir(0.1)")
-    {'scheme': 'dirichlet', 'beta': 0.1, 'classes_per_client': None}
-    >>> parse_partition("C=2")
-    {'scheme': 'quantity', 'beta': None, 'classes_per_client': 2}
-    """
-    text = str(label).replace(" ", "").replace("#", "")
-    try:
-        if text.upper() == "IID":
-            return {"scheme": "iid", "beta": None, "classes_per_client": None}
-        if text.startswith("Dir(") and text.endswith(")"):
-            return {"scheme": "dirichlet", "beta": float(text[4:-1]), "classes_per_client": None}
-        if text.startswith("C="):
-            return {"scheme": "quantity", "beta": None, "classes_per_client": int(text[2:])}
-    except ValueError:
-        pass
-    raise ValueError(f"partition must look like 'Dir(0.1)', 'C=2' or 'IID' (got {label!r}).")
-
-
-def stream_seed(seed: int, stream: int) -> int:
-    """An independent integer seed for one random stream of an experiment (partition=0, selection=1, DP=2).
-
-    Streams are split with :class:`numpy.random.SeedSequence`, so changing the selector never changes the
-    partition of the same seed.
-    """
-    seed = check_int("seed", seed, low=0)
-    return int(np.random.SeedSequence([seed, stream]).generate_state(1)[0])
+__all__ = ["federation_counts", "selector_traces", "buffer_study", "coverage_study"]
 
 
 def federation_counts(
     profile: str, scheme: str, num_clients: int, seed: int, *, beta=None, classes_per_client=None, max_redraws=1_000_000
 ):
-    """The (K, C) label-count matrix of one federation (partition stream of ``seed``).
+    """The (K, C) label-count matrix of one federation (the ``partition`` stream of ``seed``, as in training).
 
     ``max_redraws`` caps the Dirichlet redraws that enforce the minimum client size (10), as in
     :func:`fedlib.partition.dirichlet_partition` (NIID-Bench's loop has no cap; CIFAR-10 with K = 200 accepts about
     one draw in 400). The accepted draw is the first that meets the minimum, whatever the cap.
     """
     return client_label_counts(
-        profile, scheme, num_clients, seed=stream_seed(seed, 0), beta=beta, classes_per_client=classes_per_client,
+        profile, scheme, num_clients, seed=stream_rng(seed, "partition"), beta=beta,
+        classes_per_client=classes_per_client,
         max_redraws=max_redraws,
     )
 
@@ -69,7 +46,7 @@ def _server_counts(counts, epsilon, seed):
     if epsilon is None:
         return None
     epsilon = check_float("epsilon", epsilon, low=0.0, low_open=True)
-    return laplace_counts(counts, epsilon, rng=np.random.default_rng(stream_seed(seed, 2)))
+    return laplace_counts(counts, epsilon, rng=stream_rng(seed, "label_dp"))
 
 
 def selector_traces(
@@ -99,7 +76,7 @@ def selector_traces(
         seen = _server_counts(counts, epsilon, seed)
         for name, (selector, params) in methods.items():
             trace = run_selection(counts, make_selector(selector, **params), num_selected, num_rounds,
-                                  seed=stream_seed(seed, 1), server_counts=seen)
+                                  seed=stream_rng(seed, "selection"), server_counts=seen)
             frames.append(pd.DataFrame({
                 "method": name, "seed": seed, "round": np.arange(1, num_rounds + 1),
                 "entropy": trace.entropy, "covers": trace.covers,
@@ -132,7 +109,7 @@ def buffer_study(
         counts = federation_counts(profile, scheme, num_clients, seed, beta=beta, classes_per_client=classes_per_client)
         for fraction in buffer_fractions:
             selector = make_selector("fedentopt", buffer_fraction=fraction)
-            trace = run_selection(counts, selector, num_selected, num_rounds, seed=stream_seed(seed, 1))
+            trace = run_selection(counts, selector, num_selected, num_rounds, seed=stream_rng(seed, "selection"))
             times = trace.selection_counts
             rows.append({
                 "buffer_pct": round(100 * fraction), "seed": seed, "buffer_size": selector.resolve_buffer_size(
@@ -170,10 +147,10 @@ def coverage_study(
             counts = federation_counts(profile, "dirichlet", num_clients, seed, beta=beta, max_redraws=max_redraws)
             for m in subset_sizes:
                 selector = make_selector("fedentopt", buffer_fraction=buffer_fraction)
-                trace = run_selection(counts, selector, m, num_rounds, seed=stream_seed(seed, 1))
+                trace = run_selection(counts, selector, m, num_rounds, seed=stream_rng(seed, "selection"))
                 rows.append({
                     "num_clients": num_clients, "num_selected": m, "seed": seed,
-                    "random_coverage": coverage_probability(counts, m, num_rounds, seed=stream_seed(seed, 3)),
+                    "random_coverage": coverage_probability(counts, m, num_rounds, seed=stream_rng(seed, "coverage")),
                     "fedentopt_coverage": float(trace.covers.mean()),
                     "fedentopt_mean_entropy": float(trace.entropy.mean()),
                 })

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fedlib import label_studies, paper
-from fedlib.partition import labels_from_counts
+from fedlib.partition import labels_from_counts, parse_partition
 
 __all__ = ["fig1_methods", "fig1_traces", "table6", "coverage_table", "fine_coverage"]
 
@@ -27,7 +27,7 @@ def fig1_methods(buffer_fraction: float, dc_num_random: int, dc_target: str) -> 
 def fig1_traces(profile: str, partition: str, *, num_clients: int, num_selected: int, num_rounds: int,
                 seeds: Sequence[int], buffer_fraction: float, dc_num_random: int, dc_target: str):
     """Per-round entropy and coverage of the four selectors (Fig. 1), one row per (method, seed, round)."""
-    spec = label_studies.parse_partition(partition)
+    spec = parse_partition(partition)
     return label_studies.selector_traces(
         profile, spec["scheme"], methods=fig1_methods(buffer_fraction, dc_num_random, dc_target),
         num_clients=num_clients, num_selected=num_selected, num_rounds=num_rounds, seeds=seeds, beta=spec["beta"],
@@ -48,7 +48,7 @@ def table6(profiles: Sequence[str], dataset_names: Sequence[str], partitions: Se
     summaries, picks = [], []
     for profile, dataset in zip(profiles, dataset_names):
         for part in partitions:
-            spec = label_studies.parse_partition(part)
+            spec = parse_partition(part)
             summary, counts = label_studies.buffer_study(
                 profile, spec["scheme"], buffer_fractions=buffer_fractions, num_clients=num_clients,
                 num_selected=num_selected, num_rounds=num_rounds, seeds=seeds, beta=spec["beta"],

@@ -25,6 +25,8 @@ import numpy as np
 import torch
 from torch.func import functional_call
 
+from .seeds import STREAMS
+
 __all__ = [
     "LocalHyperParams",
     "LocalResult",
@@ -39,7 +41,7 @@ __all__ = [
 
 Params = dict[str, torch.Tensor]
 
-_TRAIN_STREAM = 0x7472  # "tr": keeps the training seeds apart from the other streams derived from config.seed
+_TRAIN_STREAM = STREAMS["training"]  # keeps the training seeds apart from the other streams of config.seed
 
 
 @dataclass(frozen=True)

@@ -164,7 +164,7 @@ def _check_partitions(runs, log) -> int:
     """Partition every Dir(β) federation on the real label counts with the tier's minimum; returns the count."""
     from .partition import dirichlet_partition
     from .profiles import PROFILES
-    from .trainer import stream_rng
+    from .seeds import stream_rng
 
     feds = sorted({(r.config.dataset, r.config.num_clients, r.config.beta, r.config.min_partition_size,
                     r.config.seed) for r in runs if r.config.partition == "dirichlet"})

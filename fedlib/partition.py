@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Sequence
 
@@ -18,6 +19,8 @@ __all__ = [
     "partition",
     "label_count_matrix",
     "client_label_counts",
+    "parse_partition",
+    "partition_fields",
 ]
 
 #: Partitioning schemes understood by :func:`partition`.
@@ -31,6 +34,53 @@ DEFAULT_MAX_REDRAWS = 1_000_000
 PROGRESS_EVERY = 10_000
 
 _log = logging.getLogger("fedlib.partition")
+
+
+# ----------------------------------------------------------------------------- notation
+_NOTATION = (  # (pattern of the normalised text, scheme); the pattern's group is the scheme's parameter
+    (re.compile(r"iid"), "iid"),
+    (re.compile(r"dir\((.+)\)|dir(.+)"), "dirichlet"),
+    (re.compile(r"c=?(.+)"), "quantity"),
+)
+
+
+def parse_partition(notation: str) -> dict:
+    """Partition parameters from the notation every layer uses: the paper's ``"Dir(0.1)"``, ``"C=2"`` (also
+    ``"#C=2"``) and ``"IID"``, or the command line's ``"dir0.1"``, ``"c2"`` and ``"iid"`` (case and spaces are
+    ignored).
+
+    Returns the keyword arguments of :func:`partition`: ``scheme``, ``beta`` and ``classes_per_client`` (None where
+    the scheme takes no such parameter).  :func:`partition_fields` gives the same as ``ExperimentConfig`` fields.
+
+    >>> parse_partition("Dir(0.1)")
+    {'scheme': 'dirichlet', 'beta': 0.1, 'classes_per_client': None}
+    >>> parse_partition("c2") == parse_partition("#C=2") == parse_partition("C=2")
+    True
+    """
+    text = str(notation).replace(" ", "").replace("#", "").lower()
+    for pattern, scheme in _NOTATION:
+        match = pattern.fullmatch(text)
+        if match is None:
+            continue
+        value = next((g for g in match.groups() if g is not None), None)
+        try:
+            return {"scheme": scheme, "beta": float(value) if scheme == "dirichlet" else None,
+                    "classes_per_client": int(value) if scheme == "quantity" else None}
+        except ValueError:
+            break
+    raise ValueError(f"partition {notation!r} not understood: a partition must look like 'Dir(0.1)', 'C=2' or "
+                     f"'IID' (the paper's notation; '#C=2' too) or 'dir0.1', 'c2', 'iid' (the command line's).")
+
+
+def partition_fields(notation: str) -> dict:
+    """The ``ExperimentConfig`` fields ``partition``, ``beta`` and ``classes_per_client`` of a partition in any
+    notation of :func:`parse_partition`.
+
+    >>> partition_fields("dir0.1")
+    {'partition': 'dirichlet', 'beta': 0.1, 'classes_per_client': None}
+    """
+    spec = parse_partition(notation)
+    return {"partition": spec["scheme"], "beta": spec["beta"], "classes_per_client": spec["classes_per_client"]}
 
 
 # ----------------------------------------------------------------------------- input helpers

@@ -1,4 +1,16 @@
-"""Run directories: results keyed by configuration and code version, checkpoints, resume.
+"""Run tables and run directories: the per-round table of a run, its reading back, the run cache and resume.
+
+A run's table (``RunResult.table``) has one row per round, columns ``TABLE_COLUMNS`` (described in
+``fedlib.trainer``).  It is kept in two places, each under its own key:
+
+* the run cache (``RunDir``, this module): ``<run_root>/<config_hash(config, code_version())>/table.csv``, every
+  column, with the checkpoints that let an interrupted run resume.  The key holds the code version, so a version
+  bump retrains;
+* the stored results (``fedlib.results``): ``results/<tier>/<experiment>/<run_key(config)>.csv``, the columns
+  ``STORED_COLUMNS`` with floats rounded to 5 decimals (``compact_table``), small enough to commit.  The key leaves
+  out the code version and the fields that do not change the numbers, so a stored table survives commits.
+
+Both are read back by ``read_table``, with the dtypes of a fresh run.
 
 Layout of ``<run_root>/<hash>/`` (``hash = config_hash(config, code_version())``):
 
@@ -7,7 +19,7 @@ Layout of ``<run_root>/<hash>/`` (``hash = config_hash(config, code_version())``
                      states, selector state, the numpy bit-generator states of the selection and availability
                      streams, the torch RNG state and the table rows so far.  Written every
                      ``config.checkpoint_every`` rounds and after the last round (then it holds the final model).
-``table.csv``        the tidy per-round table (``fedlib.trainer.TABLE_COLUMNS``); ``table.parquet`` too when
+``table.csv``        the tidy per-round table (``TABLE_COLUMNS``); ``table.parquet`` too when
                      pyarrow is installed.
 ``result.json``      written last: the summary (final accuracy = mean of the last 10 rounds, seconds per round,
                      total bytes).  Its presence marks the run as finished.
@@ -24,17 +36,130 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import subprocess
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 
 from .config import ExperimentConfig, config_hash
 
-__all__ = ["code_version", "RunDir", "atomic_write_bytes", "atomic_write_text", "read_table"]
+__all__ = ["TABLE_COLUMNS", "STORED_COLUMNS", "RunResult", "last_rounds_mean", "make_table", "normalise_table",
+           "compact_table", "read_table", "code_version", "RunDir", "atomic_write_bytes", "atomic_write_text"]
+
+#: Columns of a run's per-round table, in order (``fedlib.trainer`` describes each).
+TABLE_COLUMNS = ("round", "lr", "test_accuracy", "test_loss", "train_loss", "picked", "num_picked", "num_trained",
+                 "num_dropped", "entropy_bits", "covers_all_classes", "entropy_bits_trained", "bytes_uploaded",
+                 "cumulative_bytes", "seconds", "kept", "reselection_entropy_bits", "phase")
+#: Columns of a stored table (``fedlib.results``): no client ids, floats rounded to 5 decimals.
+STORED_COLUMNS = ("round", "test_accuracy", "test_loss", "train_loss", "num_picked", "num_trained", "num_dropped",
+                  "entropy_bits", "covers_all_classes", "entropy_bits_trained", "reselection_entropy_bits", "phase",
+                  "cumulative_bytes", "seconds")
+
+
+# ----------------------------------------------------------------------------------------------------
+# run tables
+
+def last_rounds_mean(table: pd.DataFrame, n: int = 10, column: str = "test_accuracy") -> float:
+    """Mean of ``column`` over the last ``n`` evaluated rounds (round ≥ 1) -- the paper's reported number."""
+    t = table[(table["round"] >= 1) & table[column].notna()]
+    return float(t[column].tail(n).mean()) if len(t) else float("nan")
+
+
+@dataclass
+class RunResult:
+    """Outcome of ``fedlib.trainer.run_experiment``.
+
+    ``table``: the per-round DataFrame (``TABLE_COLUMNS``); ``run_dir``: the run directory or None;
+    ``from_cache``: True if a finished run was read back; ``finished``: False if stopped early
+    (``stop_after``); ``global_params``: the final global model (None if not available).
+    """
+
+    config: ExperimentConfig
+    table: pd.DataFrame
+    run_dir: Path | None = None
+    from_cache: bool = False
+    finished: bool = True
+    global_params: dict | None = field(default=None, repr=False)
+
+    @property
+    def final_accuracy(self) -> float:
+        """Mean test accuracy over the last 10 evaluated rounds."""
+        return last_rounds_mean(self.table, 10)
+
+    def summary(self) -> dict:
+        t = self.table[self.table["round"] >= 1]
+        return {"final_accuracy": self.final_accuracy, "rounds": int(t["round"].max()) if len(t) else 0,
+                "seconds_per_round": float(t["seconds"].mean()) if len(t) else float("nan"),
+                "total_bytes": int(self.table["cumulative_bytes"].iloc[-1]) if len(self.table) else 0}
+
+
+def make_table(rows) -> pd.DataFrame:
+    """The per-round table of a run from its row dicts (the trainer's rows)."""
+    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+def normalise_table(table: pd.DataFrame) -> pd.DataFrame:
+    """A table read back from ``table.csv`` with the in-memory dtypes of the columns after ``seconds``.
+
+    ``kept`` is a string column (CSV reads ``""`` as NaN and a single id as a number).  Tables written before these
+    columns existed (per-round algorithms only) get them: ``reselection_entropy_bits`` = ``entropy_bits_trained``
+    (the same quantity for those algorithms), ``kept`` = ``picked`` where no client dropped out (else NaN:
+    unknown), ``phase`` = ``"init"``/``"global"``."""
+    t = table.copy()
+
+    def as_ids(v):
+        if isinstance(v, str):
+            return v
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return ""
+        return str(int(v))
+
+    text = t["picked"].dtype  # the string dtype this pandas gives the id columns
+    if "kept" in t.columns:
+        t["kept"] = t["kept"].map(as_ids).astype(text)
+    else:
+        kept = t["picked"].where(t["num_dropped"] == 0, np.nan)
+        kept[t["round"] == 0] = ""
+        t["kept"] = kept.astype(text)
+    if "reselection_entropy_bits" not in t.columns:
+        t["reselection_entropy_bits"] = t["entropy_bits_trained"].astype(float)
+    if "phase" not in t.columns:
+        t["phase"] = pd.Series(np.where(t["round"] == 0, "init", "global"), index=t.index).astype(text)
+    else:
+        t["phase"] = t["phase"].astype(text)
+    return t[[c for c in TABLE_COLUMNS if c in t.columns] + [c for c in t.columns if c not in TABLE_COLUMNS]]
+
+
+def compact_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The stored form of a run's table: the ``STORED_COLUMNS`` it has, floats rounded to 5 decimals (the
+    cumulative byte count aside)."""
+    t = table[[c for c in STORED_COLUMNS if c in table.columns]].copy()
+    for c in t.columns:
+        if t[c].dtype.kind == "f" and c not in ("cumulative_bytes",):
+            t[c] = t[c].round(5)
+    return t
+
+
+def read_table(path) -> pd.DataFrame:
+    """A run table read back from CSV with the dtypes of a fresh run: a run directory's ``table.csv`` (every
+    column, ``normalise_table``) or a stored compact table (``STORED_COLUMNS``)."""
+    t = pd.read_csv(path, dtype={"picked": str})
+    if "covers_all_classes" in t.columns:
+        t["covers_all_classes"] = t["covers_all_classes"].astype(bool)
+    if "picked" not in t.columns:  # a stored table
+        return t
+    t["picked"] = t["picked"].fillna("")
+    return normalise_table(t)
+
+
+# ----------------------------------------------------------------------------------------------------
+# run directories
 
 
 @functools.lru_cache(maxsize=1)
@@ -88,14 +213,6 @@ def _atomic_save(obj, path: Path) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
-def read_table(path) -> pd.DataFrame:
-    """Read a ``table.csv`` back with the trainer's dtypes."""
-    t = pd.read_csv(path, dtype={"picked": str})
-    t["picked"] = t["picked"].fillna("")
-    t["covers_all_classes"] = t["covers_all_classes"].astype(bool)
-    return t
-
-
 class RunDir:
     """The run directory of one configuration under ``run_root``."""
 
@@ -130,8 +247,6 @@ class RunDir:
         return torch.load(self.checkpoint_file, map_location="cpu", weights_only=True)
 
     def write_result(self, table: pd.DataFrame) -> None:
-        from .trainer import RunResult
-
         atomic_write_text(self.table_file, table.to_csv(index=False))
         try:
             import io
@@ -150,8 +265,6 @@ class RunDir:
 
     def load_result(self):
         """The stored ``RunResult`` of a finished run (``from_cache=True``; final params from the checkpoint)."""
-        from .trainer import RunResult
-
         table = read_table(self.table_file)
         ckpt = self.load_checkpoint()
         params = ckpt["global_params"] if ckpt is not None else None

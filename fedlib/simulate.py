@@ -59,10 +59,18 @@ def _freeze(*arrays: np.ndarray) -> None:
         a.setflags(write=False)
 
 
+def _generator(seed) -> np.random.Generator:
+    """``seed`` itself if it is a Generator (e.g. a stream of :func:`fedlib.seeds.stream_rng`), else a fresh
+    ``np.random.default_rng(seed)`` of an integer seed >= 0."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    return np.random.default_rng(check_int("seed", seed, low=0))
+
+
 def run_selection(
-    counts, selector, num_selected: int, num_rounds: int, *, seed: int, server_counts=None
+    counts, selector, num_selected: int, num_rounds: int, *, seed, server_counts=None
 ) -> SelectionTrace:
-    """Run ``selector`` for R rounds with ``rng = np.random.default_rng(seed)`` and record each round.
+    """Run ``selector`` for R rounds with one generator (``seed``) and record each round.
 
     Parameters
     ----------
@@ -75,8 +83,10 @@ def run_selection(
         M per round.
     num_rounds : int
         R >= 1.
-    seed : int
-        Seed of the single generator passed to every ``select`` call.
+    seed : int or numpy.random.Generator
+        The generator passed to every ``select`` call, or the seed of a fresh ``np.random.default_rng``.  With
+        ``fedlib.seeds.stream_rng(seed, "selection")`` a selector picks what it picks in the training run of the
+        same seed and federation.
     server_counts : array_like, shape (K, C), optional
         What the selector sees instead of ``counts`` (e.g. :func:`fedlib.privacy.laplace_counts`).
 
@@ -99,7 +109,7 @@ def run_selection(
         raise TypeError(f"selector must be a fedlib.selection.Selector or a name (got {type(selector).__name__}).")
     num_selected = check_int("num_selected", num_selected, low=1)
     num_rounds = check_int("num_rounds", num_rounds, low=1)
-    rng = np.random.default_rng(check_int("seed", seed, low=0))
+    rng = _generator(seed)
     state = selector.initial_state(true_counts.shape[0])
     picked = np.full((num_rounds, num_selected), -1, dtype=np.int64)
     entropy, covers = np.zeros(num_rounds), np.zeros(num_rounds, dtype=bool)
@@ -111,11 +121,12 @@ def run_selection(
     return SelectionTrace(picked, entropy, covers, true_counts.shape[0], state)
 
 
-def coverage_probability(counts, num_selected: int, num_rounds: int, *, seed: int) -> float:
+def coverage_probability(counts, num_selected: int, num_rounds: int, *, seed) -> float:
     """Monte Carlo probability that M uniformly random clients together hold every class (v1, §V-B5).
 
     v1 estimates it "by simulating random subset selection over 500 rounds". Each round draws M distinct
-    clients (the M smallest of K uniform keys) from ``np.random.default_rng(seed)``.
+    clients (the M smallest of K uniform keys) from one generator: ``seed`` (a Generator, or the seed of a
+    fresh ``np.random.default_rng``).
 
     Examples
     --------
@@ -129,7 +140,7 @@ def coverage_probability(counts, num_selected: int, num_rounds: int, *, seed: in
     if num_selected > num_clients:
         raise ValueError(f"num_selected must be <= the number of clients K={num_clients} (got {num_selected}).")
     num_rounds = check_int("num_rounds", num_rounds, low=1)
-    rng = np.random.default_rng(check_int("seed", seed, low=0))
+    rng = _generator(seed)
     holds = sp.csr_array(arr > 0) if sp.issparse(arr) else arr > 0
     # Chunks of rounds bound the (rounds, K) keys and the (rounds, M, C) class table to ~2^23 entries each;
     # the keys are one stream, so the chunk size does not change the draws.

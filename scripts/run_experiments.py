@@ -22,10 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fedlib import results, tiers  # noqa: E402
-
-SUMMARY = {"table1": results.table1_summary, "table2": results.table2_summary,
-           "availability": results.availability_summary, "buffer": results.buffer_summary}
+from fedlib import reporting, results, tiers  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -91,12 +88,12 @@ def main(argv=None) -> int:
         print(f"   trained {info['trained']}, copied {info['copied']}, already stored {info['already']}; "
               f"{info['wall_seconds']:.1f} s", flush=True)
         stored = results.load_experiment(args.tier, name, args.results_dir)
-        print("   " + results.provenance(stored))
-        if name in SUMMARY and not stored.empty:
+        print("   " + reporting.provenance(stored))
+        if name in reporting.SUMMARIES and not stored.empty:
             import pandas as pd
 
             with pd.option_context("display.width", 200, "display.max_rows", 200, "display.precision", 2):
-                print(SUMMARY[name](stored).to_string(index=False))
+                print(reporting.SUMMARIES[name](stored).to_string(index=False))
     print(f"total wall time {time.perf_counter() - t0:.1f} s")
     return 0
 

@@ -161,10 +161,15 @@ def test_liar_shares_at_paper_scale_respect_the_bound():
 
     counts = federation_counts("cifar10", "dirichlet", 100, 0, beta=0.1)
     for q in (0, 10, 50):
+        # any liar: no client beats the buffer's bound, and every round picks M clients
         f = liar_shares(counts, LiarSpec(1, "uniform", 10.0), num_selected=10, num_rounds=100, buffer_size=q, seed=0)
         assert f["rounds"].max() <= participation_bound(100, 10, q)
-        assert f.loc[f["liar"], "rounds"].iloc[0] >= greedy_liar_rounds(100, 10, q)
         assert f["rounds"].sum() == 100 * 10
+        # a flat report that outweighs any real pool is the best candidate whenever it is free, so it is picked
+        # at least greedy_liar_rounds times (a small liar at 10x need not be: seed 0's holds 68 images)
+        f = liar_shares(counts, LiarSpec(1, "uniform", 100.0), num_selected=10, num_rounds=100, buffer_size=q,
+                        seed=0)
+        assert f.loc[f["liar"], "rounds"].iloc[0] >= greedy_liar_rounds(100, 10, q)
 
 
 # ----------------------------------------------------------------------------- threat models, by hand

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from fedlib import claims, label_tables, plateau, results, significance, tiers
+from fedlib import claims, label_tables, plateau, reporting, results, significance, tiers
 from fedlib.profiles import get_profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,8 +99,8 @@ def _to_fedavg(stored, last):
 
 
 STORED_CLAIMS = {  # page -> (experiment group, summary of the stored runs, its claims, how many claims)
-    "table1": ("table1", results.table1_summary, claims.table1_directions, 2),
-    "table2": ("table2", results.table2_summary, claims.table2_signs, 10),
+    "table1": ("table1", reporting.table1_summary, claims.table1_directions, 2),
+    "table2": ("table2", reporting.table2_summary, claims.table2_signs, 10),
     "accuracy_curves": ("table1", _to_fedavg, claims.faster_than_fedavg, 2),
 }
 

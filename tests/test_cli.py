@@ -4,7 +4,8 @@ import sys
 
 import pytest
 
-from fedlib.cli import main, parse_partition
+from fedlib.cli import main
+from fedlib.partition import partition_fields
 from conftest import write_tiny_npz
 
 
@@ -39,10 +40,11 @@ def test_bad_config_fails_before_training(tiny_npz, tmp_path, capsys):
 
 
 def test_parse_partition():
-    assert parse_partition("dir0.1") == {"partition": "dirichlet", "beta": 0.1, "classes_per_client": None}
-    assert parse_partition("c2")["classes_per_client"] == 2
+    # the command line's notation (--partitions) through the one parser, fedlib.partition
+    assert partition_fields("dir0.1") == {"partition": "dirichlet", "beta": 0.1, "classes_per_client": None}
+    assert partition_fields("c2")["classes_per_client"] == 2
     with pytest.raises(ValueError, match="partition 'd0.1' not understood"):
-        parse_partition("d0.1")
+        partition_fields("d0.1")
 
 
 def test_run_and_sweep(tiny_npz, tmp_path, capsys):

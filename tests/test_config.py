@@ -60,3 +60,25 @@ def test_config_hash_depends_on_config_and_code_version():
     assert h == config_hash(ExperimentConfig(weight_decay=5e-4), "0.1.0")  # the explicit default hashes alike
     assert h != config_hash(c, "0.1.1")
     assert h != config_hash(c.replace(seed=1), "0.1.0")
+
+
+def test_a_config_is_validated_once_and_builds_its_selector_and_algorithm_once(monkeypatch):
+    import pickle
+
+    from fedlib import selection
+
+    built = []
+    real = selection.make_selector
+    monkeypatch.setattr(selection, "make_selector", lambda *a, **k: built.append(a) or real(*a, **k))
+    c = ExperimentConfig(selector="fedentopt", selector_params={"buffer_fraction": 0.5})
+    assert c.validate() is c and c.validate() is c
+    assert len(built) == 1  # the second validate() returned at once
+    selector, algorithm = c.build_selector_and_algorithm()  # the trainer takes the ones validate() built
+    assert len(built) == 1 and selector.buffer_fraction == 0.5 and algorithm.name == "fedavg"
+    c.build_selector_and_algorithm()  # handed over once: a second caller gets new ones
+    assert len(built) == 2
+    c.selector_params["buffer_fraction"] = 2.0  # a changed field is checked again
+    with pytest.raises(ConfigError, match="config field 'selector_params'"):
+        c.validate()
+    c.selector_params["buffer_fraction"] = 0.5
+    assert "_validated" not in pickle.loads(pickle.dumps(c.validate())).__dict__  # another process checks again

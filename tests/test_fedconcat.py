@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from fedlib.algorithms.base import weighted_average
+from fedlib.algorithms.base import Algorithm, weighted_average
 from fedlib.algorithms.fedavg import FedAvg
 from fedlib.algorithms.fedconcat import (
     ConcatModel,
@@ -49,6 +49,21 @@ def _hp(info):
 def _selector(num_clients, m, seed):
     rng = np.random.default_rng(seed)
     return lambda info: rng.choice(num_clients, size=m, replace=False)
+
+
+def _run_stages(algo, model, init_params, *, label_counts, total_rounds, num_selected, select, train_client, rng,
+                head_generator, evaluate=None):
+    """All three stages outside the trainer: :meth:`FedConcat.plan`, then :meth:`FedConcat.step` until done, with
+    ``select(info)`` picking each round's clients and ``evaluate(concat_model, params, info)`` after every
+    classifier round (merged into the round's history record)."""
+    state = algo.plan(model, init_params, label_counts=label_counts, total_rounds=total_rounds,
+                      num_selected=num_selected, rng=rng)
+    while not state.done:
+        info = state.next_round()
+        record = algo.step(state, model, select(info), train_client, head_generator=head_generator)
+        if evaluate is not None and info.phase == "classifier":
+            record.update(evaluate(state.model, state.params, info) or {})
+    return state
 
 
 # --- clustering --------------------------------------------------------------------------------------------
@@ -128,7 +143,7 @@ def test_one_cluster_encoder_phase_equals_fedavg():
     rounds, m, seed = 3, 3, 11
     algo = FedConcat(num_clusters=1, encoder_rounds=rounds, classifier_rounds=0)
     train = make_local_trainer(lambda k: (xs[k], ys[k]), _hp, seed)
-    out = algo.run(model, init, label_counts=counts, total_rounds=rounds, num_selected=m,
+    out = _run_stages(algo, model, init, label_counts=counts, total_rounds=rounds, num_selected=m,
                    select=_selector(6, m, 5), train_client=train, rng=np.random.default_rng(0),
                    head_generator=torch.Generator().manual_seed(0))
     assert out.model is None and out.classifier_rounds == 0
@@ -153,7 +168,7 @@ def test_clients_train_their_own_cluster_and_unpicked_clusters_are_untouched():
     model = _mlp()
     init = model_state(model)
     algo = FedConcat(num_clusters=2, encoder_rounds=1, classifier_rounds=0)
-    out = algo.run(model, init, label_counts=counts, total_rounds=1, num_selected=2,
+    out = _run_stages(algo, model, init, label_counts=counts, total_rounds=1, num_selected=2,
                    select=lambda info: [0, 1],  # both from cluster 0
                    train_client=make_local_trainer(lambda k: (xs[k], ys[k]), _hp, 0), rng=np.random.default_rng(0),
                    head_generator=torch.Generator().manual_seed(0))
@@ -178,7 +193,7 @@ def test_classifier_phase_trains_only_the_head(local_batches):
         logits = torch.func.functional_call(concat, params, (torch.cat(xs),))
         return {"accuracy": float((logits.argmax(1) == torch.cat(ys)).float().mean())}
 
-    out = algo.run(model, model_state(model), label_counts=counts, total_rounds=5, num_selected=3,
+    out = _run_stages(algo, model, model_state(model), label_counts=counts, total_rounds=5, num_selected=3,
                    select=_selector(6, 3, 1), train_client=make_local_trainer(lambda k: (xs[k], ys[k]), _hp, 0),
                    rng=np.random.default_rng(0), head_generator=torch.Generator().manual_seed(0), evaluate=evaluate)
     assert seen == [0, 1, 2]
@@ -237,7 +252,8 @@ def test_registry_builds_fedconcat():
     from fedlib.algorithms import make_algorithm
 
     algo = make_algorithm("fedconcat", num_clusters=3)
-    assert isinstance(algo, FedConcat) and algo.num_clusters == 3 and algo.flow == "fedconcat"
+    assert isinstance(algo, FedConcat) and algo.num_clusters == 3
+    assert type(algo).fit_round is not Algorithm.fit_round  # its own round shape (two phases)
     with pytest.raises(ValueError, match="num_clusters must be >= 1"):
         FedConcat(num_clusters=0)
 
@@ -248,13 +264,13 @@ def test_weighted_average_of_identical_heads_is_identity():
     torch.testing.assert_close(weighted_average([d, d, d], [0.2, 0.3, 0.5])["w"], d["w"])
 
 
-def test_plan_and_step_reproduce_run_and_stop_at_the_end():
+def test_plan_and_step_reproduce_the_stages_and_stop_at_the_end():
     xs, ys, counts = _clients()
     model = _mlp()
     algo = FedConcat(num_clusters=2, encoder_rounds=1, classifier_rounds=1, classifier_local_batches=1)
     train = make_local_trainer(lambda k: (xs[k], ys[k]), _hp, 3)
     kwargs = dict(label_counts=counts, total_rounds=2, num_selected=2)
-    ran = algo.run(model, model_state(model), select=_selector(6, 2, 4), train_client=train,
+    ran = _run_stages(algo, model, model_state(model), select=_selector(6, 2, 4), train_client=train,
                    rng=np.random.default_rng(0), head_generator=torch.Generator().manual_seed(1), **kwargs)
     state = algo.plan(model, model_state(model), rng=np.random.default_rng(0), **kwargs)
     select = _selector(6, 2, 4)

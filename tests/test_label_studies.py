@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from fedlib import label_studies
-from fedlib.partition import labels_from_counts
+from fedlib.partition import labels_from_counts, parse_partition
+from fedlib.seeds import stream_seed
 
 
 # Paper notation -> partition parameters (§V-A2 of the paper: Dir(beta) and #C=k).
@@ -18,21 +19,22 @@ from fedlib.partition import labels_from_counts
     ],
 )
 def test_parse_partition(label, expected):
-    assert label_studies.parse_partition(label) == expected
+    assert parse_partition(label) == expected
 
 
 @pytest.mark.parametrize("label", ["Dir(x)", "C=two", "dirichlet", ""])
 def test_parse_partition_rejects_unknown_notation(label):
     with pytest.raises(ValueError, match="partition must look like 'Dir\\(0.1\\)', 'C=2' or 'IID'"):
-        label_studies.parse_partition(label)
+        parse_partition(label)
 
 
 def test_stream_seeds_differ_between_streams_and_repeat_per_seed():
-    seeds = {label_studies.stream_seed(7, s) for s in range(4)}
+    # the label-only studies' streams (fedlib.seeds, the trainer's table)
+    seeds = {stream_seed(7, s) for s in ("partition", "selection", "label_dp", "coverage")}
     assert len(seeds) == 4
-    assert label_studies.stream_seed(7, 1) == label_studies.stream_seed(7, 1)
+    assert stream_seed(7, "selection") == stream_seed(7, "selection")
     with pytest.raises(ValueError, match="seed must be >= 0"):
-        label_studies.stream_seed(-1, 0)
+        stream_seed(-1, "partition")
 
 
 def test_selector_traces_same_seed_same_table_and_partition_independent_of_method():
@@ -64,3 +66,30 @@ def test_coverage_study_is_one_when_every_client_holds_every_label():
                                          beta=1000.0, buffer_fraction=0.2)
     assert (table["random_coverage"] == 1.0).all()
     assert (table["fedentopt_coverage"] == 1.0).all()
+
+
+@pytest.mark.parametrize("partition", ["Dir(0.5)", "C=2"])
+def test_same_seed_gives_the_training_run_s_federation_and_picks(tmp_path, partition):
+    # Label-only pages and training pages draw from the same seed streams (fedlib.seeds): the label-only
+    # federation of a seed is the one the trainer partitions, and FedEntOpt picks the clients it picks there.
+    from conftest import write_tiny_npz
+    from fedlib.config import ExperimentConfig
+    from fedlib.datasets import load_dataset
+    from fedlib.partition import partition_fields
+    from fedlib.seeds import stream_rng
+    from fedlib.selection import make_selector
+    from fedlib.simulate import run_selection
+    from fedlib.trainer import Experiment, run_experiment
+
+    path = write_tiny_npz(tmp_path, seed=3, num_samples=300, num_train=240)
+    cfg = ExperimentConfig(dataset="npz", dataset_options={"path": path}, num_clients=6, clients_per_round=2,
+                           rounds=3, local_epochs=1, batch_size=16, augment=False, seed=5, selector="fedentopt",
+                           selector_params={"buffer_size": 2}, **partition_fields(partition))
+    spec = parse_partition(partition)
+    labels = load_dataset("npz", path=path).y_train
+    counts = label_studies.federation_counts(labels, spec["scheme"], 6, 5, beta=spec["beta"],
+                                             classes_per_client=spec["classes_per_client"])
+    np.testing.assert_array_equal(counts, Experiment(cfg).true_counts)
+    picks = run_selection(counts, make_selector("fedentopt", buffer_size=2), 2, 3, seed=stream_rng(5, "selection"))
+    trained = run_experiment(cfg, progress=False).table
+    assert [" ".join(map(str, p)) for p in picks.picked] == trained["picked"].iloc[1:].tolist()

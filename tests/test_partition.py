@@ -446,10 +446,10 @@ def test_paper_tier_dirichlet_federations_are_the_expected_ones():
 
 @pytest.mark.parametrize("fed", [f for f in _paper_dirichlet_federations() if f[0] in PROFILES], ids=str)
 def test_paper_dirichlet_federations_partition_with_defaults_for_seeds_0_to_9(fed):
-    # The trainer's stream (fedlib.trainer.stream_rng(seed, "partition")) and default redraw cap; CIFAR-10 with
+    # The trainer's stream (fedlib.seeds.stream_rng(seed, "partition")) and default redraw cap; CIFAR-10 with
     # K = 200 accepts ~0.3 % of draws (the old cap of 100 redraws failed 8 of these 10 seeds).
     # TissueMNIST has no verified label profile (fedlib.profiles.UNAVAILABLE_PROFILES) and is not covered here.
-    from fedlib.trainer import stream_rng
+    from fedlib.seeds import stream_rng
 
     dataset, k, beta, min_size = fed
     counts = PROFILES[dataset].train_counts

@@ -6,8 +6,8 @@ import torch
 
 import fedlib.trainer as trainer
 from fedlib.config import ExperimentConfig
-from fedlib.runs import RunDir, atomic_write_text, code_version
-from fedlib.trainer import TABLE_COLUMNS, run_experiment
+from fedlib.runs import TABLE_COLUMNS, RunDir, atomic_write_text, code_version
+from fedlib.trainer import run_experiment
 from conftest import write_tiny_npz
 
 

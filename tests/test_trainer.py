@@ -4,8 +4,10 @@ import pandas as pd
 import pytest
 import torch
 
+from fedlib.algorithms import Algorithm
 from fedlib.config import ExperimentConfig
-from fedlib.trainer import TABLE_COLUMNS, Experiment, run_experiment
+from fedlib.runs import TABLE_COLUMNS
+from fedlib.trainer import Experiment, run_experiment
 from conftest import write_tiny_npz
 
 
@@ -103,3 +105,81 @@ def test_batched_engine_gives_the_reference_run(tiny_npz, algorithm):
 def test_unknown_engine_is_a_config_error(tiny_npz):
     with pytest.raises(ValueError, match="config field 'engine': got 'gpu'; allowed: 'reference', 'batched'"):
         run_experiment(_cfg(tiny_npz, engine="gpu"), progress=False)
+
+
+# --- a new round shape: its module (here, this test) and the registry, nothing else ---------------------------
+
+class ToyTwoPhase(Algorithm):
+    """A toy two-phase algorithm, registered only inside the tests below: ``warmup_rounds`` rounds at half the
+    learning rate in which only the first trained client uploads (phase ``"warmup"``), then FedAvg rounds; the run
+    lasts ``config.rounds + warmup_rounds`` rounds and its own state (warm-up rounds done) is checkpointed."""
+
+    name = "toy_two_phase"
+
+    def __init__(self, warmup_rounds: int = 2):
+        super().__init__()
+        self.warmup_rounds = warmup_rounds
+
+    def num_rounds(self, run):
+        return run.config.rounds + self.warmup_rounds
+
+    def init_round_state(self, run, global_params):
+        return {"warmup_done": 0}
+
+    def round_state_to_checkpoint(self, round_state):
+        return {"warmup_done": int(round_state["warmup_done"])}
+
+    def round_state_from_checkpoint(self, run, data):
+        return {"warmup_done": int(data["warmup_done"])}
+
+    def _warming(self, state):
+        return state.algorithm_state["warmup_done"] < self.warmup_rounds
+
+    def configure_round(self, run, state, rnd):
+        plan = super().configure_round(run, state, rnd)
+        if self._warming(state):
+            plan.phase, plan.lr = "warmup", plan.lr / 2
+        return plan
+
+    def judge_round(self, run, state, trained):
+        return (trained[:1], 0) if self._warming(state) else (trained, 0)
+
+    def fit_round(self, run, state, plan, todo):
+        result = super().fit_round(run, state, plan, todo)
+        state.algorithm_state["warmup_done"] += plan.phase == "warmup"
+        return result
+
+
+@pytest.fixture
+def toy_two_phase():
+    from fedlib.algorithms import register_algorithm, unregister_algorithm
+
+    register_algorithm("toy_two_phase", ToyTwoPhase)
+    yield "toy_two_phase"
+    unregister_algorithm("toy_two_phase")
+
+
+def test_a_new_round_shape_needs_only_its_module_and_the_registry(tiny_npz, toy_two_phase, tmp_path):
+    cfg = _cfg(tiny_npz, algorithm=toy_two_phase, algorithm_params={"warmup_rounds": 2}, rounds=2,
+               checkpoint_every=1)
+    res = run_experiment(cfg, progress=False)
+    t = res.table
+    assert t["round"].tolist() == [0, 1, 2, 3, 4]  # config.rounds + warmup_rounds
+    assert t["phase"].tolist() == ["init", "warmup", "warmup", "global", "global"]
+    assert t["lr"].iloc[1:].tolist() == pytest.approx([0.005, 0.0049, 0.01 * 0.98 ** 2, 0.01 * 0.98 ** 3])
+    p = Experiment(cfg).num_params
+    for _, row in t.iloc[1:].iterrows():
+        kept = row["kept"].split()
+        assert len(kept) == (1 if row["phase"] == "warmup" else row["num_trained"])
+        assert row["bytes_uploaded"] == 4 * p * len(kept)
+    # the one round loop checkpoints the algorithm's own state: a run killed in the warm-up resumes bit for bit
+    run_experiment(cfg, run_root=tmp_path, progress=False, stop_after=2)
+    resumed = run_experiment(cfg, run_root=tmp_path, progress=False)
+    cols = [c for c in TABLE_COLUMNS if c != "seconds"]
+    assert resumed.table[cols].equals(t[cols])
+    assert all(torch.equal(resumed.global_params[k], res.global_params[k]) for k in res.global_params)
+
+
+def test_an_unregistered_algorithm_is_a_config_error(tiny_npz):
+    with pytest.raises(ValueError, match="config field 'algorithm': got 'toy_two_phase'"):
+        run_experiment(_cfg(tiny_npz, algorithm="toy_two_phase"), progress=False)

@@ -10,7 +10,8 @@ from fedlib.algorithms.fedentropy import max_entropy_judgement, model_soft_label
 from fedlib.cli import main
 from fedlib.config import ExperimentConfig
 from fedlib.metrics import pooled_entropy
-from fedlib.trainer import TABLE_COLUMNS, Experiment, _normalise_table, run_experiment
+from fedlib.runs import TABLE_COLUMNS, normalise_table
+from fedlib.trainer import Experiment, run_experiment
 from conftest import write_tiny_npz
 
 C = 4  # classes of the tiny data set
@@ -129,7 +130,7 @@ def test_fedconcat_end_to_end(tiny_npz, selector):
     p, s = exp.num_params, 2 * 84 * C + C
     assert t["bytes_uploaded"].tolist() == [4 * C * 8, 4 * p * 3, 4 * p * 3, 4 * s * 3, 4 * s * 3]
     # the last row's accuracy is the returned concatenated model's
-    fc = exp.initial_state().flow_state
+    fc = exp.initial_state().algorithm_state
     concat, _ = exp.algorithm.build_concat_model(exp.model, fc.cluster_params, torch.Generator())
     acc, loss = exp.evaluate(res.global_params, model=concat)
     assert (acc, loss) == (t["test_accuracy"].iloc[-1], t["test_loss"].iloc[-1])
@@ -146,7 +147,7 @@ def test_fedconcat_one_cluster_encoder_stage_is_fedavg(tiny_npz):
     rows = [exp.run_round(state), exp.run_round(state)]
     assert [r["picked"] for r in rows] == fedavg.table["picked"].iloc[1:].tolist()
     for key, v in fedavg.global_params.items():
-        assert torch.equal(state.flow_state.cluster_params[0][key], v), key
+        assert torch.equal(state.algorithm_state.cluster_params[0][key], v), key
 
 
 # --- resume ---------------------------------------------------------------------------------------------------
@@ -175,14 +176,14 @@ def test_resume_is_bitwise_identical(tiny_npz, tmp_path, algorithm):
 def test_old_cached_tables_get_the_new_columns():
     old = pd.DataFrame({"round": [0, 1, 2], "picked": ["", "1 2", "3 4"], "num_dropped": [0, 0, 1],
                         "entropy_bits_trained": [0.0, 1.0, 0.5]})
-    t = _normalise_table(old)
+    t = normalise_table(old)
     assert t["kept"].iloc[:2].tolist() == ["", "1 2"] and pd.isna(t["kept"].iloc[2])
     assert t["reselection_entropy_bits"].tolist() == [0.0, 1.0, 0.5]
     assert t["phase"].tolist() == ["init", "global", "global"]
     # CSV reads "" as NaN and a single id as a number
     read = pd.DataFrame({"round": [0, 1], "picked": ["", "3 5"], "kept": [np.nan, 3.0], "phase": ["init", "global"],
                          "reselection_entropy_bits": [0.0, 0.0]})
-    assert _normalise_table(read)["kept"].tolist() == ["", "3"]
+    assert normalise_table(read)["kept"].tolist() == ["", "3"]
 
 
 # --- CLI ------------------------------------------------------------------------------------------------------

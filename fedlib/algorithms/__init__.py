@@ -1,7 +1,9 @@
 """Federated algorithms and their registry.
 
 ``make_algorithm(name, **params)`` builds one; ``ALGORITHMS`` lists the names.  The contract every algorithm
-follows (hook signatures, what a vmapped caller stacks) is documented in ``fedlib.algorithms.base``.
+follows (hook signatures, what a vmapped caller stacks, the round-shape hooks) is documented in
+``fedlib.algorithms.base``.  A new algorithm is one module here plus one registry entry (``_EAGER`` or ``_LAZY``
+below; ``register_algorithm`` adds one at run time, e.g. in a test).
 
 Names and parameters (defaults are the FedEntOpt paper's, §V-A5):
   ``fedavg``      --
@@ -27,8 +29,8 @@ from .fedprox import FedProx
 from .fedrs import FedRS
 from .scaffold import Scaffold
 
-__all__ = ["Algorithm", "ALGORITHMS", "make_algorithm", "algorithm_class", "FedAvg", "FedProx", "FedNova",
-           "Scaffold", "FedRS", "FedLC"]
+__all__ = ["Algorithm", "ALGORITHMS", "make_algorithm", "algorithm_class", "register_algorithm",
+           "unregister_algorithm", "FedAvg", "FedProx", "FedNova", "Scaffold", "FedRS", "FedLC"]
 
 _EAGER = {"fedavg": FedAvg, "fedprox": FedProx, "fednova": FedNova, "scaffold": Scaffold, "fedrs": FedRS,
           "fedlc": FedLC}
@@ -37,6 +39,27 @@ _LAZY = {"fedconcat": ("fedlib.algorithms.fedconcat", "FedConcat"),
          "fedentropy": ("fedlib.algorithms.fedentropy", "FedEntropy")}
 
 ALGORITHMS = tuple(_EAGER) + tuple(_LAZY)
+_BUILT_IN = frozenset(ALGORITHMS)
+
+
+def register_algorithm(name: str, cls: type) -> None:
+    """Add the ``Algorithm`` subclass ``cls`` under ``name`` (an error if the name is taken)."""
+    global ALGORITHMS
+    if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
+        raise TypeError(f"cls must be a subclass of fedlib.algorithms.Algorithm (got {cls!r}).")
+    if name in ALGORITHMS:
+        raise ValueError(f"algorithm {name!r} is registered already.")
+    _EAGER[name] = cls
+    ALGORITHMS = ALGORITHMS + (name,)
+
+
+def unregister_algorithm(name: str) -> None:
+    """Remove an algorithm added by ``register_algorithm``."""
+    global ALGORITHMS
+    if name not in _EAGER or name in _BUILT_IN:
+        raise ValueError(f"algorithm {name!r} was not added by register_algorithm.")
+    del _EAGER[name]
+    ALGORITHMS = tuple(n for n in ALGORITHMS if n != name)
 
 
 def algorithm_class(name: str):

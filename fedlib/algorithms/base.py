@@ -60,16 +60,43 @@ Server side (plain Python over lists of clients; not vmapped):
 
 A batched trainer produces the same ``LocalResult`` objects (unstacking its outputs) and calls the server-side
 hooks unchanged.
+
+Round shape (server side; the trainer's one round loop, ``fedlib.trainer.Experiment.run_round``, calls them, as
+Flower's server calls a strategy's ``configure_fit``/``aggregate_fit``).  ``run`` is the trainer's experiment: the
+services of ``RoundServices`` (selection, local training, evaluation, data) and the run's set-up.  The defaults
+give the per-round shape of FedAvg and its relatives; an algorithm with another shape overrides only what
+differs (FedEntropy: its own client draw and a judgement of the uploads; FedConcat: two phases with their own
+models, run length and checkpointed state):
+
+* ``num_rounds(run) -> int`` -- table rounds of the run (default ``config.rounds``).  A ``ValueError`` means the
+  configured ``rounds`` does not suit the algorithm (the trainer reports it as a config error).
+* ``init_round_state(run, global_params)`` -- the algorithm's own state of the run beside ``server_state`` (any
+  object; default None), kept in ``TrainState.algorithm_state``; ``round_state_to_checkpoint(round_state)`` and
+  ``round_state_from_checkpoint(run, data)`` store it with tensors and plain containers only.
+* ``configure_round(run, state, rnd) -> RoundPlan`` -- the round's learning rate, phase and picked clients
+  (default: ``lr · lr_decay^(rnd−1)``, phase ``"global"``, the run's selector).  The trainer then draws
+  availability: which picked clients drop out and how many epochs each of the others trains.
+* ``fit_round(run, state, plan, todo) -> RoundResult`` -- local training of ``todo`` (``[(client, epochs)]``) and
+  aggregation into ``state``.  Default: every client trains from the global model (``run.train_clients``), the
+  clients with data are judged (``judge_round``) and the kept ones are averaged with ``aggregate``.
+* ``judge_round(run, state, trained) -> (kept, extra_bytes)`` -- which of the trained ``(client, LocalResult)``
+  pairs (all with data) upload their models, and what the judgement itself costs in bytes (default: all, 0).
+
+The trainer turns the ``RoundResult`` into the table row: train loss, evaluation (when due), bytes and the
+entropy columns -- the same for every algorithm.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["Algorithm", "weighted_average", "tree_sub", "tree_add", "tree_scale", "zeros_like_params"]
+__all__ = ["Algorithm", "RoundPlan", "RoundResult", "RoundServices", "decayed_lr", "weighted_average", "tree_sub",
+           "tree_add", "tree_scale", "zeros_like_params"]
 
 Params = dict[str, torch.Tensor]
 
@@ -118,6 +145,76 @@ def zeros_like_params(params: Mapping[str, torch.Tensor], keys=None) -> Params:
     """Zero tensors shaped like ``params`` (over ``keys`` or all floating keys)."""
     keys = [k for k, v in params.items() if torch.is_floating_point(v)] if keys is None else keys
     return {k: torch.zeros_like(params[k]) for k in keys}
+
+
+@dataclass
+class RoundPlan:
+    """One round as ``Algorithm.configure_round`` plans it: table round ``round`` (from 1), learning rate ``lr``,
+    the table's ``phase``, the ``picked`` clients in pick order, and ``info`` (the algorithm's own, e.g.
+    FedConcat's ``RoundInfo``)."""
+
+    round: int
+    lr: float
+    picked: list
+    phase: str = "global"
+    info: object = None
+
+
+@dataclass
+class RoundResult:
+    """What a round did, as ``Algorithm.fit_round`` reports it for the table row.
+
+    ``trained``: clients that trained, in training order; ``kept``: clients whose uploads entered the aggregation;
+    ``losses``: the ``LocalResult`` whose ``train_loss`` the row averages (weights ``num_samples``);
+    ``bytes_uploaded``: the round's uploads; ``evaluate``: False when the round leaves no global model to test
+    (the test columns are then NaN); ``model``: the architecture of ``state.global_params`` when it is not the
+    experiment's model.
+    """
+
+    trained: list
+    kept: list
+    losses: list
+    bytes_uploaded: int
+    evaluate: bool = True
+    model: torch.nn.Module | None = None
+
+
+class RoundServices(Protocol):
+    """What the trainer's experiment offers the round-shape hooks (``fedlib.trainer.Experiment``)."""
+
+    config: object  # the ExperimentConfig
+    model: torch.nn.Module  # the architecture (its own tensors are not used)
+    device: torch.device
+    num_params: int  # trainable scalars of the model
+    num_classes: int
+    server_counts: np.ndarray  # (K, C) label counts the server sees (DP-noised with label DP)
+    total_rounds: int
+    train_transform: Callable  # the batch transform of local training, ``(x, generator) -> x`` (augment, normalise)
+
+    def select(self, state) -> list:
+        """The round's clients from the run's selector (selection stream, selector state in ``state``)."""
+
+    def train_clients(self, state, todo, rnd: int, lr: float) -> list:
+        """``[(client, LocalResult)]``: each ``(client, epochs)`` of ``todo`` trained from the global model with
+        the algorithm's client hooks (client states updated in ``state``)."""
+
+    def client_data(self, client: int) -> tuple:
+        """``(x, y)``: the client's training inputs (uint8, on the device) and labels."""
+
+    def client_inputs(self, client: int) -> torch.Tensor:
+        """The client's training inputs as the model sees them in evaluation (normalised, not augmented)."""
+
+    def local_hyper_params(self, lr: float, epochs: int):
+        """``fedlib.local.LocalHyperParams`` of the run with learning rate ``lr`` and ``epochs``."""
+
+    def client_torch_rng(self, rnd: int, client: int):
+        """Context manager: the global torch RNG seeded for ``client`` in round ``rnd`` (dropout layers), restored
+        after."""
+
+
+def decayed_lr(config, step: int) -> float:
+    """``config.lr · config.lr_decay^step``: the learning rate ``step`` rounds into a schedule."""
+    return config.lr * config.lr_decay ** step
 
 
 class Algorithm:
@@ -197,3 +294,45 @@ class Algorithm:
     def aggregate(self, global_params: Params, results, weights, server_state):
         """FedAvg: ``w ← Σ_k p_k w_k`` with ``p_k = n_k / Σ_j n_j`` over the uploading clients."""
         return weighted_average([r.params for r in results], weights), server_state
+
+    # -- round shape (server side; see the module docstring) ------------------------------------------
+    def num_rounds(self, run: RoundServices) -> int:
+        """``config.rounds`` table rounds."""
+        return run.config.rounds
+
+    def init_round_state(self, run: RoundServices, global_params: Params):
+        """No state beside ``server_state``."""
+        return None
+
+    def round_state_to_checkpoint(self, round_state) -> dict | None:
+        """Nothing to store."""
+        return None
+
+    def round_state_from_checkpoint(self, run: RoundServices, data: dict):
+        """Nothing stored."""
+        return None
+
+    def configure_round(self, run: RoundServices, state, rnd: int) -> RoundPlan:
+        """``lr · lr_decay^(rnd−1)``, phase ``"global"``, the clients of the run's selector."""
+        return RoundPlan(rnd, decayed_lr(run.config, rnd - 1), run.select(state))
+
+    def fit_round(self, run: RoundServices, state, plan: RoundPlan, todo) -> RoundResult:
+        """Train ``todo`` from the global model; FedAvg-weighted ``aggregate`` of the uploads ``judge_round`` keeps.
+
+        Every trained client with data reports its train loss; each kept client uploads ``upload_factor``
+        model-sized tensors (``4 · p · upload_factor`` bytes) on top of what the judgement costs.
+        """
+        trained = run.train_clients(state, todo, plan.round, plan.lr)
+        with_data = [(k, r) for k, r in trained if r.num_samples > 0]
+        kept, extra_bytes = self.judge_round(run, state, with_data) if with_data else (with_data, 0)
+        if kept:
+            n = np.array([r.num_samples for _, r in kept], dtype=np.float64)
+            state.global_params, state.server_state = self.aggregate(
+                state.global_params, [r for _, r in kept], n / n.sum(), state.server_state)
+        nbytes = 4 * run.num_params * int(self.upload_factor) * len(kept) + extra_bytes
+        return RoundResult(trained=[k for k, _ in trained], kept=[k for k, _ in kept],
+                           losses=[r for _, r in with_data], bytes_uploaded=nbytes)
+
+    def judge_round(self, run: RoundServices, state, trained: list) -> tuple[list, int]:
+        """Every trained client uploads; no judgement, no extra bytes."""
+        return trained, 0

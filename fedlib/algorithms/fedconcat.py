@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -11,9 +12,10 @@ import torch
 from torch import nn
 
 from fedlib._validate import check_count_matrix, check_float, check_int, check_rng
-from fedlib.algorithms.base import Algorithm, weighted_average
+from fedlib.algorithms.base import Algorithm, RoundPlan, RoundResult, decayed_lr, weighted_average
 from fedlib.kmeans import kmeans
 from fedlib.local import LocalHyperParams, LocalResult, client_seed, local_train, make_generator
+from fedlib.seeds import stream_rng
 
 __all__ = [
     "DEFAULT_NUM_CLUSTERS",
@@ -330,7 +332,7 @@ class FedConcatState:
     ``model``            the :class:`ConcatModel` (None until the classifier phase starts); ``params`` its state
                          (frozen encoders + the head being trained).
     ``history``          one dict per round: ``round_index``, ``phase``, ``phase_round``, ``picked`` and, in the
-                         encoder phase, ``clusters_trained``; plus whatever ``evaluate`` returned (in :meth:`run`).
+                         encoder phase, ``clusters_trained``.
     """
 
     assignment: np.ndarray
@@ -385,6 +387,23 @@ class FedConcat(Algorithm):
     :func:`fedconcat_round_split` (FedEntOpt §V-A5: "the same total communication budget as FedAvg"); the
     classifier gets ``classifier_rounds`` (default 200, the FedConcat paper's).
 
+    **In fedlib's trainer** (the round-shape hooks of ``fedlib.algorithms.base``): ``config.rounds`` is the
+    FedAvg-equivalent budget T, and the run lasts T_e + T_c table rounds (:meth:`num_rounds`; 661 in the paper's
+    setting: T = 500, M/N = 10 %, K = 5, LeNet-5), or T_e + T_c as given when ``encoder_rounds`` is set.  Clusters
+    come from K-means on the label counts the server sees (DP-noised with label DP; stream ``clustering``), the
+    concatenated head from stream ``head_init`` (:mod:`fedlib.seeds`).  Every round the trainer's selector picks M
+    clients (availability as for every algorithm); in the encoder phase each trained client trains its own
+    cluster's full model, in the classifier phase the head of the concatenated model.  Learning rate:
+    ``lr · lr_decay^(phase_round)``: the decay restarts at the first classifier round (the classifier is a fresh
+    model; continuing the decay past round 461 would leave lr ≈ 1e-6).  There is no single global model in the
+    encoder phase, so the table's ``test_accuracy``/``test_loss`` are NaN there (which also keeps encoder rounds out
+    of the last-rounds mean); the concatenated model is evaluated after classifier rounds (``eval_every`` rule,
+    last round always).  Bytes: 4·p per trained client in encoder rounds, 4·s per trained client in classifier
+    rounds (s = K·d·C + C, the concatenated head), plus the one-time label upload 4·C·K at round 0; downloads
+    (including the one-time broadcast of the K encoders) are not counted, as for every algorithm.  The run's
+    global parameters are the concatenated model's (``encoders.<j>.*``, ``head.*``) once the classifier phase has
+    started; the table's ``phase`` is ``"encoder"`` or ``"classifier"``.
+
     Parameters
     ----------
     num_clusters : int, default 5
@@ -403,8 +422,6 @@ class FedConcat(Algorithm):
     """
 
     name = "fedconcat"
-    #: Marker for the trainer: FedConcat drives its own two-phase round flow (:meth:`plan`/:meth:`step`).
-    flow = "fedconcat"
     #: Every client uploads its label distribution once (Stage 1-A).
     uploads_label_counts = True
 
@@ -517,57 +534,95 @@ class FedConcat(Algorithm):
         state.history.append(record)
         return record
 
-    def run(self, model: nn.Module, init_params: Mapping[str, torch.Tensor], *, label_counts,
-            total_rounds: int, num_selected: int, select: Callable[[RoundInfo], Sequence[int]],
-            train_client: TrainClient, rng: np.random.Generator, head_generator: torch.Generator,
-            evaluate: Callable[[nn.Module, Params, RoundInfo], dict | None] | None = None) -> FedConcatState:
-        """Run all three stages (:meth:`plan`, then :meth:`step` until done).
+    # ---------------------------------------------------------------- round shape (fedlib.algorithms.base)
 
-        Parameters
-        ----------
-        model : nn.Module
-            Client model architecture (e.g. LeNet-5).
-        init_params : mapping
-            Initial model state (``fedlib.local.model_state``); every cluster starts from it.
-        label_counts : array_like
-            ``(N, C)`` label counts the server received (for clustering).
-        total_rounds : int
-            FedAvg round budget T (used when ``encoder_rounds`` is None).
-        num_selected : int
-            M, clients per round (for the budget; ``select`` decides who).
-        select : callable
-            ``select(info) -> client indices`` for one round (the trainer's selector).
-        train_client : callable
-            ``train_client(model, params, client_id, info, algorithm, max_batches) -> LocalResult``: local
-            training of one client from ``params`` (``fedlib.local.local_train`` with the client's data,
-            generator and hyper-parameters; ``algorithm`` has ``trainable`` bound; ``max_batches`` None or a
-            cap on mini-batches, see :func:`make_local_trainer`).
-        rng : np.random.Generator
-            Seeds the clustering.
-        head_generator : torch.Generator
-            Initialises the concatenated classifier.
-        evaluate : callable, optional
-            ``evaluate(concat_model, params, info) -> dict`` after every classifier round; merged into history.
+    def num_rounds(self, run) -> int:
+        """T_e + T_c for the FedAvg budget ``config.rounds`` (:meth:`round_split`)."""
+        c = run.config
+        try:
+            t_e, t_c = self.round_split(c.rounds, run.model, num_clients=c.num_clients,
+                                        num_selected=c.clients_per_round)
+        except ValueError as exc:
+            raise ValueError(f"too small a FedAvg budget for FedConcat ({exc})") from exc
+        return int(t_e + t_c)
 
-        Returns
-        -------
-        FedConcatState
-            The finished state (``model``/``params`` None when ``classifier_rounds`` is 0).
-        """
-        state = self.plan(model, init_params, label_counts=label_counts, total_rounds=total_rounds,
-                          num_selected=num_selected, rng=rng)
-        while not state.done:
-            info = state.next_round()
-            record = self.step(state, model, select(info), train_client, head_generator=head_generator)
-            if evaluate is not None and info.phase == "classifier":
-                record.update(evaluate(state.model, state.params, info) or {})
-        return state
+    def init_round_state(self, run, global_params) -> FedConcatState:
+        """:meth:`plan` on the label counts the server sees (stream ``clustering``)."""
+        c = run.config
+        return self.plan(run.model, global_params, label_counts=run.server_counts, total_rounds=c.rounds,
+                         num_selected=c.clients_per_round, rng=stream_rng(c.seed, "clustering"))
+
+    def round_state_to_checkpoint(self, fc: FedConcatState) -> dict:
+        """``fc`` as tensors and plain containers (``torch.load(weights_only=True)`` reads it back; the
+        ``ConcatModel`` itself is rebuilt from the architecture)."""
+        return {
+            "kind": "fedconcat",
+            "assignment": torch.as_tensor(np.asarray(fc.assignment, dtype=np.int64)),
+            "encoder_rounds": int(fc.encoder_rounds), "classifier_rounds": int(fc.classifier_rounds),
+            "cluster_params": [dict(p) for p in fc.cluster_params],
+            "round": int(fc.round),
+            "params": None if fc.params is None else dict(fc.params),
+            "history": [dict(h) for h in fc.history],
+        }
+
+    def round_state_from_checkpoint(self, run, d: dict) -> FedConcatState:
+        """Inverse of :meth:`round_state_to_checkpoint`, on the run's device."""
+        to = lambda p: {k: v.to(run.device) for k, v in p.items()}  # noqa: E731
+        fc = FedConcatState(assignment=d["assignment"].cpu().numpy().astype(np.int64),
+                            encoder_rounds=int(d["encoder_rounds"]), classifier_rounds=int(d["classifier_rounds"]),
+                            cluster_params=[to(p) for p in d["cluster_params"]], round=int(d["round"]),
+                            history=[dict(h) for h in d["history"]])
+        if d["params"] is not None:
+            # rebuild the architecture only; its head initialisation (from a throw-away generator) is discarded
+            fc.model, _ = self.build_concat_model(run.model, fc.cluster_params, torch.Generator())
+            fc.model.to(run.device)
+            fc.params = to(d["params"])
+        return fc
+
+    def configure_round(self, run, state, rnd: int) -> RoundPlan:
+        """The phase of the next round, its learning rate ``lr · lr_decay^(phase_round)``, the run's selector's
+        clients."""
+        info = state.algorithm_state.next_round()
+        return RoundPlan(rnd, decayed_lr(run.config, info.phase_round), run.select(state), phase=info.phase,
+                         info=info)
+
+    def fit_round(self, run, state, plan: RoundPlan, todo) -> RoundResult:
+        """One :meth:`step` with the clients of ``todo``, trained by the trainer's local training (its
+        per-(round, client) generators, round index = table round)."""
+        fc, c = state.algorithm_state, run.config
+        epochs = dict(todo)
+        done = []
+
+        def train_client(model, params, k, round_info, algorithm, max_batches):
+            hp = run.local_hyper_params(plan.lr, epochs[k])
+            inner = make_local_trainer(run.client_data, lambda _info: hp, c.seed, transform=run.train_transform)
+            with run.client_torch_rng(plan.round, k):
+                res = inner(model, params, k, dataclasses.replace(round_info, round_index=plan.round), algorithm,
+                            max_batches)
+            done.append((int(k), res))
+            return res
+
+        head_gen = make_generator(int(stream_rng(c.seed, "head_init").integers(2**62)), "cpu")
+        self.step(fc, run.model, [k for k, _ in todo], train_client, head_generator=head_gen)
+        if fc.model is not None:
+            fc.model.to(run.device)
+            state.global_params = fc.params
+        classifier = plan.phase == "classifier"
+        if classifier:
+            kept = [(k, r) for k, r in done if r.num_steps > 0]
+            per_upload = fc.model.head.weight.numel() + fc.model.head.bias.numel()
+        else:
+            kept = [(k, r) for k, r in done if r.num_samples > 0]
+            per_upload = run.num_params
+        return RoundResult(trained=[k for k, _ in done], kept=[k for k, _ in kept], losses=[r for _, r in kept],
+                           bytes_uploaded=4 * int(per_upload) * len(kept), evaluate=classifier,
+                           model=fc.model if classifier else None)
 
 
 def make_local_trainer(client_data: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
                        hp_for_round: Callable[[RoundInfo], LocalHyperParams], seed: int, *,
                        transform=None) -> TrainClient:
-    """A ``train_client`` callback for :meth:`FedConcat.step`/:meth:`FedConcat.run` built on :func:`fedlib.local.local_train`.
+    """A ``train_client`` callback for :meth:`FedConcat.step` built on :func:`fedlib.local.local_train`.
 
     Client ``k`` in round ``r`` uses the trainer's generators: batch order from
     ``client_seed(seed, r, k, 0)`` (CPU), augmentation from ``client_seed(seed, r, k, 1)`` (on the data's device).

@@ -71,7 +71,7 @@ def check_flower_config(config: ExperimentConfig) -> ExperimentConfig:
 def client_dp_rng(seed: int, client: int) -> np.random.Generator:
     """Client ``client``'s own stream of label-DP noise (``SeedSequence([seed, 5, client])``; 5 = fedlib's
     ``label_dp`` stream)."""
-    from ..trainer import STREAMS
+    from ..seeds import STREAMS
 
     return np.random.default_rng(np.random.SeedSequence([int(seed), STREAMS["label_dp"], int(client)]))
 
@@ -162,7 +162,7 @@ def server_app(config: ExperimentConfig | None = None, *, aggregation: str | Non
     @app.main()
     def main(grid: Grid, context: Context) -> None:
         from ..local import model_state
-        from ..trainer import stream_rng
+        from ..seeds import stream_rng
 
         cfg = _config(context, config)
         exp = _experiment(cfg)

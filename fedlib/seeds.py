@@ -1,0 +1,59 @@
+"""The seed streams of an experiment: one table, so that the same seed gives the same federation on every page.
+
+Every random draw of a run comes from a stream derived from the experiment's ``seed`` with
+``np.random.SeedSequence([seed, STREAMS[name]])``, so changing one part of an experiment (the selector, the
+algorithm, label DP) never changes another part's draws.  The trainer (``fedlib.trainer``), the label-only studies
+(``fedlib.label_studies``), the lying-clients group (``fedlib.adversarial``) and the Flower apps all take their
+streams from this table: a training page and a label-only page with the same seed, data set, number of clients
+and partition hold the same federation (the partition stream deals the same label counts) and, with the same
+selector, pick the same clients.
+
+The numbers are part of the stored results: changing one changes every run that draws from that stream.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._validate import check_int
+
+__all__ = ["STREAMS", "stream_rng", "stream_seed"]
+
+#: Stream name -> the second entry of its ``SeedSequence``.
+STREAMS = {
+    "partition": 1,  # which client holds which samples (fedlib.partition)
+    "selection": 2,  # the selector's generator, every round (fedlib.selection)
+    "availability": 3,  # dropout and straggler epochs, every round
+    "stragglers": 4,  # the straggler set, once per run
+    "label_dp": 5,  # Laplace noise on the label counts the server sees (fedlib.privacy)
+    "model_init": 6,  # the initial model's weights
+    "clustering": 7,  # FedConcat's k-means on the label counts
+    "head_init": 8,  # FedConcat's concatenated classifier
+    "coverage": 9,  # label-only Monte Carlo of uniform random subsets (fedlib.simulate.coverage_probability)
+    "liars": 15,  # which clients lie about their labels (fedlib.adversarial.choose_liars)
+    "training": 0x7472,  # "tr": per-(round, client) training generators (fedlib.local.client_seed)
+}
+
+
+def _entropy(seed: int, name: str) -> list[int]:
+    seed = check_int("seed", seed, low=0)
+    if name not in STREAMS:
+        raise ValueError(f"unknown seed stream {name!r}; allowed: {', '.join(map(repr, STREAMS))}.")
+    return [seed, STREAMS[name]]
+
+
+def stream_rng(seed: int, name: str) -> np.random.Generator:
+    """The numpy generator of stream ``name`` (a key of :data:`STREAMS`) for experiment ``seed``.
+
+    >>> float(stream_rng(0, "partition").random()) == float(stream_rng(0, "partition").random())
+    True
+    """
+    return np.random.default_rng(np.random.SeedSequence(_entropy(seed, name)))
+
+
+def stream_seed(seed: int, name: str) -> int:
+    """An integer seed of stream ``name`` for ``seed`` (for APIs that take an int, e.g. a torch generator).
+
+    >>> stream_seed(0, "partition") != stream_seed(0, "selection")
+    True
+    """
+    return int(np.random.SeedSequence(_entropy(seed, name)).generate_state(1)[0])

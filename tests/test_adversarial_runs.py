@@ -100,3 +100,21 @@ def test_share_cap_state_survives_a_checkpoint(tmp_path):
     for t, text in enumerate(full.table["picked"].iloc[1:], start=1):
         picks[[int(k) for k in text.split()]] += 1
         assert picks.max() <= -(-3 * t // 8)  # ceil(1.0 * M / K * t): the cap never had to yield here
+
+
+def test_liar_keys_ignore_settings_that_do_not_change_the_run():
+    from fedlib.adversarial_runs import liar_run_key
+
+    run = ar.lying_runs("quick", seeds=(0,), partitions=("C=2",), shares=(0.1,), methods=("FedEntOpt",))[0]
+    assert run.config.label_dp_epsilon is None
+    clip, keep = (liar_run_key(run.config.replace(dp_negative=m), run.spec) for m in ("clip", "keep"))
+    assert clip == keep
+    dp = run.config.replace(label_dp_epsilon=1.0)
+    assert liar_run_key(dp.replace(dp_negative="clip"), run.spec) != liar_run_key(dp, run.spec)
+
+
+def test_every_quick_lying_run_is_stored():
+    """The page reads the stored runs; a key change would make it retrain all of them."""
+    from fedlib.adversarial_runs import missing_lying_runs
+
+    assert missing_lying_runs(ar.lying_runs("quick"), "quick") == []

@@ -157,3 +157,22 @@ def test_stored_quick_runs_reproduce_bit_for_bit(csv, threads):
         assert script.compare(root / "results" / "quick" / csv) is None
     finally:
         torch.set_num_threads(before)
+
+
+def test_two_stored_runs_with_one_label_are_refused(tmp_path):
+    import shutil
+
+    src = sorted((Path(__file__).resolve().parents[1] / "results" / "quick" / "table1").glob("*.csv"))[0]
+    meta = json.loads(src.with_suffix(".json").read_text())
+    d = tmp_path / "quick" / "table1"
+    d.mkdir(parents=True)
+
+    def store(key):
+        shutil.copy(src, d / f"{key}.csv")
+        (d / f"{key}.json").write_text(json.dumps({**meta, "key": key}))
+
+    store("aaaaaaaaaaaaaaaa")
+    assert len(results.load_experiment("quick", "table1", tmp_path)) == 1
+    store("bbbbbbbbbbbbbbbb")
+    with pytest.raises(ValueError, match="runs aaaaaaaaaaaaaaaa and bbbbbbbbbbbbbbbb are stored with the same label"):
+        results.load_experiment("quick", "table1", tmp_path)

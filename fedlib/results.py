@@ -121,7 +121,7 @@ class StoredExperiment:
 def load_experiment(tier: str, experiment: str, results_dir=None) -> StoredExperiment:
     """Every stored run of ``experiment`` at ``tier`` (an empty ``StoredExperiment`` if none)."""
     d = _exp_dir(results_dir, tier, experiment)
-    frames, metas, label_keys = [], [], []
+    frames, metas, labels = [], [], []
     for csv in sorted(d.glob("*.csv")) if d.is_dir() else []:
         if not csv.with_suffix(".json").exists():
             continue
@@ -131,13 +131,13 @@ def load_experiment(tier: str, experiment: str, results_dir=None) -> StoredExper
             table.insert(0, k, v)
         table.insert(0, "key", meta["key"])
         frames.append(table)
-        label_keys.append(list(label))
+        labels.append((label, meta["key"]))
         metas.append({**label, "key": meta["key"], "code_version": meta.get("code_version"),
                       "git_commit": meta.get("git_commit"), "device": meta.get("device"),
                       "wall_seconds": meta.get("wall_seconds"), "data_source": meta.get("data_source"),
                       "dataset": meta["config"]["dataset"] if "dataset" not in label else label["dataset"],
                       "rounds": meta["config"]["rounds"]})
-    _check_one_run_per_label([({k: m[k] for k in labels}, m["key"]) for labels, m in zip(label_keys, metas)], d)
+    _check_one_run_per_label(labels, d)
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["key", *STORED_COLUMNS])
     return StoredExperiment(tier, experiment, frame, pd.DataFrame(metas))
 

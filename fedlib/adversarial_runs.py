@@ -107,12 +107,11 @@ def liar_run_key(config: ExperimentConfig, spec: LiarSpec) -> str:
     group trains every run with one torch thread (:func:`ensure_lying_runs`), and on CPU the thread count changes
     the floating-point sums, so the same config trained with two threads gives other numbers (quick tier,
     #C = 2, seed 1: 38.1 % with one thread, 35.6 % with two).  The paired tests compare runs that differ by the
-    method only.  The configuration enters as :meth:`ExperimentConfig.key_dict`, as in ``run_key``, so that a new
+    method only.  The configuration enters as :func:`fedlib.results.key_fields`, as in ``run_key``, so that a new
     default of a field that does not change the run (``dp_negative`` without label DP) keeps the stored keys."""
     from . import results
 
-    d = {k: v for k, v in config.key_dict().items() if k not in results._KEY_EXCLUDE}
-    payload = json.dumps({"config": d, "liars": spec.to_dict()}, sort_keys=True, separators=(",", ":"))
+    payload = json.dumps({"config": results.key_fields(config), "liars": spec.to_dict()}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 

@@ -29,7 +29,7 @@ import pandas as pd
 from .config import ExperimentConfig
 from .runs import STORED_COLUMNS, atomic_write_text, compact_table, read_table
 
-__all__ = ["RESULTS_DIR", "run_key", "store_run", "load_run", "load_experiment", "find_stored", "StoredExperiment",
+__all__ = ["RESULTS_DIR", "run_key", "key_fields", "store_run", "load_run", "load_experiment", "find_stored", "StoredExperiment",
            "missing_runs", "ensure_runs", "load_or_run", "device_description", "git_commit"]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,9 +42,14 @@ _KEY_EXCLUDE = ("device", "engine", "data_root", "download", "eval_batch_size", 
 # ----------------------------------------------------------------------------------------------------
 # keys, provenance
 
+def key_fields(config: ExperimentConfig) -> dict:
+    """The configuration fields that enter every run key (this one and the lying-clients group's)."""
+    return {k: v for k, v in config.key_dict().items() if k not in _KEY_EXCLUDE}
+
+
 def run_key(config: ExperimentConfig) -> str:
     """16 hex digits identifying what a run computes (see the module docstring)."""
-    d = {k: v for k, v in config.key_dict().items() if k not in _KEY_EXCLUDE}
+    d = key_fields(config)
     payload = json.dumps(d, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 

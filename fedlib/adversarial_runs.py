@@ -111,7 +111,8 @@ def liar_run_key(config: ExperimentConfig, spec: LiarSpec) -> str:
     default of a field that does not change the run (``dp_negative`` without label DP) keeps the stored keys."""
     from . import results
 
-    payload = json.dumps({"config": results.key_fields(config), "liars": spec.to_dict()}, sort_keys=True, separators=(",", ":"))
+    payload = json.dumps({"config": results.key_fields(config), "liars": spec.to_dict()}, sort_keys=True,
+                         separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 

@@ -29,8 +29,8 @@ import pandas as pd
 from .config import ExperimentConfig
 from .runs import STORED_COLUMNS, atomic_write_text, compact_table, read_table
 
-__all__ = ["RESULTS_DIR", "run_key", "key_fields", "store_run", "load_run", "load_experiment", "find_stored", "StoredExperiment",
-           "missing_runs", "ensure_runs", "load_or_run", "device_description", "git_commit"]
+__all__ = ["RESULTS_DIR", "run_key", "key_fields", "store_run", "load_run", "load_experiment", "find_stored",
+           "StoredExperiment", "missing_runs", "ensure_runs", "load_or_run", "device_description", "git_commit"]
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Default folder of the stored tables (``results/`` of the repository).

@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 __all__ = ["Claim", "frame", "all_hold", "EXPECTED_DIFFERENCES", "TOLERANCES", "fig1", "table6_hnorm", "coverage",
-           "fine_label_coverage", "table5", "table1_directions", "table2_signs", "faster_than_fedavg"]
+           "fine_label_coverage", "table5", "table1_directions", "table2_signs", "faster_than_fedavg",
+           "participation"]
 
 #: Tolerances of the numeric claims (absolute, in the claim's own unit).
 TOLERANCES = {
@@ -235,4 +236,41 @@ def faster_than_fedavg(to_fedavg, tier: str):
         out.append(Claim(f"{tier}:accuracy_curves/{part}/faster_than_fedavg",
                          f"FedEntOpt reaches FedAvg's final accuracy sooner, {part}", "faster (no number)",
                          speedup, "speed-up > 1 (NaN: never reached)", bool(speedup > 1)))
+    return out
+
+
+def participation(change, tier: str, reference: str = "FedEntOpt", alpha: float = 0.05):
+    """§V-B3 / Fig. 2: "FedEntOpt consistently maintains high accuracy, even with lower participation rates,
+    whereas the other methods partially suffer from performance degradation", per partition:
+
+    - ``keeps_accuracy``: the reference's change from the highest to the lowest rate is not a significant drop
+      (not negative with a paired t-test p < ``alpha``);
+    - ``others_lose_more``: some other method loses more than the reference between those rates (the paper's
+      "partially"; ours: the largest extra loss, pp);
+    - ``best_at_every_rate``: the reference has the highest mean at every rate (what makes it "the default choice";
+      the paper gives Fig. 2 without numbers).
+
+    ``change``: :func:`fedlib.participation.rate_change`.  A partition where the reference has fewer than two
+    seeds with every rate gives no claim: one seed cannot tell a drop from noise.
+    """
+    out = []
+    for part, sub in change.groupby("partition", sort=False):
+        ref = sub[sub["method"] == reference]
+        others = sub[sub["method"] != reference].dropna(subset=["extra_loss"])
+        if ref.empty or others.empty or ref["n"].iloc[0] < 2:
+            continue
+        r = ref.iloc[0]
+        drop = bool(r["change"] < 0 and r["p_change"] < alpha)
+        span = f"{r['high']:g} % to {r['low']:g} %"
+        out += [
+            Claim(f"{tier}:participation/{part}/keeps_accuracy", f"{reference} keeps its accuracy from {span}, {part}",
+                  "maintains (no number)", float(r["change"]), f"change (pp) not a drop with paired-t p < {alpha}",
+                  not drop),
+            Claim(f"{tier}:participation/{part}/others_lose_more", f"another method loses more than {reference} "
+                  f"from {span}, {part}", "others partially degrade", float(others["extra_loss"].max()),
+                  "largest extra loss > 0 pp", bool(others["extra_loss"].max() > 0)),
+            Claim(f"{tier}:participation/{part}/best_at_every_rate", f"{reference} has the highest mean at every "
+                  f"rate, {part}", "Fig. 2 (no numbers)", float(r["best_at"]), f"best at all {int(r['rates'])} rates",
+                  bool(r["best_at"] == r["rates"])),
+        ]
     return out

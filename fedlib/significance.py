@@ -72,19 +72,24 @@ def paired_test(a, b) -> dict:
             "p_ttest": p_t, "p_signflip": sign_flip_p(d)}
 
 
-def per_run_final(frame: pd.DataFrame, last: int = 10) -> pd.DataFrame:
-    """Per run (the key columns of ``frame`` among model, dataset, partition, liars, method, seed): the mean test
-    accuracy over its final ``last`` evaluated rounds (round >= 1), in %, as column ``accuracy``."""
+def per_run_final(frame: pd.DataFrame, last: int = 10, *, by: Sequence[str] = ()) -> pd.DataFrame:
+    """Per run (the key columns of ``frame`` among model, dataset, partition, liars, method, seed, plus ``by``,
+    e.g. ``clients_per_round``): the mean test accuracy over its final ``last`` evaluated rounds (round >= 1), in
+    %, as column ``accuracy``.  The comparisons below compare methods within each group of the other key columns."""
     if last < 1:
         raise ValueError(f"last must be a positive number of rounds (got {last!r}).")
-    keys = [c for c in _KEYS if c in frame.columns]
+    missing = [c for c in by if c not in frame.columns]
+    if missing:
+        raise ValueError(f"by names columns the frame does not have: {missing} (columns: {list(frame.columns)}).")
+    keys = [*(c for c in _KEYS[:-2] if c in frame.columns), *(c for c in by if c not in _KEYS),
+            *(c for c in _KEYS[-2:] if c in frame.columns)]
     t = frame[(frame["round"] >= 1) & frame["test_accuracy"].notna()].sort_values([*keys, "round"])
     acc = t.groupby(keys, sort=False)["test_accuracy"].apply(lambda s: 100 * s.tail(last).mean())
     return acc.rename("accuracy").reset_index()
 
 
 def _groups(per_run: pd.DataFrame):
-    keys = [c for c in _KEYS if c in per_run.columns and c not in ("method", "seed")]
+    keys = [c for c in per_run.columns if c not in ("method", "seed", "accuracy")]
     if not keys:
         return [((), per_run)], keys
     return [(k if isinstance(k, tuple) else (k,), g) for k, g in per_run.groupby(keys, sort=False)], keys

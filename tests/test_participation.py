@@ -1,0 +1,107 @@
+"""fedlib.participation (Fig. 2 as numbers) and fedlib.claims.participation, on hand-checked small cases and on
+the stored subset runs."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedlib import claims, participation, results, significance, tiers
+
+# final accuracy (%) per method, rate (M of K = 100) and seed 0, 1, 2
+HAND = {("A", 10): [30, 32, 34], ("A", 4): [31, 31, 33],
+        ("B", 10): [30, 30, 30], ("B", 4): [20, 22, 24]}
+
+
+def _frame(values=HAND, partition="P", rounds=2):
+    """A stored-like frame: every round of a run has the run's final accuracy."""
+    rows = []
+    for (method, m), accs in values.items():
+        for seed, acc in enumerate(accs):
+            for r in range(rounds + 1):
+                rows.append({"partition": partition, "method": method, "num_clients": 100, "clients_per_round": m,
+                             "seed": seed, "round": r, "test_accuracy": acc / 100 if r else np.nan})
+    return pd.DataFrame(rows)
+
+
+def test_per_run_keeps_the_rate_columns():
+    runs = participation.per_run(_frame(), last=2)
+    assert len(runs) == 12
+    assert sorted(runs["rate"].unique()) == [4.0, 10.0]
+    got = runs.set_index(["method", "rate", "seed"])["accuracy"]
+    assert got[("B", 4.0, 2)] == pytest.approx(24.0)
+
+
+def test_rate_change_by_hand():
+    change = participation.rate_change(participation.per_run(_frame(), last=1), "A").set_index("method")
+    a, b = change.loc["A"], change.loc["B"]
+    assert (a["high"], a["low"], a["n"]) == (10.0, 4.0, 3)
+    assert a["change"] == pytest.approx(-1 / 3)  # (1 - 1 - 1) / 3
+    assert b["change"] == pytest.approx(-8.0)  # (-10 - 8 - 6) / 3
+    assert a["slope"] == pytest.approx(1 / 18)  # per seed (acc(4) - acc(10)) / (4 - 10): -1/6, 1/6, 1/6
+    assert b["extra_loss"] == pytest.approx(23 / 3)  # A's change minus B's per seed: 11, 7, 5
+    assert np.isnan(a["extra_loss"])
+    assert (a["best_at"], b["best_at"], a["rates"]) == (2, 0, 2)
+    assert b["p_change"] == pytest.approx(significance.paired_test([20, 22, 24], [30, 30, 30])["p_ttest"])
+
+
+def test_rate_change_uses_only_seeds_with_every_rate():
+    frame = _frame()
+    frame = frame[~((frame["method"] == "B") & (frame["clients_per_round"] == 4) & (frame["seed"] == 2))]
+    change = participation.rate_change(participation.per_run(frame, last=1), "A").set_index("method")
+    assert change.loc["B", "n"] == 2
+    assert change.loc["B", "change"] == pytest.approx(-9.0)  # seeds 0, 1: -10, -8
+
+
+def test_rate_change_refuses_an_absent_reference():
+    with pytest.raises(ValueError, match="reference must be a method with stored runs .*'Z'"):
+        participation.rate_change(participation.per_run(_frame(), last=1), "Z")
+
+
+def test_per_run_final_refuses_an_unknown_column():
+    with pytest.raises(ValueError, match=r"by names columns the frame does not have: \['nope'\]"):
+        significance.per_run_final(_frame(), 1, by=("nope",))
+
+
+def test_participation_claims_by_hand():
+    change = participation.rate_change(participation.per_run(_frame(), last=1), "A")
+    found = {c.key: c for c in claims.participation(change, "t", reference="A")}
+    assert set(found) == {"t:participation/P/keeps_accuracy", "t:participation/P/others_lose_more",
+                          "t:participation/P/best_at_every_rate"}
+    assert all(c.holds for c in found.values())
+    assert found["t:participation/P/others_lose_more"].ours == pytest.approx(23 / 3)
+    # the reference drops by a steady 5 pp at every seed: a significant drop (B still loses more, A stays best)
+    dropping = {**HAND, ("A", 4): [25.0, 27.1, 28.9]}
+    change = participation.rate_change(participation.per_run(_frame(dropping), last=1), "A")
+    found = {c.key: c for c in claims.participation(change, "t", reference="A")}
+    assert not found["t:participation/P/keeps_accuracy"].holds
+    assert found["t:participation/P/others_lose_more"].holds
+    assert found["t:participation/P/best_at_every_rate"].holds
+
+
+def test_participation_claims_need_two_seeds():
+    one_seed = {k: v[:1] for k, v in HAND.items()}
+    change = participation.rate_change(participation.per_run(_frame(one_seed), last=1), "A")
+    assert claims.participation(change, "t", reference="A") == []
+
+
+def test_full_rate_runs_differ_from_participation_only_in_m():
+    part = {participation._without_m(r.config): r for r in tiers.experiment_configs("subset", "participation")}
+    pairs = participation.full_rate_runs("subset")
+    sizes = tiers.get_tier("subset").participation
+    assert len(pairs) == 4 * 2 * len(sizes["seeds"])  # methods x partitions x seeds
+    for label, run in pairs:
+        twin = part[participation._without_m(run.config)]
+        assert run.experiment == "table1"
+        assert label == {**twin.label, "clients_per_round": 10}
+        assert run.config == twin.config.replace(clients_per_round=10)
+    assert participation.full_rate_runs("quick") == []  # its participation group uses K = 50, Table I K = 20
+
+
+def test_stored_subset_participation_gets_its_full_rate_point():
+    stored = results.load_experiment("subset", "participation")
+    if stored.empty:
+        pytest.skip("no stored subset participation runs")
+    frame, added = participation.with_full_rate(stored)
+    assert added == len(participation.full_rate_runs("subset"))
+    assert set(frame["clients_per_round"]) == {4, 5, 6, 7, 8, 9, 10}
+    full = frame[frame["clients_per_round"] == 10]
+    assert full.groupby(["partition", "method", "seed"]).ngroups == added

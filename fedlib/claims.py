@@ -24,6 +24,9 @@ TOLERANCES = {
     "table6_hnorm": 0.03,  # H_norm per cell of Table VI, |ours - paper|
     "coverage_cifar10": 0.10,  # P(random subset holds every label), CIFAR-10, |ours - paper|
     "fine_label_coverage": 0.02,  # our explanation of CIFAR-100's 0 %: fine-label coverage at most this
+    # Fig. 2 (participation rates): a change or extra loss in pp counts only beyond this. FedEntOpt's seed std of
+    # the final accuracy is 0.7-1.1 pp at the subset tier (Table I, 5 seeds), so 2 pp is about twice it.
+    "participation_pp": 2.0,
 }
 
 #: Claims we expect to miss, with the reason; keys are Claim.key values (``tier:`` prefixes for training claims).
@@ -239,38 +242,62 @@ def faster_than_fedavg(to_fedavg, tier: str):
     return out
 
 
-def participation(change, tier: str, reference: str = "FedEntOpt", alpha: float = 0.05):
-    """§V-B3 / Fig. 2: "FedEntOpt consistently maintains high accuracy, even with lower participation rates,
-    whereas the other methods partially suffer from performance degradation", per partition:
+def _settings(change, split: str):
+    """(label, rows) per setting of a rate_change table, the setting's columns without ``split``; a label names
+    the columns that take more than one value (plus ``split``'s value by the caller)."""
+    keys = [c for c in change.columns[:list(change.columns).index("method")] if c != split]
+    varying = [c for c in keys if change[c].nunique() > 1]
+    groups = change.groupby(keys, sort=False) if keys else [((), change)]
+    for key, sub in groups:
+        key = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        yield "".join(f"{key[c]}/" for c in varying), sub
 
-    - ``keeps_accuracy``: the reference's change from the highest to the lowest rate is not a significant drop
-      (not negative with a paired t-test p < ``alpha``);
-    - ``others_lose_more``: some other method loses more than the reference between those rates (the paper's
-      "partially"; ours: the largest extra loss, pp);
-    - ``best_at_every_rate``: the reference has the highest mean at every rate (what makes it "the default choice";
-      the paper gives Fig. 2 without numbers).
 
-    ``change``: :func:`fedlib.participation.rate_change`.  A partition where the reference has fewer than two
-    seeds with every rate gives no claim: one seed cannot tell a drop from noise.
+def participation(change, tier: str, reference: str = "FedEntOpt"):
+    """§V-B3 / Fig. 2: "FedEntOpt consistently maintains high accuracy, even with lower participation rates
+    regardless of the model size, while the other methods partially suffer performance degradation. [...] The
+    difference in classification accuracy is particularly pronounced in the challenging Dir(0.1) case."  The paper
+    gives Fig. 2 without numbers; per setting (partition, and model or data set where they vary), with ``tol`` =
+    ``TOLERANCES["participation_pp"]``:
+
+    - ``keeps_accuracy``: the reference's change from the highest to the lowest rate is no drop larger than tol;
+    - ``others_lose_more``: some other method loses more than tol pp more than the reference between those rates;
+    - ``best_at_every_rate``: the reference has the highest mean at every rate (what the paper's "default
+      choice" rests on);
+    - and across partitions, ``dir_more_pronounced``: the reference's mean gap to the other methods (over rates)
+      is larger under Dir(0.1) than under C=2.
+
+    ``change``: :func:`fedlib.participation.rate_change`.  A setting where fewer than two seeds have every method
+    and rate gives no claim: one seed cannot tell a drop from noise.
     """
-    out = []
-    for part, sub in change.groupby("partition", sort=False):
-        ref = sub[sub["method"] == reference]
-        others = sub[sub["method"] != reference].dropna(subset=["extra_loss"])
-        if ref.empty or others.empty or ref["n"].iloc[0] < 2:
-            continue
-        r = ref.iloc[0]
-        drop = bool(r["change"] < 0 and r["p_change"] < alpha)
-        span = f"{r['high']:g} % to {r['low']:g} %"
-        out += [
-            Claim(f"{tier}:participation/{part}/keeps_accuracy", f"{reference} keeps its accuracy from {span}, {part}",
-                  "maintains (no number)", float(r["change"]), f"change (pp) not a drop with paired-t p < {alpha}",
-                  not drop),
-            Claim(f"{tier}:participation/{part}/others_lose_more", f"another method loses more than {reference} "
-                  f"from {span}, {part}", "others partially degrade", float(others["extra_loss"].max()),
-                  "largest extra loss > 0 pp", bool(others["extra_loss"].max() > 0)),
-            Claim(f"{tier}:participation/{part}/best_at_every_rate", f"{reference} has the highest mean at every "
-                  f"rate, {part}", "Fig. 2 (no numbers)", float(r["best_at"]), f"best at all {int(r['rates'])} rates",
-                  bool(r["best_at"] == r["rates"])),
-        ]
+    tol, out = TOLERANCES["participation_pp"], []
+    for label, setting in _settings(change, "partition"):
+        gaps = {}
+        for part, sub in setting.groupby("partition", sort=False):
+            ref, others = sub[sub["method"] == reference], sub[sub["method"] != reference]
+            if ref.empty or ref["n"].iloc[0] < 2:
+                continue
+            r, key = ref.iloc[0], f"{tier}:participation/{label}{part}"
+            span = f"{r['high']:g} % to {r['low']:g} %, {label}{part}"
+            out.append(Claim(f"{key}/keeps_accuracy", f"{reference} keeps its accuracy from {span}",
+                             "maintains (no number)", float(r["change"]), f"change >= -{tol:g} pp",
+                             bool(r["change"] >= -tol)))
+            if others.empty:
+                continue
+            worst = others.loc[others["extra_loss"].idxmax()]
+            out += [
+                Claim(f"{key}/others_lose_more", f"another method loses more than {reference} from {span} (most: "
+                      f"{worst['method']}, paired t p = {worst['p_extra_loss']:.2f})", "others partially degrade",
+                      float(worst["extra_loss"]), f"largest extra loss > {tol:g} pp", bool(worst["extra_loss"] > tol)),
+                Claim(f"{key}/best_at_every_rate", f"{reference} has the highest mean at every rate, {label}{part}",
+                      "Fig. 2 (no numbers)", float(r["best_at"]), f"best at all {int(r['rates'])} rates",
+                      bool(r["best_at"] == r["rates"])),
+            ]
+            gaps[part] = float(others["gap"].mean())
+        if {"Dir(0.1)", "C=2"} <= set(gaps):
+            diff = gaps["Dir(0.1)"] - gaps["C=2"]
+            out.append(Claim(f"{tier}:participation/{label}dir_more_pronounced", f"{reference}'s mean gap to the "
+                             f"other methods is larger under Dir(0.1) than under C=2"
+                             + (f", {label.rstrip('/')}" if label else ""),
+                             "particularly pronounced in Dir(0.1)", diff, "Dir(0.1) gap - C=2 gap > 0 pp", diff > 0))
     return out

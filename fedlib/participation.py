@@ -1,22 +1,23 @@
 """Fig. 2 (accuracy versus participation rate) as numbers that can be tested.
 
-The paper varies M/K from its 10 % baseline down to 4 %-9 % (§V-B3) and reads Fig. 2 as: FedEntOpt "consistently
-maintains high accuracy, even with lower participation rates", "the other methods partially suffer performance
-degradation", most of all under Dir(0.1).  It gives no numbers, so this module turns the reading into statistics
-over the stored runs, seed by seed (at one seed every method and rate shares the federation):
+The paper varies M/K from its 10 % baseline down to 4 %-9 % (§V-B3) and reads Fig. 2 as: "FedEntOpt consistently
+maintains high accuracy, even with lower participation rates regardless of the model size, while the other methods
+partially suffer performance degradation", and "the difference in classification accuracy is particularly
+pronounced in the challenging Dir(0.1) case".  It gives no numbers, so this module turns the reading into
+statistics over the stored runs, seed by seed (at one seed every method and rate shares the federation):
 
 ``with_full_rate(stored, results_dir)``
     The participation group's runs plus the paper's 10 % point: for each participation configuration, the stored
     Table I run whose configuration is the same in every run-key field but ``clients_per_round`` (the tier's own
     M), labelled like the participation runs.  Nothing is added where no such run is stored.
-``rate_change(per_run, reference)``
-    Per partition and method: the change of the final accuracy from the highest to the lowest rate (paired by
-    seed, with its t-test p), the least-squares slope over all rates (pp of accuracy per pp of rate), and, for
-    the other methods, how much more they lose than ``reference`` (paired by seed).
+``per_run(frame)``
+    :func:`fedlib.significance.per_run_final` keyed by K and M too, with the rate 100 M / K.
+``rate_change(runs, reference)``
+    Per setting (partition, model, ...) and method, over the seeds that have every method and rate: the change of
+    the final accuracy from the highest to the lowest rate (paired by seed, with its t-test p), the least-squares
+    slope over the rates, the gap to ``reference`` and how much more the method loses than ``reference``.
 
 :func:`fedlib.claims.participation` judges the paper's reading on :func:`rate_change`'s table.
-
-``per_run`` is :func:`fedlib.significance.per_run_final` with ``by=("num_clients", "clients_per_round")``.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ import pandas as pd
 
 from . import results, significance, tiers
 
-__all__ = ["RATE_KEYS", "full_rate_runs", "with_full_rate", "per_run", "rate_change", "summary"]
+__all__ = ["RATE_KEYS", "full_rate_runs", "with_full_rate", "per_run", "group_columns", "rate_change", "summary"]
 
 RATE_KEYS = ("num_clients", "clients_per_round")
 
@@ -82,45 +83,70 @@ def per_run(frame: pd.DataFrame, last: int = 10) -> pd.DataFrame:
     return out
 
 
-def _by_seed(sub: pd.DataFrame) -> pd.DataFrame:
-    """seed x rate table of accuracies, only the seeds that have every rate."""
-    wide = sub.pivot_table(index="seed", columns="rate", values="accuracy")
-    return wide.dropna()
+#: Columns of :func:`per_run` that are not a group of their own: the rate and what it is made of, the method
+#: and seed compared within a group, and the statistic.
+_NOT_GROUP = ("method", "seed", "accuracy", "rate", "clients_per_round")
+
+
+def group_columns(runs: pd.DataFrame) -> list[str]:
+    """The columns of ``runs`` that split it into settings compared separately (partition, model, data set, K)."""
+    return [c for c in runs.columns if c not in _NOT_GROUP]
+
+
+def _group_rows(key: dict, wide: pd.DataFrame, reference: str) -> list[dict]:
+    """Rows of :func:`rate_change` for one setting; ``wide``: seed x (method, rate), seeds with every column."""
+    means = wide.mean().unstack("method")  # rate x method
+    best = means.idxmax(axis=1)
+    ref_rates = sorted(means.index[means[reference].notna()])
+    hi, lo = ref_rates[-1], ref_rates[0]
+    d_ref = wide[(reference, lo)] - wide[(reference, hi)]
+    rows = []
+    for m in means.columns:
+        if (m, hi) not in wide or (m, lo) not in wide:
+            continue
+        w = wide[m]
+        test = significance.paired_test(w[lo].to_numpy(), w[hi].to_numpy())
+        x = w.columns.to_numpy(float)
+        row = {**key, "method": m, "high": hi, "low": lo, "n": len(wide), "acc_high": w[hi].mean(),
+               "acc_low": w[lo].mean(), "change": test["mean_diff"], "change_std": test["std_diff"],
+               "p_change": test["p_ttest"], "slope": float(np.mean([np.polyfit(x, r.to_numpy(float), 1)[0]
+                                                                   for _, r in w.iterrows()])),
+               "gap": np.nan, "extra_loss": np.nan, "p_extra_loss": np.nan, "best_at": int((best == m).sum()),
+               "rates": len(best)}
+        if m != reference:
+            shared = [r for r in w.columns if (reference, r) in wide]
+            row["gap"] = float((wide[reference][shared] - w[shared]).to_numpy().mean())
+            t = significance.paired_test(d_ref.to_numpy(), (w[lo] - w[hi]).to_numpy())
+            row.update(extra_loss=t["mean_diff"], p_extra_loss=t["p_ttest"])
+        rows.append(row)
+    return rows
 
 
 def rate_change(runs: pd.DataFrame, reference: str = "FedEntOpt") -> pd.DataFrame:
-    """Per partition and method (``runs``: :func:`per_run`): ``high``/``low`` (the highest and lowest rate, %),
-    ``acc_high``/``acc_low`` (seed means, %), ``change`` (low minus high, pp) with ``change_std`` and the paired
-    t-test ``p_change``; ``slope`` (least squares per seed, pp per pp of rate, mean over seeds); ``n`` seeds
-    (those with every rate); and ``extra_loss`` = the method's change minus ``reference``'s (pp, paired by seed,
-    with ``p_extra_loss``; NaN for the reference); ``best_at``: at how many of the ``rates`` the method has the
-    highest seed mean of all methods.  Raises ``ValueError`` when ``reference`` has no run."""
+    """What fewer clients cost each method, per setting (:func:`group_columns`: partition, model, K, ...).
+
+    ``runs``: :func:`per_run`.  Within a setting only the seeds that have a run for every method and rate enter
+    (``n``), so every number below is over the same seeds.  Per method: ``high``/``low`` (the reference's highest
+    and lowest rate, %), ``acc_high``/``acc_low`` (seed means, %), ``change`` = acc(low) - acc(high) (pp, paired
+    by seed) with ``change_std`` and the paired t-test ``p_change``; ``slope`` (least squares over the method's
+    rates per seed, pp of accuracy per pp of rate, mean over seeds; positive: it loses accuracy as fewer clients
+    take part); for the other methods ``gap`` (reference minus method, pp, mean over rates and seeds) and
+    ``extra_loss`` = the reference's change minus the method's (pp, paired by seed; positive: the method loses
+    that much more than the reference) with the paired t-test ``p_extra_loss``; ``best_at``: at how many of the
+    ``rates`` the method has the highest mean.  Raises ``ValueError`` when ``reference`` has no run, and when a
+    setting holds two runs of one method, rate and seed."""
     if reference not in set(runs["method"]):
         raise ValueError(f"reference must be a method with stored runs (got {reference!r}).")
+    keys = group_columns(runs)
     rows = []
-    for part, grp in runs.groupby("partition", sort=False):
-        wides = {m: _by_seed(g) for m, g in grp.groupby("method", sort=False)}
-        best = grp.groupby(["rate", "method"])["accuracy"].mean().unstack().idxmax(axis=1)
-        for m, w in wides.items():
-            if w.shape[1] < 2 or len(w) == 0:
-                continue
-            hi, lo = w.columns.max(), w.columns.min()
-            test = significance.paired_test(w[lo].to_numpy(), w[hi].to_numpy())
-            slopes = [np.polyfit(w.columns.to_numpy(float), row.to_numpy(float), 1)[0] for _, row in w.iterrows()]
-            row = {"partition": part, "method": m, "high": hi, "low": lo, "n": len(w),
-                   "acc_high": w[hi].mean(), "acc_low": w[lo].mean(), "change": test["mean_diff"],
-                   "change_std": test["std_diff"], "p_change": test["p_ttest"], "slope": float(np.mean(slopes)),
-                   "extra_loss": np.nan, "p_extra_loss": np.nan, "best_at": int((best == m).sum()),
-                   "rates": len(best)}
-            ref = wides.get(reference)
-            if m != reference and ref is not None and hi in ref and lo in ref:
-                seeds = sorted(set(w.index) & set(ref.index))
-                if seeds:
-                    d_m = (w.loc[seeds, lo] - w.loc[seeds, hi]).to_numpy()
-                    d_r = (ref.loc[seeds, lo] - ref.loc[seeds, hi]).to_numpy()
-                    t = significance.paired_test(d_r, d_m)
-                    row.update(extra_loss=t["mean_diff"], p_extra_loss=t["p_ttest"])
-            rows.append(row)
+    for key, grp in (runs.groupby(keys, sort=False) if keys else [((), runs)]):
+        key = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        try:
+            wide = grp.pivot(index="seed", columns=["method", "rate"], values="accuracy").dropna()
+        except ValueError as err:
+            raise ValueError(f"runs holds two runs of one method, rate and seed in setting {key}.") from err
+        if len(wide) and reference in wide.columns.get_level_values("method") and len(wide[reference].columns) > 1:
+            rows += _group_rows(key, wide.sort_index(axis=1), reference)
     return pd.DataFrame(rows)
 
 

@@ -75,7 +75,7 @@ def paired_test(a, b) -> dict:
 def per_run_final(frame: pd.DataFrame, last: int = 10, *, by: Sequence[str] = ()) -> pd.DataFrame:
     """Per run (the key columns of ``frame`` among model, dataset, partition, liars, method, seed, plus ``by``,
     e.g. ``clients_per_round``): the mean test accuracy over its final ``last`` evaluated rounds (round >= 1), in
-    %, as column ``accuracy``.  The comparisons below compare methods within each group of the other key columns."""
+    %, as column ``accuracy``.  Pass the same ``by`` to :func:`paired_pairs` to compare methods within its groups."""
     if last < 1:
         raise ValueError(f"last must be a positive number of rounds (got {last!r}).")
     missing = [c for c in by if c not in frame.columns]
@@ -88,8 +88,12 @@ def per_run_final(frame: pd.DataFrame, last: int = 10, *, by: Sequence[str] = ()
     return acc.rename("accuracy").reset_index()
 
 
-def _groups(per_run: pd.DataFrame):
-    keys = [c for c in per_run.columns if c not in ("method", "seed", "accuracy")]
+def _groups(per_run: pd.DataFrame, by: Sequence[str] = ()):
+    missing = [c for c in by if c not in per_run.columns]
+    if missing:
+        raise ValueError(f"by names columns per_run does not have: {missing} (columns: {list(per_run.columns)}).")
+    keys = [*(c for c in _KEYS if c in per_run.columns and c not in ("method", "seed")),
+            *(c for c in by if c not in _KEYS)]
     if not keys:
         return [((), per_run)], keys
     return [(k if isinstance(k, tuple) else (k,), g) for k, g in per_run.groupby(keys, sort=False)], keys
@@ -104,12 +108,13 @@ def _compare(sub: pd.DataFrame, a: str, b: str) -> dict | None:
     return {"a": a, "b": b, **paired_test(pa.loc[seeds].to_numpy(), pb.loc[seeds].to_numpy())}
 
 
-def paired_pairs(per_run: pd.DataFrame, pairs: Sequence[tuple[str, str]]) -> pd.DataFrame:
-    """For every pair ``(a, b)`` and every group (partition, ...): :func:`paired_test` of ``a - b`` over the seeds
-    both have (columns: group keys, ``a``, ``b``, ``n``, ``mean_diff`` (pp), ``std_diff``, ``p_ttest``,
-    ``p_signflip``).  Pairs without a common seed in a group are left out."""
+def paired_pairs(per_run: pd.DataFrame, pairs: Sequence[tuple[str, str]], *, by: Sequence[str] = ()) -> pd.DataFrame:
+    """For every pair ``(a, b)`` and every group (the key columns among model, dataset, partition, liars, liar_pct,
+    plus ``by``): :func:`paired_test` of ``a - b`` over the seeds both have (columns: group keys, ``a``, ``b``,
+    ``n``, ``mean_diff`` (pp), ``std_diff``, ``p_ttest``, ``p_signflip``).  Pairs without a common seed in a group
+    are left out."""
     rows = []
-    groups, keys = _groups(per_run)
+    groups, keys = _groups(per_run, by)
     for k, sub in groups:
         for a, b in pairs:
             res = _compare(sub, a, b)
@@ -118,14 +123,15 @@ def paired_pairs(per_run: pd.DataFrame, pairs: Sequence[tuple[str, str]]) -> pd.
     return pd.DataFrame(rows)
 
 
-def paired_against(per_run: pd.DataFrame, reference: str, methods: Sequence[str] | None = None) -> pd.DataFrame:
+def paired_against(per_run: pd.DataFrame, reference: str, methods: Sequence[str] | None = None, *,
+                   by: Sequence[str] = ()) -> pd.DataFrame:
     """``reference`` minus each other method (``methods``, default: all in ``per_run``), per group: see
     :func:`paired_pairs`.  Raises ``ValueError`` when ``reference`` has no run."""
     present = list(dict.fromkeys(per_run["method"]))
     if reference not in present:
         raise ValueError(f"reference must be a method with stored runs (got {reference!r}; have {present}).")
     others = [m for m in (methods or present) if m != reference]
-    return paired_pairs(per_run, [(reference, m) for m in others])
+    return paired_pairs(per_run, [(reference, m) for m in others], by=by)
 
 
 def rank_correlation(summary: pd.DataFrame, *, by: str = "partition", ours: str = "ours_mean",

@@ -40,6 +40,8 @@ def test_rate_change_by_hand():
     assert b["extra_loss"] == pytest.approx(23 / 3)  # A's change minus B's per seed: 11, 7, 5
     assert np.isnan(a["extra_loss"])
     assert (a["best_at"], b["best_at"], a["rates"]) == (2, 0, 2)
+    assert b["gap"] == pytest.approx(35 / 6)  # A - B at rate 10: 0, 2, 4; at rate 4: 11, 9, 9
+    assert (a["partition"], a["num_clients"]) == ("P", 100)
     assert b["p_change"] == pytest.approx(significance.paired_test([20, 22, 24], [30, 30, 30])["p_ttest"])
 
 
@@ -47,8 +49,20 @@ def test_rate_change_uses_only_seeds_with_every_rate():
     frame = _frame()
     frame = frame[~((frame["method"] == "B") & (frame["clients_per_round"] == 4) & (frame["seed"] == 2))]
     change = participation.rate_change(participation.per_run(frame, last=1), "A").set_index("method")
-    assert change.loc["B", "n"] == 2
+    assert list(change["n"]) == [2, 2]  # the same seeds for every method
     assert change.loc["B", "change"] == pytest.approx(-9.0)  # seeds 0, 1: -10, -8
+    assert change.loc["A", "change"] == pytest.approx(0.0)  # seeds 0, 1: +1, -1
+
+
+def test_rate_change_keeps_settings_apart_and_refuses_duplicates():
+    both = pd.concat([_frame().assign(model="m1"), _frame({k: [v + 10 for v in vs] for k, vs in HAND.items()})
+                      .assign(model="m2")])
+    change = participation.rate_change(participation.per_run(both, last=1), "A").set_index(["model", "method"])
+    assert change.loc[("m1", "A"), "acc_high"] == pytest.approx(32.0)
+    assert change.loc[("m2", "A"), "acc_high"] == pytest.approx(42.0)
+    runs = participation.per_run(_frame(), last=1)
+    with pytest.raises(ValueError, match="two runs of one method, rate and seed"):
+        participation.rate_change(pd.concat([runs, runs.iloc[:1]]), "A")
 
 
 def test_rate_change_refuses_an_absent_reference():
@@ -61,26 +75,46 @@ def test_per_run_final_refuses_an_unknown_column():
         significance.per_run_final(_frame(), 1, by=("nope",))
 
 
+def _claims(values, **frames):
+    frame = pd.concat([_frame(v, partition=p) for p, v in frames.items()]) if frames else _frame(values)
+    change = participation.rate_change(participation.per_run(frame, last=1), "A")
+    return {c.key: c for c in claims.participation(change, "t", reference="A")}
+
+
 def test_participation_claims_by_hand():
-    change = participation.rate_change(participation.per_run(_frame(), last=1), "A")
-    found = {c.key: c for c in claims.participation(change, "t", reference="A")}
+    found = _claims(HAND)
     assert set(found) == {"t:participation/P/keeps_accuracy", "t:participation/P/others_lose_more",
                           "t:participation/P/best_at_every_rate"}
     assert all(c.holds for c in found.values())
     assert found["t:participation/P/others_lose_more"].ours == pytest.approx(23 / 3)
-    # the reference drops by a steady 5 pp at every seed: a significant drop (B still loses more, A stays best)
-    dropping = {**HAND, ("A", 4): [25.0, 27.1, 28.9]}
-    change = participation.rate_change(participation.per_run(_frame(dropping), last=1), "A")
-    found = {c.key: c for c in claims.participation(change, "t", reference="A")}
+    assert found["t:participation/P/keeps_accuracy"].ours == pytest.approx(-1 / 3)
+
+
+def test_participation_claims_judge_the_size_of_a_drop():
+    # A drops by 3 pp at every seed (near-constant differences: a degenerate t-test), B by 8 on average
+    dropping = {**HAND, ("A", 4): [27, 29, 31]}
+    found = _claims(dropping)
     assert not found["t:participation/P/keeps_accuracy"].holds
-    assert found["t:participation/P/others_lose_more"].holds
-    assert found["t:participation/P/best_at_every_rate"].holds
+    assert found["t:participation/P/others_lose_more"].ours == pytest.approx(5.0)  # -3 - (-8)
+    # B loses only 1 pp more than A: within the tolerance, so no other method "loses more"
+    close = {**HAND, ("B", 4): [29, 30, 32]}  # B's change: -1, 0, +2; A's: +1, -1, -1
+    assert not _claims(close)["t:participation/P/others_lose_more"].holds
+    assert _claims(close)["t:participation/P/best_at_every_rate"].holds
+
+
+def test_participation_claims_compare_the_partitions():
+    wide_gap = HAND  # A - B: 35/6 pp on average
+    narrow_gap = {**HAND, ("B", 10): [30, 32, 34], ("B", 4): [31, 31, 32]}  # A - B: 0 at 10 %, 1/3 at 4 %
+    found = _claims(None, **{"Dir(0.1)": wide_gap, "C=2": narrow_gap})
+    pronounced = found["t:participation/dir_more_pronounced"]
+    assert pronounced.holds and pronounced.ours == pytest.approx(35 / 6 - 1 / 6)
+    found = _claims(None, **{"Dir(0.1)": narrow_gap, "C=2": wide_gap})
+    assert not found["t:participation/dir_more_pronounced"].holds
 
 
 def test_participation_claims_need_two_seeds():
     one_seed = {k: v[:1] for k, v in HAND.items()}
-    change = participation.rate_change(participation.per_run(_frame(one_seed), last=1), "A")
-    assert claims.participation(change, "t", reference="A") == []
+    assert _claims(one_seed) == {}
 
 
 def test_full_rate_runs_differ_from_participation_only_in_m():
@@ -105,3 +139,12 @@ def test_stored_subset_participation_gets_its_full_rate_point():
     assert set(frame["clients_per_round"]) == {4, 5, 6, 7, 8, 9, 10}
     full = frame[frame["clients_per_round"] == 10]
     assert full.groupby(["partition", "method", "seed"]).ngroups == added
+
+
+def test_paired_against_compares_within_each_rate_only_when_asked():
+    runs = participation.per_run(_frame(), last=1)
+    by_rate = significance.paired_against(runs, "A", by=participation.RATE_KEYS).set_index("clients_per_round")
+    assert by_rate.loc[10, "mean_diff"] == pytest.approx(2.0)  # A - B at 10: 0, 2, 4
+    assert by_rate.loc[4, "mean_diff"] == pytest.approx(29 / 3)  # at 4: 11, 9, 9
+    with pytest.raises(ValueError, match=r"by names columns per_run does not have: \['nope'\]"):
+        significance.paired_against(runs, "A", by=("nope",))

@@ -54,6 +54,18 @@ EXPECTED_DIFFERENCES: dict[str, str] = {
         "does not. A finding about FedLC's zero-count convention under #C=2, not about the selection."),
 }
 
+_SUBSET_FIG2_C2 = (
+    "At the subset tier under #C=2 no method's accuracy moves beyond the seed spread between 10 % and 4 % "
+    "participation: FedEntOpt -2.1 pp (paired t p = 0.09), FedAvg -1.2, FedProx -1.3, KL -1.0 pp (3 seeds). "
+    "FedEntOpt starts highest (+2.6 pp over FedAvg at 10 %) and stays above FedAvg at 6 of 7 rates (0.8-2.7 pp, "
+    "none significant; at 7 % FedAvg is 1.1 pp above), so it neither keeps its accuracy clearly better nor is the "
+    "best at every rate. Under #C=2 each class sits on about a fifth of the clients, so a random pick sees most "
+    "classes within a few rounds; the paper itself calls the difference pronounced under Dir(0.1) (where all our "
+    "checks hold) and drops #C=2 on CIFAR-100 as 'nearly identical across all methods'. A finding of this tier "
+    "(52 images per client; all four methods end between 25 % and 30 %).")
+EXPECTED_DIFFERENCES.update({f"subset:participation/C=2/{what}": _SUBSET_FIG2_C2
+                             for what in ("keeps_accuracy", "others_lose_more", "best_at_every_rate")})
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -77,13 +89,19 @@ class Claim:
 
 
 def frame(claims):
-    """The claims as a table for a page: claim, paper, ours, tolerance, holds, and the reason of a known gap."""
+    """The claims as a table for a page: claim, paper, ours, tolerance, holds, and the reason of a known gap (a
+    reason that several rows share is given in the first and named by its row number in the others)."""
     import pandas as pd
 
     rows = [{**{k: v for k, v in asdict(c).items() if k != "key"}, "expected": c.expected,
              "note": EXPECTED_DIFFERENCES.get(c.key, "")} for c in claims]
     out = pd.DataFrame(rows, columns=["claim", "paper", "ours", "tolerance", "holds", "expected", "note"])
     out["ours"] = out["ours"].round(3)
+    first = {}
+    for i, note in enumerate(out["note"]):  # a reason shared by several rows is printed once
+        if note and note in first:
+            out.loc[i, "note"] = f"as row {first[note]}"
+        first.setdefault(note, i)
     return out
 
 

@@ -178,3 +178,11 @@ def test_fig1_claim_fails_when_one_round_dips_below_the_threshold():
     above, below = claims.fig1(traces, 10)
     assert above.ours == pytest.approx(0.8) and not above.holds
     assert below.holds
+
+
+def test_a_reason_shared_by_several_claims_is_printed_once(monkeypatch):
+    keys = ["t:x/a", "t:x/b", "t:x/c"]
+    for k in keys[:2]:
+        monkeypatch.setitem(claims.EXPECTED_DIFFERENCES, k, "one shared reason")
+    found = [claims.Claim(k, "c", "p", 0.0, "tol", False) for k in keys]
+    assert claims.frame(found)["note"].tolist() == ["one shared reason", "as row 0", ""]

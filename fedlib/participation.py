@@ -45,17 +45,12 @@ def full_rate_runs(tier: str) -> list[tuple[dict, tiers.Run]]:
     part = tiers.experiment_configs(tier, "participation")
     rates = {r.config.clients_per_round for r in part}
     by_config = {_without_m(r.config): r for r in part}
-    out, seen = [], set()
+    out = []
     for run in tiers.experiment_configs(tier, "table1"):
         match = by_config.get(_without_m(run.config))
         m = run.config.clients_per_round
-        if match is None or m in rates:
-            continue
-        label = {**match.label, "clients_per_round": m}
-        text = json.dumps(label, sort_keys=True, default=str)
-        if text not in seen:
-            seen.add(text)
-            out.append((label, run))
+        if match is not None and m not in rates:
+            out.append(({**match.label, "clients_per_round": m}, run))
     return out
 
 
@@ -67,11 +62,7 @@ def with_full_rate(stored: results.StoredExperiment, results_dir=None) -> tuple[
         path = results.find_stored(run.config, stored.tier, results_dir, experiments=["table1"])
         if path is None:
             continue
-        table, meta = results.load_run(path)
-        for k, v in reversed(list(label.items())):
-            table.insert(0, k, v)
-        table.insert(0, "key", meta["key"])
-        frames.append(table)
+        frames.append(results.labelled_run(path, label)[0])
     return pd.concat(frames, ignore_index=True), len(frames) - 1
 
 

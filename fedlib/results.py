@@ -29,8 +29,8 @@ import pandas as pd
 from .config import ExperimentConfig
 from .runs import STORED_COLUMNS, atomic_write_text, compact_table, read_table
 
-__all__ = ["RESULTS_DIR", "run_key", "key_fields", "store_run", "load_run", "load_experiment", "find_stored",
-           "StoredExperiment", "missing_runs", "ensure_runs", "load_or_run", "device_description", "git_commit"]
+__all__ = ["RESULTS_DIR", "run_key", "key_fields", "store_run", "load_run", "labelled_run", "load_experiment",
+           "find_stored", "StoredExperiment", "missing_runs", "ensure_runs", "load_or_run", "device_description", "git_commit"]
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Default folder of the stored tables (``results/`` of the repository).
@@ -102,6 +102,16 @@ def load_run(csv_path) -> tuple[pd.DataFrame, dict]:
     return table, meta
 
 
+def labelled_run(csv_path, label: dict | None = None) -> tuple[pd.DataFrame, dict]:
+    """:func:`load_run` with the run's key and its label columns (``label``, default: the stored label) in front,
+    as :func:`load_experiment` puts them."""
+    table, meta = load_run(csv_path)
+    for k, v in reversed(list((meta["label"] if label is None else label).items())):
+        table.insert(0, k, v)
+    table.insert(0, "key", meta["key"])
+    return table, meta
+
+
 @dataclass
 class StoredExperiment:
     """The stored runs of one experiment at one tier.
@@ -130,11 +140,8 @@ def load_experiment(tier: str, experiment: str, results_dir=None) -> StoredExper
     for csv in sorted(d.glob("*.csv")) if d.is_dir() else []:
         if not csv.with_suffix(".json").exists():
             continue
-        table, meta = load_run(csv)
+        table, meta = labelled_run(csv)
         label = meta["label"]
-        for k, v in reversed(list(label.items())):
-            table.insert(0, k, v)
-        table.insert(0, "key", meta["key"])
         frames.append(table)
         labels.append((label, meta["key"]))
         metas.append({**label, "key": meta["key"], "code_version": meta.get("code_version"),

@@ -72,15 +72,19 @@ def paired_test(a, b) -> dict:
             "p_ttest": p_t, "p_signflip": sign_flip_p(d)}
 
 
+def _check_by(table: pd.DataFrame, by: Sequence[str], what: str) -> None:
+    missing = [c for c in by if c not in table.columns]
+    if missing:
+        raise ValueError(f"by names columns {what} does not have: {missing} (columns: {list(table.columns)}).")
+
+
 def per_run_final(frame: pd.DataFrame, last: int = 10, *, by: Sequence[str] = ()) -> pd.DataFrame:
     """Per run (the key columns of ``frame`` among model, dataset, partition, liars, method, seed, plus ``by``,
     e.g. ``clients_per_round``): the mean test accuracy over its final ``last`` evaluated rounds (round >= 1), in
     %, as column ``accuracy``.  Pass the same ``by`` to :func:`paired_pairs` to compare methods within its groups."""
     if last < 1:
         raise ValueError(f"last must be a positive number of rounds (got {last!r}).")
-    missing = [c for c in by if c not in frame.columns]
-    if missing:
-        raise ValueError(f"by names columns the frame does not have: {missing} (columns: {list(frame.columns)}).")
+    _check_by(frame, by, "the frame")
     keys = [*(c for c in _KEYS[:-2] if c in frame.columns), *(c for c in by if c not in _KEYS),
             *(c for c in _KEYS[-2:] if c in frame.columns)]
     t = frame[(frame["round"] >= 1) & frame["test_accuracy"].notna()].sort_values([*keys, "round"])
@@ -89,9 +93,7 @@ def per_run_final(frame: pd.DataFrame, last: int = 10, *, by: Sequence[str] = ()
 
 
 def _groups(per_run: pd.DataFrame, by: Sequence[str] = ()):
-    missing = [c for c in by if c not in per_run.columns]
-    if missing:
-        raise ValueError(f"by names columns per_run does not have: {missing} (columns: {list(per_run.columns)}).")
+    _check_by(per_run, by, "per_run")
     keys = [*(c for c in _KEYS if c in per_run.columns and c not in ("method", "seed")),
             *(c for c in by if c not in _KEYS)]
     if not keys:

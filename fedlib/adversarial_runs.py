@@ -186,7 +186,7 @@ def _exp_dir(results_dir, tier: str):
 def store_lying_run(table: pd.DataFrame, run: LiarRun, liars, tier: str, *, results_dir=None,
                     wall_seconds: float | None = None):
     """Write one run's compact table (with ``liars_picked``) and its JSON; returns the CSV path."""
-    from . import results
+    from . import float_env, results
     from .runs import atomic_write_text, code_version, compact_table
 
     d = _exp_dir(results_dir, tier)
@@ -200,6 +200,7 @@ def store_lying_run(table: pd.DataFrame, run: LiarRun, liars, tier: str, *, resu
             "liar_spec": run.spec.to_dict(), "liar_ids": [int(k) for k in liars], "torch_threads": THREADS,
             "code_version": code_version(), "git_commit": results.git_commit(),
             "device": results.device_description(run.config.device),
+            "float_env": float_env.current(run.config.device, threads=THREADS),
             "wall_seconds": None if wall_seconds is None else round(float(wall_seconds), 2),
             "data_source": run.config.dataset, "stored_at": datetime.datetime.now().isoformat(timespec="seconds")}
     atomic_write_text(d / f"{key}.json", json.dumps(meta, indent=1, sort_keys=True) + "\n")

@@ -76,8 +76,12 @@ def _exp_dir(results_dir, tier: str, experiment: str) -> Path:
 
 def store_run(table: pd.DataFrame, config: ExperimentConfig, tier: str, experiment: str, label: dict, *,
               results_dir=None, wall_seconds: float | None = None, device: str | None = None,
-              data_source: str | None = None, code_version: str | None = None) -> Path:
-    """Write one run's compact table and its JSON; returns the CSV path."""
+              data_source: str | None = None, code_version: str | None = None,
+              float_env: dict | str | None = "here") -> Path:
+    """Write one run's compact table and its JSON; returns the CSV path.  ``float_env``: what the run's floats
+    depended on (``fedlib.float_env.current`` in the process that trained it; ``"here"``: this process's; None:
+    not known, e.g. a run read back from the run cache)."""
+    from . import float_env as _fe
     from .runs import code_version as _cv
 
     d = _exp_dir(results_dir, tier, experiment)
@@ -88,6 +92,7 @@ def store_run(table: pd.DataFrame, config: ExperimentConfig, tier: str, experime
     meta = {"key": key, "tier": tier, "experiment": experiment, "label": label, "config": config.to_dict(),
             "code_version": code_version or _cv(), "git_commit": git_commit(),
             "device": device or device_description(config.device),
+            "float_env": _fe.current(config.device) if float_env == "here" else float_env,
             "wall_seconds": None if wall_seconds is None else round(float(wall_seconds), 2),
             "data_source": data_source, "stored_at": datetime.datetime.now().isoformat(timespec="seconds")}
     atomic_write_text(d / f"{key}.json", json.dumps(meta, indent=1, sort_keys=True) + "\n")
@@ -188,9 +193,12 @@ def missing_runs(runs: Sequence, tier: str, results_dir=None) -> list:
 # running what is missing
 
 def _train_one(config_dict: dict, run_root: str | None, threads: int):
+    """Train one run in this process; returns (table, wall seconds, data source, float environment), or (None,
+    the reason, None, None) for a configuration the trainer refuses."""
     import torch
 
     torch.set_num_threads(threads)
+    from . import float_env
     from .datasets import load_dataset
     from .trainer import run_experiment
 
@@ -201,7 +209,7 @@ def _train_one(config_dict: dict, run_root: str | None, threads: int):
     try:
         res = run_experiment(config, run_root=run_root, progress=False)
     except (ConfigError, ValueError) as exc:  # e.g. an algorithm the trainer does not run yet, an impossible partition
-        return None, f"{type(exc).__name__}: {exc}", None
+        return None, f"{type(exc).__name__}: {exc}", None, None
     wall = time.perf_counter() - t0
     if res.from_cache:  # the run cache holds it: the stored wall time is the training time it took
         wall = float(res.table["seconds"].sum())
@@ -210,7 +218,10 @@ def _train_one(config_dict: dict, run_root: str | None, threads: int):
                               **config.dataset_options).source
     except Exception:  # noqa: BLE001 -- provenance only
         source = config.dataset
-    return res.table, wall, source
+    env = float_env.current(config.device)
+    if res.from_cache:  # trained earlier by another process: its environment is not known here
+        env = None
+    return res.table, wall, source, env
 
 
 def ensure_runs(runs: Sequence, tier: str, *, results_dir=None, run_root="runs", workers: int = 1,
@@ -245,13 +256,13 @@ def ensure_runs(runs: Sequence, tier: str, *, results_dir=None, run_root="runs",
 
     def _done(r, out):
         nonlocal trained
-        table, wall, source = out
+        table, wall, source, env = out
         if table is None:
             skipped.append((r.label, wall))
             log(f"skipped {r.experiment} {r.label}: {wall}")
             return
         store_run(table, r.config, tier, r.experiment, r.label, results_dir=results_dir, wall_seconds=wall,
-                  data_source=source)
+                  data_source=source, float_env=env)
         trained += 1
         acc = table["test_accuracy"].dropna().tail(10).mean()
         log(f"[{trained + len(skipped)}/{len(todo)}] {r.experiment} {r.label}: last-10 acc {acc:.4f}, {wall:.1f} s")
@@ -265,7 +276,7 @@ def ensure_runs(runs: Sequence, tier: str, *, results_dir=None, run_root="runs",
         with ray_session(ray):
             for i, out, err in submit_runs(_train_one, [r.config for r in todo], root, ray,
                                            args=(root, ray.torch_threads)):
-                _done(todo[i], out if err is None else (None, err, None))
+                _done(todo[i], out if err is None else (None, err, None, None))
     elif workers <= 1:
         for r in todo:
             _done(r, _train_one(r.config.to_dict(), run_root, threads))

@@ -14,7 +14,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fedlib"
 LAYERS = {
     "foundations": {"fedlib", "fedlib._validate", "fedlib._torchvision", "fedlib._count_layout", "fedlib.seeds",
                     "fedlib.paper", "fedlib.claims", "fedlib.notebook", "fedlib.static_controls", "fedlib.plateau",
-                    "fedlib.significance", "fedlib.profiles", "fedlib.kmeans"},
+                    "fedlib.significance", "fedlib.profiles", "fedlib.kmeans", "fedlib.float_env"},
     "building blocks": {"fedlib.partition", "fedlib.privacy", "fedlib.metrics", "fedlib.communication",
                         "fedlib.models", "fedlib.augment", "fedlib.datasets", "fedlib.fake_data", "fedlib.local",
                         "fedlib.scoring", "fedlib._torch_scoring", "fedlib.defence", "fedlib.selection",
@@ -24,7 +24,8 @@ LAYERS = {
     "training": {"fedlib.trainer"},
     "experiments and studies": {"fedlib.tiers", "fedlib.label_studies", "fedlib.label_tables", "fedlib.adversarial",
                                 "fedlib.cross_device", "fedlib.distributed", "fedlib.results", "fedlib.reporting",
-                                "fedlib.adversarial_runs", "fedlib.paper_tier", "fedlib.participation", "fedlib.flower", "fedlib.flower.*"},
+                                "fedlib.adversarial_runs", "fedlib.paper_tier", "fedlib.participation", "fedlib.machine_spread",
+                                "fedlib.flower", "fedlib.flower.*"},
     "entry points": {"fedlib.cli", "fedlib.__main__"},
 }
 

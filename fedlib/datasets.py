@@ -1,9 +1,11 @@
 """Image data sets of the FedEntOpt paper as in-memory uint8 arrays, loaded by name from a data root."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import pickle
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NamedTuple
@@ -17,6 +19,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "DATA_ROOT_ENV",
+    "DataError",
+    "DataNotFoundError",
     "CIFAR10_CLASSES",
     "CINIC10_CLASSES",
     "BRAIN_TUMOR_CLASSES",
@@ -53,6 +57,15 @@ _WHERE = {
     "brain-tumor-mri": "https://www.kaggle.com/datasets/masoudnickparvar/brain-tumor-mri-dataset "
     "(unzip into <root>/brain-tumor-mri/ so that Training/ and Testing/ sit there)",
 }
+
+
+class DataError(OSError):
+    """A data set's file cannot be read; the message names the file, the data root and the fix."""
+
+
+class DataNotFoundError(DataError, FileNotFoundError):
+    """A data set's files are not where the data root says; the message names the file expected, the data root
+    and the fix."""
 
 
 class TensorSplits(NamedTuple):
@@ -188,15 +201,39 @@ def _data_root(data_root) -> Path:
     return Path(resolve_data_root(data_root)).expanduser()
 
 
-def _missing(dataset: str, path: Path, root: Path, *, download_hint: str | None = None) -> FileNotFoundError:
+def _root_text(root: Path) -> str:
+    """The data root as the user should see it: the path, resolved when relative, and whether it exists."""
+    shown = str(root) if root.is_absolute() else f"{root} (= {root.resolve()})"
+    return f"the data root {shown}" + ("" if root.is_dir() else ", which does not exist")
+
+
+#: How to choose the data root, in every data error.
+_SET_ROOT = (f"set it with --data-root on the command line, data_root= in Python or the environment variable "
+             f"{DATA_ROOT_ENV}; default ./data")
+
+
+def _missing(dataset: str, path: Path, root: Path, *, download_hint: str | None = None) -> DataNotFoundError:
     """Build the error for a data set whose files are not on disk."""
-    how = ("or pass download=True to let torchvision fetch it" if download_hint is None
+    how = ("or pass download=True (--download) to let torchvision fetch it" if download_hint is None
            else f"download=True is not offered for this set; get it from {download_hint}")
-    return FileNotFoundError(
-        f"data set {dataset!r} not found: expected {path}. The data root is {root} (set it with data_root= "
-        f"or the environment variable {DATA_ROOT_ENV}; default ./data); put the files there, {how}. "
-        f"See data/README.md."
+    return DataNotFoundError(
+        f"data set {dataset!r} not found: expected {path}; {_root_text(root)} ({_SET_ROOT}). Put the files "
+        f"there, {how}. See data/README.md."
     )
+
+
+@contextlib.contextmanager
+def _reading(path: Path, root: Path | None):
+    """Turn a failure to read ``path`` (permissions, a truncated or foreign file) into a ``DataError``."""
+    try:
+        yield
+    except DataError:
+        raise
+    except (OSError, ValueError, KeyError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
+        where = f"; {_root_text(root)}" if root is not None else ""
+        raise DataError(f"cannot read {path} ({type(exc).__name__}: {exc}){where}. Replace the file with a good "
+                        f"copy (data/README.md says where each data set comes from) or choose another data root "
+                        f"({_SET_ROOT}).") from exc
 
 
 def resize_images(x: np.ndarray, image_size: int | None, *, chunk: int = 512) -> np.ndarray:
@@ -232,9 +269,9 @@ def _check_size(image_size):
     return None if image_size is None else check_int("image_size", image_size, low=1, high=4096)
 
 
-def _unpickle(path: Path) -> dict:
+def _unpickle(path: Path, root: Path | None = None) -> dict:
     """Read one CIFAR python-pickle file (written by Python 2: bytes keys) into a dict with str keys."""
-    with open(path, "rb") as fh:
+    with _reading(path, root), open(path, "rb") as fh:
         raw = pickle.load(fh, encoding="latin1")
     return {(k.decode() if isinstance(k, bytes) else k): v for k, v in raw.items()}
 
@@ -258,10 +295,10 @@ def _read_folder(folder: Path, classes, exts, image_size, mode="RGB"):
     for label, cls in enumerate(classes):
         d = folder / cls
         if not d.is_dir():
-            raise FileNotFoundError(f"class folder {d} is missing (expected one folder per class: "
+            raise DataNotFoundError(f"class folder {d} is missing (expected one folder per class: "
                                     f"{', '.join(classes)}).")
         for f in sorted(p for p in d.iterdir() if p.suffix.lower() in exts):
-            with Image.open(f) as im:
+            with _reading(f, None), Image.open(f) as im:
                 im = im.convert(mode)
                 if image_size is not None and im.size != (image_size, image_size):
                     im = im.resize((image_size, image_size), Image.Resampling.BILINEAR)
@@ -269,7 +306,7 @@ def _read_folder(folder: Path, classes, exts, image_size, mode="RGB"):
             xs.append(arr if arr.ndim == 3 else arr[..., None])
             ys.append(label)
     if not xs:
-        raise FileNotFoundError(f"no images ({', '.join(exts)}) found under {folder}.")
+        raise DataNotFoundError(f"no images ({', '.join(exts)}) found under {folder}.")
     shapes = {a.shape for a in xs}
     if len(shapes) > 1:
         raise ValueError(f"images under {folder} differ in size {sorted(shapes)[:3]}; pass image_size=.")
@@ -316,13 +353,19 @@ def file_provenance(path) -> str:
     return f"{path.name} (sha256 {digest.hexdigest()[:16]})"
 
 
-def _npz_dataset(path: Path, name, num_classes, class_names, source) -> ArrayDataset:
-    with np.load(path) as data:
-        missing = [k for k in ("x_train", "y_train", "x_test", "y_test") if k not in data.files]
-        if missing:
-            raise ValueError(f"npz file {path} lacks arrays {missing} (has {data.files}); it needs "
-                             f"x_train, y_train, x_test, y_test.")
-        arrays = {k: data[k] for k in ("x_train", "y_train", "x_test", "y_test")}
+def _npz_dataset(path: Path, root: Path, name, num_classes, class_names) -> ArrayDataset:
+    keys = ("x_train", "y_train", "x_test", "y_test")
+    with _reading(path, root):
+        source = f"npz subset {file_provenance(path)}"
+        if not zipfile.is_zipfile(path):  # np.load would try it as a pickle and suggest allow_pickle=True
+            raise ValueError("not a complete npz (zip) archive: a foreign or truncated file")
+        with np.load(path) as data:
+            files = list(data.files)
+            arrays = {k: data[k] for k in keys if k in files}
+    missing = [k for k in keys if k not in arrays]
+    if missing:
+        raise DataError(f"npz file {path} lacks arrays {missing} (has {files}); it needs x_train, y_train, x_test, "
+                        f"y_test. Replace it with a good copy (see data/README.md).")
     if num_classes is None:
         num_classes = int(max(arrays["y_train"].max(), arrays["y_test"].max())) + 1
     return ArrayDataset(**arrays, name=name, num_classes=num_classes, class_names=class_names, source=source)
@@ -338,10 +381,9 @@ def _load_npz(root, download, *, path=None, name=None, num_classes=None, class_n
     if not p.is_file() and not p.is_absolute() and (root / p).is_file():
         p = root / p
     if not p.is_file():
-        raise FileNotFoundError(f"path={str(path)!r}: no such npz file (looked at {Path(path).resolve()} "
-                                f"and {root / Path(path)}; the data root comes from data_root= or "
-                                f"{DATA_ROOT_ENV}).")
-    ds = _npz_dataset(p, name or p.stem, num_classes, class_names, f"npz subset {file_provenance(p)}")
+        raise DataNotFoundError(f"path={str(path)!r}: no such npz file (looked at {Path(path).resolve()} "
+                                f"and {root / Path(path)}; {_root_text(root)}: {_SET_ROOT}).")
+    ds = _npz_dataset(p, root, name or p.stem, num_classes, class_names)
     return _finish(ds, _check_size(image_size), rgb)
 
 
@@ -350,7 +392,7 @@ def _load_subset(filename, name, classes):
         p = root / filename
         if not p.is_file():
             raise _missing(name, p, root, download_hint="the project's shared data folder (../shared/data)")
-        ds = _npz_dataset(p, name, len(classes), classes, f"npz subset {file_provenance(p)}")
+        ds = _npz_dataset(p, root, name, len(classes), classes)
         return _finish(ds, _check_size(image_size), rgb)
 
     load.__doc__ = f"The npz file ``<root>/{filename}`` (real images, a subset of the full set)."
@@ -363,8 +405,13 @@ def _tv_download(cls_name: str, root: Path):
 
     tv = import_torchvision()
     cls = getattr(tv.datasets, cls_name)
-    for train in (True, False):
-        cls(str(root), train=train, download=True)
+    try:
+        for train in (True, False):
+            cls(str(root), train=train, download=True)
+    except (OSError, RuntimeError) as exc:  # no network (URLError is an OSError), a failed integrity check
+        raise DataNotFoundError(f"{cls_name} is not in {_root_text(root)} and torchvision could not download it "
+                                f"({type(exc).__name__}: {exc}); put the files there by hand or choose another "
+                                f"data root ({_SET_ROOT}). See data/README.md.") from exc
 
 
 def _load_cifar10(root, download, *, image_size=None):
@@ -375,13 +422,13 @@ def _load_cifar10(root, download, *, image_size=None):
         if not download:
             raise _missing("cifar10", next(f for f in files if not f.is_file()), root)
         _tv_download("CIFAR10", root)
-    train = [_unpickle(f) for f in files[:5]]
-    test = _unpickle(files[5])
+    train = [_unpickle(f, root) for f in files[:5]]
+    test = _unpickle(files[5], root)
     ds = ArrayDataset(
         np.concatenate([_cifar_images(b) for b in train]),
         np.concatenate([np.asarray(b["labels"]) for b in train]).astype(np.int64),
         _cifar_images(test), np.asarray(test["labels"], dtype=np.int64),
-        name="cifar10", num_classes=10, class_names=_names(_unpickle(files[6])["label_names"]),
+        name="cifar10", num_classes=10, class_names=_names(_unpickle(files[6], root)["label_names"]),
         source=f"CIFAR-10 python pickles {Path(base).name}")
     return _finish(ds, _check_size(image_size), False)
 
@@ -403,7 +450,7 @@ def _load_cifar100_20(root, download, *, image_size=None):
         if not download:
             raise _missing("cifar100-20", next(f for f in files if not f.is_file()), root)
         _tv_download("CIFAR100", root)
-    train, test, meta = (_unpickle(f) for f in files)
+    train, test, meta = (_unpickle(f, root) for f in files)
     ds = ArrayDataset(_cifar_images(train), _superclasses(train, files[0]),
                       _cifar_images(test), _superclasses(test, files[1]),
                       name="cifar100-20", num_classes=20, class_names=_names(meta["coarse_label_names"]),
@@ -457,7 +504,7 @@ def _load_medmnist(flag: str):
     def load(root, download, *, size=28, image_size=None, rgb=True, include_val=False):
         size = check_choice("size", size, MEDMNIST_SIZES)
         p = _medmnist_file(root, flag, size)
-        with np.load(p) as d:
+        with _reading(p, root), np.load(p) as d:
             x_train, y_train = d["train_images"], d["train_labels"].reshape(-1)
             if include_val:
                 x_train = np.concatenate([x_train, d["val_images"]])

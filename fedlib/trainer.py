@@ -388,7 +388,7 @@ class Experiment:
 
 
 def run_experiment(config: ExperimentConfig, *, run_root=None, progress: bool = True,
-                   stop_after: int | None = None) -> RunResult:
+                   stop_after: int | None = None, on_round=None) -> RunResult:
     """Run (or read back, or resume) one experiment.
 
     ``config`` is validated first (before any data is loaded).  Without ``run_root`` the run happens in memory.
@@ -396,8 +396,12 @@ def run_experiment(config: ExperimentConfig, *, run_root=None, progress: bool = 
     back (``from_cache=True``, with the table dtypes of a fresh run), an interrupted one resumes from its last
     checkpoint, and checkpoints are written every ``config.checkpoint_every`` rounds.  ``stop_after=r`` stops
     after round r *without* writing a checkpoint for it, as if the process had been killed then (for tests and
-    for splitting long runs); the result is then ``finished=False``.  ``progress`` shows a tqdm bar over rounds.
-    The run lasts ``Experiment.total_rounds`` rounds (``Algorithm.num_rounds``).
+    for splitting long runs); the result is then ``finished=False``.  ``progress`` shows a tqdm bar over rounds with
+    the time left.  ``on_round(row, total)`` is called after every round trained here (``row``: its table row;
+    ``total``: ``Experiment.total_rounds``), e.g. to estimate the time of the run from its first round.
+    The run lasts ``Experiment.total_rounds`` rounds (``Algorithm.num_rounds``).  Nothing is written before the
+    set-up (data, partition, model) succeeded: a missing data set or a partition that cannot be drawn leaves no run
+    directory behind.
     """
     config.validate()
     run_dir = None
@@ -405,8 +409,9 @@ def run_experiment(config: ExperimentConfig, *, run_root=None, progress: bool = 
         run_dir = RunDir(run_root, config)
         if run_dir.is_finished():
             return run_dir.load_result()
-        run_dir.prepare()
     exp = Experiment(config)
+    if run_dir is not None:
+        run_dir.prepare()
     total = exp.total_rounds
     ckpt = run_dir.load_checkpoint() if run_dir is not None else None
     state = exp.state_from_checkpoint(ckpt) if ckpt is not None else exp.initial_state()
@@ -415,7 +420,8 @@ def run_experiment(config: ExperimentConfig, *, run_root=None, progress: bool = 
         from tqdm.auto import tqdm
 
         bar = tqdm(total=total, initial=state.round, desc=f"{config.selector}/{config.algorithm} "
-                   f"seed {config.seed}", unit="round", leave=False)
+                   f"seed {config.seed}", unit="round", leave=False,
+                   bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} rounds [{elapsed} elapsed, {remaining} left{postfix}]")
     try:
         while state.round < total:
             row = exp.run_round(state)
@@ -423,6 +429,8 @@ def run_experiment(config: ExperimentConfig, *, run_root=None, progress: bool = 
                 bar.update(1)
                 if not math.isnan(row["test_accuracy"]):
                     bar.set_postfix(acc=f"{row['test_accuracy']:.3f}", s=f"{row['seconds']:.1f}")
+            if on_round is not None:
+                on_round(row, total)
             if stop_after is not None and state.round >= stop_after and state.round < total:
                 return RunResult(config, make_table(state.rows), run_dir.path if run_dir else None, finished=False,
                                  global_params=state.global_params)

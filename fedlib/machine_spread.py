@@ -1,0 +1,165 @@
+"""How far a retrain on another machine moves the stored results, measured, and which verdicts it flips.
+
+The stored runs of a tier (``results/<tier>/<group>/``) were trained on one machine.  The same configurations
+retrained under another floating-point environment (another CPU capability, oneDNN cap, thread count; see
+:mod:`fedlib.float_env`) are stored under ``results/machines/<machine>/<tier>/<group>/`` with the same keys, so each
+retrained run pairs with its stored twin.  From the pairs:
+
+- :func:`paired_final`: each run's final accuracy (mean of the last 10 evaluated rounds) stored and retrained;
+- :func:`spread`: per machine, how far the retrain moves a run (median and largest |change|, and the per-run
+  spread ``std(change) / sqrt 2``: a retrain on another machine draws the run's training noise anew) beside the
+  seed std of the stored runs;
+- :func:`verdicts`: every checked claim of a page (:data:`STORED_CLAIMS`) recomputed from each machine's runs, and
+  whether its verdict flips.  A verdict that flips with the machine is no finding at that tier.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import claims, participation, reporting, significance
+from .results import RESULTS_DIR, load_experiment
+from .runs import last_rounds_mean
+
+__all__ = ["MACHINES_DIR", "STORED_CLAIMS", "machines", "machine_env", "paired_final", "seed_std", "spread",
+           "claims_at", "verdicts", "page_note"]
+
+#: Folder of the retrained copies: ``<MACHINES_DIR>/<machine>/<tier>/<group>/<key>.csv``.
+MACHINES_DIR = RESULTS_DIR / "machines"
+
+
+def _table1(stored, last, results_dir):
+    return reporting.table1_summary(stored, last=last)
+
+
+def _table2(stored, last, results_dir):
+    return reporting.table2_summary(stored, last=last)
+
+
+def _to_fedavg(stored, last, results_dir):
+    return significance.rounds_to_reference(stored.frame, "FedAvg", window=last)
+
+
+def _participation(stored, last, results_dir):  # with Table I's full-rate runs from the same folder
+    return participation.summary(stored, last=last, results_dir=results_dir)
+
+
+#: page -> (experiment group, summary of its stored runs ``(stored, last, results_dir)``, the page's claims): what
+#: ``tests/test_claims.py`` asserts and what :func:`verdicts` recomputes per machine.
+STORED_CLAIMS = {
+    "table1": ("table1", _table1, claims.table1_directions),
+    "table2": ("table2", _table2, claims.table2_signs),
+    "accuracy_curves": ("table1", _to_fedavg, claims.faster_than_fedavg),
+    "participation": ("participation", _participation, claims.participation),
+}
+
+
+def machines(tier: str, experiment: str, machines_dir=None) -> list[str]:
+    """The machines (folder names) that hold retrained runs of ``experiment`` at ``tier``, sorted."""
+    root = Path(machines_dir if machines_dir is not None else MACHINES_DIR)
+    return sorted(p.name for p in root.glob("*") if any((p / tier / experiment).glob("*.csv")))
+
+
+def machine_env(tier: str, experiment: str, machine: str, machines_dir=None) -> str:
+    """How the machine's retrains computed floats (``fedlib.float_env.describe`` of its first run, the part
+    that is the same for all)."""
+    import json
+
+    from . import float_env
+
+    root = Path(machines_dir if machines_dir is not None else MACHINES_DIR)
+    first = sorted((root / machine / tier / experiment).glob("*.json"))[0]
+    return float_env.describe(json.loads(first.read_text()).get("float_env"))
+
+
+def _per_run(stored, last: int) -> pd.DataFrame:
+    labels = [c for c in stored.meta.columns if c in stored.frame.columns and c != "key"]
+    rows = [{**dict(zip(labels, sub[labels].iloc[0])), "key": key, "final": last_rounds_mean(sub, last)}
+            for key, sub in stored.frame.groupby("key", sort=True)]
+    return pd.DataFrame(rows)
+
+
+def paired_final(tier: str, experiment: str, machine: str, last: int = 10, results_dir=None,
+                 machines_dir=None) -> pd.DataFrame:
+    """One row per retrained run: its label columns, ``key``, ``stored`` and ``retrained`` final accuracy and
+    ``change`` (retrained - stored), all in percentage points.  Runs of the machine with no stored twin are
+    left out."""
+    root = Path(machines_dir if machines_dir is not None else MACHINES_DIR)
+    base = _per_run(load_experiment(tier, experiment, results_dir), last)
+    again = _per_run(load_experiment(tier, experiment, root / machine), last)[["key", "final"]]
+    out = base.merge(again, on="key", suffixes=("_stored", "_retrained"))
+    out = out.rename(columns={"final_stored": "stored", "final_retrained": "retrained"})
+    out[["stored", "retrained"]] *= 100
+    out["change"] = out["retrained"] - out["stored"]
+    return out
+
+
+def seed_std(per_run: pd.DataFrame, column: str = "stored") -> float:
+    """The runs' spread over seeds, in the column's unit: per setting (every label column but ``seed``) the
+    std over its seeds (ddof=1), pooled as the root of the mean variance over settings with two seeds or more."""
+    settings = [c for c in per_run.columns if c not in ("seed", "key", "stored", "retrained", "change")]
+    var = per_run.groupby(settings, sort=False)[column].var(ddof=1).dropna()
+    return float(math.sqrt(var.mean())) if len(var) else math.nan
+
+
+def spread(tier: str, experiment: str, last: int = 10, results_dir=None, machines_dir=None) -> pd.DataFrame:
+    """Per machine: ``runs`` paired, ``environment``, ``median_abs`` and ``max_abs`` change (pp), ``identical``
+    runs (change 0), ``machine_std`` (std of the change / sqrt 2: the per-run spread a machine change draws) and
+    ``seed_std`` of the stored runs (:func:`seed_std`), both in pp."""
+    rows = []
+    for m in machines(tier, experiment, machines_dir):
+        p = paired_final(tier, experiment, m, last, results_dir, machines_dir)
+        if p.empty:
+            continue
+        rows.append({"machine": m, "environment": machine_env(tier, experiment, m, machines_dir), "runs": len(p),
+                     "median_abs": float(p["change"].abs().median()), "max_abs": float(p["change"].abs().max()),
+                     "identical": int((p["change"] == 0).sum()),
+                     "machine_std": float(p["change"].std(ddof=1) / math.sqrt(2)) if len(p) > 1 else math.nan,
+                     "seed_std": seed_std(p)})
+    return pd.DataFrame(rows)
+
+
+def claims_at(tier: str, page: str, results_dir=None, last: int = 10) -> list:
+    """The page's claims (:data:`STORED_CLAIMS`) computed from the runs stored under ``results_dir``."""
+    experiment, summarise, judge = STORED_CLAIMS[page]
+    stored = load_experiment(tier, experiment, results_dir)
+    return [] if stored.empty else judge(summarise(stored, last, results_dir), tier)
+
+
+def verdicts(tier: str, page: str, results_dir=None, machines_dir=None) -> pd.DataFrame:
+    """Every claim of the page: ``ours`` and ``holds`` from the stored runs, and per machine with a full set of
+    retrained runs of the group its ``ours@<machine>`` and ``holds@<machine>``; ``flips``: whether any machine's
+    verdict differs from the stored one."""
+    experiment = STORED_CLAIMS[page][0]
+    root = Path(machines_dir if machines_dir is not None else MACHINES_DIR)
+    base = claims_at(tier, page, results_dir)
+    out = pd.DataFrame({"key": [c.key for c in base], "ours": [c.ours for c in base],
+                        "holds": [c.holds for c in base]})
+    out["flips"] = False
+    n_stored = len(load_experiment(tier, experiment, results_dir))
+    for m in machines(tier, experiment, machines_dir):
+        if len(load_experiment(tier, experiment, root / m)) < n_stored:
+            continue  # only a sample retrained there: its claims would rest on other runs
+        other = {c.key: c for c in claims_at(tier, page, root / m)}
+        out[f"ours@{m}"] = [other[k].ours if k in other else np.nan for k in out["key"]]
+        out[f"holds@{m}"] = [other[k].holds if k in other else None for k in out["key"]]
+        out["flips"] |= out[f"holds@{m}"].ne(out["holds"])
+    return out
+
+
+def page_note(tier: str, experiment: str, results_dir=None, machines_dir=None) -> str:
+    """A paragraph for a training page: how far a retrain on another machine moved the runs of ``experiment``,
+    beside their seed std (Markdown)."""
+    table = spread(tier, experiment, results_dir=results_dir, machines_dir=machines_dir)
+    if table.empty:
+        return (f"No run of `{experiment}` at tier `{tier}` has been retrained on another machine, so how far "
+                "another CPU moves these numbers is not measured here.")
+    parts = [f"{r.runs} runs retrained under {r.environment} (`results/machines/{r.machine}`): final accuracy "
+             f"moved by {r.median_abs:.2f} pp in the median and by up to {r.max_abs:.2f} pp ({r.identical} "
+             f"unchanged); per run that is a spread of {r.machine_std:.2f} pp, beside a seed std of "
+             f"{r.seed_std:.2f} pp" for r in table.itertuples()]
+    return ("**Another machine.** The stored runs were trained on one CPU; floats on another CPU differ in the "
+            "last digits and training grows that into points. " + "; ".join(parts) + ".")

@@ -1,0 +1,72 @@
+"""fedlib.machine_spread: stored runs paired with their retrains on another machine, the spread, and verdicts that
+flip with the machine (hand-made stores, then the repository's own)."""
+import math
+
+import pandas as pd
+import pytest
+
+from fedlib import machine_spread, results, tiers
+
+
+def _store(root, method, seed, accs, partition="C=2"):
+    cfg = tiers.tier_config("quick", method=method, partition_name=partition, seed=seed, rounds=len(accs))
+    t = pd.DataFrame({"round": range(len(accs) + 1), "test_accuracy": [0.1, *accs]})
+    label = {"partition": partition, "method": method, "seed": seed}
+    results.store_run(t, cfg, "quick", "table1", label, results_dir=root)
+
+
+def test_paired_final_spread_and_a_flipping_verdict(tmp_path):
+    base, machines = tmp_path / "base", tmp_path / "machines"
+    # stored: FedEntOpt 0.60 / 0.70, FedAvg 0.50 / 0.40 -> FedEntOpt - FedAvg = +20 pp (holds)
+    # machine "m": FedEntOpt 0.40 / 0.70, FedAvg 0.50 / 0.70 -> -5 pp (fails): the verdict flips
+    for root, fe, fa in ((base, (0.6, 0.7), (0.5, 0.4)), (machines / "m", (0.4, 0.7), (0.5, 0.7))):
+        for seed in (0, 1):
+            _store(root, "FedEntOpt", seed, [fe[seed]] * 3)
+            _store(root, "FedAvg", seed, [fa[seed]] * 3)
+    p = machine_spread.paired_final("quick", "table1", "m", results_dir=base, machines_dir=machines)
+    p = p.set_index(["method", "seed"])
+    assert p.loc[("FedEntOpt", 0), "change"] == pytest.approx(-20.0)
+    assert p.loc[("FedAvg", 1), "change"] == pytest.approx(30.0)
+    assert p.loc[("FedEntOpt", 1), "change"] == pytest.approx(0.0)
+    s = machine_spread.spread("quick", "table1", results_dir=base, machines_dir=machines).iloc[0]
+    # changes -20, 0, 0, +30 (pp): median |change| 10, max 30, 2 identical; std (ddof 1) of the changes
+    changes = pd.Series([-20.0, 0.0, 0.0, 30.0])
+    assert (s["runs"], s["identical"]) == (4, 2)
+    assert (s["median_abs"], s["max_abs"]) == (pytest.approx(10.0), pytest.approx(30.0))
+    assert s["machine_std"] == pytest.approx(changes.std(ddof=1) / math.sqrt(2))
+    # seed std of the stored runs: FedEntOpt 60/70 -> var 50; FedAvg 50/40 -> var 50; pooled sqrt(50)
+    assert s["seed_std"] == pytest.approx(math.sqrt(50))
+    v = machine_spread.verdicts("quick", "table1", results_dir=base, machines_dir=machines).iloc[0]
+    assert v["ours"] == pytest.approx(20.0) and v["holds"]
+    assert v["ours@m"] == pytest.approx(-5.0) and not v["holds@m"] and v["flips"]
+    note = machine_spread.page_note("quick", "table1", results_dir=base, machines_dir=machines)
+    assert "10.00 pp in the median and by up to 30.00 pp (2 unchanged)" in note
+
+
+def test_a_machine_with_only_a_sample_of_the_runs_judges_no_claim(tmp_path):
+    base, machines = tmp_path / "base", tmp_path / "machines"
+    for seed in (0, 1):
+        _store(base, "FedEntOpt", seed, [0.6] * 3)
+        _store(base, "FedAvg", seed, [0.5] * 3)
+    _store(machines / "m", "FedEntOpt", 0, [0.2] * 3)  # one run: no claim of Table I can be judged from it
+    v = machine_spread.verdicts("quick", "table1", results_dir=base, machines_dir=machines)
+    assert list(v.columns) == ["key", "ours", "holds", "flips"] and not v["flips"].any()
+    assert len(machine_spread.paired_final("quick", "table1", "m", results_dir=base, machines_dir=machines)) == 1
+
+
+def test_no_page_without_retrains_claims_a_spread(tmp_path):
+    note = machine_spread.page_note("quick", "table1", results_dir=tmp_path, machines_dir=tmp_path / "none")
+    assert note.startswith("No run of `table1` at tier `quick` has been retrained on another machine")
+
+
+@pytest.mark.parametrize("page", sorted(machine_spread.STORED_CLAIMS))
+def test_no_stored_verdict_flips_on_the_machines_that_retrained_it(page):
+    """Every claim the book judges from stored runs keeps its verdict when the runs are retrained under another
+    floating-point environment (results/machines/*): a verdict that flips with the machine is no finding."""
+    v = machine_spread.verdicts("quick", page)
+    if v.empty:
+        pytest.skip(f"no claim of {page} at the quick tier")
+    retrained = [c for c in v.columns if c.startswith("holds@")]
+    experiment = machine_spread.STORED_CLAIMS[page][0]
+    assert retrained, f"no machine retrained every quick {experiment} run"
+    assert not v["flips"].any(), v[v["flips"]].to_string()

@@ -87,5 +87,6 @@ def describe(env: dict | None) -> str:
     if not env:
         return "not recorded"
     return (f"{env['device']} {env['cpu_capability']} ({env['cpu_vendor']} {env['cpu_isa']}, oneDNN "
-            f"{env['onednn_max_cpu_isa']}, MKL {env['mkl_instructions']}), {env['threads']} threads, torch "
+            f"{env['onednn_max_cpu_isa']}, MKL {env['mkl_instructions']}), {env['threads']} "
+            f"thread{'s' if env['threads'] != 1 else ''}, torch "
             f"{env['torch']}")

@@ -25,7 +25,7 @@ from .results import RESULTS_DIR, load_experiment
 from .runs import last_rounds_mean
 
 __all__ = ["MACHINES_DIR", "STORED_CLAIMS", "machines", "machine_env", "paired_final", "seed_std", "spread",
-           "claims_at", "verdicts", "page_note"]
+           "claims_at", "verdicts", "page_note", "page_section", "flip_note"]
 
 #: Folder of the retrained copies: ``<MACHINES_DIR>/<machine>/<tier>/<group>/<key>.csv``.
 MACHINES_DIR = RESULTS_DIR / "machines"
@@ -108,18 +108,27 @@ def seed_std(per_run: pd.DataFrame, column: str = "stored") -> float:
 def spread(tier: str, experiment: str, last: int = 10, results_dir=None, machines_dir=None) -> pd.DataFrame:
     """Per machine: ``runs`` paired, ``environment``, ``median_abs`` and ``max_abs`` change (pp), ``identical``
     runs (change 0), ``machine_std`` (std of the change / sqrt 2: the per-run spread a machine change draws) and
-    ``seed_std`` of the stored runs (:func:`seed_std`), both in pp."""
+    ``seed_std`` of every stored run of the group (:func:`seed_std`), both in pp."""
     rows = []
     for m in machines(tier, experiment, machines_dir):
         p = paired_final(tier, experiment, m, last, results_dir, machines_dir)
         if p.empty:
             continue
+        if not rows:
+            every = _per_run(load_experiment(tier, experiment, results_dir), last)
+            seeds = seed_std(every.drop(columns="key").rename(columns={"final": "stored"}).assign(
+                stored=lambda d: d["stored"] * 100))
         rows.append({"machine": m, "environment": machine_env(tier, experiment, m, machines_dir), "runs": len(p),
                      "median_abs": float(p["change"].abs().median()), "max_abs": float(p["change"].abs().max()),
                      "identical": int((p["change"] == 0).sum()),
                      "machine_std": float(p["change"].std(ddof=1) / math.sqrt(2)) if len(p) > 1 else math.nan,
-                     "seed_std": seed_std(p)})
+                     "seed_std": seeds})
     return pd.DataFrame(rows)
+
+
+def _measured_groups(tier: str, machines_dir=None) -> list[str]:
+    root = Path(machines_dir if machines_dir is not None else MACHINES_DIR)
+    return sorted({p.parent.name for p in root.glob(f"*/{tier}/*/*.csv")})
 
 
 def claims_at(tier: str, page: str, results_dir=None, last: int = 10) -> list:
@@ -151,15 +160,56 @@ def verdicts(tier: str, page: str, results_dir=None, machines_dir=None) -> pd.Da
 
 
 def page_note(tier: str, experiment: str, results_dir=None, machines_dir=None) -> str:
-    """A paragraph for a training page: how far a retrain on another machine moved the runs of ``experiment``,
-    beside their seed std (Markdown)."""
+    """A paragraph and a table for a training page: how far a retrain on another machine moved the runs of
+    ``experiment``, beside their seed std (Markdown)."""
     table = spread(tier, experiment, results_dir=results_dir, machines_dir=machines_dir)
     if table.empty:
-        return (f"No run of `{experiment}` at tier `{tier}` has been retrained on another machine, so how far "
-                "another CPU moves these numbers is not measured here.")
-    parts = [f"{r.runs} runs retrained under {r.environment} (`results/machines/{r.machine}`): final accuracy "
-             f"moved by {r.median_abs:.2f} pp in the median and by up to {r.max_abs:.2f} pp ({r.identical} "
-             f"unchanged); per run that is a spread of {r.machine_std:.2f} pp, beside a seed std of "
-             f"{r.seed_std:.2f} pp" for r in table.itertuples()]
-    return ("**Another machine.** The stored runs were trained on one CPU; floats on another CPU differ in the "
-            "last digits and training grows that into points. " + "; ".join(parts) + ".")
+        text = (f"No run of `{experiment}` at tier `{tier}` has been retrained on another machine, so how far "
+                "another CPU moves these numbers is not measured for this page.")
+        for other in _measured_groups(tier, machines_dir):
+            t = spread(tier, other, results_dir=results_dir, machines_dir=machines_dir)
+            if not t.empty:
+                r = t.loc[t["machine_std"].idxmax()]
+                text += (f" At this tier, {int(r['runs'])} runs of `{other}` retrained under {r['environment']} "
+                         f"moved by up to {r['max_abs']:.2f} pp (a spread of {r['machine_std']:.2f} pp per run, "
+                         f"seed std {r['seed_std']:.2f} pp): the page of `{other}` shows them.")
+                break
+        return text
+    rows = [f"| `{r.machine}` | {r.environment} | {r.runs} | {r.median_abs:.2f} | {r.max_abs:.2f} | {r.identical} "
+            f"| {r.machine_std:.2f} | {r.seed_std:.2f} |" for r in table.itertuples()]
+    worst = table.loc[table["machine_std"].idxmax()]
+    return ("**Another machine.** These runs were trained on one CPU; on another CPU floats differ in the last "
+            "digits and training grows that into points. The runs below were retrained under another "
+            f"floating-point environment (`results/machines/`). The largest per-run spread a machine change drew "
+            f"is {worst['machine_std']:.2f} pp, {worst['machine_std'] / worst['seed_std']:.2f} times the seed std "
+            f"of {worst['seed_std']:.2f} pp: one run's final accuracy moves by about that on another computer "
+            "(a mean over n seeds by that over the square root of n).\n\n"
+            "| machine | environment | runs | median \\|change\\| (pp) | largest \\|change\\| (pp) | unchanged "
+            "| spread per run (pp) | seed std (pp) |\n|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
+
+
+def flip_note(tier: str, page: str, results_dir=None, machines_dir=None) -> str:
+    """One sentence: how many of the page's claims were recomputed on other machines' runs and which flipped."""
+    v = verdicts(tier, page, results_dir, machines_dir)
+    others = [c.split("@", 1)[1] for c in v.columns if c.startswith("holds@")]
+    if v.empty:
+        return f"The page judges no claim at tier `{tier}`."
+    if not others:
+        return (f"Its {len(v)} claims were not recomputed on another machine (no machine retrained every run of "
+                "the group).")
+    flipped = v[v["flips"]]
+    where = ", ".join(f"`{m}`" for m in others)
+    if flipped.empty:
+        return f"The page's {len(v)} claims, recomputed from the runs retrained on {where}: no verdict flips."
+    keys = ", ".join(f"`{k}`" for k in flipped["key"])
+    return (f"Of {len(v)} claims recomputed from the runs retrained on {where}, {len(flipped)} flip: {keys}. "
+            "A verdict that flips with the machine is no finding at this tier.")
+
+
+def page_section(tier: str, experiment: str, page: str | None = None, results_dir=None, machines_dir=None) -> str:
+    """What a training page says about another machine (Markdown): :func:`page_note` for its group and, for a
+    page with stored claims, :func:`flip_note`."""
+    text = page_note(tier, experiment, results_dir, machines_dir)
+    if page in STORED_CLAIMS:
+        text += "\n\n" + flip_note(tier, page, results_dir, machines_dir)
+    return text

@@ -40,7 +40,11 @@ def test_paired_final_spread_and_a_flipping_verdict(tmp_path):
     assert v["ours"] == pytest.approx(20.0) and v["holds"]
     assert v["ours@m"] == pytest.approx(-5.0) and not v["holds@m"] and v["flips"]
     note = machine_spread.page_note("quick", "table1", results_dir=base, machines_dir=machines)
-    assert "10.00 pp in the median and by up to 30.00 pp (2 unchanged)" in note
+    assert "| 4 | 10.00 | 30.00 | 2 | " in note
+    assert f"spread a machine change drew is {changes.std(ddof=1) / math.sqrt(2):.2f} pp" in note
+    other = machine_spread.page_note("quick", "table2", results_dir=base, machines_dir=machines)
+    assert other.startswith("No run of `table2` at tier `quick` has been retrained")
+    assert "At this tier, 4 runs of `table1` retrained under" in other and "moved by up to 30.00 pp" in other
 
 
 def test_a_machine_with_only_a_sample_of_the_runs_judges_no_claim(tmp_path):

@@ -18,7 +18,7 @@ LAYERS = {
     "building blocks": {"fedlib.partition", "fedlib.privacy", "fedlib.metrics", "fedlib.communication",
                         "fedlib.models", "fedlib.augment", "fedlib.datasets", "fedlib.fake_data", "fedlib.local",
                         "fedlib.scoring", "fedlib._torch_scoring", "fedlib.defence", "fedlib.selection",
-                        "fedlib.simulate", "fedlib.batched", "fedlib.algorithms", "fedlib.algorithms.*"},
+                        "fedlib.simulate", "fedlib.best_subset", "fedlib.batched", "fedlib.algorithms", "fedlib.algorithms.*"},
     "configuration": {"fedlib.config"},
     "run tables": {"fedlib.runs"},
     "training": {"fedlib.trainer"},

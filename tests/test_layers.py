@@ -24,6 +24,7 @@ LAYERS = {
     "run tables": {"fedlib.runs"},
     "training": {"fedlib.trainer"},
     "experiments and studies": {"fedlib.tiers", "fedlib.label_studies", "fedlib.label_tables", "fedlib.adversarial",
+                                "fedlib.greedy_gap",
                                 "fedlib.cross_device", "fedlib.distributed", "fedlib.results", "fedlib.reporting",
                                 "fedlib.adversarial_runs", "fedlib.paper_tier", "fedlib.participation", "fedlib.flower", "fedlib.flower.*"},
     "entry points": {"fedlib.cli", "fedlib.__main__"},

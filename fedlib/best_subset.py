@@ -137,8 +137,13 @@ def brute_force_subset(counts, num_selected: int, *, candidates=None, max_subset
     total = math.comb(cand.size, m)
     if total > check_int("max_subsets", max_subsets, low=1):
         raise ValueError(f"brute force over C({cand.size}, {m}) = {total} subsets exceeds max_subsets={max_subsets}.")
-    subsets = np.array(list(itertools.combinations(cand.tolist(), m)), dtype=np.int64).reshape(total, m)
-    values = _entropies(arr[subsets].sum(axis=1))
+    combos = itertools.combinations(cand.tolist(), m)
+    values, subsets = [], []
+    while chunk := list(itertools.islice(combos, 65_536)):  # bounded memory: chunks of (65,536, M, C)
+        block = np.array(chunk, dtype=np.int64).reshape(len(chunk), m)
+        values.append(_entropies(arr[block].sum(axis=1)))
+        subsets.append(block)
+    values, subsets = np.concatenate(values), np.concatenate(subsets)
     best = float(values.max())
     return best, [tuple(s) for s in subsets[values >= best - GAP_TOL].tolist()]
 

@@ -14,6 +14,7 @@ picks), for its participation spread H_norm (v2 §V-E) beside FedEntOpt's.
 from __future__ import annotations
 
 from collections import deque
+from pathlib import Path
 
 import numpy as np
 
@@ -21,12 +22,17 @@ from ._validate import check_int
 from .best_subset import GAP_TOL, best_subset, round_candidates, swap_search
 from .cross_device import dirichlet_counts
 from .label_studies import federation_counts
-from .metrics import entropy_bits, selection_entropy_norm
+from .metrics import entropy_bits
 from .partition import parse_partition
 from .seeds import stream_rng
 from .selection import FedEntOptSelector
 
-__all__ = ["paper_counts", "round_gaps", "improved_run", "growth_gaps", "gap_summary"]
+__all__ = ["STORED", "paper_counts", "round_gaps", "improved_run", "growth_gaps", "gap_summary", "load_tables",
+           "with_best_known", "participation_table"]
+
+#: Where ``scripts/greedy_gap.py`` writes its tables and :func:`load_tables` reads them.
+STORED = Path(__file__).resolve().parents[1] / "results" / "greedy_gap"
+TABLES = ("paper", "improved", "coverage_sizes", "growth")
 
 
 def paper_counts(profile: str, partition: str, num_clients: int, seed: int) -> np.ndarray:
@@ -163,3 +169,37 @@ def gap_summary(rounds, by, *, num_classes_column=None, num_classes=None):
         out["exact_beats_swap"] = ex.apply(
             lambda g: float((g.exact_entropy > g.swap_entropy + GAP_TOL).mean()), include_groups=False)
     return out.reset_index()
+
+
+def load_tables(directory=None) -> dict:
+    """The stored tables of ``scripts/greedy_gap.py`` (``paper``, ``improved``, ``coverage_sizes``, ``growth``)."""
+    import pandas as pd
+
+    directory = Path(directory) if directory is not None else STORED
+    missing = [t for t in TABLES if not (directory / f"{t}.csv").is_file()]
+    if missing:
+        raise FileNotFoundError(f"{directory} lacks {', '.join(t + '.csv' for t in missing)}: run "
+                                "python scripts/greedy_gap.py")
+    return {t: pd.read_csv(directory / f"{t}.csv") for t in TABLES}
+
+
+def with_best_known(rounds):
+    """``rounds`` with ``swap_gap`` (swap - greedy) and, where the exact search ran, the best subset known
+    (``best_entropy``: the larger of swap and branch and bound), ``best_gap`` and ``best_covers`` (its coverage)."""
+    exact_better = rounds.exact_entropy > rounds.swap_entropy + GAP_TOL
+    best = rounds.swap_entropy.where(~exact_better, rounds.exact_entropy).where(rounds.exact_entropy.notna())
+    covers = rounds.swap_covers.astype(object).where(~exact_better, rounds.exact_covers).where(
+        rounds.exact_entropy.notna())
+    return rounds.assign(swap_gap=rounds.swap_entropy - rounds.greedy_entropy, best_entropy=best,
+                         best_gap=best - rounds.greedy_entropy, best_covers=covers)
+
+
+def participation_table(improved, num_clients: int):
+    """Per (dataset, partition, Q, method): H_norm (v2 §V-E) of the stored picks per client, mean over seeds with
+    its standard deviation, and the mean pooled entropy and coverage over rounds and seeds."""
+    times = improved.times_picked.map(lambda t: np.array(t.split(), dtype=np.int64))
+    frame = improved.assign(h_norm=times.map(lambda c: float(entropy_bits(c) / np.log2(num_clients))))
+    keys = ["dataset", "partition", "buffer_size", "method"]
+    return frame.groupby(keys, sort=False).agg(h_norm=("h_norm", "mean"), h_norm_std=("h_norm", "std"),
+                                               mean_entropy=("mean_entropy", "mean"),
+                                               coverage=("coverage", "mean")).reset_index()

@@ -132,3 +132,27 @@ def test_stored_coverage_sizes_first_rounds_recompute():
     fresh = greedy_gap.round_gaps(counts, num_selected=3, num_rounds=2, buffer_size=75, seed=script.SIZES["seed"],
                                   exact_every=script.SIZES["exact_every"], node_limit=script.NODE_LIMIT)
     _same(part.head(2).reset_index(drop=True), fresh, ["greedy_entropy", "swap_entropy", "exact_entropy"])
+
+
+def test_with_best_known_takes_the_larger_of_swap_and_exact():
+    rounds = pd.DataFrame({"greedy_entropy": [1.0, 1.0, 1.0], "swap_entropy": [1.1, 1.2, 1.0],
+                           "swap_covers": [False, True, True], "exact_entropy": [1.3, 1.2, np.nan],
+                           "exact_covers": [True, False, None], "exact_optimal": [True, False, None]})
+    out = greedy_gap.with_best_known(rounds)
+    assert out.swap_gap.tolist() == pytest.approx([0.1, 0.2, 0.0])
+    assert out.best_gap.tolist()[:2] == pytest.approx([0.3, 0.2]) and np.isnan(out.best_gap.iloc[2])
+    assert out.best_covers.tolist()[:2] == [True, True] and pd.isna(out.best_covers.iloc[2])
+
+
+def test_participation_table_h_norm_by_hand():
+    # picks per client (2, 2, 0, 0): H = 1 bit, H_norm = 1 / log2 4 = 0.5; (1, 1, 1, 1): 1.0.
+    improved = pd.DataFrame({"dataset": ["D", "D"], "partition": ["C=2", "C=2"], "buffer_size": [0, 0],
+                             "seed": [0, 1], "method": ["m", "m"], "mean_entropy": [1.0, 2.0],
+                             "coverage": [0.5, 1.0], "times_picked": ["2 2 0 0", "1 1 1 1"]})
+    row = greedy_gap.participation_table(improved, 4).iloc[0]
+    assert row.h_norm == pytest.approx(0.75) and row.mean_entropy == 1.5 and row.coverage == 0.75
+
+
+def test_load_tables_names_what_is_missing(tmp_path):
+    with pytest.raises(FileNotFoundError, match="lacks paper.csv, improved.csv"):
+        greedy_gap.load_tables(tmp_path)

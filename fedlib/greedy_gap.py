@@ -8,13 +8,15 @@ the other label-only pages) is compared with better subsets of the same round's 
 - ``exact``: :func:`fedlib.best_subset.best_subset` within a node budget, on every ``exact_every``-th round; it
   says whether its subset is proven optimal.
 
-:func:`improved_run` runs the swap-improved selection as a selector of its own (its buffer follows its own
-picks), for its participation spread H_norm (v2 §V-E) beside FedEntOpt's.
+:class:`SwapImprovedSelector` is the swap-improved selection as a selector of its own (its buffer follows its own
+picks); :func:`improved_run` runs it, for its participation spread H_norm (v2 §V-E) beside FedEntOpt's.
 """
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -26,8 +28,9 @@ from .metrics import entropy_bits
 from .partition import parse_partition
 from .seeds import stream_rng
 from .selection import FedEntOptSelector
+from .simulate import run_selection
 
-__all__ = ["STORED", "paper_counts", "round_gaps", "improved_run", "growth_gaps", "gap_summary", "load_tables",
+__all__ = ["STORED", "paper_counts", "round_gaps", "SwapImprovedSelector", "improved_run", "growth_gaps", "gap_summary", "load_tables",
            "with_best_known", "participation_table"]
 
 #: Where ``scripts/greedy_gap.py`` writes its tables and :func:`load_tables` reads them.
@@ -94,29 +97,53 @@ def _fifo_push(buffer: deque, picks, buffer_size: int) -> None:
             buffer.popleft()
 
 
-def improved_run(counts, *, num_selected: int, num_rounds: int, buffer_size: int, seed: int):
-    """FedEntOpt with every round's greedy pick improved by swaps, its buffer following its own picks.
+@dataclass(frozen=True)
+class SwapImprovedSelector(FedEntOptSelector):
+    """FedEntOpt (Algorithm 1 of v2) with each round's greedy pick improved by :func:`fedlib.best_subset.swap_search`
+    among the round's candidates (issue 24; not in the paper). The rng is drawn from exactly as by FedEntOpt.
 
-    Returns ``(picked, entropy, covers)`` arrays over the rounds (``picked``: (R, M)). The picks enter the buffer
-    unbuffered clients first (ascending), then the buffered ones oldest first, an order Algorithm 1 can pick them
-    in (:func:`fedlib.best_subset.round_candidates`).
+    The picks enter the FIFO buffer unbuffered clients first (ascending), then the buffered ones oldest first, an
+    order Algorithm 1 can pick them in (:func:`fedlib.best_subset.round_candidates`); they are returned in that
+    order. Takes ``buffer_size`` or ``buffer_fraction`` as FedEntOpt, no defence options.
+
+    Examples
+    --------
+    >>> counts = np.array([[4, 0, 0], [3, 1, 0], [0, 0, 4], [0, 4, 0]])
+    >>> SwapImprovedSelector(buffer_size=0).select(counts, 2, (), np.random.default_rng(1))[0].tolist()
+    [1, 2]
     """
-    counts = np.asarray(counts, dtype=float)
-    num_clients = counts.shape[0]
-    selector, buffer = FedEntOptSelector(buffer_size=buffer_size), deque()
-    rng = stream_rng(seed, "selection")
-    picked = np.zeros((num_rounds, num_selected), dtype=np.int64)
-    entropy, covers = np.zeros(num_rounds), np.zeros(num_rounds, dtype=bool)
-    for r in range(check_int("num_rounds", num_rounds, low=1)):
-        state = tuple(buffer)
-        candidates = round_candidates(state, num_clients, num_selected, buffer_size)
-        greedy, _ = selector.select(counts, num_selected, state, rng)
+
+    name: ClassVar[str] = "fedentopt-swap"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.total_cap_quantile is not None or self.share_cap is not None:
+            raise ValueError("SwapImprovedSelector takes no defence options (got total_cap_quantile="
+                             f"{self.total_cap_quantile!r}, share_cap={self.share_cap!r}).")
+
+    def __repr__(self):
+        return super().__repr__().replace("FedEntOptSelector", "SwapImprovedSelector")
+
+    def _select(self, counts, num_selected, state, rng):
+        q = self.resolve_buffer_size(counts.shape[0], num_selected)
+        candidates = round_candidates(state, counts.shape[0], num_selected, q)
+        greedy, _ = super()._select(counts, num_selected, state, rng)
         subset = swap_search(counts, np.sort(greedy), candidates=candidates).subset
         position = {b: i for i, b in enumerate(state)}
         order = sorted(subset.tolist(), key=lambda k: (k in position, position.get(k, k)))
-        _fifo_push(buffer, order, buffer_size)
-        picked[r], entropy[r], covers[r] = subset, _entropy(counts, subset), _covers(counts, subset)
-    return picked, entropy, covers
+        buffer = deque(state)
+        _fifo_push(buffer, order, q)
+        return order, tuple(buffer)
+
+
+def improved_run(counts, *, num_selected: int, num_rounds: int, buffer_size: int, seed: int):
+    """:class:`SwapImprovedSelector` for ``num_rounds`` rounds (the ``selection`` stream of ``seed``).
+
+    Returns ``(picked, entropy, covers)`` arrays over the rounds (``picked``: (R, M), each row ascending).
+    """
+    trace = run_selection(np.asarray(counts, dtype=float), SwapImprovedSelector(buffer_size=buffer_size),
+                          num_selected, num_rounds, seed=stream_rng(seed, "selection"))
+    return np.sort(trace.picked, axis=1), trace.entropy, trace.covers
 
 
 def growth_gaps(cells, *, num_rounds: int, seed: int, beta: float = 0.1, max_swaps: int = 1000):

@@ -30,12 +30,12 @@ from .seeds import stream_rng
 from .selection import FedEntOptSelector
 from .simulate import run_selection
 
-__all__ = ["STORED", "paper_counts", "round_gaps", "SwapImprovedSelector", "improved_run", "growth_gaps", "gap_summary", "load_tables",
+__all__ = ["STORED", "paper_counts", "round_gaps", "SwapImprovedSelector", "improved_run", "growth_gaps", "gap_summary", "table_path", "load_tables",
            "with_best_known", "participation_table"]
 
 #: Where ``scripts/greedy_gap.py`` writes its tables and :func:`load_tables` reads them.
 STORED = Path(__file__).resolve().parents[1] / "results" / "greedy_gap"
-TABLES = ("paper", "improved", "coverage_sizes", "growth")
+TABLES = ("paper", "improved", "coverage_sizes", "growth", "training")
 
 
 def paper_counts(profile: str, partition: str, num_clients: int, seed: int) -> np.ndarray:
@@ -198,16 +198,26 @@ def gap_summary(rounds, by, *, num_classes_column=None, num_classes=None):
     return out.reset_index()
 
 
+#: Tables stored gzipped (the per-round table of the paper's settings: 12,000 rows); the others are plain CSV.
+GZIPPED = ("paper",)
+
+
+def table_path(name: str, directory=None) -> Path:
+    """Where the stored table ``name`` lives: ``<directory>/<name>.csv`` (``.csv.gz`` for :data:`GZIPPED`)."""
+    directory = Path(directory) if directory is not None else STORED
+    return directory / f"{name}.csv{'.gz' if name in GZIPPED else ''}"
+
+
 def load_tables(directory=None) -> dict:
-    """The stored tables of ``scripts/greedy_gap.py`` (``paper``, ``improved``, ``coverage_sizes``, ``growth``)."""
+    """The stored tables of ``scripts/greedy_gap.py`` (``paper``, ``improved``, ``coverage_sizes``, ``growth``) and
+    ``scripts/greedy_gap_training.py`` (``training``)."""
     import pandas as pd
 
-    directory = Path(directory) if directory is not None else STORED
-    missing = [t for t in TABLES if not (directory / f"{t}.csv").is_file()]
+    missing = [table_path(t, directory).name for t in TABLES if not table_path(t, directory).is_file()]
     if missing:
-        raise FileNotFoundError(f"{directory} lacks {', '.join(t + '.csv' for t in missing)}: run "
-                                "python scripts/greedy_gap.py")
-    return {t: pd.read_csv(directory / f"{t}.csv") for t in TABLES}
+        raise FileNotFoundError(f"{table_path(TABLES[0], directory).parent} lacks {', '.join(missing)}: run "
+                                "python scripts/greedy_gap.py and scripts/greedy_gap_training.py")
+    return {t: pd.read_csv(table_path(t, directory)) for t in TABLES}
 
 
 def with_best_known(rounds):

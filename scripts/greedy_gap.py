@@ -112,8 +112,9 @@ def main(argv=None) -> None:
         if part not in PARTS:
             parser.error(f"--parts: unknown part {part!r}; allowed: {', '.join(PARTS)}")
         start = time.perf_counter()
-        PARTS[part]().to_csv(OUT / f"{part}.csv", index=False, float_format=FLOAT)
-        print(f"{part}: {time.perf_counter() - start:.0f} s -> {OUT / (part + '.csv')}", flush=True)
+        path = greedy_gap.table_path(part, OUT)
+        PARTS[part]().to_csv(path, index=False, float_format=FLOAT, compression={"method": "infer", "mtime": 0})
+        print(f"{part}: {time.perf_counter() - start:.0f} s -> {path}", flush=True)
 
 
 if __name__ == "__main__":

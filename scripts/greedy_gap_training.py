@@ -22,7 +22,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from fedlib import selection, tiers  # noqa: E402
-from fedlib.greedy_gap import STORED, SwapImprovedSelector  # noqa: E402
+from fedlib.greedy_gap import SwapImprovedSelector, table_path  # noqa: E402
 from fedlib.trainer import run_experiment  # noqa: E402
 
 SEEDS = (0, 1, 2, 3, 4)
@@ -50,8 +50,8 @@ def main() -> None:
                   f"{table.test_accuracy.iloc[-1]:.3f}", flush=True)
     frame = pd.concat(frames, ignore_index=True)
     frame = frame[frame["round"] > 0][["method", "seed", *COLUMNS]]
-    frame.to_csv(STORED / "training.csv", index=False, float_format="%.10f")
-    print(f"-> {STORED / 'training.csv'}")
+    frame.to_csv(table_path("training"), index=False, float_format="%.10f")
+    print(f"-> {table_path('training')}")
 
 
 if __name__ == "__main__":

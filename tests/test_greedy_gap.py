@@ -13,7 +13,6 @@ from fedlib.label_studies import federation_counts
 from fedlib.metrics import entropy_bits
 
 ROOT = Path(__file__).resolve().parents[1]
-STORED = ROOT / "results" / "greedy_gap"
 sys.path.insert(0, str(ROOT / "scripts"))
 import greedy_gap as script  # noqa: E402
 
@@ -72,7 +71,7 @@ def test_gap_summary_by_hand():
 
 
 def _stored(name):
-    path = STORED / f"{name}.csv"
+    path = greedy_gap.table_path(name)
     if not path.exists():
         pytest.skip(f"{path} not computed (python scripts/greedy_gap.py)")
     return pd.read_csv(path)
@@ -154,5 +153,44 @@ def test_participation_table_h_norm_by_hand():
 
 
 def test_load_tables_names_what_is_missing(tmp_path):
-    with pytest.raises(FileNotFoundError, match="lacks paper.csv, improved.csv"):
+    with pytest.raises(FileNotFoundError, match="lacks paper.csv.gz, improved.csv"):
         greedy_gap.load_tables(tmp_path)
+
+
+# --------------------------------------------------------------------------- the swap-improved selector
+
+
+def test_swap_improved_selector_picks_the_swap_search_of_the_greedy_pick():
+    from fedlib.best_subset import round_candidates, swap_search
+    from fedlib.selection import FedEntOptSelector
+
+    swap_sel, greedy_sel = greedy_gap.SwapImprovedSelector(buffer_size=3), FedEntOptSelector(buffer_size=3)
+    state = ()
+    for r in range(15):
+        greedy, _ = greedy_sel.select(SMALL, 3, state, np.random.default_rng(r))
+        picked, new_state = swap_sel.select(SMALL, 3, state, np.random.default_rng(r))
+        expected = swap_search(SMALL, np.sort(greedy), candidates=round_candidates(state, 8, 3, 3)).subset
+        assert sorted(picked.tolist()) == expected.tolist()
+        assert len(new_state) == 3 and set(new_state) <= set(state) | set(picked.tolist())
+        state = new_state
+
+
+def test_swap_improved_selector_refuses_defence_options():
+    with pytest.raises(ValueError, match="SwapImprovedSelector takes no defence options"):
+        greedy_gap.SwapImprovedSelector(buffer_size=1, share_cap=2.0)
+
+
+def test_stored_training_first_rounds_recompute():
+    """The first two rounds of one stored training run (torch on one thread, as the script trains)."""
+    import torch
+
+    from fedlib.trainer import run_experiment
+
+    stored = _stored("training")
+    training = __import__("greedy_gap_training")
+    torch.set_num_threads(1)
+    config = training.configs(1)["FedEntOpt + swaps"]
+    fresh = run_experiment(config, progress=False, stop_after=2).table
+    fresh = fresh[fresh["round"].between(1, 2)].reset_index(drop=True)
+    part = stored[(stored.method == "FedEntOpt + swaps") & (stored.seed == 1)].head(2).reset_index(drop=True)
+    _same(part, fresh, ["round", "test_accuracy", "entropy_bits", "picked"])

@@ -310,6 +310,8 @@ class _BranchAndBound:
         rest = tail.shape[0]
         weights = np.full(rest, r / rest) if weights is None else weights
         active = (pooled + tail.sum(axis=0)) > 0
+        if not active.any():  # every completion pools nothing: entropy 0, never above the incumbent
+            return None
         target = self.best + GAP_TOL
         for _ in range(self.bound_steps):
             frac = pooled + weights @ tail

@@ -280,3 +280,39 @@ def test_two_workers_train_on_cuda(tiny_npz, tmp_path, device):
     alone = run_experiment(runs[0].config, progress=False).table
     mine = stored.frame[stored.frame["seed"] == 0].reset_index(drop=True)
     assert np.allclose(mine["test_accuracy"], alone["test_accuracy"].round(5))
+
+
+def test_fedprox_flat_term_of_cuda_equals_the_per_tensor_sum_and_vmaps():
+    """The CUDA form of FedProx's ‖w − w_g‖² (one flat vector) is the per-tensor sum up to rounding, and works
+    inside the batched engine's vmap(grad(...))."""
+    from torch.func import grad, vmap
+
+    from fedlib.algorithms.fedprox import _flat_sq_distance
+
+    g = torch.Generator().manual_seed(0)
+    keys = ("a", "b")
+    w = {"a": torch.randn(3, 4, 5, generator=g), "b": torch.randn(7, generator=g)}
+    wg = {"a": torch.randn(3, 4, 5, generator=g), "b": torch.randn(7, generator=g)}
+    loop = sum(((w[k] - wg[k]) ** 2).sum() for k in keys)
+    assert torch.allclose(_flat_sq_distance(w, wg, keys), loop, rtol=1e-6)
+    stacked = {k: torch.stack([v, 2 * v]) for k, v in w.items()}
+    grads = vmap(grad(lambda p: _flat_sq_distance(p, wg, keys)))(stacked)
+    assert all(torch.allclose(grads[k][1], 2 * (2 * w[k] - wg[k])) for k in keys)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_grayscale_sets_go_to_the_device_as_one_channel(device):
+    from fedlib.datasets import ArrayDataset, _finish
+
+    rng = np.random.default_rng(0)
+    gray = ArrayDataset(rng.integers(0, 256, (12, 8, 8, 1), dtype=np.uint8), np.arange(12) % 3,
+                        rng.integers(0, 256, (6, 8, 8, 1), dtype=np.uint8), np.arange(6) % 3, num_classes=3)
+    ds = _finish(gray, None, rgb=True)  # the loaders' rgb=True: 3 equal channels on the host
+    assert ds.gray_rgb and ds.image_shape == (8, 8, 3)
+    full = ds.to_tensors(device, torch.uint8)
+    packed = ds.to_tensors(device, torch.uint8, one_gray_channel=True)
+    assert full.x_train.shape == (12, 3, 8, 8) and packed.x_train.shape == (12, 1, 8, 8)
+    assert torch.equal(packed.x_train.expand(-1, 3, -1, -1), full.x_train)
+    assert torch.equal(full.x_test.cpu(), torch.from_numpy(ds.x_test).permute(0, 3, 1, 2))
+    assert not _finish(ArrayDataset(ds.x_train, ds.y_train, ds.x_test, ds.y_test, num_classes=3), None,
+                       rgb=False).gray_rgb

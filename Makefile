@@ -15,7 +15,7 @@ export MPLBACKEND := Agg
 
 
 .PHONY: help system-deps install assets notebooks book screenshots test all book-from-scratch publish lab clean \
-        paper-dry-run
+        paper-dry-run gpu-check
 
 help:
 	@echo "make book-from-scratch  install, run the notebooks, build the book, check it (the main job)"
@@ -62,6 +62,10 @@ test:
 # Every experiment of the paper tier for one round on tiny fake files, on the CPU (minutes), then its size and cost.
 paper-dry-run:
 	$(PYTHON) -m fedlib paper --dry-run --small-images
+
+# First thing on a GPU machine: the CUDA tests, the benchmarks, a record in benchmarks/results/ (~5-10 min).
+gpu-check:
+	$(PYTHON) -m fedlib gpu-check
 
 all: notebooks book screenshots test
 

@@ -207,6 +207,7 @@ def run_model(name, args, device, x_np_hwc, x_dev, y_dev, labels, parts, log):
             log(f"   ratio ({num})/(c) = {times[num] / times['c']:.2f}x")
     if "c" in times and device.type == "cuda" and name == "lenet5":
         log(f"   LeNet-5 500 rounds at (c)'s pace: {500 * times['c']:.1f} s (target <= 10 s on one H100)")
+    times["steps_per_round"] = float(np.mean(steps[warm:]))  # client steps: s/round over it is s per client step
     return times
 
 
@@ -214,17 +215,9 @@ LABEL = {"a": "sequential DataLoader + torchvision transforms", "b": "fedlib ref
          "c": "fedlib batched (train_clients_batched)"}
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+def make_data(args, log):
+    """The benchmark's data on the device: ``(device, x_np_hwc, x_dev, y_dev, labels, parts)``."""
     device = torch.device(args.device)
-    lines = []
-
-    def log(s):
-        print(s, flush=True)
-        lines.append(s)
-
     labels, label_src = load_labels(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
     x_nchw = torch.randint(0, 256, (labels.size, 3, 32, 32), dtype=torch.uint8, generator=gen)
@@ -237,6 +230,18 @@ def main(argv=None):
         f"{max(map(len, parts))}; batched options: kernel={args.kernel} (resolved per model below), shrink={args.shrink}, "
         f"compile={args.compile}, cuda_graphs={args.cuda_graphs}, bf16={args.bf16}; DataLoader workers={args.workers}")
     x_dev, y_dev = x_nchw.to(device), torch.as_tensor(labels, device=device)
+    return device, x_np_hwc, x_dev, y_dev, labels, parts
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    def log(s):
+        print(s, flush=True)
+
+    device, x_np_hwc, x_dev, y_dev, labels, parts = make_data(args, log)
     for name in args.models.split(","):
         run_model(name, args, device, x_np_hwc, x_dev, y_dev, labels, parts, log)
 

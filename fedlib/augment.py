@@ -25,6 +25,7 @@ __all__ = [
 ]
 
 LUMA_WEIGHTS = (0.299, 0.587, 0.114)  # ITU-R BT.601 luma (torchvision rounds the first to 0.2989)
+_LUMA: dict = {}  # (dtype, device) -> LUMA_WEIGHTS as a (3, 1, 1) tensor
 
 
 def _flat(x: torch.Tensor, name: str = "x") -> torch.Tensor:
@@ -78,7 +79,10 @@ def rgb_to_grayscale(x: torch.Tensor) -> torch.Tensor:
     """Luma (ITU-R 601 weights) of (N, 3, H, W) as (N, 1, H, W); 1-channel input is returned as is."""
     if x.shape[-3] == 1:
         return x
-    w = torch.tensor(LUMA_WEIGHTS, dtype=x.dtype, device=x.device).view(3, 1, 1)
+    key = (x.dtype, x.device)
+    w = _LUMA.get(key)
+    if w is None:  # built once per dtype and device: no host-to-device copy per batch
+        w = _LUMA[key] = torch.tensor(LUMA_WEIGHTS, dtype=x.dtype, device=x.device).view(3, 1, 1)
     return (x * w).sum(dim=-3, keepdim=True)
 
 
@@ -260,6 +264,9 @@ class Preprocessor:
     image_size : int, optional
         Resize batches on the device to this square size (e.g. 224 for 28x28 MedMNIST files), before
         augmenting; ``None`` keeps the stored size.
+    gray_to_rgb : bool
+        Repeat 1-channel batches to 3 channels first (data held as one grayscale channel, see
+        ``ArrayDataset.to_tensors(one_gray_channel=True)``): the same values as holding the 3 channels.
     """
 
     mean: Sequence[float]
@@ -273,6 +280,7 @@ class Preprocessor:
     flip_p: float = 0.5
     grayscale_p: float = 0.1
     image_size: int | None = None
+    gray_to_rgb: bool = False
     _stats: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -304,6 +312,8 @@ class Preprocessor:
         return (x - mean) / std
 
     def _prepare(self, x: torch.Tensor) -> torch.Tensor:
+        if self.gray_to_rgb and x.shape[-3] == 1:  # contiguous, so every later op sees the 3-channel layout
+            x = x.expand(*x.shape[:-3], 3, *x.shape[-2:]).contiguous()
         x = to_unit_float(x)
         return x if self.image_size is None else resize_batch(x, self.image_size)
 

@@ -39,7 +39,13 @@
 
 Options (:class:`BatchedOptions`): ``compile`` (``torch.compile`` of the vmapped step; off by default),
 ``cuda_graphs`` (``mode="reduce-overhead"``, CUDA only), ``amp_dtype`` (e.g. ``torch.bfloat16`` autocast of the
-forward; loss, gradients and SGD stay fp32), ``chunk_size`` (``vmap`` chunking to bound memory).
+forward; loss, gradients and SGD stay fp32), ``chunk_size`` (``vmap`` chunking to bound memory); a run sets them
+in its configuration's ``engine_options`` (:func:`options_from_config`).
+
+**Host traffic.** The batch orders, augmentation uniforms and per-step tables of a round are built before the
+step loop and copied to the device once; a step copies nothing from the host and reads nothing back (on CUDA:
+no synchronisation per step; ``tests/test_devices.py`` counts them with ``torch.cuda.set_sync_debug_mode``). The
+host syncs of a round are one per client that finishes (compact shrinking) and one per client for its loss.
 
 :func:`evaluate` scores one model on a test set in large batches on the device.
 """
@@ -54,7 +60,8 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
 from fedlib.augment import Preprocessor
-from fedlib.local import LocalHyperParams, LocalResult, client_batch_order, local_train, trainable_keys
+from fedlib.local import (LocalHyperParams, LocalResult, client_batch_order, local_train, sgd_update,
+                          trainable_keys)
 
 __all__ = [
     "BatchedOptions",
@@ -64,6 +71,7 @@ __all__ = [
     "train_clients_batched",
     "evaluate",
     "resolve_kernel",
+    "options_from_config",
 ]
 
 Params = dict[str, torch.Tensor]
@@ -134,6 +142,24 @@ class BatchedOptions:
             raise ValueError(f"amp_dtype must be None, torch.bfloat16 or torch.float16 (got {self.amp_dtype!r}).")
         if self.chunk_size is not None and (not isinstance(self.chunk_size, int) or self.chunk_size < 1):
             raise ValueError(f"chunk_size must be None or an integer >= 1 (got {self.chunk_size!r}).")
+
+
+#: ``amp_dtype`` names of a configuration's ``engine_options`` (JSON) -> torch dtypes.
+_AMP_DTYPES = {None: None, "bfloat16": torch.bfloat16, "float16": torch.float16}
+#: ``engine_options`` keys that are not BatchedOptions fields (the CUDA numerics, ``fedlib.numerics``).
+_NUMERICS_KEYS = ("tf32", "deterministic")
+
+
+def options_from_config(engine_options: Mapping) -> BatchedOptions:
+    """The ``BatchedOptions`` of a configuration's ``engine_options`` (``fedlib.config.ENGINE_OPTIONS``; the
+    numerics keys ``tf32``/``deterministic`` are not engine options and are skipped)."""
+    kw = {k: v for k, v in dict(engine_options).items() if k not in _NUMERICS_KEYS}
+    if "amp_dtype" in kw:
+        if kw["amp_dtype"] not in _AMP_DTYPES:
+            raise ValueError(f"amp_dtype must be one of {', '.join(map(repr, _AMP_DTYPES))} "
+                             f"(got {kw['amp_dtype']!r}).")
+        kw["amp_dtype"] = _AMP_DTYPES[kw["amp_dtype"]]
+    return BatchedOptions(**kw)
 
 
 # --------------------------------------------------------------------------------------------- support checks
@@ -235,19 +261,6 @@ def _make_grad_fn(model, algorithm, partial: bool, amp_dtype, device_type: str, 
     return vmap(per_client, in_dims=(0, None, None, 0, 0, 0, 0, 0), chunk_size=chunk_size)
 
 
-def _sgd_update(params: list, grads: list, bufs: list | None, *, lr, momentum, weight_decay):
-    """``fedlib.local.sgd_step`` on lists of tensors (stacked over clients, or all clients' tensors one after
-    another): the same elementwise ops, so bitwise the per-client update on CPU. ``bufs`` None = first step."""
-    d = list(grads) if weight_decay == 0 else torch._foreach_add(grads, params, alpha=weight_decay)
-    if momentum != 0:
-        if bufs is None:
-            bufs = [t.clone() for t in d]
-        else:
-            bufs = torch._foreach_add(torch._foreach_mul(bufs, momentum), d)
-        d = bufs
-    return torch._foreach_add(params, d, alpha=-lr), bufs
-
-
 # ----------------------------------------------------------------------------------------------- the planner
 @dataclass
 class _ClientPlan:
@@ -266,22 +279,21 @@ def _plan_client(indices: torch.Tensor, hp: LocalHyperParams, generator, aug_gen
         return _ClientPlan(torch.empty(0, bsz, dtype=torch.long, device=device), [], None)
     indices = indices.to(device)
     rows = []
-    for b in batches:
-        b = b.to(device)
+    for b in batches:  # padded on the generator's device, then one copy of the (τ, B) table
         if b.shape[0] < bsz:
             b = torch.cat([b, b[:1].expand(bsz - b.shape[0])])
         rows.append(b)
-    idx = indices[torch.stack(rows)]
+    idx = indices[torch.stack(rows).to(device)]
     u = None
     if draw_uniforms:
         gen = aug_generator
         us = []
-        for c in count:
-            draw = torch.rand((c, 7), generator=gen, device=gen.device).to(device)
+        for c in count:  # one (c, 7) draw per step, as local_train draws them; one copy of the table
+            draw = torch.rand((c, 7), generator=gen, device=gen.device)
             if c < bsz:
                 draw = torch.cat([draw, draw.new_zeros(bsz - c, 7)])
             us.append(draw)
-        u = torch.stack(us)
+        u = torch.stack(us).to(device)
     return _ClientPlan(idx, count, u)
 
 
@@ -460,6 +472,8 @@ def _run(model, algorithm, keys, gp, other, data_x, data_y, plans, tau, trained,
     bufs = None
     losses = torch.zeros(width, device=device)
     rows = torch.arange(width)  # rows of the tables still in the stacked state (compact mode)
+    # the tables on the device once per round: a step copies nothing from the host and reads nothing back
+    rows_dev, count_dev, tau_dev = torch.arange(width, device=device), count.to(device), tau_t.to(device)
     final: dict[int, Params] = {}
     loss_sum: dict[int, torch.Tensor] = {}
     grad_fns = {}
@@ -481,12 +495,13 @@ def _run(model, algorithm, keys, gp, other, data_x, data_y, plans, tau, trained,
                     bufs = None if bufs is None else [b[keep_dev] for b in bufs]
                     losses = losses[keep_dev]
                     ctx = {k: v[keep_dev] for k, v in ctx.items()}
-                    rows = rows[keep]
-            rows_dev = rows.to(device)
-            cnt = count[rows, t]
+                    rows, rows_dev = rows[keep], rows_dev[keep_dev]
+            cnt, cnt_dev = count[rows, t], count_dev[rows_dev, t]
             active = tau_t[rows] > t
             if not compact:  # finished clients compute on a dummy full batch, then are masked out
                 cnt = torch.where(active, cnt, torch.full_like(cnt, bsz))
+                active_dev = tau_dev[rows_dev] > t
+                cnt_dev = torch.where(active_dev, cnt_dev, torch.full_like(cnt_dev, bsz))
             span = bsz if fixed_width else int(cnt.max())
             partial = bool((cnt < span).any())
             b_idx = idx[rows_dev, t, :span]
@@ -495,15 +510,15 @@ def _run(model, algorithm, keys, gp, other, data_x, data_y, plans, tau, trained,
                 xb = augment_from_uniforms(xb, u[rows_dev, t, :span].reshape(-1, 7) if u is not None else None, pre)
             elif transform is not None:
                 xb = _transform_per_client(transform, xb, cnt, [aug_gens[int(r)] for r in rows], active)
-            rmask = torch.arange(span).unsqueeze(0) < cnt.unsqueeze(1)
-            scale = (span / cnt.to(torch.float32))
+            rmask = torch.arange(span, device=device).unsqueeze(0) < cnt_dev.unsqueeze(1)
+            scale = span / cnt_dev.to(torch.float32)
             if partial not in grad_fns:
                 grad_fns[partial] = _grad_fn(model, algorithm, partial, options, device_type)
             grads, value = grad_fns[partial]({k: p for k, p in zip(keys, params)}, other, gp, xb, yb,
-                                             rmask.to(device), scale.to(device), ctx)
+                                             rmask, scale, ctx)
             with torch.no_grad():
                 g_list = [grads[k] for k in keys]
-                new_params, new_bufs = _sgd_update(params, g_list, bufs, lr=h0.lr, momentum=h0.momentum,
+                new_params, new_bufs = sgd_update(params, g_list, bufs, lr=h0.lr, momentum=h0.momentum,
                                                    weight_decay=h0.weight_decay)
                 if algorithm.has_after_step:  # stacked params and ctx: the same elementwise ops per client
                     stepped = algorithm.after_step(dict(zip(keys, new_params)), ctx=ctx, lr=h0.lr)
@@ -512,7 +527,7 @@ def _run(model, algorithm, keys, gp, other, data_x, data_y, plans, tau, trained,
                     params, bufs = new_params, new_bufs
                     losses = losses + value
                 else:
-                    act = active.to(device)
+                    act = active_dev
                     params = [torch.where(act.view(-1, *[1] * (p.dim() - 1)), pn, p)
                               for p, pn in zip(params, new_params)]
                     if new_bufs is not None:
@@ -541,12 +556,14 @@ def _run_loop(model, algorithm, keys, gp, other, data_x, data_y, idx, count, u, 
     amp, device_type = options.amp_dtype, device.type
     was_training = model.training
     model.train()
+    act_dev = None
     try:
         for t in range(steps):
             act = (tau_t > t).nonzero().flatten()
             cnt = count[act, t]
             span = int(cnt.max())
-            act_dev = act.to(device)
+            if act_dev is None or act_dev.shape[0] != act.shape[0]:  # copied when a client finishes, not per step
+                act_dev = act.to(device)
             b_idx = idx[act_dev, t, :span]
             xb, yb = data_x[b_idx], data_y[b_idx]
             act = act.tolist()
@@ -572,7 +589,7 @@ def _run_loop(model, algorithm, keys, gp, other, data_x, data_y, idx, count, u, 
                 losses[j] = loss.detach() if losses[j] is None else losses[j] + loss.detach()
             with torch.no_grad():
                 prev = None if t == 0 else [b for j in act for b in bufs[j]]
-                new_p, new_b = _sgd_update(all_p, all_g, prev, lr=h0.lr, momentum=h0.momentum,
+                new_p, new_b = sgd_update(all_p, all_g, prev, lr=h0.lr, momentum=h0.momentum,
                                            weight_decay=h0.weight_decay)
             n = len(keys)
             for pos, j in enumerate(act):

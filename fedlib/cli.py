@@ -196,6 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
     _sweep_backend(s)
     _common(s)
     _paper_parser(sub)
+    from .gpu_check import build_parser as _gpu_check_parser
+
+    _gpu_check_parser(sub.add_parser("gpu-check", help="the first command on a GPU machine: CUDA tests, benchmarks, "
+                                     "a benchmark record (fedlib.gpu_check)", description="Run the CUDA tests and the "
+                                     "trainer and selection benchmarks; write a record under benchmarks/results/."))
     return p
 
 
@@ -448,6 +453,10 @@ def main(argv=None) -> int:
     try:
         if args.command == "paper":
             return _cmd_paper(args)
+        if args.command == "gpu-check":
+            from .gpu_check import run
+
+            return run(args)
         return _cmd_run(args) if args.command == "run" else _cmd_sweep(args)
     except (ConfigError, PartitionError, DataError) as exc:  # bad input: one line, argparse's exit code
         hint = " (command line: --min-partition-size, --beta, --clients)" if isinstance(exc, PartitionError) else ""

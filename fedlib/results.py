@@ -224,6 +224,16 @@ def _train_one(config_dict: dict, run_root: str | None, threads: int):
     return res.table, wall, source, env
 
 
+def _pool_context(configs):
+    """"spawn" when a run trains on CUDA (a forked child of a parent that touched CUDA -- ``validate()`` asks
+    ``torch.cuda.is_available()`` -- cannot initialise CUDA), else the platform's default (fork on Linux: CPU runs
+    start without importing torch again)."""
+    import multiprocessing
+
+    cuda = any(str(c.device).startswith("cuda") for c in configs)
+    return multiprocessing.get_context("spawn" if cuda else None)
+
+
 def ensure_runs(runs: Sequence, tier: str, *, results_dir=None, run_root="runs", workers: int = 1,
                 threads: int | None = None, log=print, ray=None) -> dict:
     """Make sure every run has a stored table: copy one stored for another experiment of the tier, else train
@@ -281,7 +291,7 @@ def ensure_runs(runs: Sequence, tier: str, *, results_dir=None, run_root="runs",
         for r in todo:
             _done(r, _train_one(r.config.to_dict(), run_root, threads))
     else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context([r.config for r in todo])) as pool:
             futs = {pool.submit(_train_one, r.config.to_dict(), run_root, threads): r for r in todo}
             for fut in as_completed(futs):
                 _done(futs[fut], fut.result())

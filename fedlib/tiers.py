@@ -35,7 +35,9 @@ formulations)), each as a ``Run(experiment, label, config)``; ``tier_experiments
 ``paper``
     The paper's data and scale: torchvision ``download=True`` (CIFAR-10; CIFAR-100 with 20 superclasses for
     the experiments that use it), K = 100, M = 10, E = 5, 500 rounds, 3 seeds, LeNet-5 and VGG-11, on
-    ``cuda`` when available.  Tables I and II add CINIC-10 (K = 200, M = 20; files under the data root);
+    ``cuda`` when available, there with ``engine="batched"`` (all clients of a round in one call; models with
+    BatchNorm, EfficientNet, fall back to the reference engine; the engine is not part of the run keys).
+    Tables I and II add CINIC-10 (K = 200, M = 20; files under the data root);
     Table IV (group ``medical``) runs PathMNIST, TissueMNIST (224 x 224 npz files) and Brain-Tumor MRI (K = 40,
     M = 2, ``min_partition_size`` 2: see ``PAPER_DATASET_OVERRIDES``) with EfficientNet-B0/B3, 200 rounds,
     lr 0.001.  SCAFFOLD uses NIID-Bench's formulation (``correction="after_step"``, see
@@ -251,8 +253,9 @@ def tier_config(tier: str, **overrides) -> ExperimentConfig:
         try:
             import torch
 
-            if torch.cuda.is_available():
+            if torch.cuda.is_available():  # on a GPU: the batched engine (same run keys; see fedlib.batched)
                 fields["device"] = "cuda"
+                fields.setdefault("engine", "batched")
         except ImportError:  # pragma: no cover
             pass
     return ExperimentConfig(**fields).validate()

@@ -108,17 +108,20 @@ class Experiment:
 
     def __init__(self, config: ExperimentConfig):
         from . import augment, datasets, partition
+        from .numerics import configure
 
         config.validate()
         self.config = c = config
         self.device = torch.device(c.device)
+        self.numerics = configure(self.device, tf32=c.engine_options.get("tf32", False),
+                                  deterministic=c.engine_options.get("deterministic", True))
         # data, once on the device (uint8, channels first; the preprocessor scales/augments per batch)
         ds = datasets.load_dataset(c.dataset, data_root=c.data_root, download=c.download, **c.dataset_options)
         self.dataset = ds
         self.num_classes = ds.num_classes
-        splits = ds.to_tensors(self.device, dtype=torch.uint8)
+        splits = ds.to_tensors(self.device, dtype=torch.uint8, one_gray_channel=True)  # gray sets: 1 channel
         self.x_train, self.y_train, self.x_test, self.y_test = splits
-        self.preprocessor = augment.Preprocessor.from_dataset(ds, augment=c.augment)
+        self.preprocessor = augment.Preprocessor.from_dataset(ds, augment=c.augment, gray_to_rgb=ds.gray_rgb)
         # partition and label counts
         parts = partition.partition(ds.y_train, c.partition, c.num_clients, rng=stream_rng(c.seed, "partition"),
                                     beta=c.beta if c.partition == "dirichlet" else None,
@@ -346,7 +349,7 @@ class Experiment:
         """``train_client`` for all clients ``ks`` of round ``rnd`` in one call of
         ``fedlib.batched.train_clients_batched`` (same generators, so the same results); returns the list of
         ``(LocalResult, new client state)``."""
-        from .batched import BatchedOptions, train_clients_batched
+        from .batched import options_from_config, train_clients_batched
 
         c, alg, dev = self.config, self.algorithm, self.device
         css, ctxs = zip(*[self._client_setup(state, k) for k in ks])
@@ -356,7 +359,8 @@ class Experiment:
         results = train_clients_batched(self.model, state.global_params, self.x_train, self.y_train,
                                         [self.client_index[k] for k in ks], list(ctxs), alg, hps, gens,
                                         transform=self.preprocessor.train, aug_generators=aug_gens,
-                                        client_ids=ks, options=BatchedOptions())
+                                        client_ids=ks,
+                                        options=options_from_config(c.engine_options))
         out = []
         for res, cs, ctx, hp in zip(results, css, ctxs, hps):
             new_cs, delta = alg.update_client_state(cs, res, global_params=state.global_params,

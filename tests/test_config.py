@@ -82,3 +82,38 @@ def test_a_config_is_validated_once_and_builds_its_selector_and_algorithm_once(m
         c.validate()
     c.selector_params["buffer_fraction"] = 0.5
     assert "_validated" not in pickle.loads(pickle.dumps(c.validate())).__dict__  # another process checks again
+
+
+# ------------------------------------------------------------------------------------ engine options (issue 23)
+def test_engine_options_reach_the_batched_engine():
+    import torch
+
+    from fedlib.batched import options_from_config
+
+    c = ExperimentConfig(engine="batched", engine_options={"kernel": "vmap", "shrink": "mask", "compile": True,
+                                                           "cuda_graphs": True, "amp_dtype": "bfloat16",
+                                                           "chunk_size": 4, "tf32": True}).validate()
+    opts = options_from_config(c.engine_options)
+    got = (opts.kernel, opts.shrink, opts.compile, opts.cuda_graphs, opts.chunk_size)
+    assert got == ("vmap", "mask", True, True, 4)
+    assert opts.amp_dtype is torch.bfloat16
+    assert ExperimentConfig.from_dict(c.to_dict()) == c  # JSON round trip (config.json, stored runs)
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"kernal": "vmap"}, r"unknown option 'kernal'; allowed options: kernel, shrink"),
+    ({"kernel": "fast"}, r"option 'kernel': got 'fast'; allowed: 'auto', 'vmap', 'loop', 'sequential'"),
+    ({"compile": 1}, r"option 'compile': got 1; allowed: True, False"),
+    ({"amp_dtype": "bf16"}, r"option 'amp_dtype': got 'bf16'; allowed: None, 'bfloat16', 'float16'"),
+    ({"chunk_size": 0}, r"option 'chunk_size': got 0; allowed: None or an integer >= 1"),
+    ({"cuda_graphs": True}, r"cuda_graphs=True needs compile=True"),
+    ({"compile": True, "kernel": "loop"}, r"compile=True needs kernel='vmap' or 'auto'"),
+])
+def test_bad_engine_options_name_the_option_and_what_is_allowed(options, match):
+    with pytest.raises(ConfigError, match=r"config field 'engine_options'.*" + match):
+        ExperimentConfig(engine="batched", engine_options=options).validate()
+
+
+def test_bf16_needs_the_batched_engine():
+    with pytest.raises(ConfigError, match="amp_dtype needs engine='batched'"):
+        ExperimentConfig(engine_options={"amp_dtype": "bfloat16"}).validate()

@@ -11,6 +11,7 @@ gradient is exactly 0).
 """
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 
 from .._validate import check_float
@@ -33,11 +34,23 @@ class FedProx(Algorithm):
 
     def loss(self, logits, y, *, params, global_params, ctx):
         ce = F.cross_entropy(logits, y)
+        if self.trainable and logits.is_cuda:
+            return ce + (self.mu / 2.0) * _flat_sq_distance(params, global_params, self.trainable)
         prox = None
-        for k in self.trainable:
+        for k in self.trainable:  # CPU: per tensor, the order the stored runs were computed in
             d = params[k] - global_params[k]
             s = (d * d).sum()
             prox = s if prox is None else prox + s
         if prox is None:
             return ce
         return ce + (self.mu / 2.0) * prox
+
+
+def _flat_sq_distance(params, global_params, keys):
+    """‖w − w_g‖² over ``keys`` as one flat vector: a handful of kernels per step instead of four per parameter
+    tensor (VGG-11: 22 tensors, EfficientNet-B0: 213). It sums in another order than the per-tensor loop, so it is
+    used on CUDA only (CUDA reductions never matched the CPU's order); CPU results stay bit for bit."""
+    w = torch.cat([params[k].reshape(-1) for k in keys])
+    g = torch.cat([global_params[k].reshape(-1) for k in keys])
+    d = w - g
+    return (d * d).sum()

@@ -318,6 +318,25 @@ def _stack_ctx(ctxs: Sequence[Mapping[str, torch.Tensor]], device) -> Params:
 _COMPILED: dict = {}
 
 
+def cpu_compile_unsupported_reason() -> str | None:
+    """Why ``compile=True`` cannot run on this CPU, or None.  torch's C++ backend (inductor) needs a vector
+    instruction set here: without one (a CPU without AVX2, or ``ATEN_CPU_CAPABILITY=default``) torch 2.13's
+    generated code still calls ``at::vec`` and fails to compile."""
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
+
+    if pick_vec_isa():
+        return None
+    cap = torch.backends.cpu.get_cpu_capability()
+    return (f"torch.compile on this CPU (torch capability {cap}) has no vector instruction set, and torch "
+            f"{torch.__version__}'s C++ backend then generates code that does not compile")
+
+
+def _check_cpu_compile() -> None:
+    reason = cpu_compile_unsupported_reason()
+    if reason is not None:
+        raise ValueError(f"BatchedOptions(compile=True): {reason}; use compile=False on this machine.")
+
+
 def _grad_fn(model, algorithm, partial, options: BatchedOptions, device_type):
     fn = _make_grad_fn(model, algorithm, partial, options.amp_dtype, device_type, options.chunk_size)
     if not options.compile:
@@ -399,6 +418,8 @@ def train_clients_batched(model: torch.nn.Module, global_params: Mapping[str, to
         warnings.warn(f"fedlib.batched: falling back to the reference path (local_train per client): {reason}.",
                       UserWarning, stacklevel=2)
     device = data_x.device
+    if options.compile and device.type == "cpu":
+        _check_cpu_compile()
     kernel = resolve_kernel(options, model, device)
     if reason is not None or kernel == "sequential":
         return [local_train(model, global_params, data_x[ci], data_y[ci], ctxs[i], algorithm, hps[i], gens[i],

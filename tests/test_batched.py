@@ -237,10 +237,32 @@ def test_generic_transform_is_called_per_client(data):
 
 
 def test_compiled_vmap_kernel_matches_reference(data):
-    """``compile=True`` (torch.compile of the vmapped step, fixed shapes in "mask" mode) on CPU: same tolerance."""
+    """``compile=True`` (torch.compile of the vmapped step, fixed shapes in "mask" mode) on CPU: same tolerance.
+    On a CPU where torch's compiler has no vector instruction set the option is refused before any work."""
+    from fedlib.batched import cpu_compile_unsupported_reason
+
+    options = BatchedOptions(kernel="vmap", shrink="mask", compile=True)
+    if cpu_compile_unsupported_reason() is not None:
+        with pytest.raises(ValueError, match=r"BatchedOptions\(compile=True\): torch.compile on this CPU"):
+            _federate("batched", "fedavg", data, options)
+        return
     ref, _ = _reference("fedavg", data)
-    out, _ = _federate("batched", "fedavg", data, BatchedOptions(kernel="vmap", shrink="mask", compile=True))
+    out, _ = _federate("batched", "fedavg", data, options)
     assert _max_diff(ref, out) <= 1e-5
+
+
+def test_compile_is_refused_where_the_cpu_compiler_has_no_vector_instructions():
+    """As on a CPU without AVX2: ATEN_CPU_CAPABILITY=default makes torch's compiler pick no vector ISA."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from fedlib.batched import cpu_compile_unsupported_reason as r; import sys; "
+            "print(r()); sys.exit(0 if r() else 3)")
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "torch capability DEFAULT" in out.stdout
 
 
 # --------------------------------------------------------------------------------------------- bf16 autocast

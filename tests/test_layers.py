@@ -25,6 +25,7 @@ LAYERS = {
     "experiments and studies": {"fedlib.tiers", "fedlib.label_studies", "fedlib.label_tables", "fedlib.adversarial",
                                 "fedlib.cross_device", "fedlib.distributed", "fedlib.results", "fedlib.reporting",
                                 "fedlib.adversarial_runs", "fedlib.paper_tier", "fedlib.participation", "fedlib.machine_spread",
+                                "fedlib.scorecard",
                                 "fedlib.flower", "fedlib.flower.*"},
     "entry points": {"fedlib.cli", "fedlib.__main__"},
 }

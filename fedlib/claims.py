@@ -58,9 +58,9 @@ EVIDENCE: dict[str, str] = {
 }
 
 _HNORM = ("H_norm lies below the paper's in 14 of our 16 cells (sign test: a systematic difference, not a draw), "
-          "by up to 0.02; the paper does not say how its partitions or first picks were drawn. Not explained.")
+          "by up to 0.02; the paper does not say how its partitions or first picks were drawn.")
 _COVER = ("Ours lies above the paper's in all four CIFAR-10 cells; the paper (v1) does not say how many partitions "
-          "it drew or how. Not explained.")
+          "it drew or how.")
 _QUICK_FEDLC = ("On the quick tier's MNIST digits FedLC ends above FedEntOpt under Dir(0.1) at both seeds and gets "
                 "there sooner; a result of this tier's data. Where a retrain on another machine flips the verdict "
                 "(fedlib.machine_spread.verdicts), the scorecard counts it undecided.")

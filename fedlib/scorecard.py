@@ -32,7 +32,8 @@ from . import claims, label_tables, machine_spread
 from .results import load_experiment
 
 __all__ = ["Statement", "STATEMENTS", "EVIDENCE_CLAIMS", "TIERS", "book_parameters", "label_claims",
-           "training_claims", "all_claims", "statement_claims", "scorecard", "counts", "to_html"]
+           "training_claims", "all_claims", "statement_claims", "scorecard", "counts", "to_html", "table_html",
+           "sections"]
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The tiers of the scorecard's columns, lowest first.
@@ -410,3 +411,36 @@ def to_html(card: pd.DataFrame, tiers=TIERS) -> str:
             + "".join('<col style="width:13%">' for _ in tiers) + '<col style="width:14%"></colgroup>'
             f"<thead><tr><th>the paper says</th><th>paper's value</th>{head}<th>verdict</th></tr></thead><tbody>"
             + "".join(body) + "</tbody></table>")
+
+
+def table_html(frame: pd.DataFrame, widths: dict | None = None) -> str:
+    """A DataFrame as an HTML table without its index, in the text column's width (``widths``: column -> CSS
+    width; text wraps inside the cells)."""
+    import html
+
+    widths = widths or {}
+    cols = "".join(f'<col style="width:{widths.get(c, "auto")}">' for c in frame.columns)
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    rows = "".join("<tr>" + "".join(f"<td>{html.escape(_text(v))}</td>" for v in r) + "</tr>"
+                   for r in frame.itertuples(index=False))
+    return (f'<table style="font-size:80%;table-layout:fixed;width:100%;word-wrap:break-word"><colgroup>{cols}'
+            f"</colgroup><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
+
+
+def _text(v) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def sections(card: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The card split into parts of the paper (abstract, §IV, §V-A/B1/B2, §V-B3 to B5, §V-C to E, §VI and v1),
+    in the inventory's order, so that each table stays short."""
+    part = card["key"].str.split("/").str[0].map(_PART)
+    return [(name, card[part == name]) for name in dict.fromkeys(part)]
+
+
+_B12 = "§V-A, §V-B1, §V-B2: set-up, Table I, privacy"
+_B35 = "§V-B3 to §V-B5: participation, Tables II and III"
+_CE = "§V-C to §V-E: medical data, Tables V and VI"
+_PART = {"abstract": "Abstract", "IV": "§IV: Fig. 1", "V": _B12, "V-A5": _B12, "V-B1": _B12, "V-B2": _B12,
+         "V-B3": _B35, "V-B4": _B35, "V-B5": _B35, "V-C": _CE, "V-D": _CE, "V-E": _CE,
+         "VI": "§VI and v1's large pools", "v1": "§VI and v1's large pools"}

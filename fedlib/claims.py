@@ -17,8 +17,8 @@ import numpy as np
 
 __all__ = ["Claim", "frame", "all_hold", "expected_verdict", "why", "interval", "side", "z_within", "VERDICTS",
            "ALPHA", "EXPECTED_DIFFERENCES", "EVIDENCE", "FINDINGS", "UNDECIDED", "TOLERANCES", "fig1", "table6_hnorm",
-           "coverage", "fine_label_coverage", "table5", "table1_best", "table2_changes", "faster_than_every_method",
-           "availability", "buffer_accuracy", "large_pools", "fedentropy", "table1_directions", "table2_signs",
+           "coverage", "fine_label_coverage", "table5", "table1", "table1_best", "table2_changes",
+           "faster_than_every_method", "availability", "buffer_accuracy", "large_pools", "fedentropy", "table1_directions", "table2_signs",
            "faster_than_fedavg", "participation"]
 
 #: Tolerances of the numeric claims (absolute, in the claim's own unit).
@@ -90,7 +90,8 @@ UNDECIDED: dict[str, str] = {
     **dict.fromkeys(("quick:table1/C=2/best", "quick:table1/*/dp_matches", "quick:table2/*",
                      "quick:accuracy_curves/C=2/*", "quick:buffer_accuracy/*",
                      "quick:fedentropy_entropy/random_above_reselection", "subset:table1/*/best",
-                     "subset:table1/Dir(0.1)/dp_matches", "subset:accuracy_curves/*", "subset:table2/C=2/*",
+                     "subset:table1/Dir(0.1)/dp_matches", "quick:table1/*_below_fedavg", "subset:table1/*_below_fedavg",
+                     "subset:accuracy_curves/*", "subset:table2/C=2/*",
                      "subset:table2/Dir(0.1)/FedNova", "subset:table2/Dir(0.1)/FedProx", "subset:table2/Dir(0.1)/FedRS",
                      "subset:table2/Dir(0.1)/SCAFFOLD", "subset:participation/C=2/keeps_accuracy",
                      "subset:participation/*/others_lose_more"), _FEW),
@@ -388,7 +389,9 @@ def _best(key: str, what: str, rivals, paper_text: str, unit: str = "pp", draws:
     open_ = [m for m, s in sides.items() if s == 0]
     note = f"; below: {', '.join(below)}" if below else f"; undecided: {', '.join(open_)}" if open_ else ""
     n = int(rivals["n"].min())
-    return Claim(key, f"{what} (closest: {closest['b']}, {closest['mean_diff']:+.2f} {unit}{note})", paper_text,
+    gap = (f"gap {closest['mean_diff']:+.2f} {unit}" if len(rivals) == 1 else
+           f"closest: {closest['b']}, {closest['mean_diff']:+.2f} {unit}{note}")
+    return Claim(key, f"{what} ({gap})", paper_text,
                  float(closest["mean_diff"]), f"95 % t-interval of each paired gap ({unit}) above 0 ({n} {draws})",
                  not below and not open_, bool(below) or not open_)
 
@@ -422,6 +425,38 @@ def table1_best(paired, tier: str, reference: str = "FedEntOpt", variant: str = 
             out.append(Claim(f"{tier}:table1/{part}/dp_matches", f"{variant} matches {reference}, {part}",
                              f"{theirs:+.2f} pp (non-DP - DP)", float(r["mean_diff"]),
                              f"95 % t-interval [{lo:.2f}, {hi:.2f}] inside ± {tol:.2f} pp", inside, inside or outside))
+    return out
+
+
+def _below(per_run, part: str, low: str, high: str = "FedAvg"):
+    """Seed-paired ``high - low`` in ``part`` as the rivals frame of :func:`_best` (None when one is missing)."""
+    sub = per_run[per_run["partition"] == part]
+    wide = sub.pivot_table(index="seed", columns="method", values="accuracy")
+    if not {low, high} <= set(wide.columns):
+        return None
+    return _gap_frame(low, (wide[high] - wide[low]).dropna())
+
+
+def table1(per_run, tier: str):
+    """Table I and §V-B1 from the per-run final accuracies (``per_run``: :func:`fedlib.significance.per_run_final`,
+    % per partition, method and seed): :func:`table1_best`, and the paper's readings of the baselines, each seed
+    by seed against FedAvg: "FedConcat consistently underperformed", "KL converges at a low accuracy", and
+    "FedNova and SCAFFOLD ... suffer from low classification accuracy, especially in the case of Dir(0.1)"."""
+    from . import significance
+
+    out = table1_best(significance.paired_against(per_run, "FedEntOpt"), tier)
+    readings = (("FedConcat", "fedconcat_below_fedavg", "FedConcat below FedAvg", None),
+                ("KL", "kl_below_fedavg", "KL below FedAvg", None),
+                ("FedNova", "fednova_below_fedavg", "FedNova below FedAvg", "Dir(0.1)"),
+                ("SCAFFOLD", "scaffold_below_fedavg", "SCAFFOLD below FedAvg", "Dir(0.1)"))
+    for part in dict.fromkeys(per_run["partition"]):
+        p = _paper_t1(part)
+        for method, name, what, only in readings:
+            rivals = _below(per_run, part, method)
+            if rivals is None or (only and part != only):
+                continue
+            theirs = f"{p['FedAvg'][0] - p[method][0]:+.2f} pp (FedAvg - {method})" if p else "below"
+            out.append(_best(f"{tier}:table1/{part}/{name}", f"{what}, {part}", rivals, theirs))
     return out
 
 

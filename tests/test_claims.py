@@ -106,7 +106,7 @@ def test_every_expected_difference_has_evidence_that_a_test_asserts():
 
 #: page -> how many claims it judges per tier (the claims themselves: fedlib.machine_spread.STORED_CLAIMS).
 #: The quick tier's participation group has one seed: no claim (one seed cannot tell a drop from noise).
-CLAIM_COUNTS = {"table1": {"quick": 4, "subset": 4}, "table2": {"quick": 10, "subset": 10},
+CLAIM_COUNTS = {"table1": {"quick": 10, "subset": 10}, "table2": {"quick": 10, "subset": 10},
                 "accuracy_curves": {"quick": 2, "subset": 2}, "participation": {"quick": 0, "subset": 7},
                 "availability": {"quick": 4}, "buffer_accuracy": {"quick": 4}, "large_pools": {"quick": 6},
                 "fedentropy_entropy": {"quick": 3}}

@@ -18,8 +18,8 @@ import numpy as np
 __all__ = ["Claim", "frame", "all_hold", "expected_verdict", "why", "interval", "side", "z_within", "VERDICTS",
            "ALPHA", "EXPECTED_DIFFERENCES", "EVIDENCE", "FINDINGS", "UNDECIDED", "TOLERANCES", "fig1", "table6_hnorm",
            "coverage", "fine_label_coverage", "table5", "table1", "table1_best", "table2_changes",
-           "faster_than_every_method", "availability", "buffer_accuracy", "large_pools", "fedentropy", "table1_directions", "table2_signs",
-           "faster_than_fedavg", "participation"]
+           "faster_than_every_method", "availability", "buffer_accuracy", "large_pools", "fedentropy",
+           "table1_directions", "table2_signs", "faster_than_fedavg", "participation"]
 
 #: Tolerances of the numeric claims (absolute, in the claim's own unit).
 TOLERANCES = {

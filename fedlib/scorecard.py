@@ -342,8 +342,9 @@ def _fold(rows: pd.DataFrame) -> tuple[str, str]:
     flips = " (flips with the machine)" if rows["flips"].any() else ""
     if len(rows) == 1:
         return verdict, f"ours {rows['ours'].iloc[0]:.4g}{flips}"
-    n = {v: verdicts.count(v) for v in claims.VERDICTS if v in verdicts}
-    return verdict, ", ".join(f"{k} {v}" for v, k in n.items()) + f" (of {len(rows)} claims){flips}"
+    short = {"reproduces": "reproduce", "does not reproduce": "do not", "undecided": "undecided"}
+    tally = ", ".join(f"{verdicts.count(v)} {short[v]}" for v in short if v in verdicts)
+    return verdict, f"{len(rows)} claims: {tally}{flips}"
 
 
 def _page_at(page: str, tier: str, label_only: bool) -> str:
@@ -381,6 +382,7 @@ def counts(card: pd.DataFrame) -> pd.DataFrame:
     return out.reindex([*claims.VERDICTS, NOT_AT_TIER]).fillna(0).astype(int).rename_axis("verdict")
 
 
+_LEFT = "text-align:left;vertical-align:top"
 _COLOURS = {"reproduces": "#d9f2d9", "does not reproduce": "#f8d7d7", "undecided": "#fff3c4",
             NEEDS_PAPER: "#e4e4e4", NOT_JUDGED: "#ffffff"}
 
@@ -391,7 +393,7 @@ def _cell(verdict: str, ours: str = "", page: str = "") -> str:
     text = (html.escape(verdict) or "–") + (f"<br><small>{html.escape(ours)}</small>" if ours else "")
     if page and verdict not in (NEEDS_PAPER, NOT_JUDGED):
         text = f'<a href="{page}.html">{text}</a>'
-    return f'<td style="background:{_COLOURS[verdict]}">{text}</td>'
+    return f'<td style="background:{_COLOURS[verdict]};{_LEFT}">{text}</td>'
 
 
 def to_html(card: pd.DataFrame, tiers=TIERS) -> str:
@@ -400,18 +402,20 @@ def to_html(card: pd.DataFrame, tiers=TIERS) -> str:
     not judged at that tier) and the overall verdict."""
     import html
 
-    head = "".join(f"<th>{t}</th>" for t in tiers)
+    head = "".join(f'<th style="{_LEFT}">{t}</th>' for t in tiers)
     body = []
     for r in card.itertuples():
         words = (f"<small><code>{html.escape(r.key)}</code> · {html.escape(r.section)}</small><br>"
                  f"“{html.escape(r.words)}”")
         cells = "".join(_cell(getattr(r, f"verdict_{t}"), getattr(r, f"ours_{t}"), getattr(r, f"page_{t}"))
                         for t in tiers)
-        body.append(f"<tr><td>{words}</td><td>{html.escape(r.paper)}</td>{cells}{_cell(r.verdict)}</tr>")
+        body.append(f'<tr><td style="{_LEFT}">{words}</td><td style="{_LEFT}">{html.escape(r.paper)}</td>{cells}'
+                    f"{_cell(r.verdict)}</tr>")
     return ('<table class="scorecard" style="font-size:80%;table-layout:fixed;width:100%;word-wrap:break-word">'
             '<colgroup><col style="width:34%"><col style="width:13%">'
             + "".join('<col style="width:13%">' for _ in tiers) + '<col style="width:14%"></colgroup>'
-            f"<thead><tr><th>the paper says</th><th>paper's value</th>{head}<th>verdict</th></tr></thead><tbody>"
+            f'<thead><tr><th style="{_LEFT}">the paper says</th><th style="{_LEFT}">paper\'s value</th>{head}'
+            f'<th style="{_LEFT}">verdict</th></tr></thead><tbody>'
             + "".join(body) + "</tbody></table>")
 
 
@@ -422,8 +426,8 @@ def table_html(frame: pd.DataFrame, widths: dict | None = None) -> str:
 
     widths = widths or {}
     cols = "".join(f'<col style="width:{widths.get(c, "auto")}">' for c in frame.columns)
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    rows = "".join("<tr>" + "".join(f"<td>{html.escape(_text(v))}</td>" for v in r) + "</tr>"
+    head = "".join(f'<th style="{_LEFT}">{html.escape(str(c))}</th>' for c in frame.columns)
+    rows = "".join("<tr>" + "".join(f'<td style="{_LEFT}">{html.escape(_text(v))}</td>' for v in r) + "</tr>"
                    for r in frame.itertuples(index=False))
     return (f'<table style="font-size:80%;table-layout:fixed;width:100%;word-wrap:break-word"><colgroup>{cols}'
             f"</colgroup><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")

@@ -64,13 +64,20 @@ def test_no_page_without_retrains_claims_a_spread(tmp_path):
 
 
 @pytest.mark.parametrize("page", sorted(machine_spread.STORED_CLAIMS))
-def test_no_stored_verdict_flips_on_the_machines_that_retrained_it(page):
-    """Every claim the book judges from stored runs keeps its verdict when the runs are retrained under another
-    floating-point environment (results/machines/*): a verdict that flips with the machine is no finding."""
+def test_no_stored_verdict_turns_into_its_opposite_on_the_machines_that_retrained_it(page):
+    """No claim the book judges from stored runs turns from "reproduces" into "does not reproduce" (or back) when
+    the runs are retrained under another floating-point environment (results/machines/*). A verdict that moves
+    to or from "undecided" with the machine is no finding: the scorecard counts it undecided
+    (tests/test_scorecard.py)."""
     v = machine_spread.verdicts("quick", page)
     if v.empty:
         pytest.skip(f"no claim of {page} at the quick tier")
-    retrained = [c for c in v.columns if c.startswith("holds@")]
     experiment = machine_spread.STORED_CLAIMS[page][0]
+    if not machine_spread.machines("quick", experiment):
+        pytest.skip(f"no quick {experiment} run retrained on another machine yet")
+    retrained = [c for c in v.columns if c.startswith("verdict@")]
     assert retrained, f"no machine retrained every quick {experiment} run"
-    assert not v["flips"].any(), v[v["flips"]].to_string()
+    decided = {"reproduces", "does not reproduce"}
+    opposite = pd.concat([v["verdict"].isin(decided) & v[c].isin(decided) & v[c].ne(v["verdict"])
+                          for c in retrained], axis=1).any(axis=1)
+    assert not opposite.any(), v[opposite].to_string()

@@ -106,7 +106,7 @@ def test_every_expected_difference_has_evidence_that_a_test_asserts():
 
 #: page -> how many claims it judges per tier (the claims themselves: fedlib.machine_spread.STORED_CLAIMS).
 #: The quick tier's participation group has one seed: no claim (one seed cannot tell a drop from noise).
-CLAIM_COUNTS = {"table1": {"quick": 10, "subset": 10}, "table2": {"quick": 10, "subset": 10},
+CLAIM_COUNTS = {"table1": {"quick": 13, "subset": 13}, "table2": {"quick": 10, "subset": 10},
                 "accuracy_curves": {"quick": 2, "subset": 2}, "participation": {"quick": 0, "subset": 7},
                 "availability": {"quick": 4}, "buffer_accuracy": {"quick": 4}, "large_pools": {"quick": 6},
                 "fedentropy_entropy": {"quick": 3}}
@@ -238,6 +238,22 @@ def test_dp_matches_inside_the_papers_own_dp_spread():
         return claims.table1_best(paired, "t")[0].verdict
 
     assert dp(0.1, 0.2) == "reproduces" and dp(3.0, 0.2) == "does not reproduce" and dp(0.5, 1.0) == "undecided"
+
+
+def test_dp_above_several_baselines_and_sometimes_above_the_non_private_variant():
+    import pandas as pd
+
+    acc = {"FedEntOpt (DP)": 50.0, "FedEntOpt": 49.0, "FedAvg": 45.0, "FedProx": 44.0, "KL": 30.0, "FedLC": 52.0}
+    noise = {0: 0.0, 1: 0.3, 2: -0.2}
+    per_run = pd.DataFrame([{"partition": "C=2", "method": m, "seed": s, "accuracy": a + (noise[s] if m ==
+                             "FedEntOpt (DP)" else 0.0)} for m, a in acc.items() for s in noise])
+    found = {c.key: c for c in claims.table1(per_run, "t")}
+    above = found["t:table1/C=2/dp_above_baselines"]
+    assert above.verdict == "reproduces" and above.ours == 3  # FedAvg, FedProx, KL; FedLC is above it
+    assert found["t:table1/dp_sometimes_higher"].verdict == "reproduces"  # +1 pp, interval [0.38, 1.62]
+    per_run.loc[per_run["method"] == "KL", "accuracy"] = 60.0  # now only two baselines below: "several" fails
+    assert {c.key: c for c in claims.table1(per_run, "t")}["t:table1/C=2/dp_above_baselines"].verdict == \
+        "does not reproduce"
 
 
 def test_races_count_the_rounds_each_method_needs_for_the_others_final_accuracy():

@@ -54,7 +54,15 @@ def _races(stored, last, results_dir):
 
 
 def _participation(stored, last, results_dir):  # with Table I's full-rate runs from the same folder
-    return participation.summary(stored, last=last, results_dir=results_dir)
+    frame, _ = participation.with_full_rate(stored, results_dir)
+    runs = participation.per_run(frame, last)
+    gaps = significance.paired_against(runs, "FedEntOpt", by=participation.RATE_KEYS)
+    return participation.rate_change(runs, "FedEntOpt"), gaps
+
+
+def _judge_participation(summary, tier):
+    change, gaps = summary
+    return claims.participation(change, tier, rate_gaps=gaps)
 
 
 def _availability(stored, last, results_dir):
@@ -86,7 +94,7 @@ STORED_CLAIMS = {
     "table1": ("table1", _table1, claims.table1),
     "table2": ("table2", _table2, claims.table2_changes),
     "accuracy_curves": ("table1", _races, claims.faster_than_every_method),
-    "participation": ("participation", _participation, claims.participation),
+    "participation": ("participation", _participation, _judge_participation),
     "availability": ("availability", _availability, claims.availability),
     "buffer_accuracy": ("buffer", _buffer, claims.buffer_accuracy),
     "large_pools": ("large_pools", _large_pools, claims.large_pools),

@@ -39,7 +39,8 @@ def table6(profiles: Sequence[str], dataset_names: Sequence[str], partitions: Se
            seeds: Sequence[int]):
     """Table VI's H_norm column: ``(table, per_seed, pick_counts)``.
 
-    ``table`` has one row per (dataset, partition, buffer_pct): ``hnorm_mean``, ``hnorm_std``, ``never_picked``
+    ``table`` has one row per (dataset, partition, buffer_pct): ``hnorm_mean``, ``hnorm_std``, ``n_seeds``,
+    ``never_picked``
     (the most clients never picked over the seeds), ``mean_entropy``, the paper's ``paper_hnorm_mean`` and
     ``paper_hnorm_std``, and ``difference`` (ours - paper).
     """
@@ -57,7 +58,8 @@ def table6(profiles: Sequence[str], dataset_names: Sequence[str], partitions: Se
             picks.append(counts.assign(dataset=dataset, partition=part))
     per_seed = pd.concat(summaries, ignore_index=True)
     ours = per_seed.groupby(["dataset", "partition", "buffer_pct"]).agg(
-        hnorm_mean=("h_norm", "mean"), hnorm_std=("h_norm", "std"), never_picked=("never_picked", "max"),
+        hnorm_mean=("h_norm", "mean"), hnorm_std=("h_norm", "std"), n_seeds=("h_norm", "count"),
+        never_picked=("never_picked", "max"),
         mean_entropy=("mean_entropy", "mean")).reset_index()
     table = ours.merge(paper.table_frame("VI"), on=["dataset", "partition", "buffer_pct"], how="left")
     table["difference"] = table["hnorm_mean"] - table["paper_hnorm_mean"]
@@ -68,7 +70,8 @@ def coverage_table(profiles: Sequence[str], dataset_names: Sequence[str], *, poo
                    subset_sizes: Sequence[int], num_rounds: int, seeds: Sequence[int], beta: float,
                    buffer_fraction: float, max_redraws: int):
     """§V-B5's coverage, mean over seeds per (dataset, K, M), with the paper's probability (NaN where it has none)
-    and ``difference`` (ours - paper) for random subsets."""
+    and ``difference`` (ours - paper) for random subsets; ``draws``: the random subsets behind each of our
+    estimates (rounds x seeds)."""
     import pandas as pd
 
     frames = []
@@ -81,6 +84,7 @@ def coverage_table(profiles: Sequence[str], dataset_names: Sequence[str], *, poo
         ["random_coverage", "fedentopt_coverage"]].mean().reset_index()
     table = means.merge(paper.table_frame("coverage"), on=["dataset", "num_clients", "num_selected"], how="left")
     table["difference"] = table["random_coverage"] - table["paper_probability"]
+    table["draws"] = num_rounds * len(seeds)  # random subsets behind each estimate
     return table
 
 

@@ -31,29 +31,74 @@ __all__ = ["MACHINES_DIR", "STORED_CLAIMS", "machines", "machine_env", "paired_f
 MACHINES_DIR = RESULTS_DIR / "machines"
 
 
-def _table1(stored, last, results_dir):
-    return reporting.table1_summary(stored, last=last)
+def _finals(frame, last, by=()):
+    return significance.per_run_final(frame, last, by=by)
 
 
-def _table2(stored, last, results_dir):
-    return reporting.table2_summary(stored, last=last)
+def _table1(stored, last, results_dir):  # per run: the final accuracy (%)
+    return _finals(stored.frame, last)
 
 
-def _to_fedavg(stored, last, results_dir):
-    return significance.rounds_to_reference(stored.frame, "FedAvg", window=last)
+def _table2(stored, last, results_dir):  # (FedEntOpt+X) - X seed by seed, with the paper's change
+    runs = _finals(stored.frame, last)
+    bases = [m for m in dict.fromkeys(runs["method"]) if f"FedEntOpt+{m}" in set(runs["method"])]
+    paired = significance.paired_pairs(runs, [(f"FedEntOpt+{m}", m) for m in bases])
+    if paired.empty:
+        return paired
+    paper = reporting.table2_summary(stored, last=last)[["partition", "baseline", "paper_change"]]
+    return paired.merge(paper.rename(columns={"baseline": "b"}), on=["partition", "b"], how="left")
+
+
+def _races(stored, last, results_dir):
+    return significance.races(stored.frame, "FedEntOpt", window=last)
 
 
 def _participation(stored, last, results_dir):  # with Table I's full-rate runs from the same folder
-    return participation.summary(stored, last=last, results_dir=results_dir)
+    frame, _ = participation.with_full_rate(stored, results_dir)
+    runs = participation.per_run(frame, last)
+    gaps = significance.paired_against(runs, "FedEntOpt", by=participation.RATE_KEYS)
+    return participation.rate_change(runs, "FedEntOpt"), gaps
+
+
+def _judge_participation(summary, tier):
+    change, gaps = summary
+    return claims.participation(change, tier, rate_gaps=gaps)
+
+
+def _availability(stored, last, results_dir):
+    return significance.paired_against(_finals(stored.frame, last, by=["scenario"]), "FedEntOpt",
+                                       by=["scenario"])
+
+
+def _buffer(stored, last, results_dir):
+    return _finals(stored.frame, last, by=["buffer_pct"])
+
+
+def _large_pools(stored, last, results_dir):
+    by = ["num_clients", "clients_per_round"]
+    return significance.paired_against(_finals(stored.frame, last, by=by), "FedEntOpt", by=by)
+
+
+def _fedentropy(stored, last, results_dir):  # the page's curve: runs stored before it have the trained entropy
+    f = stored.frame.copy()
+    if "reselection_entropy_bits" not in f:
+        f["reselection_entropy_bits"] = np.nan
+    f["reselection_entropy_bits"] = f["reselection_entropy_bits"].fillna(f["entropy_bits_trained"])
+    return f
 
 
 #: page -> (experiment group, summary of its stored runs ``(stored, last, results_dir)``, the page's claims): what
-#: ``tests/test_claims.py`` asserts and what :func:`verdicts` recomputes per machine.
+#: ``tests/test_claims.py`` asserts, what :func:`verdicts` recomputes per machine and what ``fedlib.scorecard``
+#: shows.
 STORED_CLAIMS = {
-    "table1": ("table1", _table1, claims.table1_directions),
-    "table2": ("table2", _table2, claims.table2_signs),
-    "accuracy_curves": ("table1", _to_fedavg, claims.faster_than_fedavg),
-    "participation": ("participation", _participation, claims.participation),
+    "table1": ("table1", _table1, claims.table1),
+    "table2": ("table2", _table2, claims.table2_changes),
+    "accuracy_curves": ("table1", _races, claims.faster_than_every_method),
+    "participation": ("participation", _participation, _judge_participation),
+    "availability": ("availability", _availability, claims.availability),
+    "buffer_accuracy": ("buffer", _buffer, claims.buffer_accuracy),
+    "large_pools": ("large_pools", _large_pools, claims.large_pools),
+    "fedentropy_entropy": ("fedentropy", _fedentropy, claims.fedentropy),
 }
 
 
@@ -146,7 +191,7 @@ def verdicts(tier: str, page: str, results_dir=None, machines_dir=None) -> pd.Da
     root = Path(machines_dir if machines_dir is not None else MACHINES_DIR)
     base = claims_at(tier, page, results_dir)
     out = pd.DataFrame({"key": [c.key for c in base], "ours": [c.ours for c in base],
-                        "holds": [c.holds for c in base]})
+                        "holds": [c.holds for c in base], "verdict": [c.verdict for c in base]})
     out["flips"] = False
     n_stored = len(load_experiment(tier, experiment, results_dir))
     for m in machines(tier, experiment, machines_dir):
@@ -155,7 +200,8 @@ def verdicts(tier: str, page: str, results_dir=None, machines_dir=None) -> pd.Da
         other = {c.key: c for c in claims_at(tier, page, root / m)}
         out[f"ours@{m}"] = [other[k].ours if k in other else np.nan for k in out["key"]]
         out[f"holds@{m}"] = [other[k].holds if k in other else None for k in out["key"]]
-        out["flips"] |= out[f"holds@{m}"].ne(out["holds"])
+        out[f"verdict@{m}"] = [other[k].verdict if k in other else None for k in out["key"]]
+        out["flips"] |= out[f"verdict@{m}"].ne(out["verdict"])
     return out
 
 

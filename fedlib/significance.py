@@ -18,6 +18,10 @@ runs at that seed, so methods are compared seed by seed:
     reference method's final accuracy at that seed (its last-``window``-round mean); per run, the first round at
     which the trailing ``window``-round mean of the test accuracy reaches it.
 
+``races(frame, reference)``
+    §V-B1 against every method: at each seed and for each other method X the target is X's final accuracy; the
+    rounds X needs minus the rounds ``reference`` needs (never reached: one round past the run).
+
 ``per_run_final(frame)`` gives the statistic these start from: per run, the mean test accuracy over the final
 ``last`` evaluated rounds, in %.
 """
@@ -30,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["sign_flip_p", "paired_test", "per_run_final", "paired_against", "paired_pairs", "rank_correlation",
-           "rounds_to_reference"]
+           "rounds_to_reference", "races"]
 
 _KEYS = ("model", "dataset", "partition", "liars", "liar_pct", "method", "seed")
 
@@ -203,3 +207,35 @@ def rounds_to_reference(frame: pd.DataFrame, reference: str = "FedAvg", *, windo
         out["speedup"] = [ref_rounds.get(tuple(r[c] for c in by) if len(by) > 1 else r[by[0]], np.nan)
                           / r["rounds_mean"] for _, r in out.iterrows()]
     return out
+
+
+def _rounds_to(curve: pd.Series, target: float, never: float) -> float:
+    first = _first_reach(curve.dropna(), target)
+    return never if np.isnan(first) else first
+
+
+def races(frame: pd.DataFrame, reference: str = "FedEntOpt", *, window: int = 10, by: Sequence[str] = ("partition",),
+          exclude: Sequence[str] = ("FedEntOpt (DP)",)) -> pd.DataFrame:
+    """Seed by seed, ``reference`` against every other method X (but ``exclude``), per ``by`` group: the target is
+    X's final accuracy at that seed (its last-``window``-round mean, %); ``rounds_method`` and ``rounds_reference``
+    are the first rounds at which each run's trailing ``window``-round mean reaches it (never: the run's last round
+    + 1); ``saved`` = rounds_method - rounds_reference (> 0: the reference is faster)."""
+    if window < 1:
+        raise ValueError(f"window must be a positive number of rounds (got {window!r}).")
+    by = list(by)
+    t = frame[(frame["round"] >= 1) & frame["test_accuracy"].notna()]
+    rows = []
+    for k, grp in t.groupby(by, sort=False):
+        k = k if isinstance(k, tuple) else (k,)
+        curves = {(m, s): 100 * run.set_index("round")["test_accuracy"].sort_index()
+                  for (m, s), run in grp.groupby(["method", "seed"], sort=False)}
+        for (m, s), acc in curves.items():
+            if m == reference or m in exclude or (reference, s) not in curves:
+                continue
+            ref = curves[(reference, s)]
+            target = float(acc.tail(window).mean())
+            own = _rounds_to(acc.rolling(window).mean(), target, acc.index.max() + 1)
+            theirs = _rounds_to(ref.rolling(window).mean(), target, ref.index.max() + 1)
+            rows.append({**dict(zip(by, k)), "method": m, "seed": s, "target": target, "rounds_method": own,
+                         "rounds_reference": theirs, "saved": own - theirs})
+    return pd.DataFrame(rows)

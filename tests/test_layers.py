@@ -27,6 +27,7 @@ LAYERS = {
                                 "fedlib.greedy_gap",
                                 "fedlib.cross_device", "fedlib.distributed", "fedlib.results", "fedlib.reporting",
                                 "fedlib.adversarial_runs", "fedlib.paper_tier", "fedlib.participation", "fedlib.machine_spread",
+                                "fedlib.scorecard",
                                 "fedlib.flower", "fedlib.flower.*"},
     "entry points": {"fedlib.cli", "fedlib.__main__"},
 }

@@ -85,7 +85,9 @@ def test_participation_claims_by_hand():
     found = _claims(HAND)
     assert set(found) == {"t:participation/P/keeps_accuracy", "t:participation/P/others_lose_more",
                           "t:participation/P/best_at_every_rate"}
-    assert all(c.holds for c in found.values())
+    # A's change -1/3 pp: its 95 % interval over 3 seeds, [-3.20, 2.54], reaches below -2 pp: undecided
+    assert {k.split("/")[-1]: c.verdict for k, c in found.items()} == {
+        "keeps_accuracy": "undecided", "others_lose_more": "reproduces", "best_at_every_rate": "reproduces"}
     assert found["t:participation/P/others_lose_more"].ours == pytest.approx(23 / 3)
     assert found["t:participation/P/keeps_accuracy"].ours == pytest.approx(-1 / 3)
 
@@ -94,11 +96,11 @@ def test_participation_claims_judge_the_size_of_a_drop():
     # A drops by 3 pp at every seed (near-constant differences: a degenerate t-test), B by 8 on average
     dropping = {**HAND, ("A", 4): [27, 29, 31]}
     found = _claims(dropping)
-    assert not found["t:participation/P/keeps_accuracy"].holds
+    assert found["t:participation/P/keeps_accuracy"].verdict == "does not reproduce"
     assert found["t:participation/P/others_lose_more"].ours == pytest.approx(5.0)  # -3 - (-8)
-    # B loses only 1 pp more than A: within the tolerance, so no other method "loses more"
+    # B's extra loss is within the seed spread: no other method surely "loses more"
     close = {**HAND, ("B", 4): [29, 30, 32]}  # B's change: -1, 0, +2; A's: +1, -1, -1
-    assert not _claims(close)["t:participation/P/others_lose_more"].holds
+    assert _claims(close)["t:participation/P/others_lose_more"].verdict == "undecided"
     assert _claims(close)["t:participation/P/best_at_every_rate"].holds
 
 

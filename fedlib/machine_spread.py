@@ -25,7 +25,8 @@ from .results import RESULTS_DIR, load_experiment
 from .runs import last_rounds_mean
 
 __all__ = ["MACHINES_DIR", "STORED_CLAIMS", "machines", "machine_env", "paired_final", "seed_std", "spread",
-           "claims_at", "verdicts", "page_note", "page_section", "flip_note"]
+           "claims_at", "verdicts", "page_note", "page_section", "flip_note",
+           "claims_frame"]
 
 #: Folder of the retrained copies: ``<MACHINES_DIR>/<machine>/<tier>/<group>/<key>.csv``.
 MACHINES_DIR = RESULTS_DIR / "machines"
@@ -181,6 +182,23 @@ def claims_at(tier: str, page: str, results_dir=None, last: int = 10) -> list:
     experiment, summarise, judge = STORED_CLAIMS[page]
     stored = load_experiment(tier, experiment, results_dir)
     return [] if stored.empty else judge(summarise(stored, last, results_dir), tier)
+
+
+def claims_frame(tier: str, page: str, results_dir=None, machines_dir=None) -> pd.DataFrame:
+    """The page's claims as :func:`fedlib.claims.frame` shows them, with the verdict the scorecard gives: a
+    verdict that flips when the runs are retrained on another machine is "undecided (flips with the machine)";
+    ``other machines`` gives each machine's verdict."""
+    found = claims_at(tier, page, results_dir)
+    out = claims.frame(found)
+    if not found:
+        return out
+    v = verdicts(tier, page, results_dir, machines_dir).set_index("key")
+    others = [c for c in v.columns if c.startswith("verdict@")]
+    out["other machines"] = ["; ".join(f"{col.split('@', 1)[1]}: {v.loc[c.key, col]}" for col in others)
+                             or "not retrained" for c in found]
+    flips = [bool(v.loc[c.key, "flips"]) for c in found]
+    out.loc[flips, "verdict"] = "undecided (flips with the machine)"
+    return out
 
 
 def verdicts(tier: str, page: str, results_dir=None, machines_dir=None) -> pd.DataFrame:

@@ -39,6 +39,10 @@ def test_paired_final_spread_and_a_flipping_verdict(tmp_path):
     v = machine_spread.verdicts("quick", "table1", results_dir=base, machines_dir=machines).iloc[0]
     assert v["ours"] == pytest.approx(10.0) and v["verdict"] == "reproduces"
     assert v["ours@m"] == pytest.approx(-10.0) and v["verdict@m"] == "does not reproduce" and v["flips"]
+    shown = machine_spread.claims_frame("quick", "table1", results_dir=base, machines_dir=machines).iloc[0]
+    assert shown["verdict"] == "undecided (flips with the machine)" and shown["ours"] == pytest.approx(10.0)
+    assert shown["other machines"] == "m: does not reproduce"
+    assert "1 flip: `quick:table1/" in machine_spread.flip_note("quick", "table1", base, machines)
     note = machine_spread.page_note("quick", "table1", results_dir=base, machines_dir=machines)
     assert "| 4 | 10.00 | 20.00 | 2 | " in note
     assert f"spread a machine change drew is {changes.std(ddof=1) / math.sqrt(2):.2f} pp" in note

@@ -240,14 +240,16 @@ def page_note(tier: str, experiment: str, results_dir=None, machines_dir=None) -
                 break
         return text
     rows = [f"| `{r.machine}` | {r.environment} | {r.runs} | {r.median_abs:.2f} | {r.max_abs:.2f} | {r.identical} "
-            f"| {r.machine_std:.2f} | {r.seed_std:.2f} |" for r in table.itertuples()]
+            f"| {r.machine_std:.2f} | {r.seed_std:.2f} |".replace("| nan |", "| – |") for r in table.itertuples()]
     worst = table.loc[table["machine_std"].idxmax()]
+    versus = (f", {worst['machine_std'] / worst['seed_std']:.2f} times the seed std of {worst['seed_std']:.2f} pp"
+              if worst["seed_std"] == worst["seed_std"] else " (the group has one seed per setting here: no seed "
+              "std to set beside it)")
     return ("**Another machine.** These runs were trained on one CPU; on another CPU floats differ in the last "
             "digits and training grows that into points. The runs below were retrained under another "
             f"floating-point environment (`results/machines/`). The largest per-run spread a machine change drew "
-            f"is {worst['machine_std']:.2f} pp, {worst['machine_std'] / worst['seed_std']:.2f} times the seed std "
-            f"of {worst['seed_std']:.2f} pp: one run's final accuracy moves by about that on another computer "
-            "(a mean over n seeds by that over the square root of n).\n\n"
+            f"is {worst['machine_std']:.2f} pp{versus}: one run's final accuracy moves by about that on another "
+            "computer (a mean over n seeds by that over the square root of n).\n\n"
             "| machine | environment | runs | median \\|change\\| (pp) | largest \\|change\\| (pp) | unchanged "
             "| spread per run (pp) | seed std (pp) |\n|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
 

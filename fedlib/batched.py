@@ -331,6 +331,21 @@ def cpu_compile_unsupported_reason() -> str | None:
             f"{torch.__version__}'s C++ backend then generates code that does not compile")
 
 
+def _compile_cache_per_capability() -> None:
+    """Point torch's compile cache at a folder of this CPU capability, unless ``TORCHINDUCTOR_CACHE_DIR`` is set.
+    The cache keys kernels by their source, not by the capability that chose their instructions: kernels cached
+    under AVX-512 and loaded under ``ATEN_CPU_CAPABILITY=avx2`` (as the tests imitate another CPU) crash."""
+    import os
+
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    default = os.path.abspath(default_cache_dir())
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR", default) != default:  # torch writes its default in on first use
+        return
+    cap = torch.backends.cpu.get_cpu_capability().lower()
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(default, f"capability-{cap}")
+
+
 def _check_cpu_compile() -> None:
     reason = cpu_compile_unsupported_reason()
     if reason is not None:
@@ -348,6 +363,7 @@ def _grad_fn(model, algorithm, partial, options: BatchedOptions, device_type):
         import torch._dynamo
 
         torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+        _compile_cache_per_capability()
         mode = "reduce-overhead" if options.cuda_graphs else None
         _COMPILED[key] = torch.compile(fn, mode=mode, dynamic=False)
     return _COMPILED[key]

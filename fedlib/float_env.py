@@ -22,7 +22,7 @@ import os
 import platform
 from pathlib import Path
 
-__all__ = ["FIELDS", "current", "differences", "describe", "cpu_isa", "cpu_vendor"]
+__all__ = ["FIELDS", "current", "differences", "describe", "short", "cpu_isa", "cpu_vendor"]
 
 #: The recorded fields, in the order :func:`describe` prints them.
 FIELDS = ("torch", "device", "arch", "cpu_vendor", "cpu_isa", "cpu_capability", "onednn_max_cpu_isa",
@@ -90,3 +90,15 @@ def describe(env: dict | None) -> str:
             f"{env['onednn_max_cpu_isa']}, MKL {env['mkl_instructions']}), {env['threads']} "
             f"thread{'s' if env['threads'] != 1 else ''}, torch "
             f"{env['torch']}")
+
+
+def short(env: dict | None) -> str:
+    """The kernel choices only, e.g. ``AVX2, oneDNN AVX2, 1 thread`` (caps that are not set are left out)."""
+    if not env:
+        return "not recorded"
+    parts = [env["cpu_capability"]]
+    for field, label in (("onednn_max_cpu_isa", "oneDNN"), ("mkl_instructions", "MKL")):
+        if env[field] != "native":
+            parts.append(f"{label} {env[field].split('=', 1)[-1]}")
+    parts.append(f"{env['threads']} thread{'s' if env['threads'] != 1 else ''}")
+    return ", ".join(parts)

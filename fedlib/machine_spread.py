@@ -109,7 +109,7 @@ def machines(tier: str, experiment: str, machines_dir=None) -> list[str]:
     return sorted(p.name for p in root.glob("*") if any((p / tier / experiment).glob("*.csv")))
 
 
-def machine_env(tier: str, experiment: str, machine: str, machines_dir=None) -> str:
+def machine_env(tier: str, experiment: str, machine: str, machines_dir=None, short: bool = False) -> str:
     """How the machine's retrains computed floats (``fedlib.float_env.describe`` of its first run, the part
     that is the same for all)."""
     import json
@@ -118,7 +118,8 @@ def machine_env(tier: str, experiment: str, machine: str, machines_dir=None) -> 
 
     root = Path(machines_dir if machines_dir is not None else MACHINES_DIR)
     first = sorted((root / machine / tier / experiment).glob("*.json"))[0]
-    return float_env.describe(json.loads(first.read_text()).get("float_env"))
+    env = json.loads(first.read_text()).get("float_env")
+    return float_env.short(env) if short else float_env.describe(env)
 
 
 def _per_run(stored, last: int) -> pd.DataFrame:
@@ -164,7 +165,8 @@ def spread(tier: str, experiment: str, last: int = 10, results_dir=None, machine
             every = _per_run(load_experiment(tier, experiment, results_dir), last)
             seeds = seed_std(every.drop(columns="key").rename(columns={"final": "stored"}).assign(
                 stored=lambda d: d["stored"] * 100))
-        rows.append({"machine": m, "environment": machine_env(tier, experiment, m, machines_dir), "runs": len(p),
+        rows.append({"machine": m, "environment": machine_env(tier, experiment, m, machines_dir),
+                     "kernels": machine_env(tier, experiment, m, machines_dir, short=True), "runs": len(p),
                      "median_abs": float(p["change"].abs().median()), "max_abs": float(p["change"].abs().max()),
                      "identical": int((p["change"] == 0).sum()),
                      "machine_std": float(p["change"].std(ddof=1) / math.sqrt(2)) if len(p) > 1 else math.nan,
@@ -239,7 +241,7 @@ def page_note(tier: str, experiment: str, results_dir=None, machines_dir=None) -
                          f"seed std {r['seed_std']:.2f} pp): the page of `{other}` shows them.")
                 break
         return text
-    rows = [f"| `{r.machine}` | {r.environment} | {r.runs} | {r.median_abs:.2f} | {r.max_abs:.2f} | {r.identical} "
+    rows = [f"| {r.kernels} | {r.runs} | {r.median_abs:.2f} | {r.max_abs:.2f} | {r.identical} "
             f"| {r.machine_std:.2f} | {r.seed_std:.2f} |".replace("| nan |", "| – |") for r in table.itertuples()]
     worst = table.loc[table["machine_std"].idxmax()]
     versus = (f", {worst['machine_std'] / worst['seed_std']:.2f} times the seed std of {worst['seed_std']:.2f} pp"
@@ -250,8 +252,9 @@ def page_note(tier: str, experiment: str, results_dir=None, machines_dir=None) -
             f"floating-point environment (`results/machines/`). The largest per-run spread a machine change drew "
             f"is {worst['machine_std']:.2f} pp{versus}: one run's final accuracy moves by about that on another "
             "computer (a mean over n seeds by that over the square root of n).\n\n"
-            "| machine | environment | runs | median \\|change\\| (pp) | largest \\|change\\| (pp) | unchanged "
-            "| spread per run (pp) | seed std (pp) |\n|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
+            "| retrained with | runs | median \\|Δ\\| pp | largest \\|Δ\\| pp | unchanged | spread per run, pp "
+            "| seed std, pp |\n|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\nThe retrains: "
+            + "; ".join(f"`results/machines/{r.machine}`: {r.environment}" for r in table.itertuples()) + ".")
 
 
 def flip_note(tier: str, page: str, results_dir=None, machines_dir=None) -> str:

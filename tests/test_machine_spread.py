@@ -44,7 +44,7 @@ def test_paired_final_spread_and_a_flipping_verdict(tmp_path):
     assert shown["other machines"] == "m: does not reproduce"
     assert "1 flip: `quick:table1/" in machine_spread.flip_note("quick", "table1", base, machines)
     note = machine_spread.page_note("quick", "table1", results_dir=base, machines_dir=machines)
-    assert "| 4 | 10.00 | 20.00 | 2 | " in note
+    assert "| 4 | 10.00 | 20.00 | 2 | " in note and "`results/machines/m`: cpu " in note
     assert f"spread a machine change drew is {changes.std(ddof=1) / math.sqrt(2):.2f} pp" in note
     other = machine_spread.page_note("quick", "table2", results_dir=base, machines_dir=machines)
     assert other.startswith("No run of `table2` at tier `quick` has been retrained")

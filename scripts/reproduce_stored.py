@@ -35,13 +35,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 #: How far a retrain on a machine with another floating-point environment may be from the stored table in its
-#: first rounds (absolute; columns not named here must be equal).  A difference in the last bit of one sum makes
-#: the first round's losses differ in the 4th-5th decimal and flips a few of the 1,000 test digits' predictions;
-#: training then grows it (round 20 of the quick tier: several points).
-FLOAT_TOLERANCE = {"test_accuracy": 0.005, "test_loss": 1e-3, "train_loss": 1e-3,
+#: first :data:`TOLERANT_ROUNDS` rounds (absolute; columns not named here must be equal).  Measured: over the 347
+#: quick-tier runs retrained under two other environments (results/machines/, AVX2 kernels and no AVX, 1 thread,
+#: against AVX-512 with 1 or 2 threads), round 0 is identical and round 1 differs by at most 0.013 in test accuracy,
+#: 0.0013 in test loss and 0.0004 in train loss; round 2 already by up to 0.05 in test loss, round 3 by 1.2, so
+#: later rounds are not compared.  The tolerances are about twice the round-1 maxima
+#: (tests/test_results.py checks that every stored retrain stays within them).
+FLOAT_TOLERANCE = {"test_accuracy": 0.03, "test_loss": 0.003, "train_loss": 0.001,
                    "entropy_bits": 2e-5, "entropy_bits_trained": 2e-5, "reselection_entropy_bits": 2e-5}
 #: Rounds retrained (twice) when the environments differ.
-TOLERANT_ROUNDS = 2
+TOLERANT_ROUNDS = 1
 
 
 def retrain_table(csv_path, rounds: int | None = None) -> str:
@@ -130,7 +133,8 @@ def check(csv_path) -> tuple[str, str | None]:
     differs = float_env.differences(meta.get("float_env"), here)
     if not differs:
         return "bit for bit", compare(csv_path)
-    how = f"first {TOLERANT_ROUNDS} rounds within float tolerance (environment differs in {', '.join(differs)})"
+    rounds = f"first {TOLERANT_ROUNDS} round{'s' if TOLERANT_ROUNDS != 1 else ''}"
+    how = f"{rounds} within float tolerance (environment differs in {', '.join(differs)})"
     first, second = (_without_seconds(retrain_table(csv_path, TOLERANT_ROUNDS)) for _ in range(2))
     twice = _first_difference(first, second)
     if twice is not None:

@@ -14,11 +14,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fedlib"
 LAYERS = {
     "foundations": {"fedlib", "fedlib._validate", "fedlib._torchvision", "fedlib._count_layout", "fedlib.seeds",
                     "fedlib.paper", "fedlib.claims", "fedlib.notebook", "fedlib.static_controls", "fedlib.plateau",
-                    "fedlib.significance", "fedlib.profiles", "fedlib.kmeans", "fedlib.float_env"},
+                    "fedlib.significance", "fedlib.profiles", "fedlib.kmeans", "fedlib.float_env",
+                    "fedlib.numerics"},
     "building blocks": {"fedlib.partition", "fedlib.privacy", "fedlib.metrics", "fedlib.communication",
                         "fedlib.models", "fedlib.augment", "fedlib.datasets", "fedlib.fake_data", "fedlib.local",
                         "fedlib.scoring", "fedlib._torch_scoring", "fedlib.defence", "fedlib.selection",
-                        "fedlib.simulate", "fedlib.best_subset", "fedlib.batched", "fedlib.algorithms",
+                        "fedlib.simulate", "fedlib.best_subset", "fedlib.cost_model", "fedlib.batched", "fedlib.algorithms",
                         "fedlib.algorithms.*"},
     "configuration": {"fedlib.config"},
     "run tables": {"fedlib.runs"},
@@ -29,7 +30,7 @@ LAYERS = {
                                 "fedlib.adversarial_runs", "fedlib.paper_tier", "fedlib.participation", "fedlib.machine_spread",
                                 "fedlib.scorecard",
                                 "fedlib.flower", "fedlib.flower.*"},
-    "entry points": {"fedlib.cli", "fedlib.__main__"},
+    "entry points": {"fedlib.cli", "fedlib.__main__", "fedlib.gpu_check"},
 }
 
 

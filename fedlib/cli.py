@@ -288,10 +288,11 @@ def _selector_params(args, selector: str, strict: bool) -> dict:
     params = _kv(args.selector_param, "--selector-param")
     buf = _buffer_params(args.buffer)
     if buf:
-        if selector == "fedentopt":
+        if selector in ("fedentopt", "fedentopt-swap"):
             params.update(buf)
         elif strict:
-            raise ConfigError(f"--buffer is a parameter of selector 'fedentopt', not of {selector!r}.")
+            raise ConfigError(f"--buffer is a parameter of selectors 'fedentopt' and 'fedentopt-swap', not of "
+                              f"{selector!r}.")
     return params
 
 

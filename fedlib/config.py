@@ -27,7 +27,7 @@ __all__ = ["ExperimentConfig", "DEFAULT_WEIGHT_DECAY", "LABEL_BASED_SELECTORS", 
 DEFAULT_WEIGHT_DECAY = {"lenet5": 5e-4, "vgg11": 1e-3, "efficientnet-b0": 5e-4, "efficientnet-b3": 5e-4}
 
 #: Selectors that need every client's label counts on the server (a one-time upload of 4·C·K bytes).
-LABEL_BASED_SELECTORS = ("fedentopt", "kl", "dc")
+LABEL_BASED_SELECTORS = ("fedentopt", "kl", "dc", "fedentopt-swap")
 
 DP_NEGATIVE_MODES = ("clip", "keep")
 
@@ -64,7 +64,7 @@ class ExperimentConfig:
     ``load_dataset``, e.g. ``{"path": ...}`` for ``"npz"``), ``data_root``, ``download``.
     Partition: ``partition`` ∈ {"dirichlet", "quantity", "iid"} with ``beta`` (Dir(β); None → 0.1 for "dirichlet") or
     ``classes_per_client`` (C = j), ``min_partition_size``; ``num_clients`` K.
-    Selection: ``clients_per_round`` M, ``selector`` ∈ {"random", "fedentopt", "kl", "dc"} and
+    Selection: ``clients_per_round`` M, ``selector`` ∈ {"random", "fedentopt", "kl", "dc", "fedentopt-swap"} and
     ``selector_params`` (e.g. ``{"buffer_fraction": 0.5}`` or ``{"buffer_size": 50}`` for FedEntOpt).
     Algorithm: ``algorithm`` (``fedlib.algorithms.ALGORITHMS``) and ``algorithm_params`` (e.g. ``{"mu": 1e-4}``).
     Model and optimiser: ``model``, ``rounds``, ``local_epochs``, ``batch_size``, ``lr``, ``lr_decay`` (per round:

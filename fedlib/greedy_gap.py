@@ -13,10 +13,8 @@ picks); :func:`improved_run` runs it, for its participation spread H_norm (v2 §
 """
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 
@@ -27,7 +25,7 @@ from .label_studies import federation_counts
 from .metrics import entropy_bits
 from .partition import parse_partition
 from .seeds import stream_rng
-from .selection import FedEntOptSelector
+from .selection import FedEntOptSelector, SwapImprovedSelector, _fifo_push  # noqa: F401 (re-exported)
 from .simulate import run_selection
 
 __all__ = ["STORED", "paper_counts", "round_gaps", "SwapImprovedSelector", "improved_run", "growth_gaps", "gap_summary", "table_path", "load_tables",
@@ -85,55 +83,6 @@ def round_gaps(counts, *, num_selected: int, num_rounds: int, buffer_size: int, 
         rows.append(row)
     frame = pd.DataFrame(rows)
     return frame.astype({"exact_nodes": "Int64"})
-
-
-def _fifo_push(buffer: deque, picks, buffer_size: int) -> None:
-    """Algorithm 1's buffer update (lines 10-12) for ``picks`` in order; each must be unbuffered at its step."""
-    for m in picks:
-        if m in buffer:
-            raise AssertionError(f"client {m} is still buffered at its step; the pick order is infeasible")
-        buffer.append(m)
-        while len(buffer) > buffer_size:
-            buffer.popleft()
-
-
-@dataclass(frozen=True)
-class SwapImprovedSelector(FedEntOptSelector):
-    """FedEntOpt (Algorithm 1 of v2) with each round's greedy pick improved by :func:`fedlib.best_subset.swap_search`
-    among the round's candidates (issue 24; not in the paper). The rng is drawn from exactly as by FedEntOpt.
-
-    The picks enter the FIFO buffer unbuffered clients first (ascending), then the buffered ones oldest first, an
-    order Algorithm 1 can pick them in (:func:`fedlib.best_subset.round_candidates`); they are returned in that
-    order. Takes ``buffer_size`` or ``buffer_fraction`` as FedEntOpt, no defence options.
-
-    Examples
-    --------
-    >>> counts = np.array([[4, 0, 0], [3, 1, 0], [0, 0, 4], [0, 4, 0]])
-    >>> SwapImprovedSelector(buffer_size=0).select(counts, 2, (), np.random.default_rng(1))[0].tolist()
-    [1, 2]
-    """
-
-    name: ClassVar[str] = "fedentopt-swap"
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.total_cap_quantile is not None or self.share_cap is not None:
-            raise ValueError("SwapImprovedSelector takes no defence options (got total_cap_quantile="
-                             f"{self.total_cap_quantile!r}, share_cap={self.share_cap!r}).")
-
-    def __repr__(self):
-        return super().__repr__().replace("FedEntOptSelector", "SwapImprovedSelector")
-
-    def _select(self, counts, num_selected, state, rng):
-        q = self.resolve_buffer_size(counts.shape[0], num_selected)
-        candidates = round_candidates(state, counts.shape[0], num_selected, q)
-        greedy, _ = super()._select(counts, num_selected, state, rng)
-        subset = swap_search(counts, np.sort(greedy), candidates=candidates).subset
-        position = {b: i for i, b in enumerate(state)}
-        order = sorted(subset.tolist(), key=lambda k: (k in position, position.get(k, k)))
-        buffer = deque(state)
-        _fifo_push(buffer, order, q)
-        return order, tuple(buffer)
 
 
 def improved_run(counts, *, num_selected: int, num_rounds: int, buffer_size: int, seed: int):

@@ -7,7 +7,7 @@ clients of two classes each barely cover the classes (CIFAR-100's 20 superclasse
 (fedlib.tiers: 5,000 real MNIST digits, LeNet-5, K = 20, M = 5, 20 rounds) under C=2 is as tight (5 clients x 2
 classes = 10 classes), so one comparison there says whether the better subsets matter for accuracy: the quick
 tier's FedEntOpt (Q = 70 % of K, §V-A5) and the same configuration with ``selector="fedentopt-swap"``
-(:class:`fedlib.greedy_gap.SwapImprovedSelector`, registered for this script only), seeds SEEDS, same federation,
+(:class:`fedlib.selection.SwapImprovedSelector`), seeds SEEDS, same federation,
 same first picks' random stream. Torch runs on one thread (training is deterministic on CPU for a thread count).
 """
 from __future__ import annotations
@@ -21,8 +21,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from fedlib import selection, tiers  # noqa: E402
-from fedlib.greedy_gap import SwapImprovedSelector, table_path  # noqa: E402
+from fedlib import tiers  # noqa: E402
+from fedlib.greedy_gap import table_path  # noqa: E402
 from fedlib.trainer import run_experiment  # noqa: E402
 
 SEEDS = (0, 1, 2, 3, 4)
@@ -33,7 +33,6 @@ COLUMNS = ["round", "test_accuracy", "entropy_bits", "covers_all_classes", "pick
 
 def configs(seed: int) -> dict:
     """The quick tier's FedEntOpt run of ``seed`` under C=2, and the same with the swap-improved selector."""
-    selection.SELECTORS.setdefault(SwapImprovedSelector.name, SwapImprovedSelector)
     base = tiers.tier_config("quick", method="FedEntOpt", partition_name=PARTITION, seed=seed)
     return {method: base.replace(selector=name) for method, name in METHODS.items()}
 

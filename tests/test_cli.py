@@ -130,10 +130,11 @@ def test_bad_config_fails_before_training(tiny_npz, tmp_path, capsys):
     assert main(["run", "--selector", "entopt"] + _args(tiny_npz, tmp_path)) == 2
     err = capsys.readouterr().err
     assert err.strip() == ("error: config field 'selector': got 'entopt'; allowed: 'random', 'fedentopt', 'kl', "
-                           "'dc'.")
+                           "'dc', 'fedentopt-swap'.")
     assert not (tmp_path).exists() or not any(tmp_path.iterdir())
     assert main(["run", "--buffer", "0.5"] + _args(tiny_npz, tmp_path)) == 2
-    assert "--buffer is a parameter of selector 'fedentopt', not of 'random'." in capsys.readouterr().err
+    assert ("--buffer is a parameter of selectors 'fedentopt' and 'fedentopt-swap', not of 'random'."
+            in capsys.readouterr().err)
     # a sweep checks every configuration before the first run
     assert main(["sweep", "--algorithms", "fedavg,fedx", "--seeds", "0"] + _args(tiny_npz, tmp_path)) == 2
     assert "config field 'algorithm': got 'fedx'" in capsys.readouterr().err

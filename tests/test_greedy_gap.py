@@ -180,6 +180,20 @@ def test_swap_improved_selector_refuses_defence_options():
         greedy_gap.SwapImprovedSelector(buffer_size=1, share_cap=2.0)
 
 
+def test_selector_registry_is_the_same_whatever_was_imported():
+    """The registry (and so the CLI's list of allowed selectors) is fixed at import of fedlib.selection: importing
+    every fedlib module and the training script adds nothing (a script once registered its selector itself, and
+    the CLI's error message then depended on which tests had run before)."""
+    import subprocess
+
+    code = ("import importlib, pkgutil, sys, fedlib; from fedlib import selection; before = list(selection.SELECTORS); "
+            "[importlib.import_module(m.name) for m in pkgutil.walk_packages(fedlib.__path__, 'fedlib.') "
+            "if 'flower' not in m.name]; sys.path.insert(0, 'scripts'); import greedy_gap_training; "
+            "assert list(selection.SELECTORS) == before, (before, list(selection.SELECTORS)); print(before)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert out.strip() == "['random', 'fedentopt', 'kl', 'dc', 'fedentopt-swap']"
+
+
 def test_stored_training_first_rounds_recompute():
     """The first two rounds of one stored training run (torch on one thread, as the script trains)."""
     import torch

@@ -61,6 +61,25 @@ _LIVE_WIDGET = re.compile(r"\b(widgets\.)?interact(ive|_manual)?\(")
 _IMG_TAG = re.compile(r"<img\b", re.IGNORECASE)
 
 
+#: The glue key of a page's verdicts: the page's first cell pastes it under the title (``{glue} verdicts``).
+VERDICTS_KEY = "verdicts"
+
+
+def on_top(content, key: str = VERDICTS_KEY) -> None:
+    """Hand ``content`` (a page's verdicts or findings, computed near its end: an HTML string or an IPython display
+    object such as ``Markdown``) to the glue directive of the page's first cell (``{glue} key`` or, for Markdown,
+    ``{glue:md} key``), so that the book shows it under the title. Where MyST-NB is not installed it is shown here."""
+    from IPython.display import HTML, display
+
+    content = HTML(content) if isinstance(content, str) else content
+    try:
+        from myst_nb import glue
+    except ImportError:
+        display(content)
+        return
+    glue(key, content, display=False)
+
+
 def _text(value) -> str:
     return "".join(value) if isinstance(value, list) else str(value or "")
 

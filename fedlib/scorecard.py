@@ -33,7 +33,7 @@ from .results import load_experiment
 
 __all__ = ["Statement", "STATEMENTS", "EVIDENCE_CLAIMS", "TIERS", "book_parameters", "label_claims",
            "training_claims", "all_claims", "statement_claims", "scorecard", "counts", "to_html", "table_html",
-           "sections"]
+           "sections", "page_card", "page_verdicts"]
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The tiers of the scorecard's columns, lowest first.
@@ -317,6 +317,11 @@ def all_claims(tiers=TIERS, smoke: bool = False, results_dir=None, machines_dir=
     rows = [("label", page, c, False) for page, c in label_claims(smoke)]
     for tier in tiers:
         rows += [(tier, page, c, flips) for page, c, flips in training_claims(tier, results_dir, machines_dir)]
+    return _claim_rows(rows)
+
+
+def _claim_rows(rows) -> pd.DataFrame:
+    """(tier, page, Claim, flips) tuples as :func:`all_claims` gives them."""
     return pd.DataFrame([{"tier": t, "page": page, "key": c.key, "name": c.key.split(":", 1)[-1],
                           "claim": c.claim, "paper": c.paper, "ours": c.ours, "tolerance": c.tolerance,
                           "verdict": "undecided" if flips else c.verdict, "flips": flips,
@@ -452,3 +457,59 @@ _CE = "§V-C to §V-E: medical data, Tables V and VI"
 _PART = {"abstract": "Abstract", "IV": "§IV: Fig. 1", "V": _B12, "V-A5": _B12, "V-B1": _B12, "V-B2": _B12,
          "V-B3": _B35, "V-B4": _B35, "V-B5": _B35, "V-C": _CE, "V-D": _CE, "V-E": _CE,
          "VI": "§VI and v1's large pools", "v1": "§VI and v1's large pools"}
+
+
+# ----------------------------------------------------------------------------------------------- one page
+
+def page_card(page: str, tier: str, found=None, results_dir=None, machines_dir=None) -> pd.DataFrame:
+    """The statements that book page ``page`` judges (its runs.yaml name without a ``_<tier>`` suffix), one row
+    each as :func:`scorecard` gives them at ``tier``: ``key``, ``section``, ``words``, ``paper``, ``ours`` and
+    ``verdict`` ("needs the paper tier" for a statement without claims, "not judged at this tier" where none of
+    its claims was computed at ``tier``).
+
+    A training page's claims are computed here from the stored runs of ``tier`` (as the scorecard computes them);
+    a label-only page passes the claims it computed (``found``: a list of :class:`fedlib.claims.Claim`), so the
+    verdicts on top of a page are those of the table at its bottom."""
+    if page in machine_spread.STORED_CLAIMS:
+        rows = [(tier, p, c, flips) for p, c, flips in training_claims(tier, results_dir, machines_dir) if p == page]
+    elif found is not None:
+        rows, tier = [("label", page, c, False) for c in found], "label"
+    else:
+        raise ValueError(f"page {page!r} is no training page of fedlib.machine_spread.STORED_CLAIMS "
+                         f"({', '.join(machine_spread.STORED_CLAIMS)}): pass the claims it computed as found=.")
+    frame = _claim_rows(rows)
+    out = []
+    for s in STATEMENTS:
+        if s.page != page or s.key in EVIDENCE_CLAIMS:
+            continue
+        verdict, ours = _fold(statement_claims(s, frame, tier))
+        out.append({"key": s.key, "section": s.section, "words": s.words, "paper": s.paper, "ours": ours,
+                    "verdict": verdict or (NOT_AT_TIER if s.claims else NEEDS_PAPER)})
+    return pd.DataFrame(out, columns=["key", "section", "words", "paper", "ours", "verdict"])
+
+
+def page_verdicts(page: str, tier: str, found=None, results_dir=None, machines_dir=None) -> str:
+    """The verdicts that open a book page (HTML): a sentence with the counts, then one row per statement of
+    :func:`page_card` with the paper's words, the paper's value and our verdict with our value; the scorecard
+    links every statement of the book."""
+    import html
+
+    card = page_card(page, tier, found, results_dir, machines_dir)
+    at = "at the paper's scale (label counts only, every tier)" if found is not None and page not in \
+        machine_spread.STORED_CLAIMS else f"at the {tier} tier"
+    tally = card["verdict"].value_counts()
+    parts = ", ".join(f"{tally[v]} {v}" for v in (*claims.VERDICTS, NOT_AT_TIER) if v in tally)
+    head = (f'<p><strong>Verdicts on this page</strong> {html.escape(at)}: {len(card)} statement(s) of the paper, '
+            f'{html.escape(parts) or "none"}. <a href="scorecard.html">The scorecard</a> lists every statement of '
+            "the paper; the table <em>Claims checked</em> below gives each claim with its tolerance.</p>")
+    colours = {**_COLOURS, NOT_AT_TIER: "#ffffff"}
+    body = "".join(
+        f'<tr><td style="{_LEFT}"><small><code>{html.escape(r.key)}</code> · {html.escape(r.section)}</small><br>'
+        f"“{html.escape(r.words)}”</td><td style=\"{_LEFT}\">{html.escape(r.paper)}</td>"
+        f'<td style="background:{colours[r.verdict]};{_LEFT}">{html.escape(r.verdict)}'
+        + (f"<br><small>{html.escape(r.ours)}</small>" if r.ours else "") + "</td></tr>"
+        for r in card.itertuples())
+    return (head + '<table class="page-verdicts" style="font-size:80%;table-layout:fixed;width:100%;'
+            'word-wrap:break-word"><colgroup><col style="width:58%"><col style="width:20%"><col style="width:22%">'
+            f'</colgroup><thead><tr><th style="{_LEFT}">the paper says</th><th style="{_LEFT}">paper\'s value</th>'
+            f'<th style="{_LEFT}">our verdict</th></tr></thead><tbody>{body}</tbody></table>')

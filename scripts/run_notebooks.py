@@ -165,6 +165,19 @@ def collapse_code(path: Path) -> None:
     nbformat.write(nb, path)
 
 
+def title_with_tier(path: Path, tier: str) -> None:
+    """Append the tier to the title (the first line, ``# ...``) of an executed notebook, so that the sidebar names
+    the quick and the subset page of one table apart: "Table I: ... (quick tier)"."""
+    nb = nbformat.read(path, as_version=4)
+    cell = nb.cells[0]
+    title, sep, rest = cell.source.partition("\n")
+    if cell.cell_type != "markdown" or not title.startswith("# "):
+        raise ValueError(f"{path.name}: the first cell must start with the page title '# ...' (got {title!r}).")
+    if not title.endswith(f"({tier} tier)"):
+        cell.source = f"{title} ({tier} tier){sep}{rest}"
+    nbformat.write(nb, path)
+
+
 def execute_once(source: Path, partial: Path, parameters: dict, log_output: bool, cell_timeout: int) -> str:
     """One papermill run; return '' or the error."""
     try:
@@ -194,6 +207,8 @@ def execute(run: dict, tier: str, parameters: dict, out_dir: Path, log_output: b
         error = execute_once(source, partial, parameters, log_output, cell_timeout)
         if not error:
             collapse_code(partial)
+            if "tier" in parameters:
+                title_with_tier(partial, parameters["tier"])
             partial.replace(target)
             return run["name"], time.perf_counter() - start, ""
         timed_out = "CellTimeoutError" in error or "timed out" in error.lower()

@@ -19,7 +19,7 @@ def test_paper_defaults_and_model_dependent_weight_decay():
 
 @pytest.mark.parametrize("changes, message", [
     (dict(selector="entopt"),
-     "config field 'selector': got 'entopt'; allowed: 'random', 'fedentopt', 'kl', 'dc'."),
+     "config field 'selector': got 'entopt'; allowed: 'random', 'fedentopt', 'kl', 'dc', 'fedentopt-swap'."),
     (dict(algorithm="fedavgg"), "config field 'algorithm': got 'fedavgg'; allowed: 'fedavg', 'fedprox'"),
     (dict(model="lenet"), "config field 'model': got 'lenet'; allowed: 'lenet5', 'vgg11'"),
     (dict(num_clients=0), "config field 'num_clients': got 0; must be >= 1."),

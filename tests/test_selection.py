@@ -662,7 +662,8 @@ def test_bad_state_raises():
 
 
 def test_unknown_selector_name_lists_names():
-    with pytest.raises(ValueError, match="selector name must be one of 'random', 'fedentopt', 'kl', 'dc'"):
+    with pytest.raises(ValueError,
+                       match="selector name must be one of 'random', 'fedentopt', 'kl', 'dc', 'fedentopt-swap'"):
         make_selector("fedavg")
 
 

@@ -19,7 +19,7 @@ __all__ = ["Claim", "frame", "all_hold", "expected_verdict", "why", "interval", 
            "ALPHA", "EXPECTED_DIFFERENCES", "EVIDENCE", "FINDINGS", "UNDECIDED", "TOLERANCES", "fig1", "table6_hnorm",
            "coverage", "fine_label_coverage", "table5", "table1", "table1_best", "table2_changes",
            "faster_than_every_method", "availability", "buffer_accuracy", "large_pools", "fedentropy",
-           "table1_directions", "table2_signs", "faster_than_fedavg", "participation"]
+           "table1_directions", "table2_signs", "faster_than_fedavg", "participation", "adversary_buffer"]
 
 #: Tolerances of the numeric claims (absolute, in the claim's own unit).
 TOLERANCES = {
@@ -212,6 +212,33 @@ def _per_seed_gap(traces, a: str, b: str, stat: str = "mean"):
     per = traces.groupby(["method", "seed"])["entropy"].agg(stat).unstack("method")
     gap = (per[a] - per[b]).dropna()
     return float(gap.mean()), float(gap.std(ddof=1)) if len(gap) > 1 else 0.0, int(len(gap))
+
+
+def adversary_buffer(study):
+    """§VI: "limited participation and a larger buffer size could reduce any single adversarial client's
+    influence", judged for the buffer: per partition, a single liar's share of the rounds (uniform report, no
+    defence) at the smallest buffer minus at the largest, seed by seed; it must lie above 0 (95 % t-interval).
+
+    ``study``: :func:`fedlib.adversarial.share_table` rows (``partition``, ``Q``, ``threat``, ``defence``,
+    ``seed``, ``num_liars``, ``num_rounds``, ``liar_max``), with threat "uniform", defence "none" and one liar.
+    """
+    rows = study[(study["threat"] == "uniform") & (study["defence"] == "none") & (study["num_liars"] == 1)]
+    if rows.empty:
+        raise ValueError("adversary_buffer: study has no row of one uniform liar without a defence.")
+    out = []
+    for part, sub in rows.groupby("partition", sort=False):
+        qmin, qmax = sub["Q"].min(), sub["Q"].max()
+        share = (sub["liar_max"] / sub["num_rounds"]).to_numpy()
+        per = sub.assign(share=share).pivot_table(index="seed", columns="Q", values="share")
+        drop = (per[qmin] - per[qmax]).dropna()
+        mean, std, n = float(drop.mean()), float(drop.std(ddof=1)) if len(drop) > 1 else 0.0, int(len(drop))
+        lo, hi = interval(mean, std, n)  # decided once the interval lies above 0, or at or below it
+        out.append(Claim(f"lying_clients/{part}/buffer_reduces_liar_share",
+                         f"a larger buffer reduces a single liar's share of the rounds ({part}, Q = {qmin} vs {qmax}; "
+                         "uniform report, no defence)", "reduces", mean,
+                         f"share at Q = {qmin} minus at Q = {qmax}: 95 % t-interval over {n} seeds above 0",
+                         lo > 0, lo > 0 or hi <= 0))
+    return out
 
 
 def fig1(traces, num_classes: int):

@@ -25,7 +25,8 @@ def in_kernel() -> bool:
 
 def setup(*, dpi: int = 100) -> None:
     """Prepare a notebook page: inline figures (whatever ``MPLBACKEND`` says), a fixed figure resolution, and
-    pandas tables that show all their columns.
+    pandas tables that show all their columns, rendered by :func:`frame_html` (no bare index, column names that
+    wrap at their underscores, not letter by letter).
 
     Parameters
     ----------
@@ -44,9 +45,38 @@ def setup(*, dpi: int = 100) -> None:
             raise RuntimeError(f"fedlib.notebook.setup: matplotlib's backend is {matplotlib.get_backend()!r} "
                                f"after %matplotlib inline; figures would not reach the notebook.")
     matplotlib.rcParams["figure.dpi"] = dpi
+    if in_kernel():
+        from IPython import get_ipython
+
+        get_ipython().display_formatter.formatters["text/html"].for_type(pd.DataFrame, frame_html)
     pd.set_option("display.max_columns", None)
     pd.set_option("display.max_colwidth", None)  # a claim or a note is shown whole, wrapped by the book's CSS
     pd.set_option("display.width", 200)
+
+
+_HEADER_CELL = re.compile(r"(<th\b[^>]*>)(.*?)(</th>)", re.DOTALL)
+
+
+def frame_html(frame) -> str:
+    """A DataFrame as the book shows it: pandas' HTML table without the index when it is the default 0, 1, 2, ...
+    (a reader learns nothing from it), and with a break opportunity (``<wbr>``) after each ``_`` and ``/`` of a
+    header, so that a long column name wraps between its words instead of letter by letter (the book's style
+    sheet breaks headers only there).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> html = frame_html(pd.DataFrame({"mean_entropy": [1.5]}))
+    >>> "mean_<wbr>entropy" in html, "<th>0</th>" in html
+    (True, False)
+    """
+    import pandas as pd
+
+    bare = isinstance(frame.index, pd.RangeIndex) and frame.index.name is None and frame.index.start == 0 \
+        and frame.index.step == 1
+    html = frame.to_html(index=not bare, classes="fitted", border=0, max_rows=pd.get_option("display.max_rows"),
+                         max_cols=pd.get_option("display.max_columns"))
+    return _HEADER_CELL.sub(lambda m: m.group(1) + re.sub(r"([_/])", r"\1<wbr>", m.group(2)) + m.group(3), html)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -210,7 +210,8 @@ STATEMENTS: tuple[Statement, ...] = (
     _s("VI/dp_robust", "§VI", "our results indicate robustness to moderate differential privacy noise",
        "DP matches non-DP", "table1", ["table1/*/dp_matches"]),
     _s("VI/buffer_mitigates_adversaries", "§VI", "limited participation and a larger buffer size could reduce "
-       "any single adversarial client's influence", "no number", "lying_clients"),
+       "any single adversarial client's influence", "no number", "lying_clients",
+       ["lying_clients/*/buffer_reduces_liar_share"], label_only=True),
     # ------------------------------------------------------------------ v1 §V-B5, large pools
     _s("v1/coverage_cifar10", "v1 §V-B5", "the probability of achieving full label coverage is 65% for subsets "
        "of 7 clients and decreases to 7% for subsets of 3 clients. In the setup with 200 clients, the probability "
@@ -283,9 +284,24 @@ def _table5(p):
     return claims.table5(table, rebuilt, p["decimals"])
 
 
+def lying_study(p) -> pd.DataFrame:
+    """The lying-clients page's label-only runs of one uniform liar without a defence (the rows the §VI claim
+    reads), at the page's parameters."""
+    from .adversarial import LiarSpec, share_table
+
+    return share_table(p["profile"], p["partitions"], threats={"uniform": LiarSpec(1, "uniform", p["inflation"],
+                                                                                  "honest")},
+                       defences={"none": {}}, num_clients=p["num_clients"], num_selected=p["num_selected"],
+                       num_rounds=p["num_rounds"], buffer_sizes=p["buffer_sizes"], seeds=p["seeds"])
+
+
+def _lying(p):
+    return claims.adversary_buffer(lying_study(p))
+
+
 #: label-only page -> its claims from the page's parameters.
 LABEL_PAGES = {"entropy_trace": _fig1, "buffer_diversity": _table6, "label_coverage": _coverage,
-               "communication_cost": _table5}
+               "communication_cost": _table5, "lying_clients": _lying}
 
 
 @functools.lru_cache(maxsize=2)

@@ -149,7 +149,46 @@ MEASURE = """() => {
     images: all.length, decoded: all.filter(decoded).length,
     broken: all.filter((img) => !decoded(img)).map((img) => (img.getAttribute("src") || "").slice(0, 80)),
     cells: cells,
+    tables: tableProblems(article),
   };
+}"""
+
+#: Tables a reader cannot read (issue 21): wider than the text column, a word broken across lines inside a cell
+#: (a header set letter by letter), or a bare pandas index (a first column 0, 1, 2, ... with no header).
+TABLES = """function tableProblems(article) {
+  const column = (article.querySelector("main") || article).getBoundingClientRect().width;
+  const out = [];
+  const lines = (cell) => {  // the line boxes of the cell's text (not of its elements' boxes)
+    const tops = new Set();
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const range = document.createRange();
+      range.selectNodeContents(node);
+      Array.from(range.getClientRects()).filter((r) => r.width > 0).forEach((r) => tops.add(Math.round(r.top)));
+    }
+    return tops.size;
+  };
+  Array.from(article.querySelectorAll("table")).forEach((table, t) => {
+    const where = `table ${t + 1} (` + (table.innerText || "").replace(/\\s+/g, " ").trim().slice(0, 50) + ")";
+    const width = Math.max(table.getBoundingClientRect().width, table.scrollWidth);  // a scroll bar hides width
+    if (width > column + 2) out.push(`${where} is ${Math.round(width)} px wide, the text column ${Math.round(column)}`);
+    for (const cell of table.querySelectorAll("th, td")) {
+      const words = (cell.innerText || "").trim().split(/[\\s\\-\\/–]+/).filter((w) => w.length > 0);
+      if (words.length && lines(cell) > words.length) {
+        out.push(`${where}: a word is broken across lines in the cell "${cell.innerText.trim().slice(0, 40)}"`);
+        break;
+      }
+    }
+    const rows = Array.from(table.querySelectorAll("tbody tr"));
+    const index = rows.map((r) => (r.firstElementChild && r.firstElementChild.tagName === "TH")
+      ? r.firstElementChild.innerText.trim() : null);
+    const named = Array.from(table.querySelectorAll("thead tr")).some(
+      (r) => r.firstElementChild && r.firstElementChild.innerText.trim() !== "");
+    if (!named && rows.length > 1 && index.every((v, i) => v === String(i))) {
+      out.push(`${where} shows a bare pandas index`);
+    }
+  });
+  return out;
 }"""
 
 SETTLED = """(expect) => {
@@ -206,7 +245,7 @@ def check_page(browser, html_dir: Path, page: Path, out_dir: Path, executed_dir:
                                   timeout=SETTLE_MS)
         except Exception:  # noqa: BLE001 - what did not settle is reported by the counts below
             pass
-        seen = tab.evaluate(MEASURE)
+        seen = tab.evaluate(f"(() => {{ {TABLES}; return ({MEASURE})(); }})")
         png = out_dir / (page.relative_to(html_dir).with_suffix(".png").as_posix().replace("/", "__"))
         tab.screenshot(path=str(png), full_page=True)
     finally:
@@ -221,6 +260,7 @@ def check_page(browser, html_dir: Path, page: Path, out_dir: Path, executed_dir:
         problems.append(f"{name}: {static.math} equations, {seen['math']} typeset by MathJax, {seen['rawTex']} "
                         "left as TeX (is _static/mathjax/ there? run scripts/fetch_web_assets.py)")
     problems += [f"{name}: a picture did not decode: {src}" for src in seen["broken"]]
+    problems += [f"{name}: {problem}" for problem in seen["tables"]]
     expected = None
     if (nb_path := notebook_of(html_dir, page, executed_dir)) is not None:
         nb = json.loads(nb_path.read_text(encoding="utf-8"))

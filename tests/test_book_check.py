@@ -104,3 +104,45 @@ def test_a_picture_that_does_not_decode_fails(tmp_path):
     problems, _ = check.check_book(html, tmp_path / "shots", toc, executed)
     assert any("did not decode" in p for p in problems)
     assert any("cell 1" in p and "the page shows 0 decoded" in p for p in problems)
+
+
+def _table_page(table: str) -> str:
+    text = "A page of the book with enough text to count as an article. " * 3
+    return (f"<!doctype html><html><body style='width:600px'><article><h1>A page</h1><p>{text}</p>{table}"
+            "</article></body></html>")
+
+
+@needs_chromium
+@pytest.mark.parametrize("table, problem", [
+    # a header in a column too narrow for its word, broken anywhere: letter by letter
+    ('<table><thead><tr><th style="width:20px;overflow-wrap:anywhere">partition</th><th>b</th></tr></thead>'
+     "<tbody><tr><td>x</td><td>y</td></tr></tbody></table>", "a word is broken across lines in the cell \"partition"),
+    # pandas' default index: 0, 1, 2 in the first column, no header for it
+    ("<table><thead><tr><th></th><th>a</th></tr></thead><tbody><tr><th>0</th><td>1</td></tr><tr><th>1</th>"
+     "<td>2</td></tr><tr><th>2</th><td>3</td></tr></tbody></table>", "shows a bare pandas index"),
+    # wider than the text column (here inside a scroll box, which hides it from the box's width)
+    ('<div style="overflow-x:auto;max-width:100%"><table style="display:block;overflow-x:auto;max-width:100%">'
+     '<tr><td style="min-width:2000px">wide</td></tr></table></div>', "px wide, the text column"),
+])
+def test_an_unreadable_table_fails_naming_page_and_table(tmp_path, table, problem):
+    check = _load_check()
+    html, toc, executed = _book(tmp_path, [], [])
+    (html / "book" / "executed" / "fig.html").write_text(_table_page(table))
+    problems, _ = check.check_book(html, tmp_path / "shots", toc, executed)
+    assert len(problems) == 1 and problems[0].startswith("book/executed/fig.html: table 1 (")
+    assert problem in problems[0]
+
+
+@needs_chromium
+def test_a_table_that_wraps_between_words_passes(tmp_path):
+    """What fedlib.notebook.frame_html writes: the index hidden, names that break at their underscores."""
+    from fedlib.notebook import frame_html
+    import pandas as pd
+
+    check = _load_check()
+    html, toc, executed = _book(tmp_path, [], [])
+    frame = pd.DataFrame({"rounds_above_threshold": [0.5, 0.25], "mean": [1.0, 2.0]})
+    css = '<style>th { width: 40px; overflow-wrap: normal; word-break: normal }</style>'
+    (html / "book" / "executed" / "fig.html").write_text(_table_page(css + frame_html(frame)))
+    problems, _ = check.check_book(html, tmp_path / "shots", toc, executed)
+    assert problems == []

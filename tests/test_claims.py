@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -312,3 +313,33 @@ def test_a_reason_shared_by_several_claims_is_printed_once(monkeypatch):
         monkeypatch.setitem(claims.EXPECTED_DIFFERENCES, k, "one shared reason")
     found = [claims.Claim(k, "c", "p", 0.0, "tol", False) for k in keys]
     assert claims.frame(found)["note"].tolist() == ["one shared reason", "as row 0", ""]
+
+
+def test_adversary_buffer_by_hand():
+    """One liar's share of 10 rounds at Q = 0 and Q = 5 over three seeds: drops 0.5, 0.4, 0.6 -> mean 0.5, above 0;
+    equal shares -> std 0 at 0: decided, does not hold; rows of other threats, defences or liar numbers are ignored."""
+    rows = []
+    for seed, (lo, hi) in enumerate([(8, 3), (7, 3), (9, 3)]):
+        for q, liar_max in ((0, lo), (5, hi)):
+            rows.append(dict(partition="C=2", Q=q, threat="uniform", defence="none", seed=seed, num_liars=1,
+                             num_rounds=10, liar_max=liar_max))
+            rows.append(dict(partition="Dir(0.1)", Q=q, threat="uniform", defence="none", seed=seed, num_liars=1,
+                             num_rounds=10, liar_max=4))
+            rows.append(dict(partition="C=2", Q=q, threat="rarest", defence="none", seed=seed, num_liars=1,
+                             num_rounds=10, liar_max=0))
+            rows.append(dict(partition="C=2", Q=q, threat="uniform", defence="defence", seed=seed, num_liars=10,
+                             num_rounds=10, liar_max=10))
+    found = {c.key: c for c in claims.adversary_buffer(pd.DataFrame(rows))}
+    c2 = found["lying_clients/C=2/buffer_reduces_liar_share"]
+    dir01 = found["lying_clients/Dir(0.1)/buffer_reduces_liar_share"]
+    assert len(found) == 2 and c2.ours == pytest.approx(0.5) and c2.verdict == "reproduces"
+    assert dir01.ours == 0 and dir01.verdict == "does not reproduce"
+    with pytest.raises(ValueError, match="no row of one uniform liar without a defence"):
+        claims.adversary_buffer(pd.DataFrame(rows[2:3]))
+
+
+def test_the_lying_clients_claims_reproduce_at_the_book_parameters():
+    found = label_page("lying_clients")
+    assert sorted(found) == ["lying_clients/C=2/buffer_reduces_liar_share",
+                             "lying_clients/Dir(0.1)/buffer_reduces_liar_share"]
+    assert all(c.verdict == "reproduces" and c.ours > 0.5 for c in found.values())

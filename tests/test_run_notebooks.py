@@ -55,3 +55,20 @@ def test_a_page_within_the_limit_is_written(tmp_path):
     done = _run(tmp_path, table, "--cell-timeout", "60", "--set", "naptime=0")
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "out" / "sleepy.ipynb").exists()
+
+
+def test_a_page_with_a_tier_gets_it_in_its_title(tmp_path):
+    """The sidebar names the quick and the subset page of a table apart: the runner appends the tier to the title."""
+    params = nbformat.v4.new_code_cell('tier = "quick"')
+    params.metadata["tags"] = ["parameters"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Table I: accuracy\n\n## Overview"),
+                                         params, nbformat.v4.new_code_cell("x = tier")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "t1.ipynb")
+    runs = {"runs": [{"name": "t1", "notebook": str(tmp_path / "t1.ipynb"), "tier": "subset",
+                      "parameters": {"tier": "subset"}}]}
+    (tmp_path / "runs.yaml").write_text(yaml.safe_dump(runs))
+    done = _run(tmp_path, tmp_path / "runs.yaml", "--cell-timeout", "60")
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = nbformat.read(tmp_path / "out" / "t1.ipynb", as_version=4)
+    assert out.cells[0].source == "# Table I: accuracy (subset tier)\n\n## Overview"

@@ -123,3 +123,52 @@ def test_a_verdict_that_flips_with_the_machine_is_undecided_on_the_card(tmp_path
     best = next(c for page, c, flips in rows if c.key == "quick:table1/C=2/best")
     assert best.verdict == "reproduces"
     assert [flips for page, c, flips in rows if c is best] == [True]
+
+
+# ----------------------------------------------------------------------------------------------- page tops
+
+PAGES_WITH_STATEMENTS = sorted({s.page for s in scorecard.STATEMENTS if s.page})
+
+
+@pytest.mark.parametrize("page, tier", [("table1", "quick"), ("table1", "subset"), ("availability", "quick"),
+                                        ("participation", "subset")])
+def test_the_verdicts_on_top_of_a_training_page_are_the_scorecards(found, page, tier):
+    """What a page shows under its title equals the scorecard's column of that tier for the page's statements."""
+    card = scorecard.scorecard(found).set_index("key")
+    top = scorecard.page_card(page, tier).set_index("key")
+    mine = [s.key for s in scorecard.STATEMENTS if s.page == page and s.key not in scorecard.EVIDENCE_CLAIMS]
+    assert list(top.index) == mine and mine
+    for key in mine:
+        expected = card.loc[key, f"verdict_{tier}"]
+        if expected:
+            assert top.loc[key, "verdict"] == expected and top.loc[key, "ours"] == card.loc[key, f"ours_{tier}"]
+        else:
+            assert top.loc[key, "verdict"] == ("needs the paper tier" if not next(
+                s for s in scorecard.STATEMENTS if s.key == key).claims else "not judged at this tier")
+
+
+def test_the_verdicts_on_top_of_a_label_page_are_the_scorecards(found):
+    page = "entropy_trace"
+    params = scorecard.book_parameters(page)
+    top = scorecard.page_card(page, "label", scorecard.LABEL_PAGES[page](params)).set_index("key")
+    card = scorecard.scorecard(found).set_index("key")
+    assert (top["verdict"] == card.loc[top.index, "verdict_quick"]).all()
+    html = scorecard.page_verdicts(page, "label", scorecard.LABEL_PAGES[page](params))
+    assert html.count("<tr>") == len(top) + 1 and "at the paper&#x27;s scale" in html
+
+
+def test_a_page_that_is_no_training_page_needs_its_claims():
+    with pytest.raises(ValueError, match="page 'entropy_trace' is no training page .*pass the claims it computed"):
+        scorecard.page_card("entropy_trace", "quick")
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_STATEMENTS)
+def test_every_page_with_statements_opens_with_its_verdicts(page):
+    """The first cell pastes the verdicts right under the title; a code cell glues them from page_verdicts."""
+    import json
+
+    nb = json.loads((ROOT / "notebooks" / f"{page}.ipynb").read_text())
+    first = "".join(nb["cells"][0]["source"]).splitlines()
+    assert first[0].startswith("# ") and first[1:4] == ["", "```{glue} verdicts", "```"]
+    code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    assert sum(f'on_top(scorecard.page_verdicts("{page}"' in c for c in code) == 1

@@ -205,3 +205,29 @@ def test_flwr_run_equals_fedlib_trainer(aggregation, fedlib_reference, tmp_path)
         np.testing.assert_allclose(flower["train_loss"][1], ref["train_loss"][1], rtol=1e-12)
     print(f"\n{aggregation}: final accuracy Flower {final_f:.4f}, fedlib {final_r:.4f}; per round |diff| "
           f"{np.abs(acc_f - acc_r).round(3).tolist()}")
+
+
+@pytest.mark.parametrize("aggregation", ["fedlib", "flower"])
+def test_aggregation_drops_error_replies_and_checks_the_others(aggregation):
+    """Both aggregations go through FedAvg.aggregate_train: a reply with an error is left out (the average is that
+    of the others), no valid reply gives (None, None), and a reply without the weight key stops the round."""
+    import torch
+    from flwr.app import Error
+    from flwr.serverapp.exception import InconsistentMessageReplies
+
+    grid, nodes, _ = _federation()
+    strategy = SelectorStrategy("random", M, seed=4, aggregation=aggregation)
+    msgs = list(strategy.configure_train(1, ArrayRecord(), ConfigRecord(), grid))
+    params = [{"w": torch.full((3,), float(j))} for j in range(M)]
+    replies = [_reply(m, p, 10) for m, p in zip(msgs, params)]
+    replies[1] = Message(error=Error(code=0, reason="client failed"), reply_to=msgs[1])
+    arrays, metrics = strategy.aggregate_train(1, replies)
+    expected = torch.full((3,), float(np.mean([0, 2, 3])))
+    torch.testing.assert_close(arrays.to_torch_state_dict()["w"], expected, rtol=1e-6, atol=1e-6)
+    assert metrics is not None and "num-examples" not in metrics  # Flower's metric aggregation, weight key left out
+    failed = [Message(error=Error(code=0, reason="client failed"), reply_to=m) for m in msgs]
+    assert strategy.aggregate_train(1, failed) == (None, None)
+    unweighted = [Message(RecordDict({"arrays": ArrayRecord(p), "metrics": MetricRecord({"loss": 1.0})}), reply_to=m)
+                  for m, p in zip(msgs, params)]
+    with pytest.raises(InconsistentMessageReplies, match="num-examples"):
+        strategy.aggregate_train(1, unweighted)

@@ -15,6 +15,14 @@ stragglers; ``check_flower_config`` says so before any work.
 ``SERVER_APP`` and ``CLIENT_APP`` read the configuration from the run config (``CONFIG_KEY``: the config as JSON;
 ``AGGREGATION_KEY``; the ServerApp writes its per-round table to the CSV path under ``RESULT_KEY``), so that
 ``flwr run`` can run them; ``flwr_run`` does exactly that on a local SuperLink it starts and stops.
+
+Flower API used: public names only (``tests/test_flower_public_api.py`` checks it): ``flwr.app`` (``Context``'s
+``run_config`` and ``node_config``, ``Message``, ``RecordDict``, ``ArrayRecord``, ``MetricRecord``),
+``flwr.clientapp.ClientApp`` (``@app.query``, ``@app.train``), ``flwr.serverapp`` (``ServerApp`` with
+``@app.main``, ``Grid``), the strategy's ``start`` and its ``Result`` (``evaluate_metrics_serverapp``,
+``train_metrics_clientapp``); ``flwr_run`` drives Flower's command-line tools ``flower-superlink`` and ``flwr run``
+(with the environment variables ``FLWR_HOME`` and ``FLWR_LOCAL_SUPERLINK_HTTP_API_PORT`` and the SuperLink's
+``/health`` endpoint).
 """
 from __future__ import annotations
 
@@ -289,12 +297,13 @@ def flwr_run(config: ExperimentConfig, workdir, *, aggregation: str = "flower", 
     (home / "config.toml").write_text('[superlink]\ndefault = "fedlib"\n\n[superlink.fedlib]\naddress = ":local:"\n')
     (http_port,) = _free_ports(1)  # Flower 1.41 serves the Runtime, Control and Fleet APIs on one HTTP port
     scripts = str(Path(_script("flwr")).parent)  # the SuperLink starts Flower's other executables by name
-    env = {**os.environ, "PATH": os.pathsep.join([scripts, os.environ.get("PATH", "")]), "FLWR_HOME": str(home), "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(http_port),
-           "FLWR_DISABLE_UPDATE_CHECK": "1"}
+    env = {**os.environ, "PATH": os.pathsep.join([scripts, os.environ.get("PATH", "")]), "FLWR_HOME": str(home),
+           "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(http_port), "FLWR_DISABLE_UPDATE_CHECK": "1"}
     out = subprocess.DEVNULL if log is None else log
     superlink = subprocess.Popen(
         [_script("flower-superlink"), "--insecure", "--simulation", "--isolation", "subprocess",
-         "--disable-runtime-dependency-installation", "--host", "127.0.0.1", "--port", str(http_port), "--log-file", str(home / "superlink.log")],
+         "--disable-runtime-dependency-installation", "--host", "127.0.0.1", "--port", str(http_port),
+         "--log-file", str(home / "superlink.log")],
         env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
         _wait_healthy(superlink, http_port, home / "superlink.log")

@@ -10,12 +10,24 @@ Protocol (Flower's Message API, ``flwr.serverapp.strategy``):
 3. Every round ``configure_train`` calls ``selector.select(counts, M, state, rng)`` and sends the training
    message to the picked nodes only; the selector's state (FedEntOpt's FIFO buffer) is carried to the next
    round.  ``picks`` records the picked client indices of every round, in pick order.
-4. Aggregation: ``aggregation="flower"`` is Flower's FedAvg (``aggregate_arrayrecords``: float32 arrays, weights
+4. Aggregation: ``aggregation="flower"`` is Flower's FedAvg (``FedAvg.aggregate_train``: float32 arrays, weights
    ``num-examples``); ``"fedlib"`` is fedlib's FedAvg server step (``fedlib.algorithms.base.weighted_average``:
    float64 accumulation, cast back), the server step of fedlib's fedavg, fedprox, fedrs and fedlc.  Both sum the
-   replies in pick order (Flower delivers replies in the order they arrive), so a run is reproducible.
+   replies in pick order (Flower delivers replies in the order they arrive), so a run is reproducible.  Both run
+   ``FedAvg.aggregate_train`` first, which drops error replies, checks the others and aggregates the metrics;
+   ``"fedlib"`` then replaces its arrays (Flower's float32 average is computed and discarded).
 
 Federated evaluation (``configure_evaluate``) is FedAvg's, unchanged.
+
+Flower API used: only public names of Flower 1.41 (no name with a leading underscore, no private method of
+``FedAvg``; ``tests/test_flower_public_api.py`` checks the source): ``flwr.app`` (``Message(content, dst_node_id=,
+message_type=)``, ``Message(content, reply_to=)``, ``Message.has_error``/``error``/``metadata``/``content``,
+``MessageType``, ``RecordDict`` with its ``metric_records``/``array_records``, ``ArrayRecord`` and its
+``to_torch_state_dict``, ``ConfigRecord``, ``MetricRecord``), ``flwr.serverapp.Grid`` (``get_node_ids``,
+``send_and_receive``), ``flwr.serverapp.strategy.FedAvg`` (its constructor and attributes ``min_available_nodes``,
+``arrayrecord_key``, ``configrecord_key``, ``weighted_by_key``; the methods ``summary``, ``aggregate_train``,
+``configure_evaluate``, ``aggregate_evaluate``, ``start``, which fedlib overrides or inherits) and
+``flwr.supercore.log``.
 """
 from __future__ import annotations
 
@@ -155,7 +167,8 @@ class SelectorStrategy(FedAvg):
             pid = int(rec["partition-id"]) if "partition-id" in rec else None
             rows.append((pid if pid is not None else -1, node, pid, np.asarray(rec["counts"], dtype=np.float64)))
         if len({r[3].shape for r in rows}) != 1:
-            raise ValueError(f"the clients reported label counts of different lengths: {sorted({r[3].size for r in rows})}.")
+            raise ValueError(f"the clients reported label counts of different lengths: "
+                             f"{sorted({r[3].size for r in rows})}.")
         rows.sort(key=lambda r: (r[0], r[1]))
         self.node_ids = [r[1] for r in rows]
         self.partition_ids = [r[2] for r in rows]
@@ -177,19 +190,22 @@ class SelectorStrategy(FedAvg):
         self._round_nodes = [self.node_ids[k] for k in picked]
         config["server-round"] = server_round
         record = RecordDict({self.arrayrecord_key: arrays, self.configrecord_key: config})
-        return self._construct_messages(record, self._round_nodes, MessageType.TRAIN)
+        return [Message(record, dst_node_id=n, message_type=MessageType.TRAIN) for n in self._round_nodes]
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]):
-        """FedAvg over the replies, summed in pick order (``aggregation``: Flower's or fedlib's arithmetic)."""
+        """FedAvg over the replies, summed in pick order (``aggregation``: Flower's or fedlib's arithmetic).
+
+        Both go through ``FedAvg.aggregate_train``, which drops and logs the replies that carry an error, checks
+        the others (one ArrayRecord with the same keys, one MetricRecord with ``weighted_by_key``; otherwise it
+        raises Flower's ``InconsistentMessageReplies``) and aggregates their metrics.  With ``"fedlib"`` its
+        arrays are then replaced by fedlib's average of the same replies (those without an error).
+        """
         order = {n: j for j, n in enumerate(self._round_nodes)}
         replies = sorted(replies, key=lambda m: order.get(m.metadata.src_node_id, len(order)))
-        if self.aggregation == "flower":
-            return super().aggregate_train(server_round, replies)
-        valid, _ = self._check_and_log_replies(replies, is_train=True)
-        if not valid:
-            return None, None
-        return self._fedlib_average([m.content for m in valid]), self.train_metrics_aggr_fn(
-            [m.content for m in valid], self.weighted_by_key)
+        arrays, metrics = super().aggregate_train(server_round, replies)
+        if self.aggregation == "flower" or arrays is None:
+            return arrays, metrics
+        return self._fedlib_average([m.content for m in replies if not m.has_error()]), metrics
 
     def _fedlib_average(self, contents: list[RecordDict]) -> ArrayRecord | None:
         from ..algorithms.base import weighted_average

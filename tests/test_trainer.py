@@ -1,10 +1,12 @@
 """The trainer on a tiny synthetic data set (LeNet-5 on 16x16 images, 8 clients, 1-2 rounds)."""
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from fedlib.algorithms import Algorithm
+from fedlib.algorithms import Algorithm, HParams
 from fedlib.config import ExperimentConfig
 from fedlib.runs import TABLE_COLUMNS
 from fedlib.trainer import Experiment, run_experiment
@@ -116,12 +118,12 @@ class ToyTwoPhase(Algorithm):
 
     name = "toy_two_phase"
 
-    def __init__(self, warmup_rounds: int = 2):
-        super().__init__()
-        self.warmup_rounds = warmup_rounds
+    @dataclasses.dataclass(frozen=True)
+    class HParams(HParams):
+        warmup_rounds: int = 2
 
     def num_rounds(self, run):
-        return run.config.rounds + self.warmup_rounds
+        return run.config.rounds + self.hparams.warmup_rounds
 
     def init_round_state(self, run, global_params):
         return {"warmup_done": 0}
@@ -133,7 +135,7 @@ class ToyTwoPhase(Algorithm):
         return {"warmup_done": int(data["warmup_done"])}
 
     def _warming(self, state):
-        return state.algorithm_state["warmup_done"] < self.warmup_rounds
+        return state.algorithm_state["warmup_done"] < self.hparams.warmup_rounds
 
     def configure_round(self, run, state, rnd):
         plan = super().configure_round(run, state, rnd)

@@ -62,25 +62,27 @@ A batched trainer produces the same ``LocalResult`` objects (unstacking its outp
 hooks unchanged.
 
 Round shape (server side; the trainer's one round loop, ``fedlib.trainer.Experiment.run_round``, calls them, as
-Flower's server calls a strategy's ``configure_fit``/``aggregate_fit``).  ``run`` is the trainer's experiment: the
-services of ``RoundServices`` (selection, local training, evaluation, data) and the run's set-up.  The defaults
-give the per-round shape of FedAvg and its relatives; an algorithm with another shape overrides only what
-differs (FedEntropy: its own client draw and a judgement of the uploads; FedConcat: two phases with their own
-models, run length and checkpointed state):
+Flower's server calls a strategy's ``configure_fit``/``aggregate_fit``).  ``run`` is the trainer's
+``Experiment``: the services of ``RoundServices`` (selection, local training, evaluation, data) and the run's
+set-up.  The defaults give the per-round shape of FedAvg and its relatives; an algorithm with another shape
+overrides only what differs (FedEntropy: its own client draw and a judgement of the uploads; FedConcat: two phases
+with their own models, run length and checkpointed state):
 
-* ``num_rounds(run) -> int`` -- table rounds of the run (default ``config.rounds``).  A ``ValueError`` means the
-  configured ``rounds`` does not suit the algorithm (the trainer reports it as a config error).
-* ``init_round_state(run, global_params)`` -- the algorithm's own state of the run beside ``server_state`` (any
-  object; default None), kept in ``TrainState.algorithm_state``; ``round_state_to_checkpoint(round_state)`` and
-  ``round_state_from_checkpoint(run, data)`` store it with tensors and plain containers only.
+* ``num_rounds(run) -> int`` -- table rounds of the run (default ``config.rounds``).  A ``ValueError``
+  means the configured ``rounds`` does not suit the algorithm (the trainer reports it as a config error).
+* ``init_round_state(run, global_params)`` -- the algorithm's own state of the run beside ``server_state``
+  (any object; default None), kept in ``TrainState.algorithm_state``; ``round_state_to_checkpoint(round_state)``
+  and ``round_state_from_checkpoint(run, data)`` store it with tensors and plain containers only.
 * ``configure_round(run, state, rnd) -> RoundPlan`` -- the round's learning rate, phase and picked clients
   (default: ``lr · lr_decay^(rnd−1)``, phase ``"global"``, the run's selector).  The trainer then draws
   availability: which picked clients drop out and how many epochs each of the others trains.
-* ``fit_round(run, state, plan, todo) -> RoundResult`` -- local training of ``todo`` (``[(client, epochs)]``) and
-  aggregation into ``state``.  Default: every client trains from the global model (``run.train_clients``), the
-  clients with data are judged (``judge_round``) and the kept ones are averaged with ``aggregate``.
-* ``judge_round(run, state, trained) -> (kept, extra_bytes)`` -- which of the trained ``(client, LocalResult)``
-  pairs (all with data) upload their models, and what the judgement itself costs in bytes (default: all, 0).
+* ``fit_round(run, state, plan, todo) -> RoundResult`` -- local training of ``todo`` (``[(client,
+  epochs)]``) and aggregation into ``state``.  Default: every client trains from the global model
+  (``run.train_clients``), the clients with data are judged (``judge_round``) and the kept ones are
+  averaged with ``aggregate``.
+* ``judge_round(run, state, trained) -> (kept, extra_bytes)`` -- which of the trained ``(client,
+  LocalResult)`` pairs (all with data) upload their models, and what the judgement itself costs in bytes (default:
+  all, 0).
 
 The trainer turns the ``RoundResult`` into the table row: train loss, evaluation (when due), bytes and the
 entropy columns -- the same for every algorithm.
@@ -88,15 +90,17 @@ entropy columns -- the same for every algorithm.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, fields
+from typing import ClassVar, Protocol
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["Algorithm", "RoundPlan", "RoundResult", "RoundServices", "decayed_lr", "weighted_average", "tree_sub",
-           "tree_add", "tree_scale", "zeros_like_params"]
+from .._validate import check_parameter_names, parameter_checks
+
+__all__ = ["Algorithm", "HParams", "RoundPlan", "RoundResult", "RoundServices", "decayed_lr", "weighted_average",
+           "tree_sub", "tree_add", "tree_scale", "zeros_like_params"]
 
 Params = dict[str, torch.Tensor]
 
@@ -217,12 +221,31 @@ def decayed_lr(config, step: int) -> float:
     return config.lr * config.lr_decay ** step
 
 
+@dataclass(frozen=True)
+class HParams:
+    """An algorithm's hyper-parameters, declared once: a frozen dataclass whose fields are the parameters
+    ``make_algorithm`` takes, with their defaults; ``__post_init__`` checks them with the ``fedlib._validate``
+    checks (and may store a value in its canonical form, e.g. ``1`` as ``1.0``).  This base has no fields."""
+
+    def as_dict(self) -> dict:
+        """``{field: value}`` in declaration order."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
 class Algorithm:
     """Base class: FedAvg behaviour for every hook (see the module docstring for the contract).
 
-    Subclasses override only the hooks they change.  Attributes:
+    Subclasses override only the hooks they change.  The hyper-parameters are declared once, as the fields of
+    the nested frozen dataclass ``HParams`` (a subclass of :class:`HParams`; the base one has none):
+    ``Algorithm(**params)`` builds ``self.hparams = type(self).HParams(**params)``; an unknown or bad parameter
+    is a ``fedlib._validate.ParameterError`` naming the algorithm.  Every field reads as an attribute of the
+    algorithm too (``FedProx().mu``) but cannot be set on it: a run with other hyper-parameters is another
+    algorithm.  ``params_dict`` (configs, reports, ``repr``) is ``hparams.as_dict()``.
+
+    The algorithm object itself is not frozen: ``bind`` sets ``trainable`` per model.  Attributes:
 
     ``name``                 registry name.
+    ``hparams``              the hyper-parameters (a frozen ``HParams``).
     ``trainable``            tuple of the trainable keys of ``params``; set by the trainer via
                              ``bind(trainable_keys)`` before any hook is called.
     ``needs_label_counts``   True if ``client_context`` uses the client's label counts (FedRS, FedLC); these
@@ -236,13 +259,31 @@ class Algorithm:
     """
 
     name = "base"
+    HParams: ClassVar[type] = HParams
     has_after_step = False
     needs_label_counts = False
     uploads_label_counts = False
     upload_factor = 1
 
-    def __init__(self) -> None:
+    def __init__(self, **params) -> None:
+        part = f"algorithm {self.name!r}"
+        check_parameter_names(part, params, [f.name for f in fields(self.HParams)])
+        with parameter_checks(part):
+            object.__setattr__(self, "hparams", self.HParams(**params))
         self.trainable: tuple[str, ...] = ()
+
+    def __getattr__(self, name: str):
+        # only called when normal lookup fails: a hyper-parameter reads as an attribute of the algorithm
+        hparams = self.__dict__.get("hparams")
+        if hparams is not None and name in hparams.__dataclass_fields__:
+            return getattr(hparams, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "hparams" or name in self.HParams.__dataclass_fields__:
+            raise AttributeError(f"{name} is a hyper-parameter of {type(self).__name__} (frozen): build another "
+                                 f"algorithm, e.g. make_algorithm({self.name!r}, {name}=...).")
+        object.__setattr__(self, name, value)
 
     # -- set-up ------------------------------------------------------------------------------------------
     def bind(self, trainable_keys) -> "Algorithm":
@@ -251,8 +292,8 @@ class Algorithm:
         return self
 
     def params_dict(self) -> dict:
-        """The algorithm's hyper-parameters (for configs and reports)."""
-        return {}
+        """The algorithm's hyper-parameters (for configs and reports): the fields of ``hparams``."""
+        return self.hparams.as_dict()
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params_dict().items())

@@ -122,32 +122,32 @@ class ToyTwoPhase(Algorithm):
     class HParams(HParams):
         warmup_rounds: int = 2
 
-    def num_rounds(self, run):
-        return run.config.rounds + self.hparams.warmup_rounds
+    def num_rounds(self, experiment):
+        return experiment.config.rounds + self.hparams.warmup_rounds
 
-    def init_round_state(self, run, global_params):
+    def init_round_state(self, experiment, global_params):
         return {"warmup_done": 0}
 
     def round_state_to_checkpoint(self, round_state):
         return {"warmup_done": int(round_state["warmup_done"])}
 
-    def round_state_from_checkpoint(self, run, data):
+    def round_state_from_checkpoint(self, experiment, data):
         return {"warmup_done": int(data["warmup_done"])}
 
     def _warming(self, state):
         return state.algorithm_state["warmup_done"] < self.hparams.warmup_rounds
 
-    def configure_round(self, run, state, rnd):
-        plan = super().configure_round(run, state, rnd)
+    def configure_round(self, experiment, state, rnd):
+        plan = super().configure_round(experiment, state, rnd)
         if self._warming(state):
             plan.phase, plan.lr = "warmup", plan.lr / 2
         return plan
 
-    def judge_round(self, run, state, trained):
+    def judge_round(self, experiment, state, trained):
         return (trained[:1], 0) if self._warming(state) else (trained, 0)
 
-    def fit_round(self, run, state, plan, todo):
-        result = super().fit_round(run, state, plan, todo)
+    def fit_round(self, experiment, state, plan, todo):
+        result = super().fit_round(experiment, state, plan, todo)
         state.algorithm_state["warmup_done"] += plan.phase == "warmup"
         return result
 

@@ -62,25 +62,25 @@ A batched trainer produces the same ``LocalResult`` objects (unstacking its outp
 hooks unchanged.
 
 Round shape (server side; the trainer's one round loop, ``fedlib.trainer.Experiment.run_round``, calls them, as
-Flower's server calls a strategy's ``configure_fit``/``aggregate_fit``).  ``run`` is the trainer's
+Flower's server calls a strategy's ``configure_fit``/``aggregate_fit``).  ``experiment`` is the trainer's
 ``Experiment``: the services of ``RoundServices`` (selection, local training, evaluation, data) and the run's
 set-up.  The defaults give the per-round shape of FedAvg and its relatives; an algorithm with another shape
 overrides only what differs (FedEntropy: its own client draw and a judgement of the uploads; FedConcat: two phases
 with their own models, run length and checkpointed state):
 
-* ``num_rounds(run) -> int`` -- table rounds of the run (default ``config.rounds``).  A ``ValueError``
+* ``num_rounds(experiment) -> int`` -- table rounds of the run (default ``config.rounds``).  A ``ValueError``
   means the configured ``rounds`` does not suit the algorithm (the trainer reports it as a config error).
-* ``init_round_state(run, global_params)`` -- the algorithm's own state of the run beside ``server_state``
+* ``init_round_state(experiment, global_params)`` -- the algorithm's own state of the run beside ``server_state``
   (any object; default None), kept in ``TrainState.algorithm_state``; ``round_state_to_checkpoint(round_state)``
-  and ``round_state_from_checkpoint(run, data)`` store it with tensors and plain containers only.
-* ``configure_round(run, state, rnd) -> RoundPlan`` -- the round's learning rate, phase and picked clients
+  and ``round_state_from_checkpoint(experiment, data)`` store it with tensors and plain containers only.
+* ``configure_round(experiment, state, rnd) -> RoundPlan`` -- the round's learning rate, phase and picked clients
   (default: ``lr · lr_decay^(rnd−1)``, phase ``"global"``, the run's selector).  The trainer then draws
   availability: which picked clients drop out and how many epochs each of the others trains.
-* ``fit_round(run, state, plan, todo) -> RoundResult`` -- local training of ``todo`` (``[(client,
+* ``fit_round(experiment, state, plan, todo) -> RoundResult`` -- local training of ``todo`` (``[(client,
   epochs)]``) and aggregation into ``state``.  Default: every client trains from the global model
-  (``run.train_clients``), the clients with data are judged (``judge_round``) and the kept ones are
+  (``experiment.train_clients``), the clients with data are judged (``judge_round``) and the kept ones are
   averaged with ``aggregate``.
-* ``judge_round(run, state, trained) -> (kept, extra_bytes)`` -- which of the trained ``(client,
+* ``judge_round(experiment, state, trained) -> (kept, extra_bytes)`` -- which of the trained ``(client,
   LocalResult)`` pairs (all with data) upload their models, and what the judgement itself costs in bytes (default:
   all, 0).
 
@@ -337,11 +337,11 @@ class Algorithm:
         return weighted_average([r.params for r in results], weights), server_state
 
     # -- round shape (server side; see the module docstring) ------------------------------------------
-    def num_rounds(self, run: RoundServices) -> int:
+    def num_rounds(self, experiment: RoundServices) -> int:
         """``config.rounds`` table rounds."""
-        return run.config.rounds
+        return experiment.config.rounds
 
-    def init_round_state(self, run: RoundServices, global_params: Params):
+    def init_round_state(self, experiment: RoundServices, global_params: Params):
         """No state beside ``server_state``."""
         return None
 
@@ -349,31 +349,31 @@ class Algorithm:
         """Nothing to store."""
         return None
 
-    def round_state_from_checkpoint(self, run: RoundServices, data: dict):
+    def round_state_from_checkpoint(self, experiment: RoundServices, data: dict):
         """Nothing stored."""
         return None
 
-    def configure_round(self, run: RoundServices, state, rnd: int) -> RoundPlan:
+    def configure_round(self, experiment: RoundServices, state, rnd: int) -> RoundPlan:
         """``lr · lr_decay^(rnd−1)``, phase ``"global"``, the clients of the run's selector."""
-        return RoundPlan(rnd, decayed_lr(run.config, rnd - 1), run.select(state))
+        return RoundPlan(rnd, decayed_lr(experiment.config, rnd - 1), experiment.select(state))
 
-    def fit_round(self, run: RoundServices, state, plan: RoundPlan, todo) -> RoundResult:
+    def fit_round(self, experiment: RoundServices, state, plan: RoundPlan, todo) -> RoundResult:
         """Train ``todo`` from the global model; FedAvg-weighted ``aggregate`` of the uploads ``judge_round`` keeps.
 
         Every trained client with data reports its train loss; each kept client uploads ``upload_factor``
         model-sized tensors (``4 · p · upload_factor`` bytes) on top of what the judgement costs.
         """
-        trained = run.train_clients(state, todo, plan.round, plan.lr)
+        trained = experiment.train_clients(state, todo, plan.round, plan.lr)
         with_data = [(k, r) for k, r in trained if r.num_samples > 0]
-        kept, extra_bytes = self.judge_round(run, state, with_data) if with_data else (with_data, 0)
+        kept, extra_bytes = self.judge_round(experiment, state, with_data) if with_data else (with_data, 0)
         if kept:
             n = np.array([r.num_samples for _, r in kept], dtype=np.float64)
             state.global_params, state.server_state = self.aggregate(
                 state.global_params, [r for _, r in kept], n / n.sum(), state.server_state)
-        nbytes = 4 * run.num_params * int(self.upload_factor) * len(kept) + extra_bytes
+        nbytes = 4 * experiment.num_params * int(self.upload_factor) * len(kept) + extra_bytes
         return RoundResult(trained=[k for k, _ in trained], kept=[k for k, _ in kept],
                            losses=[r for _, r in with_data], bytes_uploaded=nbytes)
 
-    def judge_round(self, run: RoundServices, state, trained: list) -> tuple[list, int]:
+    def judge_round(self, experiment: RoundServices, state, trained: list) -> tuple[list, int]:
         """Every trained client uploads; no judgement, no extra bytes."""
         return trained, 0

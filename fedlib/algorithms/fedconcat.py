@@ -537,20 +537,20 @@ class FedConcat(Algorithm):
 
     # ---------------------------------------------------------------- round shape (fedlib.algorithms.base)
 
-    def num_rounds(self, run) -> int:
+    def num_rounds(self, experiment) -> int:
         """T_e + T_c for the FedAvg budget ``config.rounds`` (:meth:`round_split`)."""
-        c = run.config
+        c = experiment.config
         try:
-            t_e, t_c = self.round_split(c.rounds, run.model, num_clients=c.num_clients,
+            t_e, t_c = self.round_split(c.rounds, experiment.model, num_clients=c.num_clients,
                                         num_selected=c.clients_per_round)
         except ValueError as exc:
             raise ValueError(f"too small a FedAvg budget for FedConcat ({exc})") from exc
         return int(t_e + t_c)
 
-    def init_round_state(self, run, global_params) -> FedConcatState:
+    def init_round_state(self, experiment, global_params) -> FedConcatState:
         """:meth:`plan` on the label counts the server sees (stream ``clustering``)."""
-        c = run.config
-        return self.plan(run.model, global_params, label_counts=run.server_counts,
+        c = experiment.config
+        return self.plan(experiment.model, global_params, label_counts=experiment.server_counts,
                          total_rounds=c.rounds, num_selected=c.clients_per_round,
                          rng=stream_rng(c.seed, "clustering"))
 
@@ -567,48 +567,48 @@ class FedConcat(Algorithm):
             "history": [dict(h) for h in fc.history],
         }
 
-    def round_state_from_checkpoint(self, run, d: dict) -> FedConcatState:
+    def round_state_from_checkpoint(self, experiment, d: dict) -> FedConcatState:
         """Inverse of :meth:`round_state_to_checkpoint`, on the run's device."""
-        to = lambda p: {k: v.to(run.device) for k, v in p.items()}  # noqa: E731
+        to = lambda p: {k: v.to(experiment.device) for k, v in p.items()}  # noqa: E731
         fc = FedConcatState(assignment=d["assignment"].cpu().numpy().astype(np.int64),
                             encoder_rounds=int(d["encoder_rounds"]), classifier_rounds=int(d["classifier_rounds"]),
                             cluster_params=[to(p) for p in d["cluster_params"]], round=int(d["round"]),
                             history=[dict(h) for h in d["history"]])
         if d["params"] is not None:
             # rebuild the architecture only; its head initialisation (from a throw-away generator) is discarded
-            fc.model, _ = self.build_concat_model(run.model, fc.cluster_params, torch.Generator())
-            fc.model.to(run.device)
+            fc.model, _ = self.build_concat_model(experiment.model, fc.cluster_params, torch.Generator())
+            fc.model.to(experiment.device)
             fc.params = to(d["params"])
         return fc
 
-    def configure_round(self, run, state, rnd: int) -> RoundPlan:
+    def configure_round(self, experiment, state, rnd: int) -> RoundPlan:
         """The phase of the next round, its learning rate ``lr · lr_decay^(phase_round)``, the run's selector's
         clients."""
         info = state.algorithm_state.next_round()
-        return RoundPlan(rnd, decayed_lr(run.config, info.phase_round), run.select(state),
+        return RoundPlan(rnd, decayed_lr(experiment.config, info.phase_round), experiment.select(state),
                          phase=info.phase, info=info)
 
-    def fit_round(self, run, state, plan: RoundPlan, todo) -> RoundResult:
+    def fit_round(self, experiment, state, plan: RoundPlan, todo) -> RoundResult:
         """One :meth:`step` with the clients of ``todo``, trained by the trainer's local training (its
         per-(round, client) generators, round index = table round)."""
-        fc, c = state.algorithm_state, run.config
+        fc, c = state.algorithm_state, experiment.config
         epochs = dict(todo)
         done = []
 
         def train_client(model, params, k, round_info, algorithm, max_batches):
-            hp = run.local_hyper_params(plan.lr, epochs[k])
-            inner = make_local_trainer(run.client_data, lambda _info: hp, c.seed,
-                                       transform=run.train_transform)
-            with run.client_torch_rng(plan.round, k):
+            hp = experiment.local_hyper_params(plan.lr, epochs[k])
+            inner = make_local_trainer(experiment.client_data, lambda _info: hp, c.seed,
+                                       transform=experiment.train_transform)
+            with experiment.client_torch_rng(plan.round, k):
                 res = inner(model, params, k, dataclasses.replace(round_info, round_index=plan.round), algorithm,
                             max_batches)
             done.append((int(k), res))
             return res
 
         head_gen = make_generator(int(stream_rng(c.seed, "head_init").integers(2**62)), "cpu")
-        self.step(fc, run.model, [k for k, _ in todo], train_client, head_generator=head_gen)
+        self.step(fc, experiment.model, [k for k, _ in todo], train_client, head_generator=head_gen)
         if fc.model is not None:
-            fc.model.to(run.device)
+            fc.model.to(experiment.device)
             state.global_params = fc.params
         classifier = plan.phase == "classifier"
         if classifier:
@@ -616,7 +616,7 @@ class FedConcat(Algorithm):
             per_upload = fc.model.head.weight.numel() + fc.model.head.bias.numel()
         else:
             kept = [(k, r) for k, r in done if r.num_samples > 0]
-            per_upload = run.num_params
+            per_upload = experiment.num_params
         return RoundResult(trained=[k for k, _ in done], kept=[k for k, _ in kept], losses=[r for _, r in kept],
                            bytes_uploaded=4 * int(per_upload) * len(kept), evaluate=classifier,
                            model=fc.model if classifier else None)

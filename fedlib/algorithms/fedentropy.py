@@ -419,19 +419,19 @@ class FedEntropy(Algorithm):
 
     # ---------------------------------------------------------------- round shape (fedlib.algorithms.base)
 
-    def configure_round(self, run, state, rnd: int) -> RoundPlan:
+    def configure_round(self, experiment, state, rnd: int) -> RoundPlan:
         """With ``selector="random"``: S_t from the pools (Algorithm 2, lines 4-8); else the run's selector."""
-        if run.config.selector != "random":
-            return super().configure_round(run, state, rnd)
-        picked = self.sample(state.server_state, run.config.clients_per_round, state.selection_rng)
-        return RoundPlan(rnd, decayed_lr(run.config, rnd - 1), [int(k) for k in picked])
+        if experiment.config.selector != "random":
+            return super().configure_round(experiment, state, rnd)
+        picked = self.sample(state.server_state, experiment.config.clients_per_round, state.selection_rng)
+        return RoundPlan(rnd, decayed_lr(experiment.config, rnd - 1), [int(k) for k in picked])
 
-    def judge_round(self, run, state, trained: list) -> tuple[list, int]:
+    def judge_round(self, experiment, state, trained: list) -> tuple[list, int]:
         """The maximum entropy judgement of the trained ``(client, LocalResult)`` pairs (all with data) on their
         trained models' soft labels; updates the pools in ``state.server_state``.  Returns the kept pairs in the
         same order and the soft labels' bytes (4·C per trained client)."""
-        soft = np.stack([model_soft_label(run.model, r.params, run.client_inputs(k),
-                                          batch_size=run.config.eval_batch_size) for k, r in trained])
+        soft = np.stack([model_soft_label(experiment.model, r.params, experiment.client_inputs(k),
+                                          batch_size=experiment.config.eval_batch_size) for k, r in trained])
         sizes = np.array([r.num_samples for _, r in trained], dtype=np.float64)
         mask, state.server_state = self.judge([k for k, _ in trained], soft, sizes, state.server_state)
-        return [pair for pair, keep in zip(trained, mask) if keep], 4 * run.num_classes * len(trained)
+        return [pair for pair, keep in zip(trained, mask) if keep], 4 * experiment.num_classes * len(trained)

@@ -1,19 +1,110 @@
-"""Argument checks shared by fedlib: each error names the parameter, the value given and what is allowed."""
+"""Argument checks shared by fedlib: each error names the parameter, the value given and what is allowed.
+
+The factories of fedlib's parts (``fedlib.selection.make_selector``, ``fedlib.algorithms.make_algorithm``,
+``fedlib.datasets.load_dataset``) report an unknown or bad parameter as a :class:`ParameterError`, one message
+shape for all of them::
+
+    algorithm 'fedprox' parameter 'mu': got -1.0; allowed: a finite real number >= 0.0.
+    selector 'dc' unknown parameter 'm': got 10; allowed: the parameters num_random, num_dc, target.
+
+The ``check_*`` functions raise plain ``TypeError``/``ValueError`` (``"mu must be >= 0.0 (got -1.0)."``) and
+record what they allow on the error; :func:`parameter_checks` turns such a failure inside a part's constructor
+into that part's ``ParameterError``.
+"""
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 
 import numpy as np
 
 __all__ = [
+    "ParameterError",
+    "parameter_checks",
+    "check_parameter_names",
     "check_int",
     "check_float",
+    "check_bool",
     "check_choice",
+    "check_optional",
     "check_rng",
     "check_count_matrix",
     "check_label_vector",
 ]
+
+
+class ParameterError(TypeError, ValueError):
+    """An unknown or bad parameter of one of fedlib's parts (a selector, an algorithm, a data set).
+
+    A subclass of both ``TypeError`` and ``ValueError``, so ``except`` clauses written for either keep working.
+    The message names the part, the parameter, the value given and what is allowed:
+    ``"{part} parameter {name!r}: got {value!r}; allowed: {allowed}."``, with ``unknown parameter`` for a name
+    the part does not take (``allowed`` then lists the ones it takes).
+
+    >>> str(ParameterError("algorithm 'fedprox'", "mu", -1.0, "a finite real number >= 0.0"))
+    "algorithm 'fedprox' parameter 'mu': got -1.0; allowed: a finite real number >= 0.0."
+    """
+
+    def __init__(self, part: str, name: str, value, allowed: str, unknown: bool = False) -> None:
+        self.part, self.name, self.value, self.allowed, self.unknown = part, name, value, allowed, unknown
+        kind = "unknown parameter" if unknown else "parameter"
+        super().__init__(f"{part} {kind} {name!r}: got {value!r}; allowed: {allowed}.")
+
+    def __reduce__(self):  # picklable (e.g. across a Ray worker) although __init__ takes more than the message
+        return type(self), (self.part, self.name, self.value, self.allowed, self.unknown)
+
+
+def check_parameter_names(part: str, params: Mapping[str, object], names: Iterable[str]) -> None:
+    """Raise :class:`ParameterError` for the first key of ``params`` that is not in ``names`` (the part's
+    parameters, listed in the message).
+
+    >>> try:
+    ...     check_parameter_names("selector 'kl'", {"q": 1}, [])
+    ... except ParameterError as exc:
+    ...     print(exc)
+    selector 'kl' unknown parameter 'q': got 1; allowed: no parameters.
+    """
+    names = list(names)
+    for key, value in params.items():
+        if key not in names:
+            allowed = f"the parameters {', '.join(names)}" if names else "no parameters"
+            raise ParameterError(part, key, value, allowed, unknown=True)
+
+
+@contextmanager
+def parameter_checks(part: str, names: Iterable[str] | None = None) -> Iterator[None]:
+    """Turn the failure of a ``check_*`` call in the block into a :class:`ParameterError` of ``part``.
+
+    With ``names``, only the failure of a check of one of those parameters (checks of other values pass as they
+    are).  Errors that are no check's failure (and ``ParameterError`` itself) pass unchanged.
+    """
+    names = None if names is None else set(names)
+    try:
+        yield
+    except ParameterError:
+        raise
+    except (TypeError, ValueError) as exc:
+        failed = getattr(exc, "failed_check", None)
+        if failed is None or (names is not None and failed[0] not in names):
+            raise
+        raise ParameterError(part, *failed) from None
+
+
+def _failure(exc_type: type, message: str, name: str, value, allowed: str) -> Exception:
+    """``exc_type(message)`` that records ``(name, value, allowed)`` for :func:`parameter_checks`."""
+    exc = exc_type(message)
+    exc.failed_check = (name, value, allowed)
+    return exc
+
+
+def _bounds(low, high, low_open: bool = False, high_open: bool = False) -> str:
+    parts = []
+    if low is not None:
+        parts.append(f"{'>' if low_open else '>='} {low}")
+    if high is not None:
+        parts.append(f"{'<' if high_open else '<='} {high}")
+    return (" " + " and ".join(parts)) if parts else ""
 
 
 def check_int(name: str, value, *, low: int | None = None, high: int | None = None) -> int:
@@ -22,13 +113,15 @@ def check_int(name: str, value, *, low: int | None = None, high: int | None = No
     >>> check_int("num_clients", 5, low=1)
     5
     """
+    allowed = "an integer" + _bounds(low, high)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer (got {value!r} of type {type(value).__name__}).")
+        raise _failure(TypeError, f"{name} must be an integer (got {value!r} of type {type(value).__name__}).",
+                       name, value, allowed)
     value = int(value)
     if low is not None and value < low:
-        raise ValueError(f"{name} must be >= {low} (got {value}).")
+        raise _failure(ValueError, f"{name} must be >= {low} (got {value}).", name, value, allowed)
     if high is not None and value > high:
-        raise ValueError(f"{name} must be <= {high} (got {value}).")
+        raise _failure(ValueError, f"{name} must be <= {high} (got {value}).", name, value, allowed)
     return value
 
 
@@ -45,15 +138,27 @@ def check_float(
 
     ``low_open``/``high_open`` make the bound strict (``value > low`` / ``value < high``).
     """
+    allowed = "a finite real number" + _bounds(low, high, low_open, high_open)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number (got {value!r} of type {type(value).__name__}).")
+        raise _failure(TypeError, f"{name} must be a real number (got {value!r} of type {type(value).__name__}).",
+                       name, value, allowed)
+    got = value
     value = float(value)
     if not np.isfinite(value):
-        raise ValueError(f"{name} must be finite (got {value}).")
+        raise _failure(ValueError, f"{name} must be finite (got {value}).", name, got, allowed)
     if low is not None and (value <= low if low_open else value < low):
-        raise ValueError(f"{name} must be {'>' if low_open else '>='} {low} (got {value}).")
+        raise _failure(ValueError, f"{name} must be {'>' if low_open else '>='} {low} (got {value}).", name, got,
+                       allowed)
     if high is not None and (value >= high if high_open else value > high):
-        raise ValueError(f"{name} must be {'<' if high_open else '<='} {high} (got {value}).")
+        raise _failure(ValueError, f"{name} must be {'<' if high_open else '<='} {high} (got {value}).", name, got,
+                       allowed)
+    return value
+
+
+def check_bool(name: str, value) -> bool:
+    """Return ``value`` if it is ``True`` or ``False`` (not merely truthy)."""
+    if not isinstance(value, bool):
+        raise _failure(TypeError, f"{name} must be True or False (got {value!r}).", name, value, "True, False")
     return value
 
 
@@ -62,8 +167,25 @@ def check_choice(name: str, value, choices: Iterable[str]):
     choices = list(choices)
     if value not in choices:
         allowed = ", ".join(repr(c) for c in choices)
-        raise ValueError(f"{name} must be one of {allowed} (got {value!r}).")
+        raise _failure(ValueError, f"{name} must be one of {allowed} (got {value!r}).", name, value, allowed)
     return value
+
+
+def check_optional(check: Callable, name: str, value, **options):
+    """``None`` if ``value`` is None, else ``check(name, value, **options)`` (whose failure then allows None too).
+
+    >>> check_optional(check_int, "encoder_rounds", None, low=0) is None
+    True
+    """
+    if value is None:
+        return None
+    try:
+        return check(name, value, **options)
+    except (TypeError, ValueError) as exc:
+        failed = getattr(exc, "failed_check", None)
+        if failed is not None:
+            exc.failed_check = (*failed[:2], "None or " + failed[2])
+        raise
 
 
 def check_rng(name: str, rng) -> np.random.Generator:

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Callable, NamedTuple
 
 import numpy as np
 
-from fedlib._validate import check_choice, check_int, check_label_vector
+from fedlib._validate import (ParameterError, check_choice, check_int, check_label_vector, check_parameter_names,
+                              parameter_checks)
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -590,21 +591,24 @@ def load_dataset(name: str, *, data_root=None, download: bool = False, **options
         Let torchvision fetch CIFAR-10, CIFAR-100 or MNIST into the data root when missing.
     **options
         Per-set options, see :func:`dataset_options` (e.g. ``path=`` for ``"npz"``, ``image_size=``,
-        ``size=`` for MedMNIST). Unknown options raise ValueError.
+        ``size=`` for MedMNIST).
 
     Raises
     ------
+    ParameterError
+        (a ``TypeError`` and a ``ValueError``) for an unknown name, an unknown option or an option's bad value
+        (``fedlib._validate.ParameterError``), e.g. ``dataset 'cifar10' unknown parameter 'colour': got 'red';
+        allowed: the parameters image_size.``
     FileNotFoundError
         When the files are missing; the message names the expected path and the data root.
     """
-    check_choice("name", name, _LOADERS)
+    if name not in _LOADERS:
+        raise ParameterError("dataset", "name", name, ", ".join(repr(n) for n in _LOADERS))
     if not isinstance(download, bool):
         raise TypeError(f"download must be True or False (got {download!r}).")
-    allowed = dataset_options(name)
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise ValueError(f"unknown option {unknown[0]}={options[unknown[0]]!r} for dataset {name!r}; "
-                         f"allowed options: {', '.join(allowed) or '(none)'}.")
-    if options.get("image_size") is not None:  # checked before any file is read
-        _check_size(options["image_size"])
-    return _LOADERS[name](_data_root(data_root), download, **options)
+    part = f"dataset {name!r}"
+    check_parameter_names(part, options, dataset_options(name))
+    with parameter_checks(part, names=options):
+        if options.get("image_size") is not None:  # checked before any file is read
+            _check_size(options["image_size"])
+        return _LOADERS[name](_data_root(data_root), download, **options)

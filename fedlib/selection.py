@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
 from abc import ABC, abstractmethod
 from collections import deque
@@ -13,7 +12,8 @@ import numpy as np
 
 from . import defence
 from .best_subset import round_candidates, swap_search
-from ._validate import check_choice, check_count_matrix, check_float, check_int, check_rng
+from ._validate import (ParameterError, check_choice, check_count_matrix, check_float, check_int,
+                        check_parameter_names, check_rng, parameter_checks)
 from .scoring import ENTROPY_TIE_TOL, _EntropyScorer
 
 __all__ = [
@@ -66,10 +66,16 @@ class Selector(ABC):
     """A server-side client-selection rule: one call per round picks ``M`` of the ``K`` clients.
 
     Subclasses implement :meth:`_select`; :meth:`select` validates the arguments first. States are small
-    immutable objects (tuples) that :meth:`select` never mutates: it returns a new one.
+    immutable objects (tuples) that :meth:`select` never mutates: it returns a new one. A selector's parameters
+    are the fields of its frozen dataclass; an unknown or bad one is a :class:`fedlib._validate.ParameterError`
+    naming the selector (``_parameter_checks``).
     """
 
     name: ClassVar[str] = ""
+
+    def _parameter_checks(self):
+        """Context of ``__post_init__``'s checks: a failed check is a ``ParameterError`` of this selector."""
+        return parameter_checks(f"selector {self.name!r}")
 
     def initial_state(self, num_clients: int) -> tuple:
         """State before round 1 (``()`` for every built-in selector)."""
@@ -193,20 +199,21 @@ class FedEntOptSelector(Selector):
 
     def __post_init__(self):
         if (self.buffer_size is None) == (self.buffer_fraction is None):
-            raise ValueError(
-                "FedEntOptSelector needs exactly one of buffer_size (Q, an int) or buffer_fraction "
-                f"(Q as a fraction of K) (got buffer_size={self.buffer_size!r}, "
-                f"buffer_fraction={self.buffer_fraction!r})."
-            )
-        if self.buffer_size is not None:
-            check_int("buffer_size", self.buffer_size, low=0)
-        else:
-            check_float("buffer_fraction", self.buffer_fraction, low=0.0, high=1.0)
-        if self.total_cap_quantile is not None:
-            check_float("total_cap_quantile", self.total_cap_quantile, low=0.0, high=1.0, low_open=True)
-        check_float("total_cap_factor", self.total_cap_factor, low=0.0, low_open=True)
-        if self.share_cap is not None:
-            check_float("share_cap", self.share_cap, low=1.0)
+            given = self.buffer_fraction is not None
+            allowed = (f"None, as buffer_fraction={self.buffer_fraction!r} is given" if given
+                       else "an integer Q >= 0, as buffer_fraction is None")
+            raise ParameterError(f"selector {self.name!r}", "buffer_size", self.buffer_size,
+                                 f"{allowed} (give exactly one of buffer_size, buffer_fraction)")
+        with self._parameter_checks():
+            if self.buffer_size is not None:
+                check_int("buffer_size", self.buffer_size, low=0)
+            else:
+                check_float("buffer_fraction", self.buffer_fraction, low=0.0, high=1.0)
+            if self.total_cap_quantile is not None:
+                check_float("total_cap_quantile", self.total_cap_quantile, low=0.0, high=1.0, low_open=True)
+            check_float("total_cap_factor", self.total_cap_factor, low=0.0, low_open=True)
+            if self.share_cap is not None:
+                check_float("share_cap", self.share_cap, low=1.0)
 
     def __repr__(self):  # the defence fields only when set, so that the paper's selector reads as before
         extra = [f for f in ("total_cap_quantile", "share_cap") if getattr(self, f) is not None]
@@ -385,10 +392,11 @@ class DCSelector(Selector):
     name: ClassVar[str] = "dc"
 
     def __post_init__(self):
-        check_int("num_random", self.num_random, low=0)
-        if self.num_dc is not None:
-            check_int("num_dc", self.num_dc, low=0)
-        check_choice("target", self.target, _DC_TARGETS)
+        with self._parameter_checks():
+            check_int("num_random", self.num_random, low=0)
+            if self.num_dc is not None:
+                check_int("num_dc", self.num_dc, low=0)
+            check_choice("target", self.target, _DC_TARGETS)
 
     def resolve_num_dc(self, num_clients: int, num_selected: int) -> int:
         """m_DC for a round of at most M clients; raises if M does not fit ``num_random``/``num_dc``."""
@@ -470,9 +478,10 @@ class SwapImprovedSelector(FedEntOptSelector):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.total_cap_quantile is not None or self.share_cap is not None:
-            raise ValueError("SwapImprovedSelector takes no defence options (got total_cap_quantile="
-                             f"{self.total_cap_quantile!r}, share_cap={self.share_cap!r}).")
+        for name in ("total_cap_quantile", "share_cap"):
+            if getattr(self, name) is not None:
+                raise ParameterError(f"selector {self.name!r}", name, getattr(self, name),
+                                     "None (the swap-improved selector takes no defence options)")
 
     def __repr__(self):
         return super().__repr__().replace("FedEntOptSelector", "SwapImprovedSelector")
@@ -506,10 +515,10 @@ def make_selector(name: str, **params) -> Selector:
 
     Raises
     ------
-    ValueError
-        For an unknown name (the message lists the names).
-    TypeError
-        For a parameter the selector does not take (the message lists the ones it takes).
+    ParameterError
+        (a ``TypeError`` and a ``ValueError``) for an unknown name, a parameter the selector does not take or a
+        bad value; the message names the selector, the parameter, the value and what is allowed, e.g.
+        ``selector 'dc' unknown parameter 'm': got 10; allowed: the parameters num_random, num_dc, target.``
 
     Examples
     --------
@@ -518,13 +527,8 @@ def make_selector(name: str, **params) -> Selector:
     >>> make_selector("dc", num_random=10, num_dc=5, target="real")
     DCSelector(num_random=10, num_dc=5, target='real')
     """
-    check_choice("selector name", name, SELECTORS)
+    if name not in SELECTORS:
+        raise ParameterError("selector", "name", name, ", ".join(repr(n) for n in SELECTORS))
     cls = SELECTORS[name]
-    allowed = [p for p in inspect.signature(cls).parameters]
-    unknown = sorted(set(params) - set(allowed))
-    if unknown:
-        raise TypeError(
-            f"unknown parameter(s) {', '.join(unknown)} for selector {name!r}; "
-            f"allowed: {', '.join(allowed) if allowed else 'none'}."
-        )
+    check_parameter_names(f"selector {name!r}", params, [f.name for f in dataclasses.fields(cls)])
     return cls(**params)

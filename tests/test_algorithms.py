@@ -1,11 +1,14 @@
 """Algorithms: reductions to FedAvg / plain cross-entropy, and the equations of each method."""
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedlib.algorithms import ALGORITHMS, Algorithm, make_algorithm
+from fedlib._validate import ParameterError
+from fedlib.algorithms import ALGORITHMS, Algorithm, FedProx, algorithm_class, make_algorithm
 from fedlib.algorithms.base import weighted_average
 from fedlib.algorithms.fednova import fednova_normaliser
 from fedlib.local import LocalHyperParams, LocalResult, local_train, make_generator, model_state, trainable_keys
@@ -52,13 +55,58 @@ def _equal(a, b):
 def test_registry_names_and_errors():
     assert {"fedavg", "fedprox", "fednova", "scaffold", "fedrs", "fedlc", "fedconcat", "fedentropy"} <= set(
         ALGORITHMS)
-    with pytest.raises(ValueError, match="algorithm must be one of 'fedavg'"):
+    with pytest.raises(ValueError, match="algorithm parameter 'name': got 'fedavgg'; allowed: 'fedavg', 'fedprox'"):
         make_algorithm("fedavgg")
-    with pytest.raises(ValueError, match=r"unknown parameter\(s\) beta \(allowed: alpha, variant\)"):
+    with pytest.raises(ValueError, match=r"unknown parameter 'beta': got 0.5; allowed: the parameters alpha, variant"):
         make_algorithm("fedrs", beta=0.5)
-    with pytest.raises(ValueError, match="fedprox mu must be >= 0.0"):
+    with pytest.raises(ValueError, match="algorithm 'fedprox' parameter 'mu': got -1.0; allowed: a finite real"):
         make_algorithm("fedprox", mu=-1.0)
     assert isinstance(make_algorithm("fedlc", tau=0.5), Algorithm)
+
+
+@pytest.mark.parametrize("name, params, message", [
+    ("fedavgg", {}, "algorithm parameter 'name': got 'fedavgg'; allowed: 'fedavg', 'fedprox', 'fednova', "),
+    ("fedrs", {"beta": 0.5}, "algorithm 'fedrs' unknown parameter 'beta': got 0.5; allowed: the parameters alpha, "
+                             "variant."),
+    ("fedavg", {"mu": 0.1}, "algorithm 'fedavg' unknown parameter 'mu': got 0.1; allowed: no parameters."),
+    ("fedprox", {"mu": -1.0}, "algorithm 'fedprox' parameter 'mu': got -1.0; allowed: a finite real number >= 0.0."),
+    ("fedprox", {"mu": "0.1"}, "algorithm 'fedprox' parameter 'mu': got '0.1'; allowed: a finite real number >= "),
+    ("fedlc", {"zero_count": 0.0}, "algorithm 'fedlc' parameter 'zero_count': got 0.0; allowed: a finite real "
+                                   "number > 0.0."),
+    ("fedrs", {"alpha": 2}, "algorithm 'fedrs' parameter 'alpha': got 2; allowed: a finite real number >= 0.0 and "
+                            "<= 1.0."),
+    ("scaffold", {"normaliser": "adam"}, "algorithm 'scaffold' parameter 'normaliser': got 'adam'; allowed: "
+                                         "'momentum', 'steps'."),
+    ("fedconcat", {"encoder_rounds": -1}, "algorithm 'fedconcat' parameter 'encoder_rounds': got -1; allowed: None "
+                                          "or an integer >= 0."),
+    ("fedentropy", {"use_pools": 1}, "algorithm 'fedentropy' parameter 'use_pools': got 1; allowed: True, False."),
+])
+def test_make_algorithm_reports_one_error_shape(name, params, message):
+    # one type (a TypeError and a ValueError) and one message shape: part, parameter, value given, what is allowed
+    with pytest.raises(ParameterError) as info:
+        make_algorithm(name, **params)
+    assert isinstance(info.value, TypeError) and isinstance(info.value, ValueError)
+    assert str(info.value).startswith(message)
+    assert info.value.value == (name if "name" in message.split(":")[0] else next(iter(params.values())))
+
+
+def test_hyper_parameters_are_declared_once_as_a_frozen_dataclass():
+    for name in ALGORITHMS:
+        cls = algorithm_class(name)
+        assert dataclasses.is_dataclass(cls.HParams) and cls.HParams.__dataclass_params__.frozen, name
+        alg = make_algorithm(name)
+        assert alg.params_dict() == dataclasses.asdict(alg.hparams), name  # derived from the fields
+        assert all(getattr(alg, k) == v for k, v in alg.params_dict().items()), name
+    prox = make_algorithm("fedprox", mu=1)
+    assert prox.hparams == FedProx.HParams(mu=1.0) and repr(prox) == "FedProx(mu=1.0)"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        prox.hparams.mu = 0.5
+    with pytest.raises(AttributeError, match="mu is a hyper-parameter of FedProx"):
+        prox.mu = 0.5
+    # the per-run state (the trainable keys) lives on the algorithm, not in its frozen hyper-parameters
+    assert prox.bind(["w"]).trainable == ("w",)
+    assert make_algorithm("scaffold", correction="after_step").params_dict() == {"normaliser": "steps",
+                                                                                  "correction": "after_step"}
 
 
 def test_fedavg_of_identical_models_is_that_model():
@@ -110,7 +158,7 @@ def test_scaffold_normalisers_agree_without_momentum_and_reject_unknown():
     one = _round("scaffold", momentum=0.0, normaliser="momentum")[1]
     two = _round("scaffold", momentum=0.0, normaliser="steps")[1]
     assert all(_equal(a.state_delta, b.state_delta) for a, b in zip(one, two))
-    with pytest.raises(ValueError, match="normaliser must be one of 'momentum', 'steps'"):
+    with pytest.raises(ValueError, match="parameter 'normaliser': got 'adam'; allowed: 'momentum', 'steps'"):
         make_algorithm("scaffold", normaliser="adam")
 
 
@@ -181,7 +229,7 @@ def test_scaffold_corrections_agree_for_plain_sgd_and_differ_with_momentum():
             out[momentum, corr] = local_train(model, g, x, y, ctx, alg, hp, make_generator(3)).params
     assert all(torch.allclose(out[0.0, "gradient"][k], out[0.0, "after_step"][k], atol=1e-6) for k in keys)
     assert not all(torch.allclose(out[0.9, "gradient"][k], out[0.9, "after_step"][k], atol=1e-3) for k in keys)
-    with pytest.raises(ValueError, match="correction must be one of 'gradient', 'after_step'"):
+    with pytest.raises(ValueError, match="parameter 'correction': got 'inside'; allowed: 'gradient', 'after_step'"):
         make_algorithm("scaffold", correction="inside")
 
 
@@ -246,7 +294,7 @@ def test_fedrs_reference_code_variant_soft_factor_on_bias_free_logits():
     assert torch.allclose(g_w, torch.autograd.grad(ref, params["1.weight"])[0], atol=1e-6)
     paper = make_algorithm("fedrs", alpha=0.5).bind(keys)  # the default: binary mask on the full logits
     assert torch.equal(paper.client_context(0, counts, {}, {})["scale"], torch.tensor([1.0, 1.0, 0.5, 0.5]))
-    with pytest.raises(ValueError, match="fedrs variant must be one of 'paper', 'reference-code'"):
+    with pytest.raises(ValueError, match="'fedrs' parameter 'variant': got 'soft'; allowed: 'paper', 'reference-code'"):
         make_algorithm("fedrs", variant="soft")
 
 

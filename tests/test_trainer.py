@@ -1,10 +1,12 @@
 """The trainer on a tiny synthetic data set (LeNet-5 on 16x16 images, 8 clients, 1-2 rounds)."""
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-from fedlib.algorithms import Algorithm
+from fedlib.algorithms import Algorithm, HParams
 from fedlib.config import ExperimentConfig
 from fedlib.runs import TABLE_COLUMNS
 from fedlib.trainer import Experiment, run_experiment
@@ -116,36 +118,36 @@ class ToyTwoPhase(Algorithm):
 
     name = "toy_two_phase"
 
-    def __init__(self, warmup_rounds: int = 2):
-        super().__init__()
-        self.warmup_rounds = warmup_rounds
+    @dataclasses.dataclass(frozen=True)
+    class HParams(HParams):
+        warmup_rounds: int = 2
 
-    def num_rounds(self, run):
-        return run.config.rounds + self.warmup_rounds
+    def num_rounds(self, experiment):
+        return experiment.config.rounds + self.hparams.warmup_rounds
 
-    def init_round_state(self, run, global_params):
+    def init_round_state(self, experiment, global_params):
         return {"warmup_done": 0}
 
     def round_state_to_checkpoint(self, round_state):
         return {"warmup_done": int(round_state["warmup_done"])}
 
-    def round_state_from_checkpoint(self, run, data):
+    def round_state_from_checkpoint(self, experiment, data):
         return {"warmup_done": int(data["warmup_done"])}
 
     def _warming(self, state):
-        return state.algorithm_state["warmup_done"] < self.warmup_rounds
+        return state.algorithm_state["warmup_done"] < self.hparams.warmup_rounds
 
-    def configure_round(self, run, state, rnd):
-        plan = super().configure_round(run, state, rnd)
+    def configure_round(self, experiment, state, rnd):
+        plan = super().configure_round(experiment, state, rnd)
         if self._warming(state):
             plan.phase, plan.lr = "warmup", plan.lr / 2
         return plan
 
-    def judge_round(self, run, state, trained):
+    def judge_round(self, experiment, state, trained):
         return (trained[:1], 0) if self._warming(state) else (trained, 0)
 
-    def fit_round(self, run, state, plan, todo):
-        result = super().fit_round(run, state, plan, todo)
+    def fit_round(self, experiment, state, plan, todo):
+        result = super().fit_round(experiment, state, plan, todo)
         state.algorithm_state["warmup_done"] += plan.phase == "warmup"
         return result
 

@@ -1,16 +1,19 @@
 """Federated algorithms and their registry.
 
-``make_algorithm(name, **params)`` builds one; ``ALGORITHMS`` lists the names.  The contract every algorithm
-follows (hook signatures, what a vmapped caller stacks, the round-shape hooks) is documented in
-``fedlib.algorithms.base``.  A new algorithm is one module here plus one registry entry (``_EAGER`` or ``_LAZY``
-below; ``register_algorithm`` adds one at run time, e.g. in a test).
+``make_algorithm(name, **params)`` builds one; ``ALGORITHMS`` lists the names.  Each algorithm declares its
+hyper-parameters once, as the fields of its frozen ``HParams`` dataclass (``fedlib.algorithms.base.HParams``); an
+unknown name or an unknown or bad parameter is a ``fedlib._validate.ParameterError`` (a ``TypeError`` and a
+``ValueError``), e.g. ``algorithm 'fedprox' parameter 'mu': got -1.0; allowed: a finite real number >= 0.0.``
+The contract every algorithm follows (hook signatures, what a vmapped caller stacks, the round-shape hooks) is
+documented in ``fedlib.algorithms.base``.  A new algorithm is one module here plus one registry entry (``_EAGER``
+or ``_LAZY`` below; ``register_algorithm`` adds one at run time, e.g. in a test).
 
 Names and parameters (defaults are the FedEntOpt paper's, §V-A5):
   ``fedavg``      --
   ``fedprox``     ``mu=1e-4``
   ``fednova``     --
-  ``scaffold``    ``correction="gradient"`` (or ``"after_step"``, NIID-Bench's), ``normaliser`` (``"momentum"`` or
-                  ``"steps"``, the literal K·η; default by correction)
+  ``scaffold``    ``normaliser=None`` (``"momentum"`` or ``"steps"``, the literal K·η; None: by correction),
+                  ``correction="gradient"`` (or ``"after_step"``, NIID-Bench's)
   ``fedrs``       ``alpha=0.5``
   ``fedlc``       ``tau=1.0``, ``zero_count=1e-8``
   ``fedconcat``   see ``fedlib.algorithms.fedconcat`` (imported lazily)
@@ -19,9 +22,9 @@ Names and parameters (defaults are the FedEntOpt paper's, §V-A5):
 from __future__ import annotations
 
 import importlib
-import inspect
 
-from .base import Algorithm
+from .._validate import ParameterError
+from .base import Algorithm, HParams
 from .fedavg import FedAvg
 from .fedlc import FedLC
 from .fednova import FedNova
@@ -29,7 +32,7 @@ from .fedprox import FedProx
 from .fedrs import FedRS
 from .scaffold import Scaffold
 
-__all__ = ["Algorithm", "ALGORITHMS", "make_algorithm", "algorithm_class", "register_algorithm",
+__all__ = ["Algorithm", "HParams", "ALGORITHMS", "make_algorithm", "algorithm_class", "register_algorithm",
            "unregister_algorithm", "FedAvg", "FedProx", "FedNova", "Scaffold", "FedRS", "FedLC"]
 
 _EAGER = {"fedavg": FedAvg, "fedprox": FedProx, "fednova": FedNova, "scaffold": Scaffold, "fedrs": FedRS,
@@ -47,6 +50,9 @@ def register_algorithm(name: str, cls: type) -> None:
     global ALGORITHMS
     if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
         raise TypeError(f"cls must be a subclass of fedlib.algorithms.Algorithm (got {cls!r}).")
+    if not (isinstance(cls.HParams, type) and issubclass(cls.HParams, HParams)):
+        raise TypeError(f"{cls.__name__}.HParams must be a subclass of fedlib.algorithms.HParams, the frozen "
+                        f"dataclass of its hyper-parameters (got {cls.HParams!r}).")
     if name in ALGORITHMS:
         raise ValueError(f"algorithm {name!r} is registered already.")
     _EAGER[name] = cls
@@ -74,20 +80,21 @@ def algorithm_class(name: str):
             raise ImportError(f"algorithm {name!r} is registered but its module {module} is not available "
                               f"({exc}).") from exc
         return getattr(mod, cls)
-    allowed = ", ".join(repr(n) for n in ALGORITHMS)
-    raise ValueError(f"algorithm must be one of {allowed} (got {name!r}).")
+    raise ParameterError("algorithm", "name", name, ", ".join(repr(n) for n in ALGORITHMS))
 
 
 def make_algorithm(name: str, **params) -> Algorithm:
-    """Build the algorithm ``name`` with hyper-parameters ``params``; unknown names or parameters are errors."""
-    cls = algorithm_class(name)
-    sig = inspect.signature(cls.__init__)
-    accepted = [p for p in sig.parameters if p != "self" and sig.parameters[p].kind
-                in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
-    has_var_kw = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in sig.parameters.values())
-    unknown = [k for k in params if k not in accepted]
-    if unknown and not has_var_kw:
-        allowed = ", ".join(accepted) if accepted else "none"
-        raise ValueError(f"algorithm {name!r} got unknown parameter(s) {', '.join(unknown)} "
-                         f"(allowed: {allowed}).")
-    return cls(**params)
+    """Build the algorithm ``name`` with hyper-parameters ``params`` (the fields of its ``HParams``).
+
+    Raises
+    ------
+    ParameterError
+        For an unknown name, a parameter the algorithm does not take or a bad value (one message shape:
+        ``fedlib._validate.ParameterError``).
+
+    Examples
+    --------
+    >>> make_algorithm("fedprox", mu=0.01)
+    FedProx(mu=0.01)
+    """
+    return algorithm_class(name)(**params)

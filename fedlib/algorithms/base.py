@@ -62,25 +62,27 @@ A batched trainer produces the same ``LocalResult`` objects (unstacking its outp
 hooks unchanged.
 
 Round shape (server side; the trainer's one round loop, ``fedlib.trainer.Experiment.run_round``, calls them, as
-Flower's server calls a strategy's ``configure_fit``/``aggregate_fit``).  ``run`` is the trainer's experiment: the
-services of ``RoundServices`` (selection, local training, evaluation, data) and the run's set-up.  The defaults
-give the per-round shape of FedAvg and its relatives; an algorithm with another shape overrides only what
-differs (FedEntropy: its own client draw and a judgement of the uploads; FedConcat: two phases with their own
-models, run length and checkpointed state):
+Flower's server calls a strategy's ``configure_fit``/``aggregate_fit``).  ``experiment`` is the trainer's
+``Experiment``: the services of ``RoundServices`` (selection, local training, evaluation, data) and the run's
+set-up.  The defaults give the per-round shape of FedAvg and its relatives; an algorithm with another shape
+overrides only what differs (FedEntropy: its own client draw and a judgement of the uploads; FedConcat: two phases
+with their own models, run length and checkpointed state):
 
-* ``num_rounds(run) -> int`` -- table rounds of the run (default ``config.rounds``).  A ``ValueError`` means the
-  configured ``rounds`` does not suit the algorithm (the trainer reports it as a config error).
-* ``init_round_state(run, global_params)`` -- the algorithm's own state of the run beside ``server_state`` (any
-  object; default None), kept in ``TrainState.algorithm_state``; ``round_state_to_checkpoint(round_state)`` and
-  ``round_state_from_checkpoint(run, data)`` store it with tensors and plain containers only.
-* ``configure_round(run, state, rnd) -> RoundPlan`` -- the round's learning rate, phase and picked clients
+* ``num_rounds(experiment) -> int`` -- table rounds of the run (default ``config.rounds``).  A ``ValueError``
+  means the configured ``rounds`` does not suit the algorithm (the trainer reports it as a config error).
+* ``init_round_state(experiment, global_params)`` -- the algorithm's own state of the run beside ``server_state``
+  (any object; default None), kept in ``TrainState.algorithm_state``; ``round_state_to_checkpoint(round_state)``
+  and ``round_state_from_checkpoint(experiment, data)`` store it with tensors and plain containers only.
+* ``configure_round(experiment, state, rnd) -> RoundPlan`` -- the round's learning rate, phase and picked clients
   (default: ``lr · lr_decay^(rnd−1)``, phase ``"global"``, the run's selector).  The trainer then draws
   availability: which picked clients drop out and how many epochs each of the others trains.
-* ``fit_round(run, state, plan, todo) -> RoundResult`` -- local training of ``todo`` (``[(client, epochs)]``) and
-  aggregation into ``state``.  Default: every client trains from the global model (``run.train_clients``), the
-  clients with data are judged (``judge_round``) and the kept ones are averaged with ``aggregate``.
-* ``judge_round(run, state, trained) -> (kept, extra_bytes)`` -- which of the trained ``(client, LocalResult)``
-  pairs (all with data) upload their models, and what the judgement itself costs in bytes (default: all, 0).
+* ``fit_round(experiment, state, plan, todo) -> RoundResult`` -- local training of ``todo`` (``[(client,
+  epochs)]``) and aggregation into ``state``.  Default: every client trains from the global model
+  (``experiment.train_clients``), the clients with data are judged (``judge_round``) and the kept ones are
+  averaged with ``aggregate``.
+* ``judge_round(experiment, state, trained) -> (kept, extra_bytes)`` -- which of the trained ``(client,
+  LocalResult)`` pairs (all with data) upload their models, and what the judgement itself costs in bytes (default:
+  all, 0).
 
 The trainer turns the ``RoundResult`` into the table row: train loss, evaluation (when due), bytes and the
 entropy columns -- the same for every algorithm.
@@ -88,15 +90,17 @@ entropy columns -- the same for every algorithm.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, fields
+from typing import ClassVar, Protocol
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-__all__ = ["Algorithm", "RoundPlan", "RoundResult", "RoundServices", "decayed_lr", "weighted_average", "tree_sub",
-           "tree_add", "tree_scale", "zeros_like_params"]
+from .._validate import check_parameter_names, parameter_checks
+
+__all__ = ["Algorithm", "HParams", "RoundPlan", "RoundResult", "RoundServices", "decayed_lr", "weighted_average",
+           "tree_sub", "tree_add", "tree_scale", "zeros_like_params"]
 
 Params = dict[str, torch.Tensor]
 
@@ -217,12 +221,31 @@ def decayed_lr(config, step: int) -> float:
     return config.lr * config.lr_decay ** step
 
 
+@dataclass(frozen=True)
+class HParams:
+    """An algorithm's hyper-parameters, declared once: a frozen dataclass whose fields are the parameters
+    ``make_algorithm`` takes, with their defaults; ``__post_init__`` checks them with the ``fedlib._validate``
+    checks (and may store a value in its canonical form, e.g. ``1`` as ``1.0``).  This base has no fields."""
+
+    def as_dict(self) -> dict:
+        """``{field: value}`` in declaration order."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
 class Algorithm:
     """Base class: FedAvg behaviour for every hook (see the module docstring for the contract).
 
-    Subclasses override only the hooks they change.  Attributes:
+    Subclasses override only the hooks they change.  The hyper-parameters are declared once, as the fields of
+    the nested frozen dataclass ``HParams`` (a subclass of :class:`HParams`; the base one has none):
+    ``Algorithm(**params)`` builds ``self.hparams = type(self).HParams(**params)``; an unknown or bad parameter
+    is a ``fedlib._validate.ParameterError`` naming the algorithm.  Every field reads as an attribute of the
+    algorithm too (``FedProx().mu``) but cannot be set on it: a run with other hyper-parameters is another
+    algorithm.  ``params_dict`` (configs, reports, ``repr``) is ``hparams.as_dict()``.
+
+    The algorithm object itself is not frozen: ``bind`` sets ``trainable`` per model.  Attributes:
 
     ``name``                 registry name.
+    ``hparams``              the hyper-parameters (a frozen ``HParams``).
     ``trainable``            tuple of the trainable keys of ``params``; set by the trainer via
                              ``bind(trainable_keys)`` before any hook is called.
     ``needs_label_counts``   True if ``client_context`` uses the client's label counts (FedRS, FedLC); these
@@ -236,13 +259,31 @@ class Algorithm:
     """
 
     name = "base"
+    HParams: ClassVar[type] = HParams
     has_after_step = False
     needs_label_counts = False
     uploads_label_counts = False
     upload_factor = 1
 
-    def __init__(self) -> None:
+    def __init__(self, **params) -> None:
+        part = f"algorithm {self.name!r}"
+        check_parameter_names(part, params, [f.name for f in fields(self.HParams)])
+        with parameter_checks(part):
+            object.__setattr__(self, "hparams", self.HParams(**params))
         self.trainable: tuple[str, ...] = ()
+
+    def __getattr__(self, name: str):
+        # only called when normal lookup fails: a hyper-parameter reads as an attribute of the algorithm
+        hparams = self.__dict__.get("hparams")
+        if hparams is not None and name in hparams.__dataclass_fields__:
+            return getattr(hparams, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value) -> None:
+        if name == "hparams" or name in self.HParams.__dataclass_fields__:
+            raise AttributeError(f"{name} is a hyper-parameter of {type(self).__name__} (frozen): build another "
+                                 f"algorithm, e.g. make_algorithm({self.name!r}, {name}=...).")
+        object.__setattr__(self, name, value)
 
     # -- set-up ------------------------------------------------------------------------------------------
     def bind(self, trainable_keys) -> "Algorithm":
@@ -251,8 +292,8 @@ class Algorithm:
         return self
 
     def params_dict(self) -> dict:
-        """The algorithm's hyper-parameters (for configs and reports)."""
-        return {}
+        """The algorithm's hyper-parameters (for configs and reports): the fields of ``hparams``."""
+        return self.hparams.as_dict()
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params_dict().items())
@@ -296,11 +337,11 @@ class Algorithm:
         return weighted_average([r.params for r in results], weights), server_state
 
     # -- round shape (server side; see the module docstring) ------------------------------------------
-    def num_rounds(self, run: RoundServices) -> int:
+    def num_rounds(self, experiment: RoundServices) -> int:
         """``config.rounds`` table rounds."""
-        return run.config.rounds
+        return experiment.config.rounds
 
-    def init_round_state(self, run: RoundServices, global_params: Params):
+    def init_round_state(self, experiment: RoundServices, global_params: Params):
         """No state beside ``server_state``."""
         return None
 
@@ -308,31 +349,31 @@ class Algorithm:
         """Nothing to store."""
         return None
 
-    def round_state_from_checkpoint(self, run: RoundServices, data: dict):
+    def round_state_from_checkpoint(self, experiment: RoundServices, data: dict):
         """Nothing stored."""
         return None
 
-    def configure_round(self, run: RoundServices, state, rnd: int) -> RoundPlan:
+    def configure_round(self, experiment: RoundServices, state, rnd: int) -> RoundPlan:
         """``lr · lr_decay^(rnd−1)``, phase ``"global"``, the clients of the run's selector."""
-        return RoundPlan(rnd, decayed_lr(run.config, rnd - 1), run.select(state))
+        return RoundPlan(rnd, decayed_lr(experiment.config, rnd - 1), experiment.select(state))
 
-    def fit_round(self, run: RoundServices, state, plan: RoundPlan, todo) -> RoundResult:
+    def fit_round(self, experiment: RoundServices, state, plan: RoundPlan, todo) -> RoundResult:
         """Train ``todo`` from the global model; FedAvg-weighted ``aggregate`` of the uploads ``judge_round`` keeps.
 
         Every trained client with data reports its train loss; each kept client uploads ``upload_factor``
         model-sized tensors (``4 · p · upload_factor`` bytes) on top of what the judgement costs.
         """
-        trained = run.train_clients(state, todo, plan.round, plan.lr)
+        trained = experiment.train_clients(state, todo, plan.round, plan.lr)
         with_data = [(k, r) for k, r in trained if r.num_samples > 0]
-        kept, extra_bytes = self.judge_round(run, state, with_data) if with_data else (with_data, 0)
+        kept, extra_bytes = self.judge_round(experiment, state, with_data) if with_data else (with_data, 0)
         if kept:
             n = np.array([r.num_samples for _, r in kept], dtype=np.float64)
             state.global_params, state.server_state = self.aggregate(
                 state.global_params, [r for _, r in kept], n / n.sum(), state.server_state)
-        nbytes = 4 * run.num_params * int(self.upload_factor) * len(kept) + extra_bytes
+        nbytes = 4 * experiment.num_params * int(self.upload_factor) * len(kept) + extra_bytes
         return RoundResult(trained=[k for k, _ in trained], kept=[k for k, _ in kept],
                            losses=[r for _, r in with_data], bytes_uploaded=nbytes)
 
-    def judge_round(self, run: RoundServices, state, trained: list) -> tuple[list, int]:
+    def judge_round(self, experiment: RoundServices, state, trained: list) -> tuple[list, int]:
         """Every trained client uploads; no judgement, no extra bytes."""
         return trained, 0

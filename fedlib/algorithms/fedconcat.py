@@ -11,8 +11,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedlib._validate import check_count_matrix, check_float, check_int, check_rng
-from fedlib.algorithms.base import Algorithm, RoundPlan, RoundResult, decayed_lr, weighted_average
+from fedlib._validate import check_count_matrix, check_float, check_int, check_optional, check_rng
+from fedlib.algorithms.base import Algorithm, HParams, RoundPlan, RoundResult, decayed_lr, weighted_average
 from fedlib.kmeans import kmeans
 from fedlib.local import LocalHyperParams, LocalResult, client_seed, local_train, make_generator
 from fedlib.seeds import stream_rng
@@ -425,45 +425,46 @@ class FedConcat(Algorithm):
     #: Every client uploads its label distribution once (Stage 1-A).
     uploads_label_counts = True
 
-    def __init__(self, num_clusters: int = DEFAULT_NUM_CLUSTERS, encoder_rounds: int | None = None,
-                 classifier_rounds: int = DEFAULT_CLASSIFIER_ROUNDS, classifier_local_batches: int | None = None,
-                 kmeans_restarts: int = 10):
-        super().__init__()
-        self.num_clusters = check_int("num_clusters", num_clusters, low=1)
-        self.encoder_rounds = None if encoder_rounds is None else check_int("encoder_rounds", encoder_rounds, low=0)
-        self.classifier_rounds = check_int("classifier_rounds", classifier_rounds, low=0)
-        self.classifier_local_batches = (None if classifier_local_batches is None
-                                         else check_int("classifier_local_batches", classifier_local_batches, low=1))
-        self.kmeans_restarts = check_int("kmeans_restarts", kmeans_restarts, low=1)
+    @dataclass(frozen=True)
+    class HParams(HParams):
+        """The parameters above (class docstring)."""
 
-    def params_dict(self) -> dict:
-        """Hyper-parameters of this instance."""
-        return {"num_clusters": self.num_clusters, "encoder_rounds": self.encoder_rounds,
-                "classifier_rounds": self.classifier_rounds,
-                "classifier_local_batches": self.classifier_local_batches,
-                "kmeans_restarts": self.kmeans_restarts}
+        num_clusters: int = DEFAULT_NUM_CLUSTERS
+        encoder_rounds: int | None = None
+        classifier_rounds: int = DEFAULT_CLASSIFIER_ROUNDS
+        classifier_local_batches: int | None = None
+        kmeans_restarts: int = 10
+
+        def __post_init__(self):
+            for name, low, optional in (("num_clusters", 1, False), ("encoder_rounds", 0, True),
+                                        ("classifier_rounds", 0, False), ("classifier_local_batches", 1, True),
+                                        ("kmeans_restarts", 1, False)):
+                value = getattr(self, name)
+                value = check_optional(check_int, name, value, low=low) if optional else check_int(name, value, low=low)
+                object.__setattr__(self, name, value)
 
     # ---------------------------------------------------------------- planning
 
     def round_split(self, total_rounds: int, model: nn.Module, *, num_clients: int,
                     num_selected: int) -> tuple[int, int]:
         """``(encoder_rounds, classifier_rounds)`` for a FedAvg budget of ``total_rounds`` with M of N clients."""
-        if self.encoder_rounds is not None:
-            return self.encoder_rounds, self.classifier_rounds
+        if self.hparams.encoder_rounds is not None:
+            return self.hparams.encoder_rounds, self.hparams.classifier_rounds
         num_clients = check_int("num_clients", num_clients, low=1)
         num_selected = check_int("num_selected", num_selected, low=1, high=num_clients)
         head = model.get_submodule(last_linear_name(model))
-        k = min(self.num_clusters, num_clients)
+        k = min(self.hparams.num_clusters, num_clients)
         w = sum(p.numel() for p in model.parameters())
         s = k * head.in_features * head.out_features + head.out_features
         return fedconcat_round_split(total_rounds, num_clusters=k, model_params=int(w), classifier_params=int(s),
                                      participation=num_selected / num_clients,
-                                     classifier_rounds=self.classifier_rounds)
+                                     classifier_rounds=self.hparams.classifier_rounds)
 
     def cluster(self, label_counts, rng: np.random.Generator) -> np.ndarray:
         """Stage 1-A: ``(N,)`` cluster of every client (K is capped at N)."""
         counts = check_count_matrix("label_counts", label_counts, allow_negative=True)
-        return cluster_clients(counts, min(self.num_clusters, counts.shape[0]), rng, n_init=self.kmeans_restarts)
+        hp = self.hparams
+        return cluster_clients(counts, min(hp.num_clusters, counts.shape[0]), rng, n_init=hp.kmeans_restarts)
 
     def build_concat_model(self, model: nn.Module, cluster_params: Sequence[Params],
                            generator: torch.Generator) -> tuple[ConcatModel, Params]:
@@ -519,11 +520,11 @@ class FedConcat(Algorithm):
                 state.model, state.params = self.build_concat_model(model, state.cluster_params, head_generator)
             head_keys = ("head.weight", "head.bias")
             head_algo = Algorithm().bind(head_keys)
-            results = [train_client(state.model, state.params, c, info, head_algo, self.classifier_local_batches)
-                       for c in picked]
+            batches = self.hparams.classifier_local_batches
+            results = [train_client(state.model, state.params, c, info, head_algo, batches) for c in picked]
             results = [r for r in results if r.num_steps > 0]
             if results:
-                if self.classifier_local_batches is None:
+                if batches is None:
                     sizes = np.array([r.num_samples for r in results], dtype=np.float64)
                     weights = sizes / sizes.sum()
                 else:
@@ -536,21 +537,22 @@ class FedConcat(Algorithm):
 
     # ---------------------------------------------------------------- round shape (fedlib.algorithms.base)
 
-    def num_rounds(self, run) -> int:
+    def num_rounds(self, experiment) -> int:
         """T_e + T_c for the FedAvg budget ``config.rounds`` (:meth:`round_split`)."""
-        c = run.config
+        c = experiment.config
         try:
-            t_e, t_c = self.round_split(c.rounds, run.model, num_clients=c.num_clients,
+            t_e, t_c = self.round_split(c.rounds, experiment.model, num_clients=c.num_clients,
                                         num_selected=c.clients_per_round)
         except ValueError as exc:
             raise ValueError(f"too small a FedAvg budget for FedConcat ({exc})") from exc
         return int(t_e + t_c)
 
-    def init_round_state(self, run, global_params) -> FedConcatState:
+    def init_round_state(self, experiment, global_params) -> FedConcatState:
         """:meth:`plan` on the label counts the server sees (stream ``clustering``)."""
-        c = run.config
-        return self.plan(run.model, global_params, label_counts=run.server_counts, total_rounds=c.rounds,
-                         num_selected=c.clients_per_round, rng=stream_rng(c.seed, "clustering"))
+        c = experiment.config
+        return self.plan(experiment.model, global_params, label_counts=experiment.server_counts,
+                         total_rounds=c.rounds, num_selected=c.clients_per_round,
+                         rng=stream_rng(c.seed, "clustering"))
 
     def round_state_to_checkpoint(self, fc: FedConcatState) -> dict:
         """``fc`` as tensors and plain containers (``torch.load(weights_only=True)`` reads it back; the
@@ -565,47 +567,48 @@ class FedConcat(Algorithm):
             "history": [dict(h) for h in fc.history],
         }
 
-    def round_state_from_checkpoint(self, run, d: dict) -> FedConcatState:
+    def round_state_from_checkpoint(self, experiment, d: dict) -> FedConcatState:
         """Inverse of :meth:`round_state_to_checkpoint`, on the run's device."""
-        to = lambda p: {k: v.to(run.device) for k, v in p.items()}  # noqa: E731
+        to = lambda p: {k: v.to(experiment.device) for k, v in p.items()}  # noqa: E731
         fc = FedConcatState(assignment=d["assignment"].cpu().numpy().astype(np.int64),
                             encoder_rounds=int(d["encoder_rounds"]), classifier_rounds=int(d["classifier_rounds"]),
                             cluster_params=[to(p) for p in d["cluster_params"]], round=int(d["round"]),
                             history=[dict(h) for h in d["history"]])
         if d["params"] is not None:
             # rebuild the architecture only; its head initialisation (from a throw-away generator) is discarded
-            fc.model, _ = self.build_concat_model(run.model, fc.cluster_params, torch.Generator())
-            fc.model.to(run.device)
+            fc.model, _ = self.build_concat_model(experiment.model, fc.cluster_params, torch.Generator())
+            fc.model.to(experiment.device)
             fc.params = to(d["params"])
         return fc
 
-    def configure_round(self, run, state, rnd: int) -> RoundPlan:
+    def configure_round(self, experiment, state, rnd: int) -> RoundPlan:
         """The phase of the next round, its learning rate ``lr · lr_decay^(phase_round)``, the run's selector's
         clients."""
         info = state.algorithm_state.next_round()
-        return RoundPlan(rnd, decayed_lr(run.config, info.phase_round), run.select(state), phase=info.phase,
-                         info=info)
+        return RoundPlan(rnd, decayed_lr(experiment.config, info.phase_round), experiment.select(state),
+                         phase=info.phase, info=info)
 
-    def fit_round(self, run, state, plan: RoundPlan, todo) -> RoundResult:
+    def fit_round(self, experiment, state, plan: RoundPlan, todo) -> RoundResult:
         """One :meth:`step` with the clients of ``todo``, trained by the trainer's local training (its
         per-(round, client) generators, round index = table round)."""
-        fc, c = state.algorithm_state, run.config
+        fc, c = state.algorithm_state, experiment.config
         epochs = dict(todo)
         done = []
 
         def train_client(model, params, k, round_info, algorithm, max_batches):
-            hp = run.local_hyper_params(plan.lr, epochs[k])
-            inner = make_local_trainer(run.client_data, lambda _info: hp, c.seed, transform=run.train_transform)
-            with run.client_torch_rng(plan.round, k):
+            hp = experiment.local_hyper_params(plan.lr, epochs[k])
+            inner = make_local_trainer(experiment.client_data, lambda _info: hp, c.seed,
+                                       transform=experiment.train_transform)
+            with experiment.client_torch_rng(plan.round, k):
                 res = inner(model, params, k, dataclasses.replace(round_info, round_index=plan.round), algorithm,
                             max_batches)
             done.append((int(k), res))
             return res
 
         head_gen = make_generator(int(stream_rng(c.seed, "head_init").integers(2**62)), "cpu")
-        self.step(fc, run.model, [k for k, _ in todo], train_client, head_generator=head_gen)
+        self.step(fc, experiment.model, [k for k, _ in todo], train_client, head_generator=head_gen)
         if fc.model is not None:
-            fc.model.to(run.device)
+            fc.model.to(experiment.device)
             state.global_params = fc.params
         classifier = plan.phase == "classifier"
         if classifier:
@@ -613,7 +616,7 @@ class FedConcat(Algorithm):
             per_upload = fc.model.head.weight.numel() + fc.model.head.bias.numel()
         else:
             kept = [(k, r) for k, r in done if r.num_samples > 0]
-            per_upload = run.num_params
+            per_upload = experiment.num_params
         return RoundResult(trained=[k for k, _ in done], kept=[k for k, _ in kept], losses=[r for _, r in kept],
                            bytes_uploaded=4 * int(per_upload) * len(kept), evaluate=classifier,
                            model=fc.model if classifier else None)

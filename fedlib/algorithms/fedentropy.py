@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from fedlib._validate import check_float, check_int, check_rng
-from fedlib.algorithms.base import Algorithm, RoundPlan, decayed_lr
+from fedlib._validate import check_bool, check_float, check_int, check_rng
+from fedlib.algorithms.base import Algorithm, HParams, RoundPlan, decayed_lr
 from fedlib.metrics import entropy_bits, pooled_entropy
 
 __all__ = [
@@ -366,17 +367,18 @@ class FedEntropy(Algorithm):
 
     name = "fedentropy"
 
-    def __init__(self, epsilon: float = DEFAULT_EPSILON, use_pools: bool = True, tol: float = DEFAULT_TOL):
-        super().__init__()
-        self.epsilon = check_float("epsilon", epsilon, low=0.0, high=1.0)
-        if not isinstance(use_pools, bool):
-            raise TypeError(f"use_pools must be True or False (got {use_pools!r}).")
-        self.use_pools = use_pools
-        self.tol = check_float("tol", tol, low=0.0)
+    @dataclass(frozen=True)
+    class HParams(HParams):
+        """The parameters above (class docstring)."""
 
-    def params_dict(self) -> dict:
-        """Hyper-parameters of this instance."""
-        return {"epsilon": self.epsilon, "use_pools": self.use_pools, "tol": self.tol}
+        epsilon: float = DEFAULT_EPSILON
+        use_pools: bool = True
+        tol: float = DEFAULT_TOL
+
+        def __post_init__(self):
+            object.__setattr__(self, "epsilon", check_float("epsilon", self.epsilon, low=0.0, high=1.0))
+            check_bool("use_pools", self.use_pools)
+            object.__setattr__(self, "tol", check_float("tol", self.tol, low=0.0))
 
     def init_server_state(self, global_params, *, num_clients: int) -> dict[str, torch.Tensor]:
         """``{"positive": ones(N, bool)}``: Algorithm 2 line 2, :math:`S_p = \\{1..N\\}`, :math:`S_n = \\emptyset`."""
@@ -387,7 +389,7 @@ class FedEntropy(Algorithm):
                rng: np.random.Generator) -> np.ndarray:
         """The round's clients :math:`S_t` (:func:`epsilon_greedy_sample` on ``server_state["positive"]``)."""
         positive = server_state["positive"].cpu().numpy()
-        return epsilon_greedy_sample(positive, num_selected, rng, epsilon=self.epsilon)
+        return epsilon_greedy_sample(positive, num_selected, rng, epsilon=self.hparams.epsilon)
 
     def judge(self, selected, soft_labels, sizes, server_state: Mapping[str, torch.Tensor]):
         """Maximum entropy judgement of the round and the pool update.
@@ -408,28 +410,28 @@ class FedEntropy(Algorithm):
         (np.ndarray, dict)
             The ``(n,)`` kept mask (True = upload and aggregate) and the new server state.
         """
-        kept = max_entropy_judgement(soft_labels, sizes, tol=self.tol)
+        kept = max_entropy_judgement(soft_labels, sizes, tol=self.hparams.tol)
         state = dict(server_state)
-        if self.use_pools:
+        if self.hparams.use_pools:
             positive = update_pools(server_state["positive"].cpu().numpy(), selected, kept)
             state["positive"] = torch.as_tensor(positive, dtype=torch.bool)
         return kept, state
 
     # ---------------------------------------------------------------- round shape (fedlib.algorithms.base)
 
-    def configure_round(self, run, state, rnd: int) -> RoundPlan:
+    def configure_round(self, experiment, state, rnd: int) -> RoundPlan:
         """With ``selector="random"``: S_t from the pools (Algorithm 2, lines 4-8); else the run's selector."""
-        if run.config.selector != "random":
-            return super().configure_round(run, state, rnd)
-        picked = self.sample(state.server_state, run.config.clients_per_round, state.selection_rng)
-        return RoundPlan(rnd, decayed_lr(run.config, rnd - 1), [int(k) for k in picked])
+        if experiment.config.selector != "random":
+            return super().configure_round(experiment, state, rnd)
+        picked = self.sample(state.server_state, experiment.config.clients_per_round, state.selection_rng)
+        return RoundPlan(rnd, decayed_lr(experiment.config, rnd - 1), [int(k) for k in picked])
 
-    def judge_round(self, run, state, trained: list) -> tuple[list, int]:
+    def judge_round(self, experiment, state, trained: list) -> tuple[list, int]:
         """The maximum entropy judgement of the trained ``(client, LocalResult)`` pairs (all with data) on their
         trained models' soft labels; updates the pools in ``state.server_state``.  Returns the kept pairs in the
         same order and the soft labels' bytes (4·C per trained client)."""
-        soft = np.stack([model_soft_label(run.model, r.params, run.client_inputs(k),
-                                          batch_size=run.config.eval_batch_size) for k, r in trained])
+        soft = np.stack([model_soft_label(experiment.model, r.params, experiment.client_inputs(k),
+                                          batch_size=experiment.config.eval_batch_size) for k, r in trained])
         sizes = np.array([r.num_samples for _, r in trained], dtype=np.float64)
         mask, state.server_state = self.judge([k for k, _ in trained], soft, sizes, state.server_state)
-        return [pair for pair, keep in zip(trained, mask) if keep], 4 * run.num_classes * len(trained)
+        return [pair for pair, keep in zip(trained, mask) if keep], 4 * experiment.num_classes * len(trained)

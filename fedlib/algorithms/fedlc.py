@@ -22,8 +22,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from dataclasses import dataclass
+
 from .._validate import check_float
-from .base import Algorithm
+from .base import Algorithm, HParams
 
 __all__ = ["FedLC"]
 
@@ -34,18 +36,22 @@ class FedLC(Algorithm):
     name = "fedlc"
     needs_label_counts = True
 
-    def __init__(self, tau: float = 1.0, zero_count: float = 1e-8) -> None:
-        super().__init__()
-        self.tau = check_float("fedlc tau", tau, low=0.0)
-        self.zero_count = check_float("fedlc zero_count", zero_count, low=0.0, low_open=True)
+    @dataclass(frozen=True)
+    class HParams(HParams):
+        """``tau`` >= 0: the calibration strength τ; ``zero_count`` > 0: the count of an absent class."""
 
-    def params_dict(self) -> dict:
-        return {"tau": self.tau, "zero_count": self.zero_count}
+        tau: float = 1.0
+        zero_count: float = 1e-8
+
+        def __post_init__(self):
+            object.__setattr__(self, "tau", check_float("tau", self.tau, low=0.0))
+            object.__setattr__(self, "zero_count", check_float("zero_count", self.zero_count, low=0.0, low_open=True))
 
     def client_context(self, client_id, label_counts, server_state, client_state):
+        hp = self.hparams
         counts = torch.as_tensor(label_counts, dtype=torch.float64)
-        counts = torch.where(counts > 0, counts, torch.full_like(counts, self.zero_count))
-        return {"margin": (self.tau * counts.pow(-0.25)).to(torch.float32)}
+        counts = torch.where(counts > 0, counts, torch.full_like(counts, hp.zero_count))
+        return {"margin": (hp.tau * counts.pow(-0.25)).to(torch.float32)}
 
     def loss(self, logits, y, *, params, global_params, ctx):
         return F.cross_entropy(logits - ctx["margin"].to(logits.dtype), y)

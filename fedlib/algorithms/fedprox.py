@@ -14,8 +14,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from dataclasses import dataclass
+
 from .._validate import check_float
-from .base import Algorithm
+from .base import Algorithm, HParams
 
 __all__ = ["FedProx"]
 
@@ -25,17 +27,20 @@ class FedProx(Algorithm):
 
     name = "fedprox"
 
-    def __init__(self, mu: float = 1e-4) -> None:
-        super().__init__()
-        self.mu = check_float("fedprox mu", mu, low=0.0)
+    @dataclass(frozen=True)
+    class HParams(HParams):
+        """``mu`` >= 0: the proximal weight μ."""
 
-    def params_dict(self) -> dict:
-        return {"mu": self.mu}
+        mu: float = 1e-4
+
+        def __post_init__(self):
+            object.__setattr__(self, "mu", check_float("mu", self.mu, low=0.0))
 
     def loss(self, logits, y, *, params, global_params, ctx):
         ce = F.cross_entropy(logits, y)
+        mu = self.hparams.mu
         if self.trainable and logits.is_cuda:
-            return ce + (self.mu / 2.0) * _flat_sq_distance(params, global_params, self.trainable)
+            return ce + (mu / 2.0) * _flat_sq_distance(params, global_params, self.trainable)
         prox = None
         for k in self.trainable:  # CPU: per tensor, the order the stored runs were computed in
             d = params[k] - global_params[k]
@@ -43,7 +48,7 @@ class FedProx(Algorithm):
             prox = s if prox is None else prox + s
         if prox is None:
             return ce
-        return ce + (self.mu / 2.0) * prox
+        return ce + (mu / 2.0) * prox
 
 
 def _flat_sq_distance(params, global_params, keys):

@@ -29,8 +29,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .._validate import check_float
-from .base import Algorithm
+from dataclasses import dataclass
+
+from .._validate import check_choice, check_float
+from .base import Algorithm, HParams
 
 __all__ = ["FedRS"]
 
@@ -45,24 +47,30 @@ class FedRS(Algorithm):
     name = "fedrs"
     needs_label_counts = True
 
-    def __init__(self, alpha: float = 0.5, variant: str = "paper") -> None:
-        super().__init__()
-        self.alpha = check_float("fedrs alpha", alpha, low=0.0, high=1.0)
-        if variant not in VARIANTS:
-            raise ValueError(f"fedrs variant must be one of {', '.join(map(repr, VARIANTS))} (got {variant!r}).")
-        self.variant = variant
-        if variant == "reference-code":
-            self.supports_batched = False
+    @dataclass(frozen=True)
+    class HParams(HParams):
+        """``alpha`` in [0, 1]: the factor of absent classes; ``variant`` in ``VARIANTS``."""
 
-    def params_dict(self) -> dict:
-        return {"alpha": self.alpha, "variant": self.variant}
+        alpha: float = 0.5
+        variant: str = "paper"
+
+        def __post_init__(self):
+            object.__setattr__(self, "alpha", check_float("alpha", self.alpha, low=0.0, high=1.0))
+            check_choice("variant", self.variant, VARIANTS)
+
+    @property
+    def supports_batched(self) -> bool | None:
+        """False for ``"reference-code"`` (its loss depends on a parameter per sample); None (decided by the
+        batched engine's list) for ``"paper"``."""
+        return False if self.hparams.variant == "reference-code" else None
 
     def client_context(self, client_id, label_counts, server_state, client_state):
+        alpha = self.hparams.alpha
         counts = torch.as_tensor(label_counts, dtype=torch.float32)
         one = torch.ones_like(counts)
-        if self.variant == "reference-code":
-            return {"scale": self.alpha + (1.0 - self.alpha) * counts / counts.max().clamp_min(1.0)}
-        return {"scale": torch.where(counts > 0, one, one * self.alpha)}
+        if self.hparams.variant == "reference-code":
+            return {"scale": alpha + (1.0 - alpha) * counts / counts.max().clamp_min(1.0)}
+        return {"scale": torch.where(counts > 0, one, one * alpha)}
 
     def _classifier_bias(self, params, num_classes):
         for k in reversed(self.trainable):
@@ -72,7 +80,7 @@ class FedRS(Algorithm):
 
     def loss(self, logits, y, *, params, global_params, ctx):
         scale = ctx["scale"].to(logits.dtype)
-        if self.variant == "reference-code":
+        if self.hparams.variant == "reference-code":
             bias = self._classifier_bias(params, logits.shape[-1])
             if bias is not None:
                 logits = logits - bias

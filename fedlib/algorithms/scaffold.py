@@ -44,9 +44,12 @@ State layout (all ``dict[str, Tensor]``):
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from .base import Algorithm, weighted_average
+from .._validate import check_choice
+from .base import Algorithm, HParams, weighted_average
 from .fednova import fednova_normaliser
 
 NORMALISERS = ("momentum", "steps")
@@ -65,20 +68,24 @@ class Scaffold(Algorithm):
     name = "scaffold"
     upload_factor = 2  # the model y_i and the control-variate change Δc_i
 
-    def __init__(self, normaliser: str | None = None, correction: str = "gradient"):
-        super().__init__()
-        if correction not in CORRECTIONS:
-            raise ValueError(f"correction must be one of {', '.join(map(repr, CORRECTIONS))} (got {correction!r}).")
-        if normaliser is None:
-            normaliser = "momentum" if correction == "gradient" else "steps"
-        if normaliser not in NORMALISERS:
-            raise ValueError(f"normaliser must be one of {', '.join(map(repr, NORMALISERS))} (got {normaliser!r}).")
-        self.normaliser = normaliser
-        self.correction = correction
-        self.has_after_step = correction == "after_step"
+    @dataclass(frozen=True)
+    class HParams(HParams):
+        """``normaliser`` in ``NORMALISERS`` (None: by ``correction``, stored resolved); ``correction`` in
+        ``CORRECTIONS``."""
 
-    def params_dict(self) -> dict:
-        return {"normaliser": self.normaliser, "correction": self.correction}
+        normaliser: str | None = None
+        correction: str = "gradient"
+
+        def __post_init__(self):
+            check_choice("correction", self.correction, CORRECTIONS)
+            if self.normaliser is None:
+                object.__setattr__(self, "normaliser", "momentum" if self.correction == "gradient" else "steps")
+            check_choice("normaliser", self.normaliser, NORMALISERS)
+
+    @property
+    def has_after_step(self) -> bool:
+        """True for ``correction="after_step"``: the correction is applied after every optimiser step."""
+        return self.hparams.correction == "after_step"
 
     def init_server_state(self, global_params, *, num_clients):
         state = {"c:" + k: torch.zeros_like(global_params[k]) for k in self.trainable}
@@ -102,7 +109,10 @@ class Scaffold(Algorithm):
     def update_client_state(self, client_state, result, *, global_params, server_state, ctx, hp):
         if result.num_steps == 0:
             return client_state, {k: torch.zeros_like(v) for k, v in client_state.items()}
-        steps = result.num_steps if self.normaliser == "steps" else fednova_normaliser(result.num_steps, result.momentum)
+        if self.hparams.normaliser == "steps":
+            steps = result.num_steps
+        else:
+            steps = fednova_normaliser(result.num_steps, result.momentum)
         scale = 1.0 / (steps * result.lr)
         new, delta = {}, {}
         for k in self.trainable:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import multiprocessing
 import os
 import sys
 import time
@@ -279,7 +280,12 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["FEDLIB_DATA_ROOT"] = str(Path(os.environ["FEDLIB_DATA_ROOT"]).resolve())
     args.out_dir.mkdir(parents=True, exist_ok=True)
     failures = []
-    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+    # Every notebook in a fresh process of its own (spawned, not forked, and used once). Under load a page's client
+    # sometimes waited on an idle kernel until the cell timeout (the kernel had no cell running); the forked worker
+    # had inherited this process's ZeroMQ threads and ran its notebooks one after another on one ZeroMQ context.
+    # Neither is needed, so neither is kept.
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs), mp_context=spawn, max_tasks_per_child=1) as pool:
         futures = []
         for run, tier, parameters in plan:
             print(f"run  {run['name']} ({run['notebook']}, tier {tier}) {parameters}", flush=True)

@@ -39,7 +39,7 @@ import pandas as pd
 
 from .adversarial import LiarSpec, choose_liars, liar_counts, liar_labels
 from .config import ExperimentConfig
-from .significance import paired_test
+from .significance import last_rounds_mean, paired_test
 
 __all__ = ["EXPERIMENT", "SEEDS", "LIAR_SHARES", "DEFENCE", "METHODS", "LiarRun", "lying_runs", "liar_run_key",
            "run_with_liars", "liar_experiment", "ensure_lying_runs", "load_or_run_lying",
@@ -231,8 +231,7 @@ def ensure_lying_runs(runs: Sequence[LiarRun], tier: str, *, results_dir=None, l
             table, liars = run_with_liars(r.config, r.spec)
             wall = time.perf_counter() - w0
             store_lying_run(table, r, liars, tier, results_dir=results_dir, wall_seconds=wall)
-            acc = table["test_accuracy"].dropna().tail(10).mean()
-            log(f"[{i}/{len(todo)}] {r.label}: last-10 acc {acc:.4f}, {wall:.1f} s")
+            log(f"[{i}/{len(todo)}] {r.label}: last-10 acc {last_rounds_mean(table, 10):.4f}, {wall:.1f} s")
     finally:
         torch.set_num_threads(before)
     return {"trained": len(todo), "already": len(runs) - len(todo), "wall_seconds": time.perf_counter() - t0}
@@ -259,7 +258,8 @@ def final_per_run(frame: pd.DataFrame, last: int = 10) -> pd.DataFrame:
     keys = [c for c in ("partition", "liars", "liar_pct", "method", "seed") if c in frame.columns]
     t = frame[frame["round"] >= 1].sort_values([*keys, "round"])
     g = t.groupby(keys, sort=False)
-    out = g["test_accuracy"].apply(lambda s: s.dropna().tail(last).mean()).rename("accuracy").to_frame()
+    acc = last_rounds_mean(t, last, by=keys).reindex(g.size().index)  # a run never evaluated: NaN
+    out = acc.rename("accuracy").to_frame()
     if "liars_picked" in t.columns:
         out["liar_picks_per_round"] = g["liars_picked"].mean()
         out["liar_rounds"] = g["liars_picked"].apply(lambda s: float((s > 0).mean()))

@@ -28,6 +28,7 @@ import pandas as pd
 
 from .config import ExperimentConfig
 from .runs import STORED_COLUMNS, atomic_write_text, compact_table, read_table
+from .significance import last_rounds_mean
 
 __all__ = ["RESULTS_DIR", "run_key", "key_fields", "store_run", "load_run", "labelled_run", "load_experiment",
            "find_stored", "StoredExperiment", "missing_runs", "ensure_runs", "load_or_run", "device_description", "git_commit"]
@@ -274,7 +275,7 @@ def ensure_runs(runs: Sequence, tier: str, *, results_dir=None, run_root="runs",
         store_run(table, r.config, tier, r.experiment, r.label, results_dir=results_dir, wall_seconds=wall,
                   data_source=source, float_env=env)
         trained += 1
-        acc = table["test_accuracy"].dropna().tail(10).mean()
+        acc = last_rounds_mean(table, 10)
         log(f"[{trained + len(skipped)}/{len(todo)}] {r.experiment} {r.label}: last-10 acc {acc:.4f}, {wall:.1f} s")
 
     if ray is not None and todo:

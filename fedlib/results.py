@@ -31,7 +31,8 @@ from .runs import STORED_COLUMNS, atomic_write_text, compact_table, read_table
 from .significance import last_rounds_mean
 
 __all__ = ["RESULTS_DIR", "run_key", "key_fields", "store_run", "load_run", "labelled_run", "load_experiment",
-           "find_stored", "StoredExperiment", "missing_runs", "experiment_dir", "ensure_runs", "load_or_run", "device_description", "git_commit"]
+           "find_stored", "StoredExperiment", "missing_runs", "experiment_dir", "ensure_runs", "load_or_run",
+           "device_description", "git_commit"]
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Default folder of the stored tables (``results/`` of the repository).
@@ -200,7 +201,8 @@ def find_stored(config: ExperimentConfig, tier: str, results_dir=None, experimen
 
 def missing_runs(runs: Sequence, tier: str, results_dir=None) -> list:
     """The runs (``fedlib.tiers.Run``) with no stored table in their own experiment folder."""
-    return [r for r in runs if not (experiment_dir(results_dir, tier, r.experiment) / f"{run_key(r.config)}.csv").exists()]
+    return [r for r in runs
+            if not (experiment_dir(results_dir, tier, r.experiment) / f"{run_key(r.config)}.csv").exists()]
 
 
 # ----------------------------------------------------------------------------------------------------

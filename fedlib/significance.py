@@ -34,8 +34,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["last_rounds_mean", "sign_flip_p", "paired_test", "per_run_final", "paired_against", "paired_pairs", "rank_correlation",
-           "rounds_to_reference", "races"]
+__all__ = ["last_rounds_mean", "sign_flip_p", "paired_test", "per_run_final", "paired_against", "paired_pairs",
+           "rank_correlation", "rounds_to_reference", "races"]
 
 _KEYS = ("model", "dataset", "partition", "liars", "liar_pct", "method", "seed")
 

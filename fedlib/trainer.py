@@ -27,7 +27,7 @@ unless the algorithm says otherwise).
 Randomness: every stream is derived from ``config.seed`` by ``fedlib.seeds`` (``partition``, ``selection``,
 ``availability``, ``stragglers``, ``label_dp``, ``model_init`` and the algorithms' own), so changing e.g. the
 selector does not change the partition; local training uses per-(round, client) generators
-(``fedlib.local.client_seed``).
+(``fedlib.local.client_generators``; their streams are ``fedlib.seeds.CLIENT_STREAMS``).
 
 The per-round table (``RunResult.table``, columns ``fedlib.runs.TABLE_COLUMNS``) has one row per round plus a
 row for round 0 (the initial model; it carries the one-time label upload of 4·C·K bytes when the selector or the
@@ -56,9 +56,9 @@ import torch.nn.functional as F
 from torch.func import functional_call
 
 from .config import ConfigError, ExperimentConfig
-from .local import LocalHyperParams, client_seed, local_train, make_generator, model_state, trainable_keys
+from .local import LocalHyperParams, client_generators, client_seed, local_train, model_state, trainable_keys
 from .runs import RunDir, RunResult, make_table
-from .seeds import stream_rng
+from .seeds import CLIENT_STREAMS, stream_rng
 
 __all__ = ["run_experiment", "Experiment", "TrainState"]
 
@@ -293,7 +293,7 @@ class Experiment:
         """Layers that draw from the global torch RNG (dropout) get a per-(round, client) seed; the caller's global
         RNG state is restored afterwards."""
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
-            torch.manual_seed(client_seed(self.config.seed, rnd, k, 2))
+            torch.manual_seed(client_seed(self.config.seed, rnd, k, CLIENT_STREAMS["torch_rng"]))
             yield
 
     def train_clients(self, state: TrainState, todo: list, rnd: int, lr: float) -> list:
@@ -333,8 +333,7 @@ class Experiment:
         c, alg, dev = self.config, self.algorithm, self.device
         cs, ctx = self._client_setup(state, k)
         hp = self.local_hyper_params(lr, epochs)
-        gen = make_generator(client_seed(c.seed, rnd, k, 0), "cpu")
-        aug_gen = make_generator(client_seed(c.seed, rnd, k, 1), dev)
+        gen, aug_gen = client_generators(c.seed, rnd, k, dev)
         x, y = self.client_data(k)
         with self.client_torch_rng(rnd, k):
             res = local_train(self.model, state.global_params, x, y, ctx, alg, hp, gen,
@@ -354,8 +353,8 @@ class Experiment:
         c, alg, dev = self.config, self.algorithm, self.device
         css, ctxs = zip(*[self._client_setup(state, k) for k in ks])
         hps = [self.local_hyper_params(lr, e) for e in epochs]
-        gens = [make_generator(client_seed(c.seed, rnd, k, 0), "cpu") for k in ks]
-        aug_gens = [make_generator(client_seed(c.seed, rnd, k, 1), dev) for k in ks]
+        pairs = [client_generators(c.seed, rnd, k, dev) for k in ks]
+        gens, aug_gens = [g for g, _ in pairs], [a for _, a in pairs]
         results = train_clients_batched(self.model, state.global_params, self.x_train, self.y_train,
                                         [self.client_index[k] for k in ks], list(ctxs), alg, hps, gens,
                                         transform=self.preprocessor.train, aug_generators=aug_gens,

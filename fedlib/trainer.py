@@ -52,8 +52,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch.func import functional_call
 
 from .config import ConfigError, ExperimentConfig
 from .local import LocalHyperParams, client_generators, client_seed, local_train, model_state, trainable_keys
@@ -368,26 +366,13 @@ class Experiment:
             out.append((res, new_cs))
         return out
 
-    @torch.no_grad()
     def evaluate(self, params, model: torch.nn.Module | None = None) -> tuple[float, float]:
         """(accuracy, mean cross-entropy) of ``params`` on the test set, in batches of ``eval_batch_size``
-        (``model``: the architecture, default the experiment's model)."""
-        model = self.model if model is None else model
-        was = model.training
-        model.eval()
-        correct = torch.zeros((), dtype=torch.int64, device=self.device)
-        loss = torch.zeros((), dtype=torch.float64, device=self.device)
-        n = int(self.y_test.shape[0])
-        try:
-            for start in range(0, n, self.config.eval_batch_size):
-                xb = self.preprocessor.test(self.x_test[start:start + self.config.eval_batch_size])
-                yb = self.y_test[start:start + self.config.eval_batch_size]
-                logits = functional_call(model, params, (xb,))
-                loss += F.cross_entropy(logits, yb, reduction="sum").to(torch.float64)
-                correct += (logits.argmax(dim=1) == yb).sum()
-        finally:
-            model.train(was)
-        return float(correct) / n, float(loss) / n
+        (``model``: the architecture, default the experiment's model), by ``fedlib.batched.evaluate``."""
+        from .batched import evaluate
+
+        return evaluate(self.model if model is None else model, params, self.x_test, self.y_test,
+                        transform=self.preprocessor.test, batch_size=self.config.eval_batch_size)
 
 
 def run_experiment(config: ExperimentConfig, *, run_root=None, progress: bool = True,

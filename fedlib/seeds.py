@@ -16,7 +16,7 @@ import numpy as np
 
 from ._validate import check_int
 
-__all__ = ["STREAMS", "CLIENT_STREAMS", "stream_rng", "stream_seed"]
+__all__ = ["STREAMS", "CLIENT_STREAMS", "stream_rng"]
 
 #: Stream name -> the second entry of its ``SeedSequence``.
 STREAMS = {
@@ -56,12 +56,3 @@ def stream_rng(seed: int, name: str) -> np.random.Generator:
     True
     """
     return np.random.default_rng(np.random.SeedSequence(_entropy(seed, name)))
-
-
-def stream_seed(seed: int, name: str) -> int:
-    """An integer seed of stream ``name`` for ``seed`` (for APIs that take an int, e.g. a torch generator).
-
-    >>> stream_seed(0, "partition") != stream_seed(0, "selection")
-    True
-    """
-    return int(np.random.SeedSequence(_entropy(seed, name)).generate_state(1)[0])

@@ -17,9 +17,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import numbers
 from dataclasses import dataclass, field
 from typing import Any
+
+from ._validate import check_choice, check_float, check_int
 
 __all__ = ["ExperimentConfig", "DEFAULT_WEIGHT_DECAY", "LABEL_BASED_SELECTORS", "config_hash", "ConfigError"]
 
@@ -54,6 +55,14 @@ class ConfigError(ValueError):
 
 def _err(field_name: str, value, allowed: str) -> ConfigError:
     return ConfigError(f"config field {field_name!r}: got {value!r}; {allowed.rstrip('.')}.")
+
+
+def _field_error(field_name: str, value, exc: Exception, optional: bool = False) -> ConfigError:
+    """:func:`_err` from an error of a ``fedlib._validate`` check, whose message reads "<field> must ... (got ...).":
+    what is allowed is the part between the field's name and "(got" (the whole message if it reads otherwise)."""
+    text, prefix = str(exc), f"{field_name} "
+    allowed = text[len(prefix):].split(" (got ", 1)[0] if text.startswith(prefix) else text
+    return _err(field_name, value, allowed + (" or None" if optional and isinstance(exc, TypeError) else ""))
 
 
 @dataclass(frozen=True)
@@ -229,36 +238,23 @@ class ExperimentConfig:
         from . import datasets, models, partition, selection
         from .algorithms import ALGORITHMS, make_algorithm
 
-        def integer(name, low=None, high=None, optional=False):
+        def checked(name, check, optional, *args, **kw):  # a fedlib._validate check of field ``name``
             v = getattr(self, name)
             if optional and v is None:
                 return None
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                raise _err(name, v, "must be an integer" + (" or None" if optional else ""))
-            if low is not None and v < low:
-                raise _err(name, v, f"must be >= {low}")
-            if high is not None and v > high:
-                raise _err(name, v, f"must be <= {high}")
-            return int(v)
+            try:
+                return check(name, v, *args, **kw)
+            except (TypeError, ValueError) as exc:
+                raise _field_error(name, v, exc, optional) from exc
 
-        def real(name, low=None, high=None, low_open=False, high_open=False, optional=False):
-            v = getattr(self, name)
-            if optional and v is None:
-                return None
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or v != v or v in (float("inf"),
-                                                                                            float("-inf")):
-                raise _err(name, v, "must be a finite real number" + (" or None" if optional else ""))
-            if low is not None and (v <= low if low_open else v < low):
-                raise _err(name, v, f"must be {'>' if low_open else '>='} {low}")
-            if high is not None and (v >= high if high_open else v > high):
-                raise _err(name, v, f"must be {'<' if high_open else '<='} {high}")
-            return float(v)
+        def integer(name, low=None, high=None, optional=False):
+            return checked(name, check_int, optional, low=low, high=high)
+
+        def real(name, optional=False, **bounds):
+            return checked(name, check_float, optional, **bounds)
 
         def choice(name, allowed):
-            v = getattr(self, name)
-            if v not in allowed:
-                raise _err(name, v, "allowed: " + ", ".join(repr(a) for a in allowed))
-            return v
+            return checked(name, check_choice, False, allowed)
 
         def boolean(name):
             v = getattr(self, name)
@@ -353,8 +349,7 @@ class ExperimentConfig:
         if not isinstance(dev, str) or not (dev == "cpu" or dev == "cuda" or dev.startswith("cuda:")
                                             and dev[5:].isdigit()):
             raise _err("device", dev, "allowed: 'cpu', 'cuda' or 'cuda:N'")
-        if self.engine not in ENGINES:
-            raise _err("engine", self.engine, "allowed: " + ", ".join(map(repr, ENGINES)))
+        choice("engine", ENGINES)
         self._check_engine_options(mapping("engine_options"))
         if self.engine_options.get("amp_dtype") is not None and self.engine != "batched":
             raise _err("engine_options", self.engine_options, "amp_dtype needs engine='batched' (the reference "

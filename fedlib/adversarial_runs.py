@@ -26,7 +26,6 @@ permutation test).
 """
 from __future__ import annotations
 
-import datetime
 import hashlib
 import itertools
 import json
@@ -39,7 +38,7 @@ import pandas as pd
 
 from .adversarial import LiarSpec, choose_liars, liar_counts, liar_labels
 from .config import ExperimentConfig
-from .significance import paired_test
+from .significance import last_rounds_mean, paired_test
 
 __all__ = ["EXPERIMENT", "SEEDS", "LIAR_SHARES", "DEFENCE", "METHODS", "LiarRun", "lying_runs", "liar_run_key",
            "run_with_liars", "liar_experiment", "ensure_lying_runs", "load_or_run_lying",
@@ -175,41 +174,25 @@ def _liars_picked(table: pd.DataFrame, liars) -> list[int]:
     return [sum(int(k) in s for k in str(p).split()) if isinstance(p, str) and p else 0 for p in table["picked"]]
 
 
-def _exp_dir(results_dir, tier: str):
-    from pathlib import Path
-
-    from .results import RESULTS_DIR
-
-    return Path(results_dir if results_dir is not None else RESULTS_DIR) / tier / EXPERIMENT
-
-
 def store_lying_run(table: pd.DataFrame, run: LiarRun, liars, tier: str, *, results_dir=None,
                     wall_seconds: float | None = None):
-    """Write one run's compact table (with ``liars_picked``) and its JSON; returns the CSV path."""
+    """Write one run's compact table (with ``liars_picked``) and its JSON with :func:`fedlib.results.store_run`
+    under :func:`liar_run_key`; returns the CSV path."""
     from . import float_env, results
-    from .runs import atomic_write_text, code_version, compact_table
 
-    d = _exp_dir(results_dir, tier)
-    d.mkdir(parents=True, exist_ok=True)
-    key = liar_run_key(run.config, run.spec)
-    t = compact_table(table)
-    t["liars_picked"] = _liars_picked(table, liars)
-    csv = d / f"{key}.csv"
-    atomic_write_text(csv, t.to_csv(index=False))
-    meta = {"key": key, "tier": tier, "experiment": EXPERIMENT, "label": run.label, "config": run.config.to_dict(),
-            "liar_spec": run.spec.to_dict(), "liar_ids": [int(k) for k in liars], "torch_threads": THREADS,
-            "code_version": code_version(), "git_commit": results.git_commit(),
-            "device": results.device_description(run.config.device),
-            "float_env": float_env.current(run.config.device, threads=THREADS),
-            "wall_seconds": None if wall_seconds is None else round(float(wall_seconds), 2),
-            "data_source": run.config.dataset, "stored_at": datetime.datetime.now().isoformat(timespec="seconds")}
-    atomic_write_text(d / f"{key}.json", json.dumps(meta, indent=1, sort_keys=True) + "\n")
-    return csv
+    extra = {"liar_spec": run.spec.to_dict(), "liar_ids": [int(k) for k in liars], "torch_threads": THREADS}
+    return results.store_run(table, run.config, tier, EXPERIMENT, run.label, results_dir=results_dir,
+                             wall_seconds=wall_seconds, data_source=run.config.dataset,
+                             float_env=float_env.current(run.config.device, threads=THREADS),
+                             key=liar_run_key(run.config, run.spec),
+                             columns={"liars_picked": _liars_picked(table, liars)}, extra_meta=extra)
 
 
 def missing_lying_runs(runs: Sequence[LiarRun], tier: str, results_dir=None) -> list[LiarRun]:
     """The runs with no stored table in the group's folder."""
-    d = _exp_dir(results_dir, tier)
+    from .results import experiment_dir
+
+    d = experiment_dir(results_dir, tier, EXPERIMENT)
     return [r for r in runs if not (d / f"{liar_run_key(r.config, r.spec)}.csv").exists()]
 
 
@@ -231,8 +214,7 @@ def ensure_lying_runs(runs: Sequence[LiarRun], tier: str, *, results_dir=None, l
             table, liars = run_with_liars(r.config, r.spec)
             wall = time.perf_counter() - w0
             store_lying_run(table, r, liars, tier, results_dir=results_dir, wall_seconds=wall)
-            acc = table["test_accuracy"].dropna().tail(10).mean()
-            log(f"[{i}/{len(todo)}] {r.label}: last-10 acc {acc:.4f}, {wall:.1f} s")
+            log(f"[{i}/{len(todo)}] {r.label}: last-10 acc {last_rounds_mean(table, 10):.4f}, {wall:.1f} s")
     finally:
         torch.set_num_threads(before)
     return {"trained": len(todo), "already": len(runs) - len(todo), "wall_seconds": time.perf_counter() - t0}
@@ -259,7 +241,8 @@ def final_per_run(frame: pd.DataFrame, last: int = 10) -> pd.DataFrame:
     keys = [c for c in ("partition", "liars", "liar_pct", "method", "seed") if c in frame.columns]
     t = frame[frame["round"] >= 1].sort_values([*keys, "round"])
     g = t.groupby(keys, sort=False)
-    out = g["test_accuracy"].apply(lambda s: s.dropna().tail(last).mean()).rename("accuracy").to_frame()
+    acc = last_rounds_mean(t, last, by=keys).reindex(g.size().index)  # a run never evaluated: NaN
+    out = acc.rename("accuracy").to_frame()
     if "liars_picked" in t.columns:
         out["liar_picks_per_round"] = g["liars_picked"].mean()
         out["liar_rounds"] = g["liars_picked"].apply(lambda s: float((s > 0).mean()))

@@ -17,9 +17,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import numbers
 from dataclasses import dataclass, field
 from typing import Any
+
+from ._validate import check_choice, check_float, check_int
 
 __all__ = ["ExperimentConfig", "DEFAULT_WEIGHT_DECAY", "LABEL_BASED_SELECTORS", "config_hash", "ConfigError"]
 
@@ -54,6 +55,15 @@ class ConfigError(ValueError):
 
 def _err(field_name: str, value, allowed: str) -> ConfigError:
     return ConfigError(f"config field {field_name!r}: got {value!r}; {allowed.rstrip('.')}.")
+
+
+def _field_error(field_name: str, value, exc: Exception, optional: bool = False) -> ConfigError:
+    """:func:`_err` from an error of a ``fedlib._validate`` check: "allowed: <what the check allows>" (the shape of
+    :class:`fedlib._validate.ParameterError`), "None or ..." for an optional field."""
+    failed = getattr(exc, "failed_check", None)
+    if failed is None:
+        return _err(field_name, value, str(exc))
+    return _err(field_name, value, f"allowed: {'None or ' if optional else ''}{failed[2]}")
 
 
 @dataclass(frozen=True)
@@ -229,46 +239,33 @@ class ExperimentConfig:
         from . import datasets, models, partition, selection
         from .algorithms import ALGORITHMS, make_algorithm
 
-        def integer(name, low=None, high=None, optional=False):
+        def checked(name, check, optional, *args, **kw):  # a fedlib._validate check of field ``name``
             v = getattr(self, name)
             if optional and v is None:
                 return None
-            if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                raise _err(name, v, "must be an integer" + (" or None" if optional else ""))
-            if low is not None and v < low:
-                raise _err(name, v, f"must be >= {low}")
-            if high is not None and v > high:
-                raise _err(name, v, f"must be <= {high}")
-            return int(v)
+            try:
+                return check(name, v, *args, **kw)
+            except (TypeError, ValueError) as exc:
+                raise _field_error(name, v, exc, optional) from exc
 
-        def real(name, low=None, high=None, low_open=False, high_open=False, optional=False):
-            v = getattr(self, name)
-            if optional and v is None:
-                return None
-            if isinstance(v, bool) or not isinstance(v, numbers.Real) or v != v or v in (float("inf"),
-                                                                                            float("-inf")):
-                raise _err(name, v, "must be a finite real number" + (" or None" if optional else ""))
-            if low is not None and (v <= low if low_open else v < low):
-                raise _err(name, v, f"must be {'>' if low_open else '>='} {low}")
-            if high is not None and (v >= high if high_open else v > high):
-                raise _err(name, v, f"must be {'<' if high_open else '<='} {high}")
-            return float(v)
+        def integer(name, low=None, high=None, optional=False):
+            return checked(name, check_int, optional, low=low, high=high)
+
+        def real(name, optional=False, **bounds):
+            return checked(name, check_float, optional, **bounds)
 
         def choice(name, allowed):
-            v = getattr(self, name)
-            if v not in allowed:
-                raise _err(name, v, "allowed: " + ", ".join(repr(a) for a in allowed))
-            return v
+            return checked(name, check_choice, False, allowed)
 
         def boolean(name):
             v = getattr(self, name)
             if not isinstance(v, bool):
-                raise _err(name, v, "must be True or False")
+                raise _err(name, v, "allowed: True or False")
 
         def mapping(name):
             v = getattr(self, name)
             if not isinstance(v, dict) or not all(isinstance(k, str) for k in v):
-                raise _err(name, v, "must be a dict with string keys")
+                raise _err(name, v, "allowed: a dict with string keys")
             return v
 
         # data
@@ -280,7 +277,7 @@ class ExperimentConfig:
             raise _err("dataset_options", opts, f"unknown option {unknown[0]!r} for dataset {self.dataset!r}; "
                        f"allowed options: {', '.join(allowed_opts) or '(none)'}")
         if self.data_root is not None and not isinstance(self.data_root, str):
-            raise _err("data_root", self.data_root, "must be a path string or None")
+            raise _err("data_root", self.data_root, "allowed: a path string or None")
         boolean("download")
         # partition
         choice("partition", partition.SCHEMES)
@@ -302,7 +299,7 @@ class ExperimentConfig:
         k = integer("num_clients", low=1)
         m = integer("clients_per_round", low=1)
         if m > k:
-            raise _err("clients_per_round", m, f"must be <= num_clients ({k})")
+            raise _err("clients_per_round", m, f"allowed: an integer <= num_clients ({k})")
         # selection
         choice("selector", tuple(selection.SELECTORS))
         sp = mapping("selector_params")
@@ -353,8 +350,7 @@ class ExperimentConfig:
         if not isinstance(dev, str) or not (dev == "cpu" or dev == "cuda" or dev.startswith("cuda:")
                                             and dev[5:].isdigit()):
             raise _err("device", dev, "allowed: 'cpu', 'cuda' or 'cuda:N'")
-        if self.engine not in ENGINES:
-            raise _err("engine", self.engine, "allowed: " + ", ".join(map(repr, ENGINES)))
+        choice("engine", ENGINES)
         self._check_engine_options(mapping("engine_options"))
         if self.engine_options.get("amp_dtype") is not None and self.engine != "batched":
             raise _err("engine_options", self.engine_options, "amp_dtype needs engine='batched' (the reference "

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch.func import functional_call
 
-from .seeds import STREAMS
+from .seeds import CLIENT_STREAMS, STREAMS
 
 __all__ = [
     "LocalHyperParams",
@@ -38,6 +38,7 @@ __all__ = [
     "client_batch_order",
     "client_seed",
     "make_generator",
+    "client_generators",
     "local_train",
     "train_step",
 ]
@@ -161,11 +162,11 @@ def _on_device(batches: list[torch.Tensor], device) -> list[torch.Tensor]:
     return list(torch.cat(batches).to(device).split([int(b.shape[0]) for b in batches]))
 
 
-def client_seed(seed: int, round_index: int, client_id: int, stream: int = 0) -> int:
+def client_seed(seed: int, round_index: int, client_id: int, stream: int = CLIENT_STREAMS["batch_order"]) -> int:
     """63-bit seed of a training generator of client ``client_id`` in round ``round_index``.
 
-    ``stream`` separates the generators one client uses in one round: 0 batch order, 1 augmentation,
-    2 the global torch RNG (layers such as dropout).
+    ``stream`` separates the generators one client uses in one round (:data:`fedlib.seeds.CLIENT_STREAMS`):
+    0 batch order, 1 augmentation, 2 the global torch RNG (layers such as dropout).
     """
     ss = np.random.SeedSequence([int(seed), _TRAIN_STREAM, int(round_index), int(client_id), int(stream)])
     return int(ss.generate_state(1, np.uint64)[0] & np.uint64((1 << 63) - 1))
@@ -176,6 +177,15 @@ def make_generator(seed: int, device="cpu") -> torch.Generator:
     g = torch.Generator(device=device)
     g.manual_seed(int(seed))
     return g
+
+
+def client_generators(seed: int, round_index: int, client_id: int, device) -> tuple[torch.Generator, torch.Generator]:
+    """``(batch order, augmentation)`` generators of client ``client_id`` in round ``round_index`` of experiment
+    ``seed``: the first on the CPU, the second on ``device`` (the data's), each seeded by :func:`client_seed` with
+    its :data:`fedlib.seeds.CLIENT_STREAMS` number."""
+    order = make_generator(client_seed(seed, round_index, client_id, CLIENT_STREAMS["batch_order"]), "cpu")
+    augment = make_generator(client_seed(seed, round_index, client_id, CLIENT_STREAMS["augmentation"]), device)
+    return order, augment
 
 
 def train_step(model, keys, train: Params, other: Params, global_params: Params, xb, yb, ctx, algorithm,

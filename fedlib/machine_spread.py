@@ -22,7 +22,6 @@ import pandas as pd
 
 from . import claims, participation, reporting, significance
 from .results import RESULTS_DIR, load_experiment
-from .runs import last_rounds_mean
 
 __all__ = ["MACHINES_DIR", "STORED_CLAIMS", "machines", "machine_env", "paired_final", "seed_std", "spread",
            "claims_at", "verdicts", "page_note", "page_section", "flip_note",
@@ -124,8 +123,8 @@ def machine_env(tier: str, experiment: str, machine: str, machines_dir=None, sho
 
 def _per_run(stored, last: int) -> pd.DataFrame:
     labels = [c for c in stored.meta.columns if c in stored.frame.columns and c != "key"]
-    rows = [{**dict(zip(labels, sub[labels].iloc[0])), "key": key, "final": last_rounds_mean(sub, last)}
-            for key, sub in stored.frame.groupby("key", sort=True)]
+    rows = [{**dict(zip(labels, sub[labels].iloc[0])), "key": key,
+             "final": significance.last_rounds_mean(sub, last)} for key, sub in stored.frame.groupby("key", sort=True)]
     return pd.DataFrame(rows)
 
 

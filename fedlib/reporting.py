@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import pandas as pd
 
+from .significance import last_rounds_mean
+
 if TYPE_CHECKING:
     from .results import StoredExperiment
 
@@ -33,13 +35,6 @@ class FinalAccuracy(NamedTuple):
     n_seeds: int
 
 
-def _per_run_last(table: pd.DataFrame, last: int, column: str, run_cols: list) -> pd.DataFrame:
-    t = table[(table["round"] >= 1) & table[column].notna()].sort_values([*run_cols, "round"])
-    if not run_cols:
-        return pd.DataFrame({column: [t[column].tail(last).mean()]})
-    return t.groupby(run_cols, sort=False)[column].apply(lambda s: s.tail(last).mean()).reset_index()
-
-
 def final_accuracy(table: pd.DataFrame, last: int = 10, *, by: Sequence[str] = (), seed_col: str = "seed",
                    column: str = "test_accuracy"):
     """The paper's statistic: per run (one ``seed`` within each ``by`` group) the mean of ``column`` over its
@@ -49,7 +44,8 @@ def final_accuracy(table: pd.DataFrame, last: int = 10, *, by: Sequence[str] = (
     ``mean``, ``std``, ``n_seeds``.  Units are those of ``column`` (fractions for the trainer's accuracy)."""
     by = list(by)
     run_cols = by + ([seed_col] if seed_col in table.columns else [])
-    per = _per_run_last(table, last, column, run_cols)
+    per = last_rounds_mean(table, last, by=run_cols, column=column)
+    per = per.reset_index() if run_cols else pd.DataFrame({column: [per]})
     if not by:
         v = per[column].to_numpy(dtype=float)
         return FinalAccuracy(float(np.mean(v)), float(np.std(v)), int(len(v)))

@@ -28,9 +28,11 @@ import pandas as pd
 
 from .config import ExperimentConfig
 from .runs import STORED_COLUMNS, atomic_write_text, compact_table, read_table
+from .significance import last_rounds_mean
 
 __all__ = ["RESULTS_DIR", "run_key", "key_fields", "store_run", "load_run", "labelled_run", "load_experiment",
-           "find_stored", "StoredExperiment", "missing_runs", "ensure_runs", "load_or_run", "device_description", "git_commit"]
+           "find_stored", "StoredExperiment", "missing_runs", "experiment_dir", "ensure_runs", "load_or_run",
+           "device_description", "git_commit"]
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Default folder of the stored tables (``results/`` of the repository).
@@ -70,31 +72,44 @@ def device_description(device: str = "cpu") -> str:
     return f"cpu ({platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__}"
 
 
-def _exp_dir(results_dir, tier: str, experiment: str) -> Path:
+def experiment_dir(results_dir, tier: str, experiment: str) -> Path:
+    """The folder of ``experiment``'s stored runs at ``tier`` (``results_dir`` None: :data:`RESULTS_DIR`)."""
     return Path(results_dir if results_dir is not None else RESULTS_DIR) / tier / experiment
 
 
 def store_run(table: pd.DataFrame, config: ExperimentConfig, tier: str, experiment: str, label: dict, *,
               results_dir=None, wall_seconds: float | None = None, device: str | None = None,
               data_source: str | None = None, code_version: str | None = None,
-              float_env: dict | str | None = "here") -> Path:
+              float_env: dict | str | None = "here", key: str | None = None, columns: dict | None = None,
+              extra_meta: dict | None = None) -> Path:
     """Write one run's compact table and its JSON; returns the CSV path.  ``float_env``: what the run's floats
     depended on (``fedlib.float_env.current`` in the process that trained it; ``"here"``: this process's; None:
-    not known, e.g. a run read back from the run cache)."""
+    not known, e.g. a run read back from the run cache).
+
+    A group that keys its runs by more than the configuration (``fedlib.adversarial_runs``) passes its own
+    ``key`` (default :func:`run_key`), ``columns`` to append to the stored table (name -> one value per row) and
+    ``extra_meta``, fields added to the JSON (a field the JSON already has is refused)."""
     from . import float_env as _fe
     from .runs import code_version as _cv
 
-    d = _exp_dir(results_dir, tier, experiment)
-    d.mkdir(parents=True, exist_ok=True)
-    key = run_key(config)
-    csv = d / f"{key}.csv"
-    atomic_write_text(csv, compact_table(table).to_csv(index=False))
+    key = run_key(config) if key is None else key
     meta = {"key": key, "tier": tier, "experiment": experiment, "label": label, "config": config.to_dict(),
             "code_version": code_version or _cv(), "git_commit": git_commit(),
             "device": device or device_description(config.device),
             "float_env": _fe.current(config.device) if float_env == "here" else float_env,
             "wall_seconds": None if wall_seconds is None else round(float(wall_seconds), 2),
             "data_source": data_source, "stored_at": datetime.datetime.now().isoformat(timespec="seconds")}
+    clash = sorted(set(extra_meta or {}) & set(meta))
+    if clash:
+        raise ValueError(f"extra_meta must not replace the stored fields {clash}.")
+    meta.update(extra_meta or {})
+    stored = compact_table(table)
+    for name, values in (columns or {}).items():
+        stored[name] = values
+    d = experiment_dir(results_dir, tier, experiment)
+    d.mkdir(parents=True, exist_ok=True)
+    csv = d / f"{key}.csv"
+    atomic_write_text(csv, stored.to_csv(index=False))
     atomic_write_text(d / f"{key}.json", json.dumps(meta, indent=1, sort_keys=True) + "\n")
     return csv
 
@@ -140,7 +155,7 @@ class StoredExperiment:
 
 def load_experiment(tier: str, experiment: str, results_dir=None) -> StoredExperiment:
     """Every stored run of ``experiment`` at ``tier`` (an empty ``StoredExperiment`` if none)."""
-    d = _exp_dir(results_dir, tier, experiment)
+    d = experiment_dir(results_dir, tier, experiment)
     frames, metas, labels = [], [], []
     for csv in sorted(d.glob("*.csv")) if d.is_dir() else []:
         if not csv.with_suffix(".json").exists():
@@ -186,7 +201,8 @@ def find_stored(config: ExperimentConfig, tier: str, results_dir=None, experimen
 
 def missing_runs(runs: Sequence, tier: str, results_dir=None) -> list:
     """The runs (``fedlib.tiers.Run``) with no stored table in their own experiment folder."""
-    return [r for r in runs if not (_exp_dir(results_dir, tier, r.experiment) / f"{run_key(r.config)}.csv").exists()]
+    return [r for r in runs
+            if not (experiment_dir(results_dir, tier, r.experiment) / f"{run_key(r.config)}.csv").exists()]
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -250,7 +266,7 @@ def ensure_runs(runs: Sequence, tier: str, *, results_dir=None, run_root="runs",
         src = find_stored(r.config, tier, results_dir)
         if src is not None:
             table, meta = load_run(src)
-            dst = _exp_dir(results_dir, tier, r.experiment)
+            dst = experiment_dir(results_dir, tier, r.experiment)
             dst.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dst / src.name)
             meta = {**meta, "experiment": r.experiment, "label": r.label}
@@ -274,7 +290,7 @@ def ensure_runs(runs: Sequence, tier: str, *, results_dir=None, run_root="runs",
         store_run(table, r.config, tier, r.experiment, r.label, results_dir=results_dir, wall_seconds=wall,
                   data_source=source, float_env=env)
         trained += 1
-        acc = table["test_accuracy"].dropna().tail(10).mean()
+        acc = last_rounds_mean(table, 10)
         log(f"[{trained + len(skipped)}/{len(todo)}] {r.experiment} {r.label}: last-10 acc {acc:.4f}, {wall:.1f} s")
 
     if ray is not None and todo:

@@ -48,8 +48,9 @@ import pandas as pd
 import torch
 
 from .config import ExperimentConfig, config_hash
+from .significance import last_rounds_mean
 
-__all__ = ["TABLE_COLUMNS", "STORED_COLUMNS", "RunResult", "last_rounds_mean", "make_table", "normalise_table",
+__all__ = ["TABLE_COLUMNS", "STORED_COLUMNS", "RunResult", "make_table", "normalise_table",
            "compact_table", "read_table", "code_version", "RunDir", "atomic_write_bytes", "atomic_write_text"]
 
 #: Columns of a run's per-round table, in order (``fedlib.trainer`` describes each).
@@ -64,12 +65,6 @@ STORED_COLUMNS = ("round", "test_accuracy", "test_loss", "train_loss", "num_pick
 
 # ----------------------------------------------------------------------------------------------------
 # run tables
-
-def last_rounds_mean(table: pd.DataFrame, n: int = 10, column: str = "test_accuracy") -> float:
-    """Mean of ``column`` over the last ``n`` evaluated rounds (round ≥ 1) -- the paper's reported number."""
-    t = table[(table["round"] >= 1) & table[column].notna()]
-    return float(t[column].tail(n).mean()) if len(t) else float("nan")
-
 
 @dataclass
 class RunResult:
@@ -89,7 +84,7 @@ class RunResult:
 
     @property
     def final_accuracy(self) -> float:
-        """Mean test accuracy over the last 10 evaluated rounds."""
+        """Mean test accuracy over the last 10 evaluated rounds (:func:`fedlib.significance.last_rounds_mean`)."""
         return last_rounds_mean(self.table, 10)
 
     def summary(self) -> dict:

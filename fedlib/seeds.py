@@ -16,7 +16,7 @@ import numpy as np
 
 from ._validate import check_int
 
-__all__ = ["STREAMS", "stream_rng", "stream_seed"]
+__all__ = ["STREAMS", "CLIENT_STREAMS", "stream_rng"]
 
 #: Stream name -> the second entry of its ``SeedSequence``.
 STREAMS = {
@@ -31,6 +31,14 @@ STREAMS = {
     "coverage": 9,  # label-only Monte Carlo of uniform random subsets (fedlib.simulate.coverage_probability)
     "liars": 15,  # which clients lie about their labels (fedlib.adversarial.choose_liars)
     "training": 0x7472,  # "tr": per-(round, client) training generators (fedlib.local.client_seed)
+}
+
+#: The generators one client uses in one round, within the "training" stream (fedlib.local.client_seed's
+#: ``stream`` argument; fedlib.local.client_generators makes the first two).
+CLIENT_STREAMS = {
+    "batch_order": 0,  # the order of the mini-batches (on the CPU)
+    "augmentation": 1,  # random crops and flips (on the data's device)
+    "torch_rng": 2,  # the global torch RNG while the client trains (layers such as dropout)
 }
 
 
@@ -48,12 +56,3 @@ def stream_rng(seed: int, name: str) -> np.random.Generator:
     True
     """
     return np.random.default_rng(np.random.SeedSequence(_entropy(seed, name)))
-
-
-def stream_seed(seed: int, name: str) -> int:
-    """An integer seed of stream ``name`` for ``seed`` (for APIs that take an int, e.g. a torch generator).
-
-    >>> stream_seed(0, "partition") != stream_seed(0, "selection")
-    True
-    """
-    return int(np.random.SeedSequence(_entropy(seed, name)).generate_state(1)[0])

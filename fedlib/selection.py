@@ -37,10 +37,8 @@ def _cosine_distances(vectors: np.ndarray, target: np.ndarray) -> np.ndarray:
     return 1.0 - sims
 
 
-def _best_index(scores: np.ndarray, *, maximise: bool) -> int:
-    """Position of the best score; scores within ENTROPY_TIE_TOL of the best tie and go to the lowest position."""
-    if maximise:
-        return int(np.argmax(scores >= scores.max() - ENTROPY_TIE_TOL))
+def _lowest_index(scores: np.ndarray) -> int:
+    """Position of the lowest score; scores within ENTROPY_TIE_TOL of it tie and go to the lowest position."""
     return int(np.argmax(scores <= scores.min() + ENTROPY_TIE_TOL))
 
 
@@ -437,7 +435,7 @@ class DCSelector(Selector):
         for _ in range(self.resolve_num_dc(num_clients, num_selected)):
             free = np.flatnonzero(~active)
             dists = _cosine_distances(pooled + counts[free], target)
-            j = _best_index(dists, maximise=False)
+            j = _lowest_index(dists)
             if not dists[j] < current - ENTROPY_TIE_TOL:
                 break  # no candidate improves the alignment: stop early
             m = int(free[j])

@@ -23,7 +23,8 @@ runs at that seed, so methods are compared seed by seed:
     rounds X needs minus the rounds ``reference`` needs (never reached: one round past the run).
 
 ``per_run_final(frame)`` gives the statistic these start from: per run, the mean test accuracy over the final
-``last`` evaluated rounds, in %.
+``last`` evaluated rounds, in %.  :func:`last_rounds_mean` is that mean in the column's own units, the one
+definition every module uses (the trainer's run summary, the reporting tables, the lying-clients group).
 """
 from __future__ import annotations
 
@@ -33,10 +34,33 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["sign_flip_p", "paired_test", "per_run_final", "paired_against", "paired_pairs", "rank_correlation",
-           "rounds_to_reference", "races"]
+__all__ = ["last_rounds_mean", "sign_flip_p", "paired_test", "per_run_final", "paired_against", "paired_pairs",
+           "rank_correlation", "rounds_to_reference", "races"]
 
 _KEYS = ("model", "dataset", "partition", "liars", "liar_pct", "method", "seed")
+
+
+def last_rounds_mean(table: pd.DataFrame, last: int = 10, *, by: Sequence[str] = (),
+                     column: str = "test_accuracy"):
+    """Mean of ``column`` over a run's final ``last`` evaluated rounds: the paper's per-run number (§V-A5).
+
+    Evaluated rounds are rounds >= 1 (round 0 is the initial model) whose ``column`` is not NaN (the test columns
+    are empty in rounds without an evaluation: between ``eval_every`` rounds, FedConcat's encoder phase).  Rounds
+    are taken in ``round`` order.  Without ``by``, ``table`` holds one run and a float is returned (NaN if no
+    round was evaluated); with ``by`` (the columns naming a run), a Series indexed by them with one mean per run
+    that has an evaluated round, runs in the order of the sorted ``by`` columns.  Units are those of ``column``
+    (fractions for the trainer's accuracy): callers convert to % themselves.
+
+    >>> t = pd.DataFrame({"round": [0, 1, 2, 3], "test_accuracy": [0.1, 0.2, float("nan"), 0.6]})
+    >>> round(last_rounds_mean(t, 2), 6)  # rounds 1 and 3; round 2 was not evaluated
+    0.4
+    """
+    t = table[(table["round"] >= 1) & table[column].notna()]
+    by = list(by)
+    t = t.sort_values([*by, "round"])
+    if not by:
+        return float(t[column].tail(last).mean()) if len(t) else float("nan")
+    return t.groupby(by, sort=False)[column].apply(lambda s: s.tail(last).mean())
 
 
 def sign_flip_p(diffs) -> float:
@@ -91,8 +115,7 @@ def per_run_final(frame: pd.DataFrame, last: int = 10, *, by: Sequence[str] = ()
     _check_by(frame, by, "the frame")
     keys = [*(c for c in _KEYS[:-2] if c in frame.columns), *(c for c in by if c not in _KEYS),
             *(c for c in _KEYS[-2:] if c in frame.columns)]
-    t = frame[(frame["round"] >= 1) & frame["test_accuracy"].notna()].sort_values([*keys, "round"])
-    acc = t.groupby(keys, sort=False)["test_accuracy"].apply(lambda s: 100 * s.tail(last).mean())
+    acc = 100 * last_rounds_mean(frame, last, by=keys)  # fractions -> %
     return acc.rename("accuracy").reset_index()
 
 

@@ -77,8 +77,6 @@ class Tier:
     large_pools: dict  # {"num_clients": (K, ...), "clients_per_round": (M, ...), "seeds": (...)}
     single_seed_groups: tuple = ()  # experiment groups run with the first seed only
     table2_partitions: tuple = ("Dir(0.1)", "C=2")
-    notes: str = ""
-    extra: dict = field(default_factory=dict)
     table_datasets: tuple | None = None  # data sets of Tables I and II (None: ``datasets``)
     dataset_overrides: dict = field(default_factory=dict)  # {dataset: ExperimentConfig fields for that data set}
     algorithm_params: dict = field(default_factory=dict)  # {algorithm: default algorithm_params in this tier}
@@ -118,8 +116,7 @@ TIERS: dict[str, Tier] = {
         participation={"num_clients": 50, "clients_per_round": (2, 3, 4), "seeds": (0,)},
         large_pools={"num_clients": (150, 200), "clients_per_round": (3, 5, 7), "seeds": (0,),
                      "min_partition_size": 0},
-        single_seed_groups=("availability",), optional_groups=("scaffold_variants",),
-        notes="other data set (MNIST digits), 20x fewer clients, 25x fewer rounds: compare directions only"),
+        single_seed_groups=("availability",), optional_groups=("scaffold_variants",)),
     "subset": Tier(
         name="subset",
         description="real CIFAR-10 images at hand (5,170 train / 1,017 test), paper settings (K=100, M=10, "
@@ -129,9 +126,7 @@ TIERS: dict[str, Tier] = {
         participation={"num_clients": 100, "clients_per_round": (4, 5, 6, 7, 8, 9), "seeds": (0, 1, 2)},
         large_pools={"num_clients": (150, 200), "clients_per_round": (3, 4, 5, 6, 7), "seeds": (0, 1, 2),
                      "min_partition_size": 0},
-        extra_seeds={"table1": {"methods": ("FedAvg", "FedEntOpt"), "seeds": (3, 4)}},
-        notes="a tenth of CIFAR-10's training images, 300 of 500 rounds (the plateau): compare directions, "
-              "gaps and ranks"),
+        extra_seeds={"table1": {"methods": ("FedAvg", "FedEntOpt"), "seeds": (3, 4)}}),
     "paper": Tier(
         name="paper",
         description="the paper's data and scale: CIFAR-10 (and CIFAR-100) via torchvision download, LeNet-5 "
@@ -140,7 +135,6 @@ TIERS: dict[str, Tier] = {
         participation={"num_clients": 100, "clients_per_round": (4, 5, 6, 7, 8, 9), "seeds": (0, 1, 2)},
         large_pools={"num_clients": (150, 200), "clients_per_round": (3, 4, 5, 6, 7), "seeds": (0, 1, 2),
                      "min_partition_size": 10},
-        notes="the paper's settings",
         table_datasets=("cifar10", "cinic10", "cifar100-20"), dataset_overrides=PAPER_DATASET_OVERRIDES,
         algorithm_params={"scaffold": {"correction": "after_step"}},
         medical={"datasets": ("pathmnist", "tissuemnist", "brain-tumor-mri"),

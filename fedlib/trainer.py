@@ -27,7 +27,7 @@ unless the algorithm says otherwise).
 Randomness: every stream is derived from ``config.seed`` by ``fedlib.seeds`` (``partition``, ``selection``,
 ``availability``, ``stragglers``, ``label_dp``, ``model_init`` and the algorithms' own), so changing e.g. the
 selector does not change the partition; local training uses per-(round, client) generators
-(``fedlib.local.client_seed``).
+(``fedlib.local.client_generators``; their streams are ``fedlib.seeds.CLIENT_STREAMS``).
 
 The per-round table (``RunResult.table``, columns ``fedlib.runs.TABLE_COLUMNS``) has one row per round plus a
 row for round 0 (the initial model; it carries the one-time label upload of 4·C·K bytes when the selector or the
@@ -52,13 +52,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch.func import functional_call
 
 from .config import ConfigError, ExperimentConfig
-from .local import LocalHyperParams, client_seed, local_train, make_generator, model_state, trainable_keys
+from .local import LocalHyperParams, client_generators, client_seed, local_train, model_state, trainable_keys
 from .runs import RunDir, RunResult, make_table
-from .seeds import stream_rng
+from .seeds import CLIENT_STREAMS, stream_rng
 
 __all__ = ["run_experiment", "Experiment", "TrainState"]
 
@@ -293,7 +291,7 @@ class Experiment:
         """Layers that draw from the global torch RNG (dropout) get a per-(round, client) seed; the caller's global
         RNG state is restored afterwards."""
         with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
-            torch.manual_seed(client_seed(self.config.seed, rnd, k, 2))
+            torch.manual_seed(client_seed(self.config.seed, rnd, k, CLIENT_STREAMS["torch_rng"]))
             yield
 
     def train_clients(self, state: TrainState, todo: list, rnd: int, lr: float) -> list:
@@ -333,8 +331,7 @@ class Experiment:
         c, alg, dev = self.config, self.algorithm, self.device
         cs, ctx = self._client_setup(state, k)
         hp = self.local_hyper_params(lr, epochs)
-        gen = make_generator(client_seed(c.seed, rnd, k, 0), "cpu")
-        aug_gen = make_generator(client_seed(c.seed, rnd, k, 1), dev)
+        gen, aug_gen = client_generators(c.seed, rnd, k, dev)
         x, y = self.client_data(k)
         with self.client_torch_rng(rnd, k):
             res = local_train(self.model, state.global_params, x, y, ctx, alg, hp, gen,
@@ -354,8 +351,8 @@ class Experiment:
         c, alg, dev = self.config, self.algorithm, self.device
         css, ctxs = zip(*[self._client_setup(state, k) for k in ks])
         hps = [self.local_hyper_params(lr, e) for e in epochs]
-        gens = [make_generator(client_seed(c.seed, rnd, k, 0), "cpu") for k in ks]
-        aug_gens = [make_generator(client_seed(c.seed, rnd, k, 1), dev) for k in ks]
+        pairs = [client_generators(c.seed, rnd, k, dev) for k in ks]
+        gens, aug_gens = [g for g, _ in pairs], [a for _, a in pairs]
         results = train_clients_batched(self.model, state.global_params, self.x_train, self.y_train,
                                         [self.client_index[k] for k in ks], list(ctxs), alg, hps, gens,
                                         transform=self.preprocessor.train, aug_generators=aug_gens,
@@ -369,26 +366,13 @@ class Experiment:
             out.append((res, new_cs))
         return out
 
-    @torch.no_grad()
     def evaluate(self, params, model: torch.nn.Module | None = None) -> tuple[float, float]:
         """(accuracy, mean cross-entropy) of ``params`` on the test set, in batches of ``eval_batch_size``
-        (``model``: the architecture, default the experiment's model)."""
-        model = self.model if model is None else model
-        was = model.training
-        model.eval()
-        correct = torch.zeros((), dtype=torch.int64, device=self.device)
-        loss = torch.zeros((), dtype=torch.float64, device=self.device)
-        n = int(self.y_test.shape[0])
-        try:
-            for start in range(0, n, self.config.eval_batch_size):
-                xb = self.preprocessor.test(self.x_test[start:start + self.config.eval_batch_size])
-                yb = self.y_test[start:start + self.config.eval_batch_size]
-                logits = functional_call(model, params, (xb,))
-                loss += F.cross_entropy(logits, yb, reduction="sum").to(torch.float64)
-                correct += (logits.argmax(dim=1) == yb).sum()
-        finally:
-            model.train(was)
-        return float(correct) / n, float(loss) / n
+        (``model``: the architecture, default the experiment's model), by ``fedlib.batched.evaluate``."""
+        from .batched import evaluate
+
+        return evaluate(self.model if model is None else model, params, self.x_test, self.y_test,
+                        transform=self.preprocessor.test, batch_size=self.config.eval_batch_size)
 
 
 def run_experiment(config: ExperimentConfig, *, run_root=None, progress: bool = True,

@@ -129,8 +129,8 @@ def test_unreadable_data_file(tmp_path, monkeypatch, capsys, content):
 def test_bad_config_fails_before_training(tiny_npz, tmp_path, capsys):
     assert main(["run", "--selector", "entopt"] + _args(tiny_npz, tmp_path)) == 2
     err = capsys.readouterr().err
-    assert err.strip() == ("error: config field 'selector': got 'entopt'; allowed: 'random', 'fedentopt', 'kl', "
-                           "'dc', 'fedentopt-swap'.")
+    assert err.strip() == ("error: config field 'selector': got 'entopt'; allowed: 'random', 'fedentopt', "
+                           "'kl', 'dc', 'fedentopt-swap'.")
     assert not (tmp_path).exists() or not any(tmp_path.iterdir())
     assert main(["run", "--buffer", "0.5"] + _args(tiny_npz, tmp_path)) == 2
     assert ("--buffer is a parameter of selectors 'fedentopt' and 'fedentopt-swap', not of 'random'."

@@ -4,7 +4,7 @@ import pytest
 
 from fedlib import label_studies
 from fedlib.partition import labels_from_counts, parse_partition
-from fedlib.seeds import stream_seed
+from fedlib.seeds import stream_rng
 
 
 # Paper notation -> partition parameters (§V-A2 of the paper: Dir(beta) and #C=k).
@@ -28,13 +28,13 @@ def test_parse_partition_rejects_unknown_notation(label):
         parse_partition(label)
 
 
-def test_stream_seeds_differ_between_streams_and_repeat_per_seed():
+def test_streams_differ_between_streams_and_repeat_per_seed():
     # the label-only studies' streams (fedlib.seeds, the trainer's table)
-    seeds = {stream_seed(7, s) for s in ("partition", "selection", "label_dp", "coverage")}
-    assert len(seeds) == 4
-    assert stream_seed(7, "selection") == stream_seed(7, "selection")
+    draws = {int(stream_rng(7, s).integers(2**62)) for s in ("partition", "selection", "label_dp", "coverage")}
+    assert len(draws) == 4
+    assert stream_rng(7, "selection").integers(2**62) == stream_rng(7, "selection").integers(2**62)
     with pytest.raises(ValueError, match="seed must be >= 0"):
-        stream_seed(-1, "partition")
+        stream_rng(-1, "partition")
 
 
 def test_selector_traces_same_seed_same_table_and_partition_independent_of_method():

@@ -3,8 +3,9 @@ import torch
 from torch import nn
 
 from fedlib.algorithms import make_algorithm
-from fedlib.local import (LocalHyperParams, client_batch_order, client_seed, local_train, make_generator,
-                          model_state, sgd_step, trainable_keys)
+from fedlib.local import (LocalHyperParams, client_batch_order, client_generators, client_seed, local_train,
+                          make_generator, model_state, sgd_step, trainable_keys)
+from fedlib.seeds import CLIENT_STREAMS
 
 
 def _mlp(seed=0):
@@ -49,6 +50,16 @@ def test_client_batch_order_keeps_last_partial_batch_and_permutes_each_epoch():
 def test_client_seed_streams_differ():
     seeds = {client_seed(0, r, k, s) for r in range(3) for k in range(3) for s in range(3)}
     assert len(seeds) == 27
+
+
+def test_client_generators_are_the_streams_of_the_stored_runs():
+    # the stream numbers are part of every stored run: batch order 0 (CPU), augmentation 1, torch RNG 2
+    assert CLIENT_STREAMS == {"batch_order": 0, "augmentation": 1, "torch_rng": 2}
+    order, augment = client_generators(7, 3, 5, "cpu")
+    assert order.device.type == "cpu" and augment.device.type == "cpu"
+    for gen, stream in ((order, 0), (augment, 1)):
+        plain = make_generator(client_seed(7, 3, 5, stream))
+        assert torch.equal(torch.rand(4, generator=gen), torch.rand(4, generator=plain))
 
 
 def test_one_client_with_all_data_equals_centralised_sgd():

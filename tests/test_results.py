@@ -81,6 +81,20 @@ def test_store_load_round_trip(tmp_path):
     assert results.load_experiment("quick", "nothing", tmp_path).empty
 
 
+def test_store_run_with_a_group_key_columns_and_fields(tmp_path):
+    # a group keyed by more than the config (the lying clients) stores under its own key, with its own columns
+    cfg = tiers.tier_config("quick", rounds=1)
+    table = pd.DataFrame({"round": [0, 1], "test_accuracy": [0.1, 0.2], "picked": ["", "1 2"]})
+    csv = results.store_run(table, cfg, "quick", "group", {"seed": 0}, results_dir=tmp_path, key="0123abcd",
+                            columns={"extra_col": [0, 2]}, extra_meta={"liar_ids": [1]})
+    assert csv == results.experiment_dir(tmp_path, "quick", "group") / "0123abcd.csv"
+    back, meta = results.load_run(csv)
+    assert list(back.columns)[-1] == "extra_col" and list(back["extra_col"]) == [0, 2]
+    assert meta["key"] == "0123abcd" and meta["liar_ids"] == [1] and meta["label"] == {"seed": 0}
+    with pytest.raises(ValueError, match=r"extra_meta must not replace the stored fields \['key'\]"):
+        results.store_run(table, cfg, "quick", "group", {"seed": 0}, results_dir=tmp_path, extra_meta={"key": "x"})
+
+
 def test_run_key_ignores_device_and_data_root():
     cfg = tiers.tier_config("quick")
     assert results.run_key(cfg) == results.run_key(cfg.replace(data_root="/elsewhere", eval_batch_size=7))

@@ -8,6 +8,28 @@ from fedlib import significance as sg
 
 # ----------------------------------------------------------------------------- statistics, by hand
 
+def test_last_rounds_mean_hand():
+    # a FedConcat-like run: round 0 (the initial model, evaluated) never counts; rounds 1-3 train the encoders and
+    # are not evaluated (NaN, as in the stored tables); rounds 4-15 are evaluated with accuracies 0.04 .. 0.15.
+    # The last 10 evaluated rounds are 6..15 -> mean of 0.06..0.15 = (0.06 + 0.15) / 2 = 0.105.
+    acc = [0.9, np.nan, np.nan, np.nan] + [r / 100 for r in range(4, 16)]
+    run = pd.DataFrame({"round": range(16), "test_accuracy": acc})
+    assert sg.last_rounds_mean(run) == pytest.approx(0.105)
+    # a NaN among the last rounds is skipped, not counted: with round 15 unevaluated, rounds 5..14 -> 0.095
+    gap = run.assign(test_accuracy=acc[:-1] + [np.nan])
+    assert sg.last_rounds_mean(gap) == pytest.approx(0.095)
+    # fewer evaluated rounds than asked: all of them (rounds 4, 5: 0.045); rows in any order; none at all: NaN
+    short = run.head(6).iloc[::-1]
+    assert sg.last_rounds_mean(short, 10) == pytest.approx(0.045)
+    assert np.isnan(sg.last_rounds_mean(run.head(4)))
+    # grouped: one mean per run, in the units of the column (no % here)
+    two = pd.concat([run.assign(seed=1), run.head(6).assign(seed=0)])
+    per = sg.last_rounds_mean(two, 2, by=["seed"])
+    assert per.index.tolist() == [0, 1]
+    assert per.tolist() == pytest.approx([0.045, 0.145])  # (0.04 + 0.05) / 2 and (0.14 + 0.15) / 2
+
+
+
 def test_sign_flip_p_hand():
     # (1, 2, 3): of the 8 sign patterns only +++ and --- reach |mean| = 2 -> 2/8
     assert sg.sign_flip_p([1.0, 2.0, 3.0]) == 0.25

@@ -14,7 +14,7 @@ from torch import nn
 from fedlib._validate import check_count_matrix, check_float, check_int, check_optional, check_rng
 from fedlib.algorithms.base import Algorithm, HParams, RoundPlan, RoundResult, decayed_lr, weighted_average
 from fedlib.kmeans import kmeans
-from fedlib.local import LocalHyperParams, LocalResult, client_seed, local_train, make_generator
+from fedlib.local import LocalHyperParams, LocalResult, client_generators, local_train, make_generator
 from fedlib.seeds import stream_rng
 
 __all__ = [
@@ -628,7 +628,7 @@ def make_local_trainer(client_data: Callable[[int], tuple[torch.Tensor, torch.Te
     """A ``train_client`` callback for :meth:`FedConcat.step` built on :func:`fedlib.local.local_train`.
 
     Client ``k`` in round ``r`` uses the trainer's generators: batch order from
-    ``client_seed(seed, r, k, 0)`` (CPU), augmentation from ``client_seed(seed, r, k, 1)`` (on the data's device).
+    the streams of :func:`fedlib.local.client_generators` (CPU; augmentation on the data's device).
     With ``max_batches = b``, the client first draws ``torch.randperm(n_k)[: b * batch_size]`` from the
     batch-order generator and trains one epoch on those samples -- ``b`` mini-batches in random order, what
     FedConcat's code does by stopping its shuffled loader after ``b`` batches.
@@ -648,8 +648,7 @@ def make_local_trainer(client_data: Callable[[int], tuple[torch.Tensor, torch.Te
     def train_client(model, params, client_id, info: RoundInfo, algorithm, max_batches):
         hp = hp_for_round(info)
         x, y = client_data(client_id)
-        gen = make_generator(client_seed(seed, info.round_index, client_id, 0), "cpu")
-        aug_gen = make_generator(client_seed(seed, info.round_index, client_id, 1), x.device)
+        gen, aug_gen = client_generators(seed, info.round_index, client_id, x.device)
         if max_batches is not None:
             idx = torch.randperm(int(y.shape[0]), generator=gen)[: max_batches * hp.batch_size].to(y.device)
             x, y = x[idx], y[idx]

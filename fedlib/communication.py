@@ -5,6 +5,7 @@ from fedlib._validate import check_int
 from fedlib.paper import TABLE_V
 
 __all__ = [
+    "communication_cost",
     "BYTES_PER_SCALAR",
     "BYTES_PER_MB",
     "TABLE_V_ROWS",
@@ -152,3 +153,24 @@ def table_v():
             }
         )
     return pd.DataFrame.from_records(records)
+
+
+def communication_cost(num_classes: int, num_clients: int, num_params: int) -> dict:
+    """Communication cost of FedEntOpt's one-time label upload versus one model upload (§V-D1, Table V of v2).
+
+    A thin summary over :func:`label_bytes` (4CK bytes, all clients, once) and :func:`model_bytes` (4p bytes, one
+    client, every round).
+
+    Returns
+    -------
+    dict
+        ``label_bytes``, ``model_bytes`` (ints) and ``model_to_label_ratio`` (float, Table V's last column).
+
+    Examples
+    --------
+    >>> communication_cost(10, 100, 61_750)  # CIFAR-10, K=100, the paper's LeNet-5 size in Table V
+    {'label_bytes': 4000, 'model_bytes': 247000, 'model_to_label_ratio': 61.75}
+    """
+    labels = label_bytes(num_classes, num_clients)
+    model = model_bytes(num_params)
+    return {"label_bytes": labels, "model_bytes": model, "model_to_label_ratio": model / labels}

@@ -1,4 +1,4 @@
-"""Label metrics of the FedEntOpt paper (v2): Shannon entropy (eq. 5), coverage, H_norm (§V-E), cost (Table V)."""
+"""Label metrics of the FedEntOpt paper (v2): Shannon entropy (eq. 5), coverage and H_norm (§V-E).
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -12,7 +12,6 @@ __all__ = [
     "pooled_entropy",
     "covers_all_classes",
     "selection_entropy_norm",
-    "communication_cost",
 ]
 
 
@@ -152,25 +151,3 @@ def selection_entropy_norm(picked_history: Iterable, num_clients: int) -> float:
     times = np.bincount(idx, minlength=num_clients)
     return float(entropy_bits(times) / np.log2(num_clients))
 
-
-def communication_cost(num_classes: int, num_clients: int, num_params: int) -> dict:
-    """Communication cost of FedEntOpt's one-time label upload versus one model upload (§V-D1, Table V of v2).
-
-    A thin summary over :func:`fedlib.communication.label_bytes` (4CK bytes, all clients, once) and
-    :func:`fedlib.communication.model_bytes` (4p bytes, one client, every round).
-
-    Returns
-    -------
-    dict
-        ``label_bytes``, ``model_bytes`` (ints) and ``model_to_label_ratio`` (float, Table V's last column).
-
-    Examples
-    --------
-    >>> communication_cost(10, 100, 61_750)  # CIFAR-10, K=100, the paper's LeNet-5 size in Table V
-    {'label_bytes': 4000, 'model_bytes': 247000, 'model_to_label_ratio': 61.75}
-    """
-    from fedlib.communication import label_bytes, model_bytes
-
-    labels = label_bytes(num_classes, num_clients)
-    model = model_bytes(num_params)
-    return {"label_bytes": labels, "model_bytes": model, "model_to_label_ratio": model / labels}

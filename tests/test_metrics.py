@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from fedlib.communication import communication_cost
 from fedlib.metrics import (
-    communication_cost,
     covers_all_classes,
     entropy_bits,
     pooled_entropy,

@@ -1,15 +1,15 @@
-"""Benchmark: FedEntOpt selection (fedlib.selection) - incremental scorer vs. full re-scoring vs. the literal loop.
+"""Benchmark: FedEntOpt selection (fedlib.selection.selectors) - incremental scorer vs. full re-scoring vs. the literal loop.
 
 Run ``python benchmarks/bench_selection.py`` (a few minutes on 2 cores). Three parts, pick them with ``--parts``:
 
 ``headline``
     One round at K=100,000, M=1,000, C=100 (Dir(0.1) counts of a balanced data set, 500 samples per client on
     average, Q = K/2), the first (empty buffer) and a steady-state one (buffer full: Q = K/2 distinct clients,
-    :func:`full_buffer`): the default engine (incremental, :mod:`fedlib.scoring`) against the full re-scoring
+    :func:`full_buffer`): the default engine (incremental, :mod:`fedlib.selection.scoring`) against the full re-scoring
     that every step did up to issue 15 (the scorer's ``"sparse"`` path), in the same process. Both must pick
     the same clients and leave the same buffer; the ratio is baseline / incremental (target >= 4x on a 2-core
     CPU). The baseline runs ``--baseline-repeats`` times, the incremental engine ``--repeats`` times; best
-    times count. ``--torch cuda`` adds the torch engine (:mod:`fedlib._torch_scoring`; target <= 0.1 s per
+    times count. ``--torch cuda`` adds the torch engine (:mod:`fedlib.selection._torch_scoring`; target <= 0.1 s per
     round on a GPU).
 ``literal``
     K=1,000, M=20, C in {10, 100}: the selector (default engine, forced incremental, and the re-scoring
@@ -39,10 +39,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing fedlib
-import fedlib.scoring as scoring  # noqa: E402
-import fedlib.selection as selection  # noqa: E402
-from fedlib.cross_device import dirichlet_counts  # noqa: E402
-from fedlib.selection import ENTROPY_TIE_TOL, FedEntOptSelector  # noqa: E402
+import fedlib.selection.scoring as scoring  # noqa: E402
+import fedlib.selection.selectors as selection  # noqa: E402
+from fedlib.label_only.cross_device import dirichlet_counts  # noqa: E402
+from fedlib.selection.selectors import ENTROPY_TIE_TOL, FedEntOptSelector  # noqa: E402
 
 __all__ = ["literal_fedentopt", "synthetic_counts", "scoring_path", "dense_scoring", "density", "full_buffer",
            "main"]
@@ -55,9 +55,9 @@ def synthetic_counts(num_clients: int, num_classes: int, *, beta: float = 0.1, s
                      samples_per_client: int = 500, sparse: bool = False):
     """Integer counts of a Dir(beta) partition (NIID-Bench style) of a balanced data set.
 
-    :func:`fedlib.cross_device.dirichlet_counts`: the data set has ``samples_per_client * K`` samples, split
+    :func:`fedlib.label_only.cross_device.dirichlet_counts`: the data set has ``samples_per_client * K`` samples, split
     evenly over the C classes; each class is dealt to the clients with shares ~ Dir_K(beta) and the balance
-    step of :func:`fedlib.partition.dirichlet_partition` (the same counts as that partitioner gives).
+    step of :func:`fedlib.data.partition.dirichlet_partition` (the same counts as that partitioner gives).
     ``min_partition_size=0``: at K >= 1,000 and beta = 0.1 a few clients draw nothing.
     """
     counts = dirichlet_counts(num_clients, num_classes, seed=seed, samples_per_client=samples_per_client, beta=beta,
@@ -173,7 +173,7 @@ def headline(args) -> None:
         assert same, "the incremental engine and full re-scoring disagree"
         args.headline_times = (k, m, t_old, same)  # the steady-state baseline joins the growth table
         if args.torch:
-            with scoring.engine("torch", device=args.torch):
+            with scoring.scorer_path("torch", device=args.torch):
                 _one_round(counts, 5, None, start)  # warm-up (CUDA context, kernels)
                 t_gpu, (p_gpu, s_gpu) = _best_time(lambda: _one_round(counts, m, None, start), args.repeats)
             same_gpu = bool(np.array_equal(p_gpu, picked_old) and s_gpu == state_old)

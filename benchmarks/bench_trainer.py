@@ -24,14 +24,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fedlib._torchvision import import_torchvision  # noqa: E402
+from fedlib.data._torchvision import import_torchvision  # noqa: E402
 from fedlib.algorithms import make_algorithm  # noqa: E402
 from fedlib.algorithms.base import weighted_average  # noqa: E402
-from fedlib.augment import Preprocessor  # noqa: E402
-from fedlib.batched import BatchedOptions, resolve_kernel, train_clients_batched  # noqa: E402
-from fedlib.local import (LocalHyperParams, client_seed, local_train, make_generator, model_state,  # noqa: E402
+from fedlib.data.augment import Preprocessor  # noqa: E402
+from fedlib.training.batched import BatchedOptions, resolve_kernel, train_clients_batched  # noqa: E402
+from fedlib.training.local import (LocalHyperParams, client_seed, local_train, make_generator, model_state,  # noqa: E402
                           trainable_keys)
-from fedlib.models import make_model  # noqa: E402
+from fedlib.training.models import make_model  # noqa: E402
 
 LABELS = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-labels.npz"
 MEAN, STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)  # CIFAR-10 channel statistics
@@ -79,7 +79,7 @@ def load_labels(seed: int) -> tuple[np.ndarray, str]:
 
 def split(labels: np.ndarray, num_clients: int, seed: int) -> list[np.ndarray]:
     try:
-        from fedlib.partition import dirichlet_partition
+        from fedlib.data.partition import dirichlet_partition
         return dirichlet_partition(labels, num_clients, 0.1, rng=np.random.default_rng(seed))
     except ImportError:  # a local Dir(0.1) split (no balance step)
         rng = np.random.default_rng(seed)

@@ -1,7 +1,7 @@
 """``python -m fedlib``: see ``fedlib.cli``."""
 import sys
 
-from .cli import main
+from fedlib.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

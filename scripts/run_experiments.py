@@ -7,9 +7,9 @@ Examples (from the repository root)::
     python scripts/run_experiments.py --tier subset --experiment table1 --methods FedAvg,FedEntOpt --rounds 30
     python scripts/run_experiments.py --tier paper --experiment table1           # network + GPU
 
-Runs are trained with ``fedlib.trainer.run_experiment`` under the run cache ``--run-root`` (default ``runs``;
+Runs are trained with ``fedlib.training.trainer.run_experiment`` under the run cache ``--run-root`` (default ``runs``;
 an interrupted run resumes there) and stored as small tables under ``results/<tier>/<experiment>/``
-(``fedlib.results``).  Stored runs are never retrained.  Prints the experiment's summary and the wall time.
+(``fedlib.reproduction.results``).  Stored runs are never retrained.  Prints the experiment's summary and the wall time.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fedlib import reporting, results, tiers  # noqa: E402
+from fedlib.reproduction import reporting, results, tiers  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -55,14 +55,14 @@ def main(argv=None) -> int:
             p.error(f"unknown experiment {n!r}; allowed: {', '.join(tiers.EXPERIMENTS)}, all")
     ray = None
     if args.backend == "ray":
-        from fedlib.distributed import RayOptions
+        from fedlib.training.distributed import RayOptions
 
         ray = RayOptions(address=args.ray_address, cpus_per_run=args.cpus_per_run, gpus_per_run=args.gpus_per_run,
                          threads=args.threads)
     t0 = time.perf_counter()
     for name in names:
         runs = tiers.experiment_configs(args.tier, name, rounds=args.rounds)
-        if args.device:  # the device is not part of a stored run's key (fedlib.results.run_key)
+        if args.device:  # the device is not part of a stored run's key (fedlib.reproduction.results.run_key)
             import dataclasses
 
             runs = [r._replace(config=dataclasses.replace(r.config, device=args.device)) for r in runs]

@@ -32,7 +32,7 @@ from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # fedlib from this checkout, also when the script runs from elsewhere
-from fedlib.notebook import cell_images, missing_figures, shown_code_cells  # noqa: E402
+from fedlib.reproduction.notebook import cell_images, missing_figures, shown_code_cells  # noqa: E402
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 CHROMIUM_FLAGS = [
     "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--mute-audio", "--no-first-run",
@@ -154,7 +154,7 @@ MEASURE = """() => {
 }"""
 
 #: Tables a reader cannot read (issue 21): wider than the text column, a word broken across lines inside a cell
-#: (a header set letter by letter), or a bare pandas index (a first column 0, 1, 2, ... with no header).
+#: (a header set letter by letter; breaks after "-", "/", "_" are breaks between words), or a bare pandas index (a first column 0, 1, 2, ... with no header).
 TABLES = """function tableProblems(article) {
   const column = (article.querySelector("main") || article).getBoundingClientRect().width;
   const out = [];
@@ -173,7 +173,7 @@ TABLES = """function tableProblems(article) {
     const width = Math.max(table.getBoundingClientRect().width, table.scrollWidth);  // a scroll bar hides width
     if (width > column + 2) out.push(`${where} is ${Math.round(width)} px wide, the text column ${Math.round(column)}`);
     for (const cell of table.querySelectorAll("th, td")) {
-      const words = (cell.innerText || "").trim().split(/[\\s\\-\\/–]+/).filter((w) => w.length > 0);
+      const words = (cell.innerText || "").trim().split(/[\\s\\-\\/–_]+/).filter((w) => w.length > 0);
       if (words.length && lines(cell) > words.length) {
         out.push(`${where}: a word is broken across lines in the cell "${cell.innerText.trim().slice(0, 40)}"`);
         break;

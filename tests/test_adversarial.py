@@ -1,10 +1,10 @@
-"""Tests of fedlib.adversarial (threat models, the FIFO buffer's participation bound) and fedlib.defence."""
+"""Tests of fedlib.label_only.adversarial (threat models, the FIFO buffer's participation bound) and fedlib.selection.defence."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedlib.adversarial import (
+from fedlib.label_only.adversarial import (
     LiarSpec,
     choose_liars,
     flip_labels,
@@ -18,10 +18,10 @@ from fedlib.adversarial import (
     scaled_report,
     uniform_report,
 )
-from fedlib.config import ConfigError, ExperimentConfig
-from fedlib.defence import cap_totals, over_allowance, share_allowance
-from fedlib.selection import FedEntOptSelector
-from fedlib.simulate import run_selection
+from fedlib.training.config import ConfigError, ExperimentConfig
+from fedlib.selection.defence import cap_totals, over_allowance, share_allowance
+from fedlib.selection.selectors import FedEntOptSelector
+from fedlib.label_only.simulate import run_selection
 
 
 class FirstFree(np.random.Generator):
@@ -157,7 +157,7 @@ def test_no_client_exceeds_the_bound_in_any_window(run):
 
 
 def test_liar_shares_at_paper_scale_respect_the_bound():
-    from fedlib.label_studies import federation_counts
+    from fedlib.label_only.label_studies import federation_counts
 
     counts = federation_counts("cifar10", "dirichlet", 100, 0, beta=0.1)
     for q in (0, 10, 50):
@@ -272,7 +272,7 @@ def test_share_cap_hand_case():
 
 
 def test_share_cap_bounds_every_client_at_paper_scale():
-    from fedlib.label_studies import federation_counts
+    from fedlib.label_only.label_studies import federation_counts
 
     counts = federation_counts("cifar10", "dirichlet", 100, 1, beta=0.1)
     data, rep = liar_counts(counts, LiarSpec(10, "uniform", 10.0), choose_liars(100, 10, 1))
@@ -312,10 +312,13 @@ def test_total_cap_is_selection_on_the_capped_counts(run, quantile, factor):
 
 
 @pytest.mark.parametrize("params,match", [
-    ({"total_cap_quantile": 0.0}, r"total_cap_quantile must be > 0.0 \(got 0.0\)"),
-    ({"total_cap_quantile": 1.5}, r"total_cap_quantile must be <= 1.0 \(got 1.5\)"),
-    ({"total_cap_factor": -1.0}, r"total_cap_factor must be > 0.0 \(got -1.0\)"),
-    ({"share_cap": 0.5}, r"share_cap must be >= 1.0 \(got 0.5\)")])
+    ({"total_cap_quantile": 0.0},
+     r"selector 'fedentopt' parameter 'total_cap_quantile': got 0.0; allowed: a finite real number > 0.0 and <= 1.0"),
+    ({"total_cap_quantile": 1.5},
+     r"selector 'fedentopt' parameter 'total_cap_quantile': got 1.5; allowed: a finite real number > 0.0 and <= 1.0"),
+    ({"total_cap_factor": -1.0},
+     r"selector 'fedentopt' parameter 'total_cap_factor': got -1.0; allowed: a finite real number > 0.0"),
+    ({"share_cap": 0.5}, r"selector 'fedentopt' parameter 'share_cap': got 0.5; allowed: a finite real number >= 1.0")])
 def test_defence_errors_name_parameter_and_value(params, match):
     with pytest.raises(ValueError, match=match):
         FedEntOptSelector(buffer_size=1, **params)

@@ -1,12 +1,12 @@
-"""Tests of fedlib.adversarial_runs: training with lying clients, the stored group, the paired tests."""
+"""Tests of fedlib.reproduction.adversarial_runs: training with lying clients, the stored group, the paired tests."""
 import numpy as np
 import pytest
 
-from fedlib import adversarial_runs as ar
-from fedlib import results
-from fedlib.adversarial import LiarSpec, choose_liars, uniform_report
-from fedlib.partition import label_count_matrix
-from fedlib.tiers import tier_config
+from fedlib.reproduction import adversarial_runs as ar
+from fedlib.reproduction import results
+from fedlib.label_only.adversarial import LiarSpec, choose_liars, uniform_report
+from fedlib.data.partition import label_count_matrix
+from fedlib.reproduction.tiers import tier_config
 
 # ----------------------------------------------------------------------------- the group
 
@@ -29,7 +29,7 @@ def test_lying_runs_labels_and_configs():
 
 
 def test_liar_experiment_relabels_and_fabricates():
-    from fedlib.trainer import Experiment
+    from fedlib.training.trainer import Experiment
 
     cfg = tier_config("quick", partition_name="Dir(0.1)", method="FedEntOpt", rounds=1)
     spec = LiarSpec(2, "uniform", 10.0, "flipped")
@@ -55,13 +55,13 @@ def test_liar_experiment_errors():
     cfg = tier_config("quick", partition_name="C=2", method="FedEntOpt", rounds=1)
     with pytest.raises(ValueError, match=r"num_liars must be <= num_clients=20 \(got 21\)"):
         ar.run_with_liars(cfg, LiarSpec(21))
-    with pytest.raises(TypeError, match=r"spec must be a fedlib.adversarial.LiarSpec \(got dict\)"):
+    with pytest.raises(TypeError, match=r"spec must be a fedlib.label_only.adversarial.LiarSpec \(got dict\)"):
         ar.run_with_liars(cfg, {"num_liars": 1})
 
 
 def test_store_and_load_back(tmp_path):
     # an honest and a lying run, 2 rounds each: trained with one torch thread (the caller's count is restored),
-    # stored with the liars' picks per round, read back by fedlib.results.load_experiment
+    # stored with the liars' picks per round, read back by fedlib.reproduction.results.load_experiment
     import torch
 
     runs = ar.lying_runs("quick", seeds=(0,), partitions=("C=2",), shares=(0.0, 0.1), methods=("FedEntOpt",),
@@ -83,8 +83,8 @@ def test_share_cap_state_survives_a_checkpoint(tmp_path):
     # the (buffer, rounds_done, picks) state of the share cap goes through the trainer's checkpoints: a run killed
     # after round 5 (last checkpoint: round 4) and resumed picks exactly what the uninterrupted run picks
     from conftest import write_tiny_npz
-    from fedlib.config import ExperimentConfig
-    from fedlib.trainer import run_experiment
+    from fedlib.training.config import ExperimentConfig
+    from fedlib.training.trainer import run_experiment
 
     path = write_tiny_npz(tmp_path, seed=0, num_samples=240, num_train=160, num_classes=4, signal=True)
     cfg = ExperimentConfig(dataset="npz", dataset_options={"path": path}, num_clients=8, clients_per_round=3,
@@ -103,7 +103,7 @@ def test_share_cap_state_survives_a_checkpoint(tmp_path):
 
 
 def test_liar_keys_ignore_settings_that_do_not_change_the_run():
-    from fedlib.adversarial_runs import liar_run_key
+    from fedlib.reproduction.adversarial_runs import liar_run_key
 
     run = ar.lying_runs("quick", seeds=(0,), partitions=("C=2",), shares=(0.1,), methods=("FedEntOpt",))[0]
     assert run.config.label_dp_epsilon is None
@@ -115,6 +115,6 @@ def test_liar_keys_ignore_settings_that_do_not_change_the_run():
 
 def test_every_quick_lying_run_is_stored():
     """The page reads the stored runs; a key change would make it retrain all of them."""
-    from fedlib.adversarial_runs import missing_lying_runs
+    from fedlib.reproduction.adversarial_runs import missing_lying_runs
 
     assert missing_lying_runs(ar.lying_runs("quick"), "quick") == []

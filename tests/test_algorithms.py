@@ -11,7 +11,7 @@ from fedlib._validate import ParameterError
 from fedlib.algorithms import ALGORITHMS, Algorithm, FedProx, algorithm_class, make_algorithm
 from fedlib.algorithms.base import weighted_average
 from fedlib.algorithms.fednova import fednova_normaliser
-from fedlib.local import LocalHyperParams, LocalResult, local_train, make_generator, model_state, trainable_keys
+from fedlib.training.local import LocalHyperParams, LocalResult, local_train, make_generator, model_state, trainable_keys
 
 
 def _mlp(seed=0):
@@ -193,7 +193,7 @@ def test_scaffold_after_step_matches_niid_bench_loop():
     ref = _mlp()
     ref.load_state_dict(g)
     opt = torch.optim.SGD(ref.parameters(), lr=hp.lr, momentum=hp.momentum, weight_decay=hp.weight_decay)
-    from fedlib.local import client_batch_order
+    from fedlib.training.local import client_batch_order
 
     steps = 0
     for idx in client_batch_order(len(y), hp.batch_size, hp.epochs, make_generator(7)):

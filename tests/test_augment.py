@@ -1,4 +1,4 @@
-"""Tests of fedlib.augment: determinism, each op's definition, ranges, shapes and the test path."""
+"""Tests of fedlib.data.augment: determinism, each op's definition, ranges, shapes and the test path."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from fedlib.augment import (  # noqa: E402
+from fedlib.data.augment import (  # noqa: E402
     LUMA_WEIGHTS,
     Preprocessor,
     adjust_brightness,
@@ -17,7 +17,7 @@ from fedlib.augment import (  # noqa: E402
     resize_batch,
     standardize,
 )
-from fedlib.datasets import ArrayDataset  # noqa: E402
+from fedlib.data.datasets import ArrayDataset  # noqa: E402
 
 OFF = dict(brightness=0.0, contrast=0.0, saturation=0.0, hue=0.0, flip_p=0.0, grayscale_p=0.0)
 
@@ -92,7 +92,7 @@ def test_one_channel_images():
 
 
 def test_ops_agree_with_torchvision_functional():
-    from fedlib._torchvision import import_torchvision
+    from fedlib.data._torchvision import import_torchvision
 
     TF = import_torchvision().transforms.functional
     x = _batch((4, 3, 5, 6))

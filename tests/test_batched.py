@@ -1,4 +1,4 @@
-"""Tests of fedlib.batched: the batched engine gives the reference path's results (fedlib.local.local_train).
+"""Tests of fedlib.training.batched: the batched engine gives the reference path's results (fedlib.training.local.local_train).
 
 Tolerances (fp32, CPU), and where they come from:
 * ``kernel="loop"``: bitwise equal to the reference path (same per-client ops; augmentation and SGD update are
@@ -21,15 +21,15 @@ torch = pytest.importorskip("torch")
 
 from fedlib.algorithms import make_algorithm  # noqa: E402
 from fedlib.algorithms.base import Algorithm  # noqa: E402
-from fedlib.augment import Preprocessor  # noqa: E402
-from fedlib.batched import (  # noqa: E402
+from fedlib.data.augment import Preprocessor  # noqa: E402
+from fedlib.training.batched import (  # noqa: E402
     BatchedOptions,
     augment_from_uniforms,
     batching_unsupported_reason,
     evaluate,
     train_clients_batched,
 )
-from fedlib.local import (  # noqa: E402
+from fedlib.training.local import (  # noqa: E402
     LocalHyperParams,
     client_seed,
     local_train,
@@ -37,7 +37,7 @@ from fedlib.local import (  # noqa: E402
     model_state,
     trainable_keys,
 )
-from fedlib.models import make_model  # noqa: E402
+from fedlib.training.models import make_model  # noqa: E402
 
 ALGORITHMS = ["fedavg", "fedprox", "scaffold", "scaffold/after_step", "fednova", "fedrs", "fedlc"]
 PARAMS = {"fedprox": {"mu": 0.1},  # a large mu so the proximal term matters in a 2-round test
@@ -239,7 +239,7 @@ def test_generic_transform_is_called_per_client(data):
 def test_compiled_vmap_kernel_matches_reference(data):
     """``compile=True`` (torch.compile of the vmapped step, fixed shapes in "mask" mode) on CPU: same tolerance.
     On a CPU where torch's compiler has no vector instruction set the option is refused before any work."""
-    from fedlib.batched import cpu_compile_unsupported_reason
+    from fedlib.training.batched import cpu_compile_unsupported_reason
 
     options = BatchedOptions(kernel="vmap", shrink="mask", compile=True)
     if cpu_compile_unsupported_reason() is not None:
@@ -257,7 +257,7 @@ def test_compile_is_refused_where_the_cpu_compiler_has_no_vector_instructions():
     import subprocess
     import sys
 
-    code = ("from fedlib.batched import cpu_compile_unsupported_reason as r; import sys; "
+    code = ("from fedlib.training.batched import cpu_compile_unsupported_reason as r; import sys; "
             "print(r()); sys.exit(0 if r() else 3)")
     env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
@@ -355,8 +355,8 @@ def test_evaluate_matches_a_plain_forward(data):
 
 
 def test_auto_kernel_on_cpu_batches_small_models_and_runs_large_ones_client_by_client():
-    from fedlib.batched import resolve_kernel
-    from fedlib.models import make_model
+    from fedlib.training.batched import resolve_kernel
+    from fedlib.training.models import make_model
 
     cpu = torch.device("cpu")
     lenet, vgg = make_model("lenet5", 10), make_model("vgg11", 10)  # 62,006 and 9,225,610 parameters

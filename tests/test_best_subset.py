@@ -1,4 +1,4 @@
-"""Tests of fedlib.best_subset: the exact search equals brute force, swap search, a round's candidates."""
+"""Tests of fedlib.selection.best_subset: the exact search equals brute force, swap search, a round's candidates."""
 import itertools
 import math
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedlib.best_subset import (
+from fedlib.selection.best_subset import (
     GAP_TOL,
     best_subset,
     brute_force_subset,
@@ -15,8 +15,8 @@ from fedlib.best_subset import (
     subset_entropy,
     swap_search,
 )
-from fedlib.metrics import entropy_bits
-from fedlib.selection import FedEntOptSelector
+from fedlib.selection.metrics import entropy_bits
+from fedlib.selection.selectors import FedEntOptSelector
 
 
 @st.composite

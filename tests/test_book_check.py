@@ -135,14 +135,14 @@ def test_an_unreadable_table_fails_naming_page_and_table(tmp_path, table, proble
 
 @needs_chromium
 def test_a_table_that_wraps_between_words_passes(tmp_path):
-    """What fedlib.notebook.frame_html writes: the index hidden, names that break at their underscores."""
-    from fedlib.notebook import frame_html
+    """What fedlib.reproduction.notebook.frame_html writes: the index hidden, names that break at their underscores."""
+    from fedlib.reproduction.notebook import frame_html
     import pandas as pd
 
     check = _load_check()
     html, toc, executed = _book(tmp_path, [], [])
     frame = pd.DataFrame({"rounds_above_threshold": [0.5, 0.25], "mean": [1.0, 2.0]})
-    css = '<style>th { width: 40px; overflow-wrap: normal; word-break: normal }</style>'
+    css = '<style>th { width: 90px; overflow-wrap: normal; word-break: normal }</style>'
     (html / "book" / "executed" / "fig.html").write_text(_table_page(css + frame_html(frame)))
     problems, _ = check.check_book(html, tmp_path / "shots", toc, executed)
     assert problems == []

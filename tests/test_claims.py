@@ -2,7 +2,7 @@
 
 Every test reads the parameters the book runs its page with (the notebook's defaults, then the page's entry in
 runs.yaml), computes what the page computes (through the same fedlib functions) and asserts each claim of
-:mod:`fedlib.claims` at its stated tolerance; claims we expect to miss assert the documented explanation.
+:mod:`fedlib.reproduction.claims` at its stated tolerance; claims we expect to miss assert the documented explanation.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from fedlib import claims, machine_spread, plateau, results, scorecard, tiers
+from fedlib.reproduction import claims, machine_spread, plateau, results, scorecard, tiers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,7 @@ def test_coverage_cifar100_explained_by_fine_labels():
 
 
 def test_table5_byte_counts():
-    from fedlib.communication import table_v
+    from fedlib.reproduction.communication import table_v
 
     table = table_v()
     assert (table["labels_bytes"] == 4 * table["C"] * table["K"]).all()
@@ -90,7 +90,7 @@ def test_table5_sizes_are_nominal_counts_not_fedlib_models():
 
 def test_table5_the_papers_own_ratios_are_under_two_orders_for_lenet():
     """Evidence of communication_cost/orders_of_magnitude: the paper's own Table V prints ratios below 100."""
-    from fedlib import paper
+    from fedlib.reproduction import paper_values as paper
 
     lenet = [v[2] for k, v in paper.TABLE_V.items() if k[3] == "LeNet-5"]
     assert min(lenet) < 100 and min(v[2] for v in paper.TABLE_V.values()) == min(lenet)
@@ -105,7 +105,7 @@ def test_every_expected_difference_has_evidence_that_a_test_asserts():
     assert not set(claims.EXPECTED_DIFFERENCES) & set(claims.FINDINGS)
 
 
-#: page -> how many claims it judges per tier (the claims themselves: fedlib.machine_spread.STORED_CLAIMS).
+#: page -> how many claims it judges per tier (the claims themselves: fedlib.reproduction.machine_spread.STORED_CLAIMS).
 #: The quick tier's participation group has one seed: no claim (one seed cannot tell a drop from noise).
 CLAIM_COUNTS = {"table1": {"quick": 13, "subset": 13}, "table2": {"quick": 10, "subset": 10},
                 "accuracy_curves": {"quick": 2, "subset": 2}, "participation": {"quick": 0, "subset": 7},
@@ -131,7 +131,7 @@ def test_stored_training_verdicts(page, tier):
 
 
 def test_subset_tier_trains_past_the_measured_plateau():
-    """fedlib.tiers: the subset tier's round count is at least every FedAvg/FedEntOpt plateau round + 10."""
+    """fedlib.reproduction.tiers: the subset tier's round count is at least every FedAvg/FedEntOpt plateau round + 10."""
     stored = results.load_or_run("subset", "table1", None, run_missing=False)
     if stored.empty:
         pytest.skip("no stored subset table1 runs")
@@ -260,7 +260,7 @@ def test_dp_above_several_baselines_and_sometimes_above_the_non_private_variant(
 def test_races_count_the_rounds_each_method_needs_for_the_others_final_accuracy():
     import pandas as pd
 
-    from fedlib import significance
+    from fedlib.reproduction import significance
 
     rounds = np.arange(1, 7)
     frame = pd.concat([

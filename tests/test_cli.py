@@ -9,7 +9,7 @@ import pytest
 
 import fedlib
 from fedlib.cli import main
-from fedlib.partition import partition_fields
+from fedlib.data.partition import partition_fields
 from conftest import write_tiny_npz
 
 
@@ -35,7 +35,7 @@ def test_help():
     out = subprocess.run([sys.executable, "-m", "fedlib", "run", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "--selector" in out.stdout and "--buffer" in out.stdout
     text = " ".join(out.stdout.split())  # argparse wraps lines
-    # which default belongs to which tier (fedlib.tiers.TIERS)
+    # which default belongs to which tier (fedlib.reproduction.tiers.TIERS)
     assert "With no option it runs the quick tier" in text and "--tier {quick,subset,paper}" in text
     assert "communication rounds (default: quick 20, subset 300, paper 500;" in text
     assert "pool size K (default: quick 20, subset 100, paper 100)" in text
@@ -73,7 +73,7 @@ def _error_line(capsys) -> str:
 
 def test_impossible_partition_fails_fast_saying_what_to_change(tmp_path, monkeypatch, capsys):
     # The first run: 4,000 digits over K = 100 clients of >= 10 under Dir(0.1). It gives up after the
-    # 10,000 redraws of fedlib.partition.DEFAULT_MAX_REDRAWS (test_partition.py counts the draws).
+    # 10,000 redraws of fedlib.data.partition.DEFAULT_MAX_REDRAWS (test_partition.py counts the draws).
     monkeypatch.chdir(tmp_path)
     assert main(["run", "--clients", "100", "--rounds", "1", "--no-progress"]) == 2
     line = _error_line(capsys)
@@ -142,7 +142,7 @@ def test_bad_config_fails_before_training(tiny_npz, tmp_path, capsys):
 
 
 def test_parse_partition():
-    # the command line's notation (--partitions) through the one parser, fedlib.partition
+    # the command line's notation (--partitions) through the one parser, fedlib.data.partition
     assert partition_fields("dir0.1") == {"partition": "dirichlet", "beta": 0.1, "classes_per_client": None}
     assert partition_fields("c2")["classes_per_client"] == 2
     with pytest.raises(ValueError, match="partition 'd0.1' not understood"):

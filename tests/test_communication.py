@@ -1,11 +1,11 @@
-"""Tests for fedlib.communication: the 4CK / 4p formulas and the recomputed Table V."""
+"""Tests for fedlib.reproduction.communication: the 4CK / 4p formulas and the recomputed Table V."""
 from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 
-from fedlib.communication import (
+from fedlib.reproduction.communication import (
     TABLE_V_ROWS,
     label_bytes,
     model_bytes,

@@ -1,7 +1,7 @@
 """ExperimentConfig: paper defaults, up-front validation with pinned messages, dict round trip, hash."""
 import pytest
 
-from fedlib.config import DEFAULT_WEIGHT_DECAY, ConfigError, ExperimentConfig, config_hash
+from fedlib.training.config import DEFAULT_WEIGHT_DECAY, ConfigError, ExperimentConfig, config_hash
 
 
 def test_paper_defaults_and_model_dependent_weight_decay():
@@ -68,7 +68,7 @@ def test_config_hash_depends_on_config_and_code_version():
 def test_a_config_is_validated_once_and_builds_its_selector_and_algorithm_once(monkeypatch):
     import pickle
 
-    from fedlib import selection
+    from fedlib.selection import selectors as selection
 
     built = []
     real = selection.make_selector
@@ -91,7 +91,7 @@ def test_a_config_is_validated_once_and_builds_its_selector_and_algorithm_once(m
 def test_engine_options_reach_the_batched_engine():
     import torch
 
-    from fedlib.batched import options_from_config
+    from fedlib.training.batched import options_from_config
 
     c = ExperimentConfig(engine="batched", engine_options={"kernel": "vmap", "shrink": "mask", "compile": True,
                                                            "cuda_graphs": True, "amp_dtype": "bfloat16",

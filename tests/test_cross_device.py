@@ -1,19 +1,19 @@
-"""Tests of fedlib.cross_device and of label-only selection runs at cross-device scale (issue 15, part 2)."""
+"""Tests of fedlib.label_only.cross_device and of label-only selection runs at cross-device scale (issue 15, part 2)."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from fedlib.cross_device import cross_device_study, dirichlet_counts, participation_gini
-from fedlib.metrics import entropy_bits
-from fedlib.partition import client_label_counts, labels_from_counts
-from fedlib.selection import FedEntOptSelector
-from fedlib.simulate import coverage_probability, run_selection
+from fedlib.label_only.cross_device import cross_device_study, dirichlet_counts, participation_gini
+from fedlib.selection.metrics import entropy_bits
+from fedlib.data.partition import client_label_counts, labels_from_counts
+from fedlib.selection.selectors import FedEntOptSelector
+from fedlib.label_only.simulate import coverage_probability, run_selection
 
 
 @pytest.mark.parametrize(("k", "c", "per_client", "beta", "min_size"),
                          [(50, 10, 40, 0.1, 0), (200, 7, 30, 0.5, 5), (1000, 100, 500, 0.1, 0), (30, 4, 20, 1.0, 10)])
 def test_dirichlet_counts_equal_the_partitioner(k, c, per_client, beta, min_size):
-    # Same rng stream and rules as fedlib.partition's Dir(beta) partitioner, without dealing sample indices
+    # Same rng stream and rules as fedlib.data.partition's Dir(beta) partitioner, without dealing sample indices
     # (the last case needs 6 redraws before every client holds 10 samples).
     labels = labels_from_counts([per_client * k // c] * c)
     expected = client_label_counts(labels, "dirichlet", k, seed=3, beta=beta, min_partition_size=min_size,

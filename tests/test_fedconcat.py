@@ -19,8 +19,8 @@ from fedlib.algorithms.fedconcat import (
     make_encoder,
     make_local_trainer,
 )
-from fedlib.local import LocalHyperParams, LocalResult, model_state
-from fedlib.models import LeNet5
+from fedlib.training.local import LocalHyperParams, LocalResult, model_state
+from fedlib.training.models import LeNet5
 
 
 def _mlp():

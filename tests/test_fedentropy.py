@@ -19,7 +19,7 @@ from fedlib.algorithms.fedentropy import (
     soft_label_entropy,
     update_pools,
 )
-from fedlib.local import model_state
+from fedlib.training.local import model_state
 
 
 def _h(*p):

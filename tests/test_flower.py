@@ -9,11 +9,11 @@ pytest.importorskip("flwr", reason='FedEntOpt in Flower is an optional extra: pi
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict  # noqa: E402
 from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 
-from fedlib.config import ConfigError, ExperimentConfig  # noqa: E402
+from fedlib.training.config import ConfigError, ExperimentConfig  # noqa: E402
 from fedlib.flower import SelectorStrategy, label_counts_reply  # noqa: E402
 from fedlib.flower.apps import check_flower_config, client_dp_rng, flwr_run  # noqa: E402
-from fedlib.privacy import laplace_counts  # noqa: E402
-from fedlib.selection import FedEntOptSelector  # noqa: E402
+from fedlib.selection.privacy import laplace_counts  # noqa: E402
+from fedlib.selection.selectors import FedEntOptSelector  # noqa: E402
 
 K, M, C = 12, 4, 10
 
@@ -98,7 +98,7 @@ def test_client_side_label_dp_is_fedlib_privacy_on_each_client():
     picks = _picks_by_strategy(strategy, grid, nodes, 5)
     noisy = np.stack([laplace_counts(true[k][None, :], 0.5, rng=client_dp_rng(3, k))[0] for k in range(K)])
     np.testing.assert_array_equal(strategy.counts, noisy)
-    # "keep" (the default, as in fedlib.privacy and the paper): the raw noisy counts, negative entries included
+    # "keep" (the default, as in fedlib.selection.privacy and the paper): the raw noisy counts, negative entries included
     assert not np.array_equal(noisy, true) and (noisy < 0).any()
     assert picks == _picks_by_selector(FedEntOptSelector(buffer_fraction=0.5), noisy, 5, np.random.default_rng(1))
 
@@ -171,7 +171,7 @@ def fedlib_reference():
     """fedlib's own trainer on the same federation, on one torch thread (as every Flower client trains)."""
     import torch
 
-    from fedlib.trainer import Experiment, run_experiment
+    from fedlib.training.trainer import Experiment, run_experiment
 
     before = torch.get_num_threads()
     torch.set_num_threads(1)

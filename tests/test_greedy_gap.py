@@ -1,4 +1,4 @@
-"""Tests of fedlib.greedy_gap and of the stored tables in results/greedy_gap/ (scripts/greedy_gap.py)."""
+"""Tests of fedlib.label_only.greedy_gap and of the stored tables in results/greedy_gap/ (scripts/greedy_gap.py)."""
 import sys
 from collections import deque
 from pathlib import Path
@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedlib import greedy_gap
-from fedlib.best_subset import GAP_TOL, brute_force_subset
-from fedlib.label_studies import federation_counts
-from fedlib.metrics import entropy_bits
+from fedlib.label_only import greedy_gap
+from fedlib.selection.best_subset import GAP_TOL, brute_force_subset
+from fedlib.label_only.label_studies import federation_counts
+from fedlib.selection.metrics import entropy_bits
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -161,8 +161,8 @@ def test_load_tables_names_what_is_missing(tmp_path):
 
 
 def test_swap_improved_selector_picks_the_swap_search_of_the_greedy_pick():
-    from fedlib.best_subset import round_candidates, swap_search
-    from fedlib.selection import FedEntOptSelector
+    from fedlib.selection.best_subset import round_candidates, swap_search
+    from fedlib.selection.selectors import FedEntOptSelector
 
     swap_sel, greedy_sel = greedy_gap.SwapImprovedSelector(buffer_size=3), FedEntOptSelector(buffer_size=3)
     state = ()
@@ -176,18 +176,19 @@ def test_swap_improved_selector_picks_the_swap_search_of_the_greedy_pick():
 
 
 def test_swap_improved_selector_refuses_defence_options():
-    with pytest.raises(ValueError, match="SwapImprovedSelector takes no defence options"):
+    with pytest.raises(ValueError, match=r"selector 'fedentopt-swap' parameter 'share_cap': got 2.0; allowed: None \(the "
+                                         "swap-improved selector takes no defence options\\)"):
         greedy_gap.SwapImprovedSelector(buffer_size=1, share_cap=2.0)
 
 
 def test_selector_registry_is_the_same_whatever_was_imported():
-    """The registry (and so the CLI's list of allowed selectors) is fixed at import of fedlib.selection: importing
+    """The registry (and so the CLI's list of allowed selectors) is fixed at import of fedlib.selection.selectors: importing
     every fedlib module and the training script adds nothing (a script once registered its selector itself, and
     the CLI's error message then depended on which tests had run before)."""
     import subprocess
 
-    code = ("import importlib, pkgutil, sys, fedlib; from fedlib import selection; before = list(selection.SELECTORS); "
-            "[importlib.import_module(m.name) for m in pkgutil.walk_packages(fedlib.__path__, 'fedlib.') "
+    code = ("import importlib, pkgutil, sys, fedlib; from fedlib.selection import selectors as selection; "
+            "before = list(selection.SELECTORS); [importlib.import_module(m.name) for m in pkgutil.walk_packages(fedlib.__path__, 'fedlib.') "
             "if 'flower' not in m.name]; sys.path.insert(0, 'scripts'); import greedy_gap_training; "
             "assert list(selection.SELECTORS) == before, (before, list(selection.SELECTORS)); print(before)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
@@ -198,7 +199,7 @@ def test_stored_training_first_rounds_recompute():
     """The first two rounds of one stored training run (torch on one thread, as the script trains)."""
     import torch
 
-    from fedlib.trainer import run_experiment
+    from fedlib.training.trainer import run_experiment
 
     stored = _stored("training")
     training = __import__("greedy_gap_training")

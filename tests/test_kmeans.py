@@ -1,8 +1,8 @@
-"""Tests for fedlib.kmeans: seeded K-means with k-means++ seeding."""
+"""Tests for fedlib.algorithms.kmeans: seeded K-means with k-means++ seeding."""
 import numpy as np
 import pytest
 
-from fedlib.kmeans import kmeans, kmeans_plus_plus_init
+from fedlib.algorithms.kmeans import kmeans, kmeans_plus_plus_init
 
 
 def _blobs(seed=0, per=20):

@@ -1,9 +1,9 @@
-"""Tests of fedlib.label_studies: partition notation, seed streams, and the tidy study tables."""
+"""Tests of fedlib.label_only.label_studies: partition notation, seed streams, and the tidy study tables."""
 import numpy as np
 import pytest
 
-from fedlib import label_studies
-from fedlib.partition import labels_from_counts, parse_partition
+from fedlib.label_only import label_studies
+from fedlib.data.partition import labels_from_counts, parse_partition
 from fedlib.seeds import stream_rng
 
 
@@ -73,13 +73,13 @@ def test_same_seed_gives_the_training_run_s_federation_and_picks(tmp_path, parti
     # Label-only pages and training pages draw from the same seed streams (fedlib.seeds): the label-only
     # federation of a seed is the one the trainer partitions, and FedEntOpt picks the clients it picks there.
     from conftest import write_tiny_npz
-    from fedlib.config import ExperimentConfig
-    from fedlib.datasets import load_dataset
-    from fedlib.partition import partition_fields
+    from fedlib.training.config import ExperimentConfig
+    from fedlib.data.datasets import load_dataset
+    from fedlib.data.partition import partition_fields
     from fedlib.seeds import stream_rng
-    from fedlib.selection import make_selector
-    from fedlib.simulate import run_selection
-    from fedlib.trainer import Experiment, run_experiment
+    from fedlib.selection.selectors import make_selector
+    from fedlib.label_only.simulate import run_selection
+    from fedlib.training.trainer import Experiment, run_experiment
 
     path = write_tiny_npz(tmp_path, seed=3, num_samples=300, num_train=240)
     cfg = ExperimentConfig(dataset="npz", dataset_options={"path": path}, num_clients=6, clients_per_round=2,

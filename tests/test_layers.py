@@ -10,26 +10,17 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "fedlib"
 
-# Layers, lowest first; a module may import modules of its own layer and of the layers before it.
+# Layers, lowest first: the subpackages in the order they may import each other; a module may import modules of
+# its own layer and of the layers before it.
 LAYERS = {
-    "foundations": {"fedlib", "fedlib._validate", "fedlib._torchvision", "fedlib._count_layout", "fedlib.seeds",
-                    "fedlib.paper", "fedlib.claims", "fedlib.notebook", "fedlib.static_controls", "fedlib.plateau",
-                    "fedlib.significance", "fedlib.profiles", "fedlib.kmeans", "fedlib.float_env",
-                    "fedlib.numerics"},
-    "building blocks": {"fedlib.partition", "fedlib.privacy", "fedlib.metrics", "fedlib.communication",
-                        "fedlib.models", "fedlib.augment", "fedlib.datasets", "fedlib.fake_data", "fedlib.local",
-                        "fedlib.scoring", "fedlib._torch_scoring", "fedlib.defence", "fedlib.selection",
-                        "fedlib.simulate", "fedlib.best_subset", "fedlib.cost_model", "fedlib.batched", "fedlib.algorithms",
-                        "fedlib.algorithms.*"},
-    "configuration": {"fedlib.config"},
-    "run tables": {"fedlib.runs"},
-    "training": {"fedlib.trainer"},
-    "experiments and studies": {"fedlib.tiers", "fedlib.label_studies", "fedlib.label_tables", "fedlib.adversarial",
-                                "fedlib.greedy_gap",
-                                "fedlib.cross_device", "fedlib.distributed", "fedlib.results", "fedlib.reporting",
-                                "fedlib.adversarial_runs", "fedlib.paper_tier", "fedlib.participation", "fedlib.machine_spread",
-                                "fedlib.scorecard",
-                                "fedlib.flower", "fedlib.flower.*"},
+    "foundations": {"fedlib", "fedlib._validate", "fedlib.seeds"},
+    "data": {"fedlib.data", "fedlib.data.*"},
+    "selection": {"fedlib.selection", "fedlib.selection.*"},
+    # the trainer builds algorithms and FedConcat trains with fedlib.training.local: one layer, no circle
+    "training and algorithms": {"fedlib.training", "fedlib.training.*", "fedlib.algorithms", "fedlib.algorithms.*"},
+    "label-only studies": {"fedlib.label_only", "fedlib.label_only.*"},
+    "the paper's reproduction": {"fedlib.reproduction", "fedlib.reproduction.*"},
+    "integrations": {"fedlib.flower", "fedlib.flower.*"},
     "entry points": {"fedlib.cli", "fedlib.__main__", "fedlib.gpu_check"},
 }
 
@@ -116,6 +107,6 @@ def test_no_import_circle():
 
 
 def test_the_checker_sees_lazy_imports():
-    # fedlib.results imports the trainer inside a function only
-    assert "fedlib.trainer" in GRAPH["fedlib.results"]
-    assert "fedlib.runs" in GRAPH["fedlib.trainer"] and "fedlib.trainer" not in GRAPH["fedlib.runs"]
+    # fedlib.reproduction.results imports the trainer inside a function only
+    assert "fedlib.training.trainer" in GRAPH["fedlib.reproduction.results"]
+    assert "fedlib.training.runs" in GRAPH["fedlib.training.trainer"] and "fedlib.training.trainer" not in GRAPH["fedlib.training.runs"]

@@ -1,9 +1,9 @@
-"""fedlib.local: SGD step, batch order and local training against torch.optim.SGD (exact equality on CPU)."""
+"""fedlib.training.local: SGD step, batch order and local training against torch.optim.SGD (exact equality on CPU)."""
 import torch
 from torch import nn
 
 from fedlib.algorithms import make_algorithm
-from fedlib.local import (LocalHyperParams, client_batch_order, client_generators, client_seed, local_train,
+from fedlib.training.local import (LocalHyperParams, client_batch_order, client_generators, client_seed, local_train,
                           make_generator, model_state, sgd_step, trainable_keys)
 from fedlib.seeds import CLIENT_STREAMS
 

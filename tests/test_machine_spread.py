@@ -1,11 +1,11 @@
-"""fedlib.machine_spread: stored runs paired with their retrains on another machine, the spread, and verdicts that
+"""fedlib.reproduction.machine_spread: stored runs paired with their retrains on another machine, the spread, and verdicts that
 flip with the machine (hand-made stores, then the repository's own)."""
 import math
 
 import pandas as pd
 import pytest
 
-from fedlib import machine_spread, results, tiers
+from fedlib.reproduction import machine_spread, results, tiers
 
 
 def _store(root, method, seed, accs, partition="C=2"):

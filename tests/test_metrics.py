@@ -1,4 +1,4 @@
-"""Tests of fedlib.metrics: entropy (eq. 5), coverage, H_norm (§V-E), communication cost (Table V) of FedEntOpt v2."""
+"""Tests of fedlib.selection.metrics: entropy (eq. 5), coverage, H_norm (§V-E), communication cost (Table V) of FedEntOpt v2."""
 import math
 
 import numpy as np
@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from fedlib.communication import communication_cost
-from fedlib.metrics import (
+from fedlib.reproduction.communication import communication_cost
+from fedlib.selection.metrics import (
     covers_all_classes,
     entropy_bits,
     pooled_entropy,

@@ -1,4 +1,4 @@
-"""Tests for fedlib.models: hand-checked parameter counts, output shapes, functional_call/vmap use, errors."""
+"""Tests for fedlib.training.models: hand-checked parameter counts, output shapes, functional_call/vmap use, errors."""
 from __future__ import annotations
 
 import pytest
@@ -7,7 +7,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 from torch.func import functional_call, vmap  # noqa: E402
 
-from fedlib.models import (  # noqa: E402
+from fedlib.training.models import (  # noqa: E402
     MODEL_NAMES,
     VGG11,
     LeNet5,

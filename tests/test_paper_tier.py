@@ -1,4 +1,4 @@
-"""fedlib.paper_tier: the paper tier's size, its dry run on fake files, and a whole-tier run that resumes after a kill."""
+"""fedlib.reproduction.paper_tier: the paper tier's size, its dry run on fake files, and a whole-tier run that resumes after a kill."""
 import json
 import os
 import signal
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from fedlib import paper_tier, tiers
+from fedlib.reproduction import paper_tier, tiers
 from fedlib.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,7 +60,7 @@ def test_dry_run_trains_every_experiment_for_one_round(tmp_path):
 
 
 def test_dry_run_names_the_failing_experiment(tmp_path, monkeypatch):
-    from fedlib import trainer
+    from fedlib.training import trainer
 
     real = trainer.Experiment.run_round
 
@@ -97,7 +97,7 @@ def _stored(results_dir):
 
 
 def test_paper_run_killed_mid_sweep_resumes_to_the_uninterrupted_result(tmp_path):
-    from fedlib.fake_data import write_fake_dataset
+    from fedlib.data.fake_data import write_fake_dataset
 
     data = write_fake_dataset("cifar10", tmp_path / "data", train_per_class=30, test_per_class=3)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}

@@ -1,10 +1,10 @@
-"""fedlib.participation (Fig. 2 as numbers) and fedlib.claims.participation, on hand-checked small cases and on
+"""fedlib.reproduction.participation (Fig. 2 as numbers) and fedlib.reproduction.claims.participation, on hand-checked small cases and on
 the stored subset runs."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from fedlib import claims, participation, results, significance, tiers
+from fedlib.reproduction import claims, participation, results, significance, tiers
 
 # final accuracy (%) per method, rate (M of K = 100) and seed 0, 1, 2
 HAND = {("A", 10): [30, 32, 34], ("A", 4): [31, 31, 33],

@@ -1,4 +1,4 @@
-"""Tests of fedlib.partition: Dir(beta), #C=k and IID partitioning (FedEntOpt §V-A2, NIID-Bench recipe)."""
+"""Tests of fedlib.data.partition: Dir(beta), #C=k and IID partitioning (FedEntOpt §V-A2, NIID-Bench recipe)."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedlib.partition import (
+from fedlib.data.partition import (
     DEFAULT_MAX_REDRAWS,
     SCHEMES,
     PartitionError,
@@ -18,7 +18,7 @@ from fedlib.partition import (
     partition,
     quantity_partition,
 )
-from fedlib.profiles import PROFILES, profile_labels
+from fedlib.data.profiles import PROFILES, profile_labels
 
 BAD = (TypeError, ValueError)
 
@@ -429,7 +429,7 @@ def test_client_label_counts_bad_inputs():
 # ----------------------------------------------------------------------------- the paper's federations
 def _paper_dirichlet_federations():
     """(data set, K, beta, min_partition_size) of every Dir(beta) run of the paper tier, all groups."""
-    from fedlib import tiers
+    from fedlib.reproduction import tiers
 
     feds = set()
     for group in tiers.tier_experiments("paper"):
@@ -452,7 +452,7 @@ def test_paper_tier_dirichlet_federations_are_the_expected_ones():
 def test_paper_dirichlet_federations_partition_with_defaults_for_seeds_0_to_9(fed):
     # The trainer's stream (fedlib.seeds.stream_rng(seed, "partition")) and default redraw cap; CIFAR-10 with
     # K = 200 accepts ~0.3 % of draws (the old cap of 100 redraws failed 8 of these 10 seeds).
-    # TissueMNIST has no verified label profile (fedlib.profiles.UNAVAILABLE_PROFILES) and is not covered here.
+    # TissueMNIST has no verified label profile (fedlib.data.profiles.UNAVAILABLE_PROFILES) and is not covered here.
     from fedlib.seeds import stream_rng
 
     dataset, k, beta, min_size = fed
@@ -468,7 +468,7 @@ def test_paper_dirichlet_federations_partition_with_defaults_for_seeds_0_to_9(fe
 def test_accepted_partition_is_the_first_acceptable_draw_of_plain_rejection_sampling(seed):
     # Replaying the generator: single Dir(0.1) draws until one gives every client >= 10 samples; the partition's
     # count matrix is that draw (so its distribution is the plain rejection sampler's), whatever the cap.
-    from fedlib.partition import _dirichlet_counts
+    from fedlib.data.partition import _dirichlet_counts
 
     cc = np.asarray(PROFILES["cifar10"].train_counts)
     replay, draws = rng(seed), 0
@@ -487,10 +487,10 @@ def test_accepted_partition_is_the_first_acceptable_draw_of_plain_rejection_samp
 
 
 def test_long_redraw_loops_report_progress(monkeypatch, caplog):
-    import fedlib.partition as part
+    import fedlib.data.partition as part
 
     monkeypatch.setattr(part, "PROGRESS_EVERY", 5)
-    with caplog.at_level("WARNING", logger="fedlib.partition"), pytest.raises(ValueError, match="after 12 redraws"):
+    with caplog.at_level("WARNING", logger="fedlib.data.partition"), pytest.raises(ValueError, match="after 12 redraws"):
         dirichlet_partition(class_counts=[1321, 1339, 1595, 1457], num_clients=40, beta=0.1, rng=rng(0),
                             min_partition_size=10, max_redraws=12)
     msgs = [r.getMessage() for r in caplog.records]
@@ -512,7 +512,7 @@ def _digest(parts) -> str:
 
 # (data set, K, beta, min_partition_size, seed of fedlib.seeds.stream_rng(seed, "partition"), digest). The digests
 # are main's dirichlet_partition (commit 55e57c9, before the cap became a stopping rule on the acceptance rate) with
-# _digest above, computed by running main's fedlib/partition.py on these cases. The draws behind them: 3,099 redraws
+# _digest above, computed by running main's fedlib/data/partition.py on these cases. The draws behind them: 3,099 redraws
 # (CIFAR-10 K=200 seed 7, the most of the paper's federations), 4, 383, 95, 2 and 0.
 UNCHANGED = [
     ("cifar10", 200, 0.1, 10, 7, "62d14cf06f15608b"),
@@ -544,8 +544,8 @@ def test_shuffled_labels_partition_is_main_s_bit_for_bit():
 
 @pytest.fixture
 def draw_counter(monkeypatch):
-    """Counts the calls of fedlib.partition._dirichlet_counts (one per draw) in ``calls[0]``."""
-    import fedlib.partition as part
+    """Counts the calls of fedlib.data.partition._dirichlet_counts (one per draw) in ``calls[0]``."""
+    import fedlib.data.partition as part
 
     calls, draw = [0], part._dirichlet_counts
 

@@ -1,9 +1,9 @@
-"""Tests of fedlib.privacy: the Laplace mechanism of eq. (7) in FedEntOpt v2 §V-B2."""
+"""Tests of fedlib.selection.privacy: the Laplace mechanism of eq. (7) in FedEntOpt v2 §V-B2."""
 import numpy as np
 import pytest
 
-from fedlib.privacy import laplace_counts
-from fedlib.selection import FedEntOptSelector, KLSelector
+from fedlib.selection.privacy import laplace_counts
+from fedlib.selection.selectors import FedEntOptSelector, KLSelector
 
 N_DRAWS = 200_000  # 1000 clients x 200 classes
 
@@ -107,8 +107,8 @@ def test_fedentopt_on_kept_noise_equals_a_reference_greedy():
 
 
 def test_dp_default_is_the_papers_raw_upload_and_keys_of_runs_without_dp_are_unchanged():
-    from fedlib.config import ExperimentConfig, config_hash
-    from fedlib.results import run_key
+    from fedlib.training.config import ExperimentConfig, config_hash
+    from fedlib.reproduction.results import run_key
 
     assert ExperimentConfig().dp_negative == "keep"
     plain = ExperimentConfig()

@@ -1,4 +1,4 @@
-"""Tests of fedlib.profiles: per-class label counts of the FedEntOpt paper's data sets (§V-A1)."""
+"""Tests of fedlib.data.profiles: per-class label counts of the FedEntOpt paper's data sets (§V-A1)."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,7 +8,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from fedlib.profiles import (
+from fedlib.data.profiles import (
     CIFAR100_COARSE,
     CIFAR100_SUPERCLASS_NAMES,
     DATA_ROOT_ENV,

@@ -1,4 +1,4 @@
-"""fedlib.results (the store/load round trip) and fedlib.reporting (the paper's statistic, rounds to a target,
+"""fedlib.reproduction.results (the store/load round trip) and fedlib.reproduction.reporting (the paper's statistic, rounds to a target,
 summaries)."""
 import json
 import math
@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedlib import reporting, results, tiers
-from fedlib.config import ExperimentConfig
+from fedlib.reproduction import reporting, results, tiers
+from fedlib.training.config import ExperimentConfig
 
 
 def _table(seed, accs):
@@ -134,7 +134,7 @@ def test_stored_results_name_their_data_without_a_machine_path():
 def test_file_provenance_is_name_and_checksum(tmp_path):
     import hashlib
 
-    from fedlib.datasets import file_provenance
+    from fedlib.data.datasets import file_provenance
 
     path = tmp_path / "deep" / "subset.npz"
     path.parent.mkdir()
@@ -144,7 +144,7 @@ def test_file_provenance_is_name_and_checksum(tmp_path):
 
 
 # Stored quick-tier runs, trained again now (scripts/reproduce_stored.py, with the thread count each run records).
-# Where this machine computes floats as the one that stored them (fedlib.float_env: CPU capability, oneDNN/MKL caps,
+# Where this machine computes floats as the one that stored them (fedlib.training.float_env: CPU capability, oneDNN/MKL caps,
 # threads, torch), every column but the wall time comes out bit for bit; elsewhere the first rounds, retrained
 # twice, are identical and within float tolerance of the stored ones.
 REPRODUCED = [  # (stored CSV under results/quick, what it covers)
@@ -217,7 +217,7 @@ def test_every_stored_retrain_on_another_machine_is_within_the_float_tolerance()
 
 
 def test_float_env_names_what_differs():
-    from fedlib import float_env
+    from fedlib.training import float_env
 
     here = float_env.current(threads=3)
     assert set(here) == set(float_env.FIELDS) and here["threads"] == 3 and here["device"] == "cpu"
@@ -245,7 +245,7 @@ def test_another_cpu_imitated_in_a_subprocess_is_recorded_and_compared_with_tole
     is held to float tolerance under another thread count and under the CPU's own capability."""
     imitated = {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41", "OMP_NUM_THREADS": "1"}
     store = ("import torch; torch.set_num_threads(1)\n"
-             "from fedlib import results, tiers\nfrom fedlib.trainer import run_experiment\n"
+             "from fedlib.reproduction import results, tiers\nfrom fedlib.training.trainer import run_experiment\n"
              "cfg = tiers.tier_config('quick', method='FedEntOpt', partition_name='C=2', rounds=3)\n"
              "t = run_experiment(cfg, progress=False).table\n"
              f"print(results.store_run(t, cfg, 'quick', 'probe', {{'seed': 0}}, results_dir={str(tmp_path)!r}))")

@@ -4,10 +4,10 @@ import json
 import pytest
 import torch
 
-import fedlib.trainer as trainer
-from fedlib.config import ExperimentConfig
-from fedlib.runs import TABLE_COLUMNS, RunDir, atomic_write_text, code_version
-from fedlib.trainer import run_experiment
+import fedlib.training.trainer as trainer
+from fedlib.training.config import ExperimentConfig
+from fedlib.training.runs import TABLE_COLUMNS, RunDir, atomic_write_text, code_version
+from fedlib.training.trainer import run_experiment
 from conftest import write_tiny_npz
 
 

@@ -1,4 +1,4 @@
-"""fedlib.scorecard: the inventory of the paper's statements, every claim in it, and the verdicts the scorecard page
+"""fedlib.reproduction.scorecard: the inventory of the paper's statements, every claim in it, and the verdicts the scorecard page
 shows (computed by the same functions as the page: scorecard.all_claims, scorecard.scorecard)."""
 import re
 from fnmatch import fnmatchcase
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from fedlib import claims, scorecard
+from fedlib.reproduction import claims, scorecard
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPERS = ROOT.parent / "shared" / "papers"
@@ -106,7 +106,7 @@ def test_a_statement_takes_its_worst_claim_and_its_highest_tier(monkeypatch):
 
 
 def test_a_verdict_that_flips_with_the_machine_is_undecided_on_the_card(tmp_path):
-    from fedlib import results, tiers
+    from fedlib.reproduction import results, tiers
 
     def store(root, method, seed, acc):
         cfg = tiers.tier_config("quick", method=method, partition_name="C=2", seed=seed, rounds=3)

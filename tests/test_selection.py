@@ -1,4 +1,4 @@
-"""Tests of fedlib.selection: FedEntOpt (Algorithm 1, eq. 5 of v2), random, KL and DC (Düsing & Cimiano) selectors."""
+"""Tests of fedlib.selection.selectors: FedEntOpt (Algorithm 1, eq. 5 of v2), random, KL and DC (Düsing & Cimiano) selectors."""
 import functools
 import importlib.util
 from collections import Counter, deque
@@ -10,13 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedlib._validate import ParameterError
-import fedlib.scoring as scoring
-import fedlib.selection as selection
-from fedlib.metrics import entropy_bits
-from fedlib.partition import client_label_counts, labels_from_counts
-from fedlib.privacy import laplace_counts
-from fedlib.simulate import run_selection
-from fedlib.selection import (
+import fedlib.selection.scoring as scoring
+import fedlib.selection.selectors as selection
+from fedlib.selection.metrics import entropy_bits
+from fedlib.data.partition import client_label_counts, labels_from_counts
+from fedlib.selection.privacy import laplace_counts
+from fedlib.label_only.simulate import run_selection
+from fedlib.selection.selectors import (
     ENTROPY_TIE_TOL,
     DCSelector,
     FedEntOptSelector,
@@ -26,8 +26,8 @@ from fedlib.selection import (
     buffer_size_from_fraction,
     make_selector,
 )
-from fedlib.scoring import _IncrementalScorer
-from fedlib.selection import _EntropyScorer
+from fedlib.selection.scoring import _IncrementalScorer
+from fedlib.selection.selectors import _EntropyScorer
 
 # Hand example used below (4 clients, 3 classes):
 #   c0 = [4,0,0], c1 = [0,4,0], c2 = [2,2,0], c3 = [0,0,2]
@@ -50,9 +50,9 @@ def _first_picks_seen(selector, counts, num_selected, seeds=range(40)):
 
 
 def reference_fedentopt(counts, num_selected, buffer, q, rng):
-    """Algorithm 1 read literally: per-candidate entropies one at a time with fedlib.metrics.entropy_bits.
+    """Algorithm 1 read literally: per-candidate entropies one at a time with fedlib.selection.metrics.entropy_bits.
 
-    Negative counts (DP noise kept) are scored as H(max(L + l^(m), 0)), as fedlib.privacy documents.
+    Negative counts (DP noise kept) are scored as H(max(L + l^(m), 0)), as fedlib.selection.privacy documents.
     """
     counts = np.asarray(counts, dtype=float)
     big_l, chosen, fifo = np.zeros(counts.shape[1]), [], deque(buffer)
@@ -178,7 +178,7 @@ def test_vectorised_greedy_equals_literal_reference(problem):
 @settings(max_examples=150, deadline=None)
 @given(problems(max_clients=14, max_classes=7), st.booleans())
 def test_incremental_greedy_equals_literal_reference(problem, as_sparse):
-    # Small instances take the re-scoring engine by default; here the incremental one is forced.
+    # Small instances take the re-scoring scorer by default; here the incremental one is forced.
     counts, m, q, seed = problem
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(selection, "_EntropyScorer", functools.partial(scoring._EntropyScorer, path="incremental"))
@@ -251,7 +251,7 @@ def test_sparse_and_dense_scoring_agree(kind):
 def test_scorer_default_path_and_integer_table():
     counts = np.array([[3.0, 0.0, 1.0], [0.0, 0.0, 0.0], [2.0, 5.0, 0.0]])
     big = np.tile(counts, (1000, 10))  # K = 3,000, 20,000 non-zeros
-    assert isinstance(_EntropyScorer(big), _IncrementalScorer)  # large non-negative counts: incremental engine
+    assert isinstance(_EntropyScorer(big), _IncrementalScorer)  # large non-negative counts: incremental scorer
     assert isinstance(_EntropyScorer(sp.csr_array(big)), _IncrementalScorer)
     assert not _EntropyScorer(counts).dense  # small ones: the sparse re-scoring path
     assert _EntropyScorer(big - 0.5).dense  # negative counts: dense re-scoring
@@ -289,7 +289,7 @@ def test_sparse_and_dense_greedy_pick_alike(problem, negative):
 
 # ----------------------------------------------------------------------------- fast path vs literal Algorithm 1
 
-TORCH = ("torch",) if importlib.util.find_spec("torch") else ()  # the torch engine, run on CPU
+TORCH = ("torch",) if importlib.util.find_spec("torch") else ()  # the torch scorer, run on CPU
 KINDS = ("ties", "empty", "very_sparse", "very_dense", "fractional", "large", "dirichlet", "negative")
 
 
@@ -330,7 +330,7 @@ def _fedentopt(counts, m, state, q, rng):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_fast_path_equals_literal_algorithm_1(kind):
-    # Every engine (the default, the re-scoring one used up to issue 15, the incremental one and its torch
+    # Every scorer (the default, the re-scoring one used up to issue 15, the incremental one and its torch
     # version on CPU) and the literal Algorithm 1 pick the same clients and leave the same buffer, round after
     # round.
     rng = np.random.default_rng(KINDS.index(kind))
@@ -340,17 +340,17 @@ def test_fast_path_equals_literal_algorithm_1(kind):
         m = int(rng.integers(1, k + 1))
         q, seed = int(rng.integers(0, k - m + 1)), int(rng.integers(2**31))
         literal = _rounds(reference_fedentopt, counts, m, q, seed)
-        assert _rounds(_fedentopt, counts, m, q, seed) == literal  # the default ("auto") engine
+        assert _rounds(_fedentopt, counts, m, q, seed) == literal  # the default ("auto") scorer
         for path in ("sparse", "dense") + (() if kind == "negative" else ("incremental",) + TORCH):
-            with scoring.engine(path, device="cpu"):
+            with scoring.scorer_path(path, device="cpu"):
                 assert _rounds(_fedentopt, counts, m, q, seed) == literal, path
 
 
 @pytest.mark.parametrize("defence", [{"share_cap": 1.0}, {"total_cap_quantile": 0.5, "total_cap_factor": 1.2},
                                      {"share_cap": 1.5, "total_cap_quantile": 0.8}])
-def test_defences_pick_alike_on_every_engine_and_sparse_input(defence):
-    # fedlib.defence's options (issue 15, part 1) restrict the candidates or rescale the counts before scoring:
-    # every engine, and sparse input, must then still pick what the re-scoring engine picks on dense input.
+def test_defences_pick_alike_on_every_scorer_and_sparse_input(defence):
+    # fedlib.selection.defence's options (issue 15, part 1) restrict the candidates or rescale the counts before scoring:
+    # every scorer, and sparse input, must then still pick what the re-scoring scorer picks on dense input.
     rng = np.random.default_rng(21)
     for _ in range(6):
         counts = np.asarray(_instance("dirichlet", rng), dtype=float)
@@ -360,7 +360,7 @@ def test_defences_pick_alike_on_every_engine_and_sparse_input(defence):
         sel = FedEntOptSelector(buffer_size=q, **defence)
 
         def run(c, path):
-            with scoring.engine(path, device="cpu"):
+            with scoring.scorer_path(path, device="cpu"):
                 rng_, state, out = np.random.default_rng(5), sel.initial_state(k), []
                 for _ in range(4):
                     picked, state = sel.select(c, m, state, rng_)
@@ -373,7 +373,7 @@ def test_defences_pick_alike_on_every_engine_and_sparse_input(defence):
         assert run(sp.csr_array(counts), "auto") == expected
 
 
-def test_incremental_engine_handles_exact_ties_by_lowest_index():
+def test_incremental_scorer_handles_exact_ties_by_lowest_index():
     # After client 0 (classes 0 and 1), clients 1 and 3 (classes 2 and 3 swapped) tie exactly, and so do the
     # identical clients 2 and 5; every step must go to the lower index of a tie, as in the literal loop.
     counts = np.array([[6, 6, 0, 0], [0, 0, 3, 1], [0, 1, 0, 0], [0, 0, 1, 3], [1, 0, 0, 3], [0, 1, 0, 0]])
@@ -424,7 +424,7 @@ def test_incremental_scores_equal_full_rescoring(kind, fallback, monkeypatch):
 
 def test_incremental_scorer_with_inactive_clients_scores_them_once_unblocked():
     # Clients left out of the incremental structure (FedEntOpt: those buffered all round) are scored from their
-    # rows if they become pickable anyway; every pick equals the re-scoring engine's.
+    # rows if they become pickable anyway; every pick equals the re-scoring scorer's.
     rng = np.random.default_rng(12)
     for _ in range(20):
         counts = np.asarray(_instance("empty", rng), dtype=float)
@@ -444,18 +444,18 @@ def test_incremental_scorer_with_inactive_clients_scores_them_once_unblocked():
             blocked[m] = True
 
 
-def test_engine_context_sets_the_default_path_and_restores_it():
+def test_scorer_path_sets_the_default_path_and_restores_it():
     counts = np.tile(HAND, (600, 10)).astype(float)  # K = 2,400: "auto" is incremental
     assert isinstance(_EntropyScorer(counts), _IncrementalScorer)
-    with scoring.engine("sparse"):
+    with scoring.scorer_path("sparse"):
         assert not isinstance(_EntropyScorer(counts), _IncrementalScorer)
         if TORCH:
-            with scoring.engine("torch", device="cpu"):
+            with scoring.scorer_path("torch", device="cpu"):
                 assert type(_EntropyScorer(counts)).__name__ == "TorchScorer"
         assert not isinstance(_EntropyScorer(counts), _IncrementalScorer)
     assert isinstance(_EntropyScorer(counts), _IncrementalScorer)
     with pytest.raises(ValueError, match="path must be one of 'auto', 'incremental', 'sparse', 'dense', 'torch'"):
-        with scoring.engine("gpu"):
+        with scoring.scorer_path("gpu"):
             pass
 
 
@@ -743,7 +743,7 @@ def test_ragged_and_wrongly_shaped_counts_raise():
 
 def test_negative_counts_follow_the_privacy_page():
     # True counts must be non-negative (named client and value); server counts with kept DP noise are scored
-    # as H(max(L + l, 0)) by every engine, dense or sparse.
+    # as H(max(L + l, 0)) by every scorer, dense or sparse.
     with pytest.raises(ValueError, match=r"counts must be non-negative \(got -2.0 for client 1, class 0\)"):
         run_selection(sp.csr_array(np.array([[1.0, 0.0], [-2.0, 1.0]])), "random", 1, 1, seed=0)
     rng = np.random.default_rng(8)

@@ -1,9 +1,10 @@
-"""Tests of fedlib.significance: seed-paired tests, rank agreement with the paper, rounds to a reference."""
+"""Tests of fedlib.reproduction.significance: seed-paired tests, rank agreement with the paper, rounds to a reference."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from fedlib import significance as sg
+from fedlib.reproduction import significance as sg
+from fedlib.training.runs import last_rounds_mean
 
 
 # ----------------------------------------------------------------------------- statistics, by hand
@@ -14,17 +15,17 @@ def test_last_rounds_mean_hand():
     # The last 10 evaluated rounds are 6..15 -> mean of 0.06..0.15 = (0.06 + 0.15) / 2 = 0.105.
     acc = [0.9, np.nan, np.nan, np.nan] + [r / 100 for r in range(4, 16)]
     run = pd.DataFrame({"round": range(16), "test_accuracy": acc})
-    assert sg.last_rounds_mean(run) == pytest.approx(0.105)
+    assert last_rounds_mean(run) == pytest.approx(0.105)
     # a NaN among the last rounds is skipped, not counted: with round 15 unevaluated, rounds 5..14 -> 0.095
     gap = run.assign(test_accuracy=acc[:-1] + [np.nan])
-    assert sg.last_rounds_mean(gap) == pytest.approx(0.095)
+    assert last_rounds_mean(gap) == pytest.approx(0.095)
     # fewer evaluated rounds than asked: all of them (rounds 4, 5: 0.045); rows in any order; none at all: NaN
     short = run.head(6).iloc[::-1]
-    assert sg.last_rounds_mean(short, 10) == pytest.approx(0.045)
-    assert np.isnan(sg.last_rounds_mean(run.head(4)))
+    assert last_rounds_mean(short, 10) == pytest.approx(0.045)
+    assert np.isnan(last_rounds_mean(run.head(4)))
     # grouped: one mean per run, in the units of the column (no % here)
     two = pd.concat([run.assign(seed=1), run.head(6).assign(seed=0)])
-    per = sg.last_rounds_mean(two, 2, by=["seed"])
+    per = last_rounds_mean(two, 2, by=["seed"])
     assert per.index.tolist() == [0, 1]
     assert per.tolist() == pytest.approx([0.045, 0.145])  # (0.04 + 0.05) / 2 and (0.14 + 0.15) / 2
 

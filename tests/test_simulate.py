@@ -1,13 +1,13 @@
-"""Tests of fedlib.simulate: label-only selection runs (Fig. 1, Table VI of FedEntOpt v2) and coverage (v1 §V-B5)."""
+"""Tests of fedlib.label_only.simulate: label-only selection runs (Fig. 1, Table VI of FedEntOpt v2) and coverage (v1 §V-B5)."""
 import math
 
 import numpy as np
 import pytest
 
-from fedlib.metrics import covers_all_classes, pooled_entropy
-from fedlib.privacy import laplace_counts
-from fedlib.selection import DCSelector, FedEntOptSelector, KLSelector, RandomSelector
-from fedlib.simulate import SelectionTrace, coverage_probability, run_selection, trace_frame
+from fedlib.selection.metrics import covers_all_classes, pooled_entropy
+from fedlib.selection.privacy import laplace_counts
+from fedlib.selection.selectors import DCSelector, FedEntOptSelector, KLSelector, RandomSelector
+from fedlib.label_only.simulate import SelectionTrace, coverage_probability, run_selection, trace_frame
 
 COUNTS = np.random.default_rng(0).integers(0, 15, size=(20, 4))
 
@@ -72,7 +72,7 @@ def test_h_norm_near_one_for_random_selection():
 def test_fedentopt_beats_random_on_quantity_skew():
     # Fig. 1 (v2): with C = 2 classes per client (CIFAR-10, K = 100, M = 10), FedEntOpt's pooled entropy exceeds
     # log2(9) = 3.17 bits (all ten classes covered) in every round, above random selection on average.
-    partition = pytest.importorskip("fedlib.partition")
+    partition = pytest.importorskip("fedlib.data.partition")
     counts = partition.client_label_counts("cifar10", "quantity", 100, seed=0, classes_per_client=2)
     fe = run_selection(counts, FedEntOptSelector(buffer_fraction=0.7), 10, 50, seed=0)
     rnd = run_selection(counts, RandomSelector(), 10, 50, seed=0)
@@ -122,7 +122,7 @@ def test_run_selection_bad_input_raises():
         run_selection(COUNTS, "random", 1, 0, seed=0)
     with pytest.raises(ValueError, match="num_selected must be <= the number of clients K=20"):
         run_selection(COUNTS, "random", 21, 1, seed=0)
-    with pytest.raises(TypeError, match="selector must be a fedlib.selection.Selector"):
+    with pytest.raises(TypeError, match="selector must be a fedlib.selection.selectors.Selector"):
         run_selection(COUNTS, 3, 1, 1, seed=0)
     with pytest.raises(ValueError, match="selector parameter 'name': got 'best'; allowed: "):
         run_selection(COUNTS, "best", 1, 1, seed=0)

@@ -1,8 +1,8 @@
-"""fedlib.tiers: every tier's configurations validate; unknown names are errors that list the allowed ones."""
+"""fedlib.reproduction.tiers: every tier's configurations validate; unknown names are errors that list the allowed ones."""
 import pytest
 
-from fedlib import paper, tiers
-from fedlib.config import ExperimentConfig
+from fedlib.reproduction import paper_values as paper, tiers
+from fedlib.training.config import ExperimentConfig
 
 
 @pytest.mark.parametrize("tier", list(tiers.TIERS))

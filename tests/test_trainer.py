@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from fedlib.algorithms import Algorithm, HParams
-from fedlib.config import ExperimentConfig
-from fedlib.runs import TABLE_COLUMNS
-from fedlib.trainer import Experiment, run_experiment
+from fedlib.training.config import ExperimentConfig
+from fedlib.training.runs import TABLE_COLUMNS
+from fedlib.training.trainer import Experiment, run_experiment
 from conftest import write_tiny_npz
 
 
@@ -95,7 +95,7 @@ def test_bad_config_fails_before_loading_data(tmp_path):
 @pytest.mark.parametrize("algorithm", ["fedavg", "scaffold", "fednova"])
 def test_batched_engine_gives_the_reference_run(tiny_npz, algorithm):
     # The batched engine trains the same clients from the same generators: tables and final models are equal
-    # bit for bit on CPU (fedlib.batched, "loop" kernel), with dropout and stragglers in play.
+    # bit for bit on CPU (fedlib.training.batched, "loop" kernel), with dropout and stragglers in play.
     kw = dict(algorithm=algorithm, dropout_prob=0.3, straggler_fraction=0.5, rounds=3)
     ref = run_experiment(_cfg(tiny_npz, **kw), progress=False)
     bat = run_experiment(_cfg(tiny_npz, engine="batched", **kw), progress=False)

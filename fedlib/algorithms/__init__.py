@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import importlib
 
-from .._validate import ParameterError
-from .base import Algorithm, HParams
-from .fedavg import FedAvg
-from .fedlc import FedLC
-from .fednova import FedNova
-from .fedprox import FedProx
-from .fedrs import FedRS
-from .scaffold import Scaffold
+from fedlib._validate import ParameterError
+from fedlib.algorithms.base import Algorithm, HParams
+from fedlib.algorithms.fedavg import FedAvg
+from fedlib.algorithms.fedlc import FedLC
+from fedlib.algorithms.fednova import FedNova
+from fedlib.algorithms.fedprox import FedProx
+from fedlib.algorithms.fedrs import FedRS
+from fedlib.algorithms.scaffold import Scaffold
 
 __all__ = ["Algorithm", "HParams", "ALGORITHMS", "make_algorithm", "algorithm_class", "register_algorithm",
            "unregister_algorithm", "FedAvg", "FedProx", "FedNova", "Scaffold", "FedRS", "FedLC"]

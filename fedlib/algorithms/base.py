@@ -1,12 +1,12 @@
 """The algorithm contract of fedlib's federated trainer.
 
 Everything an algorithm does is a function of tensors, so that the trainer can run one client at a time
-(``fedlib.trainer``, ``fedlib.local.local_train``) or many clients at once with ``torch.func.vmap`` over a
+(``fedlib.training.trainer``, ``fedlib.training.local.local_train``) or many clients at once with ``torch.func.vmap`` over a
 leading client axis (a batched trainer).  The vocabulary:
 
 ``params``
     ``dict[str, Tensor]``: the model's state as used with ``torch.func.functional_call(model, params, (x,))``.
-    It holds every named parameter *and* every named buffer of the model (``fedlib.local.model_state``).
+    It holds every named parameter *and* every named buffer of the model (``fedlib.training.local.model_state``).
     Only the keys in ``trainable`` (the model's ``named_parameters`` with ``requires_grad``) are trained; the
     other keys (buffers such as batch-norm statistics) are carried along and averaged by ``weighted_average``.
 ``ctx`` (client context)
@@ -19,7 +19,7 @@ leading client axis (a batched trainer).  The vocabulary:
     (e.g. SCAFFOLD's control variates).  They are checkpointed with ``torch.save`` so they must hold
     tensors only.
 ``hp``
-    ``fedlib.local.LocalHyperParams``: the client optimiser settings of one round (lr after decay,
+    ``fedlib.training.local.LocalHyperParams``: the client optimiser settings of one round (lr after decay,
     momentum, weight decay, batch size, epochs of that client).
 
 Hooks (what a vmapped caller stacks):
@@ -53,7 +53,7 @@ Server side (plain Python over lists of clients; not vmapped):
   after local training.  ``client_state_delta`` (``dict[str, Tensor]``) is what the client uploads on top of its
   model (e.g. SCAFFOLD's ``Δc_i``); the trainer stores it in ``result.state_delta`` before ``aggregate``.
 * ``aggregate(global_params, results, weights, server_state) -> (new_global_params, new_server_state)``.
-  ``results`` is a non-empty list of ``fedlib.local.LocalResult`` of the clients that uploaded this round (in
+  ``results`` is a non-empty list of ``fedlib.training.local.LocalResult`` of the clients that uploaded this round (in
   the order they were picked), ``weights`` a float64 numpy array of their FedAvg weights ``n_k / Σ n_j`` (sums
   to 1 over the uploading clients).  If no client uploads, the trainer keeps the global model and server state
   and does not call ``aggregate``.
@@ -61,7 +61,7 @@ Server side (plain Python over lists of clients; not vmapped):
 A batched trainer produces the same ``LocalResult`` objects (unstacking its outputs) and calls the server-side
 hooks unchanged.
 
-Round shape (server side; the trainer's one round loop, ``fedlib.trainer.Experiment.run_round``, calls them, as
+Round shape (server side; the trainer's one round loop, ``fedlib.training.trainer.Experiment.run_round``, calls them, as
 Flower's server calls a strategy's ``configure_fit``/``aggregate_fit``).  ``experiment`` is the trainer's
 ``Experiment``: the services of ``RoundServices`` (selection, local training, evaluation, data) and the run's
 set-up.  The defaults give the per-round shape of FedAvg and its relatives; an algorithm with another shape
@@ -97,7 +97,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .._validate import check_parameter_names, parameter_checks
+from fedlib._validate import check_parameter_names, parameter_checks
 
 __all__ = ["Algorithm", "HParams", "RoundPlan", "RoundResult", "RoundServices", "decayed_lr", "weighted_average",
            "tree_sub", "tree_add", "tree_scale", "zeros_like_params"]
@@ -184,7 +184,7 @@ class RoundResult:
 
 
 class RoundServices(Protocol):
-    """What the trainer's experiment offers the round-shape hooks (``fedlib.trainer.Experiment``)."""
+    """What the trainer's experiment offers the round-shape hooks (``fedlib.training.trainer.Experiment``)."""
 
     config: object  # the ExperimentConfig
     model: torch.nn.Module  # the architecture (its own tensors are not used)
@@ -209,7 +209,7 @@ class RoundServices(Protocol):
         """The client's training inputs as the model sees them in evaluation (normalised, not augmented)."""
 
     def local_hyper_params(self, lr: float, epochs: int):
-        """``fedlib.local.LocalHyperParams`` of the run with learning rate ``lr`` and ``epochs``."""
+        """``fedlib.training.local.LocalHyperParams`` of the run with learning rate ``lr`` and ``epochs``."""
 
     def client_torch_rng(self, rnd: int, client: int):
         """Context manager: the global torch RNG seeded for ``client`` in round ``rnd`` (dropout layers), restored

@@ -9,7 +9,7 @@ the returned models weighted by data size:
 """
 from __future__ import annotations
 
-from .base import Algorithm
+from fedlib.algorithms.base import Algorithm
 
 __all__ = ["FedAvg"]
 

@@ -13,8 +13,8 @@ from torch import nn
 
 from fedlib._validate import check_count_matrix, check_float, check_int, check_optional, check_rng
 from fedlib.algorithms.base import Algorithm, HParams, RoundPlan, RoundResult, decayed_lr, weighted_average
-from fedlib.kmeans import kmeans
-from fedlib.local import LocalHyperParams, LocalResult, client_generators, local_train, make_generator
+from fedlib.algorithms.kmeans import kmeans
+from fedlib.training.local import LocalHyperParams, LocalResult, client_generators, local_train, make_generator
 from fedlib.seeds import stream_rng
 
 __all__ = [
@@ -73,7 +73,7 @@ def cluster_clients(label_counts, num_clusters: int, rng: np.random.Generator, *
     num_clusters : int
         K, ``1 <= K <= N``.
     rng : np.random.Generator
-        Seeds the k-means++ restarts (:func:`fedlib.kmeans.kmeans`).
+        Seeds the k-means++ restarts (:func:`fedlib.algorithms.kmeans.kmeans`).
     n_init : int, default 10
         K-means restarts (the one with the lowest inertia is kept).
 
@@ -625,10 +625,10 @@ class FedConcat(Algorithm):
 def make_local_trainer(client_data: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
                        hp_for_round: Callable[[RoundInfo], LocalHyperParams], seed: int, *,
                        transform=None) -> TrainClient:
-    """A ``train_client`` callback for :meth:`FedConcat.step` built on :func:`fedlib.local.local_train`.
+    """A ``train_client`` callback for :meth:`FedConcat.step` built on :func:`fedlib.training.local.local_train`.
 
     Client ``k`` in round ``r`` uses the trainer's generators: batch order from
-    the streams of :func:`fedlib.local.client_generators` (CPU; augmentation on the data's device).
+    the streams of :func:`fedlib.training.local.client_generators` (CPU; augmentation on the data's device).
     With ``max_batches = b``, the client first draws ``torch.randperm(n_k)[: b * batch_size]`` from the
     batch-order generator and trains one epoch on those samples -- ``b`` mini-batches in random order, what
     FedConcat's code does by stopping its shuffled loader after ``b`` batches.

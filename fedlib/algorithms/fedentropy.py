@@ -9,7 +9,7 @@ import torch
 
 from fedlib._validate import check_bool, check_float, check_int, check_rng
 from fedlib.algorithms.base import Algorithm, HParams, RoundPlan, decayed_lr
-from fedlib.metrics import entropy_bits, pooled_entropy
+from fedlib.selection.metrics import entropy_bits, pooled_entropy
 
 __all__ = [
     "DEFAULT_EPSILON",

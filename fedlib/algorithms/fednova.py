@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .base import Algorithm, weighted_average
+from fedlib.algorithms.base import Algorithm, weighted_average
 
 __all__ = ["FedNova", "fednova_normaliser"]
 

@@ -16,8 +16,8 @@ import torch.nn.functional as F
 
 from dataclasses import dataclass
 
-from .._validate import check_float
-from .base import Algorithm, HParams
+from fedlib._validate import check_float
+from fedlib.algorithms.base import Algorithm, HParams
 
 __all__ = ["FedProx"]
 

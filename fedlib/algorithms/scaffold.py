@@ -48,9 +48,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .._validate import check_choice
-from .base import Algorithm, HParams, weighted_average
-from .fednova import fednova_normaliser
+from fedlib._validate import check_choice
+from fedlib.algorithms.base import Algorithm, HParams, weighted_average
+from fedlib.algorithms.fednova import fednova_normaliser
 
 NORMALISERS = ("momentum", "steps")
 CORRECTIONS = ("gradient", "after_step")

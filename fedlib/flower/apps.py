@@ -1,10 +1,10 @@
 """A fedlib federation (one ``ExperimentConfig``) as a Flower ServerApp and ClientApp, and ``flwr_run`` to run it.
 
-The apps do what ``fedlib.trainer`` does, but with Flower carrying every message: client ``k`` is Flower's
+The apps do what ``fedlib.training.trainer`` does, but with Flower carrying every message: client ``k`` is Flower's
 partition ``k`` (``context.node_config["partition-id"]``) and holds fedlib's partition ``k`` of the data set; it
 answers the label-count query with its true counts (or, with ``label_dp_epsilon``, counts noised on the client
 from its own stream ``SeedSequence([seed, 5, k])``, where fedlib's trainer noises all rows from one stream: same
-distribution, other draws); it trains with ``fedlib.trainer.Experiment.train_client`` (the same per-(round,
+distribution, other draws); it trains with ``fedlib.training.trainer.Experiment.train_client`` (the same per-(round,
 client) generators, learning rate ``lr · lr_decay^(r−1)``); the ServerApp runs ``SelectorStrategy`` with the
 config's selector and fedlib's selection stream (``stream_rng(seed, "selection")``) and evaluates the global model
 on the test set after every round (``evaluate_fn``), as the trainer does.
@@ -35,9 +35,9 @@ from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from ..config import ConfigError, ExperimentConfig
-from .._validate import check_choice
-from .strategy import AGGREGATIONS, SelectorStrategy, label_counts_reply
+from fedlib.training.config import ConfigError, ExperimentConfig
+from fedlib._validate import check_choice
+from fedlib.flower.strategy import AGGREGATIONS, SelectorStrategy, label_counts_reply
 
 __all__ = ["FLOWER_ALGORITHMS", "CONFIG_KEY", "RESULT_KEY", "FlowerRun", "check_flower_config", "client_app",
            "server_app", "flwr_run", "client_dp_rng", "SERVER_APP", "CLIENT_APP"]
@@ -79,13 +79,13 @@ def check_flower_config(config: ExperimentConfig) -> ExperimentConfig:
 def client_dp_rng(seed: int, client: int) -> np.random.Generator:
     """Client ``client``'s own stream of label-DP noise (``SeedSequence([seed, 5, client])``; 5 = fedlib's
     ``label_dp`` stream)."""
-    from ..seeds import STREAMS
+    from fedlib.seeds import STREAMS
 
     return np.random.default_rng(np.random.SeedSequence([int(seed), STREAMS["label_dp"], int(client)]))
 
 
 def _experiment(config: ExperimentConfig):
-    from ..trainer import Experiment
+    from fedlib.training.trainer import Experiment
 
     key = json.dumps(config.to_dict(), sort_keys=True)
     if key not in _EXPERIMENTS:
@@ -128,7 +128,7 @@ def client_app(config: ExperimentConfig | None = None, *, threads: int | None = 
     def train(msg: Message, context: Context) -> Message:
         import torch
 
-        from ..trainer import TrainState
+        from fedlib.training.trainer import TrainState
 
         if threads is not None:
             torch.set_num_threads(threads)
@@ -169,8 +169,8 @@ def server_app(config: ExperimentConfig | None = None, *, aggregation: str | Non
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        from ..local import model_state
-        from ..seeds import stream_rng
+        from fedlib.training.local import model_state
+        from fedlib.seeds import stream_rng
 
         cfg = _config(context, config)
         exp = _experiment(cfg)

@@ -39,8 +39,8 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 
-from .._validate import check_choice, check_float, check_int, check_label_vector
-from ..selection import Selector, make_selector
+from fedlib._validate import check_choice, check_float, check_int, check_label_vector
+from fedlib.selection.selectors import Selector, make_selector
 
 __all__ = ["SelectorStrategy", "label_counts_reply", "LABEL_COUNTS_QUERY", "LABEL_COUNTS_KEY", "AGGREGATIONS"]
 
@@ -56,12 +56,12 @@ def label_counts_reply(message: Message, labels, num_classes: int, *, partition_
     """The ClientApp's answer to the label-count query: its label histogram, optionally ε-DP.
 
     ``labels``: the client's training labels (ints in ``[0, num_classes)``).  With ``epsilon`` the counts are
-    perturbed on the client by ``fedlib.privacy.laplace_counts`` (Laplace noise of scale 1/ε per class, so the
+    perturbed on the client by ``fedlib.selection.privacy.laplace_counts`` (Laplace noise of scale 1/ε per class, so the
     upload is ε-DP; ``negative`` clips or keeps negative noisy counts), drawn from ``rng`` (a
     ``numpy.random.Generator``; None: fresh OS entropy, as real deployments need).  ``partition_id`` orders the
     clients on the server (the simulation engine's ``context.node_config["partition-id"]``).
     """
-    from ..privacy import laplace_counts
+    from fedlib.selection.privacy import laplace_counts
 
     num_classes = check_int("num_classes", num_classes, low=1)
     y = np.asarray(labels)
@@ -82,7 +82,7 @@ class SelectorStrategy(FedAvg):
 
     Parameters
     ----------
-    selector : str or fedlib.selection.Selector
+    selector : str or fedlib.selection.selectors.Selector
         A selector, or its name for ``make_selector(selector, **selector_params)`` (``"fedentopt"``, ``"kl"``,
         ``"dc"``, ``"random"``).
     clients_per_round : int
@@ -208,7 +208,7 @@ class SelectorStrategy(FedAvg):
         return self._fedlib_average([m.content for m in replies if not m.has_error()]), metrics
 
     def _fedlib_average(self, contents: list[RecordDict]) -> ArrayRecord | None:
-        from ..algorithms.base import weighted_average
+        from fedlib.algorithms.base import weighted_average
 
         n = np.array([float(next(iter(c.metric_records.values()))[self.weighted_by_key]) for c in contents])
         keep = n > 0  # fedlib's trainer aggregates the clients that trained on at least one sample

@@ -1,0 +1,190 @@
+"""Label-only FedEntOpt selection runs: entropy per round (v2 Fig. 1), H_norm (v2 §V-E), coverage (v1 §V-B5)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from fedlib._validate import check_count_matrix, check_int
+from fedlib.selection.metrics import entropy_bits, selection_entropy_norm
+from fedlib.selection.selectors import Selector, make_selector
+
+__all__ = ["SelectionTrace", "run_selection", "coverage_probability", "trace_frame"]
+
+
+@dataclass(frozen=True)
+class SelectionTrace:
+    """What a selector did over R rounds, measured on the true label counts.
+
+    Attributes
+    ----------
+    picked : numpy.ndarray of int64, shape (R, M)
+        Client indices per round in pick order; -1 pads rounds with fewer picks (DC stopping early).
+    entropy : numpy.ndarray of float, shape (R,)
+        Entropy in bits of the true pooled label counts of each round's picks.
+    covers : numpy.ndarray of bool, shape (R,)
+        Whether each round's picks together hold every class (pooled count > 0).
+    num_clients : int
+        K.
+    final_state : tuple
+        The selector state after the last round (e.g. FedEntOpt's buffer).
+    """
+
+    picked: np.ndarray
+    entropy: np.ndarray
+    covers: np.ndarray
+    num_clients: int
+    final_state: tuple = ()
+
+    @property
+    def selection_counts(self) -> np.ndarray:
+        """How often each client was picked over all rounds, shape (K,)."""
+        flat = self.picked[self.picked >= 0]
+        return np.bincount(flat, minlength=self.num_clients)
+
+    @property
+    def h_norm(self) -> float:
+        """Normalised selection entropy H_norm of §V-E (v2)."""
+        return selection_entropy_norm(self.picked, self.num_clients)
+
+
+def _round_metrics(true_counts, picked: np.ndarray) -> tuple[float, bool]:
+    pooled = np.asarray(true_counts[picked].sum(axis=0)).ravel()  # 1-D for a dense array and a sparse matrix
+    return float(entropy_bits(pooled)), bool(np.all(pooled > 0))
+
+
+def _freeze(*arrays: np.ndarray) -> None:
+    for a in arrays:
+        a.setflags(write=False)
+
+
+def _generator(seed) -> np.random.Generator:
+    """``seed`` itself if it is a Generator (e.g. a stream of :func:`fedlib.seeds.stream_rng`), else a fresh
+    ``np.random.default_rng(seed)`` of an integer seed >= 0."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    return np.random.default_rng(check_int("seed", seed, low=0))
+
+
+def run_selection(
+    counts, selector, num_selected: int, num_rounds: int, *, seed, server_counts=None
+) -> SelectionTrace:
+    """Run ``selector`` for R rounds with one generator (``seed``) and record each round.
+
+    Parameters
+    ----------
+    counts : array_like or scipy.sparse matrix, shape (K, C)
+        True label counts; entropy and coverage are measured on these. A sparse matrix stays sparse
+        (FedEntOpt, KL and random selection never build a dense K x C array).
+    selector : Selector or str
+        A selector, or a registry name of a selector without parameters (``"random"``, ``"kl"``).
+    num_selected : int
+        M per round.
+    num_rounds : int
+        R >= 1.
+    seed : int or numpy.random.Generator
+        The generator passed to every ``select`` call, or the seed of a fresh ``np.random.default_rng``.  With
+        ``fedlib.seeds.stream_rng(seed, "selection")`` a selector picks what it picks in the training run of the
+        same seed and federation.
+    server_counts : array_like, shape (K, C), optional
+        What the selector sees instead of ``counts`` (e.g. :func:`fedlib.selection.privacy.laplace_counts`).
+
+    Examples
+    --------
+    >>> counts = np.array([[5, 0], [0, 5], [3, 3], [1, 0]])
+    >>> trace = run_selection(counts, "kl", 2, 3, seed=0)
+    >>> trace.picked.tolist(), trace.covers.tolist()
+    ([[2, 3], [2, 3], [2, 3]], [True, True, True])
+    """
+    true_counts = check_count_matrix("counts", counts, sparse=True)
+    seen = true_counts
+    if server_counts is not None:
+        seen = check_count_matrix("server_counts", server_counts, allow_negative=True, sparse=True)
+    if seen.shape != true_counts.shape:
+        raise ValueError(f"server_counts must have the shape of counts {true_counts.shape} (got {seen.shape}).")
+    if isinstance(selector, str):
+        selector = make_selector(selector)
+    if not isinstance(selector, Selector):
+        raise TypeError(f"selector must be a fedlib.selection.selectors.Selector or a name (got {type(selector).__name__}).")
+    num_selected = check_int("num_selected", num_selected, low=1)
+    num_rounds = check_int("num_rounds", num_rounds, low=1)
+    rng = _generator(seed)
+    state = selector.initial_state(true_counts.shape[0])
+    picked = np.full((num_rounds, num_selected), -1, dtype=np.int64)
+    entropy, covers = np.zeros(num_rounds), np.zeros(num_rounds, dtype=bool)
+    for r in range(num_rounds):
+        chosen, state = selector.select(seen, num_selected, state, rng)
+        picked[r, : chosen.size] = chosen
+        entropy[r], covers[r] = _round_metrics(true_counts, chosen)
+    _freeze(picked, entropy, covers)
+    return SelectionTrace(picked, entropy, covers, true_counts.shape[0], state)
+
+
+def coverage_probability(counts, num_selected: int, num_rounds: int, *, seed) -> float:
+    """Monte Carlo probability that M uniformly random clients together hold every class (v1, §V-B5).
+
+    v1 estimates it "by simulating random subset selection over 500 rounds". Each round draws M distinct
+    clients (the M smallest of K uniform keys) from one generator: ``seed`` (a Generator, or the seed of a
+    fresh ``np.random.default_rng``).
+
+    Examples
+    --------
+    >>> counts = np.array([[5, 0], [0, 5], [3, 3]])
+    >>> coverage_probability(counts, 3, 10, seed=0)
+    1.0
+    """
+    arr = check_count_matrix("counts", counts, sparse=True)
+    num_clients, num_classes = arr.shape
+    num_selected = check_int("num_selected", num_selected, low=1)
+    if num_selected > num_clients:
+        raise ValueError(f"num_selected must be <= the number of clients K={num_clients} (got {num_selected}).")
+    num_rounds = check_int("num_rounds", num_rounds, low=1)
+    rng = _generator(seed)
+    holds = sp.csr_array(arr > 0) if sp.issparse(arr) else arr > 0
+    # Chunks of rounds bound the (rounds, K) keys and the (rounds, M, C) class table to ~2^23 entries each;
+    # the keys are one stream, so the chunk size does not change the draws.
+    chunk = max(1, min(1024, (1 << 23) // num_clients, (1 << 23) // (num_selected * num_classes)))
+    hits = 0
+    for start in range(0, num_rounds, chunk):
+        keys = rng.random((min(chunk, num_rounds - start), num_clients))
+        subsets = np.argpartition(keys, num_selected - 1, axis=1)[:, :num_selected]
+        hits += int(_covers_all(holds, subsets).sum())
+    return hits / num_rounds
+
+
+def _covers_all(holds, subsets: np.ndarray) -> np.ndarray:
+    """Per row of ``subsets`` (client indices): do those clients together hold every class?"""
+    if not sp.issparse(holds):
+        return holds[subsets].any(axis=1).all(axis=1)
+    rounds, num_classes = subsets.shape[0], holds.shape[1]
+    picked = holds[subsets.ravel()].tocoo()  # row r * M + j: client subsets[r, j]
+    covered = np.zeros((rounds, num_classes), dtype=bool)
+    covered[picked.row // subsets.shape[1], picked.col] = True
+    return covered.all(axis=1)
+
+
+def trace_frame(trace: SelectionTrace, **labels):
+    """One row per round as a pandas DataFrame: round, entropy, covers, num_picked, plus constant ``labels``.
+
+    pandas is imported here, so :mod:`fedlib.label_only.simulate` itself needs numpy only.
+
+    Examples
+    --------
+    >>> trace = run_selection(np.eye(3) * 4, "random", 2, 2, seed=0)
+    >>> list(trace_frame(trace, method="random").columns)
+    ['round', 'entropy', 'covers', 'num_picked', 'method']
+    """
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {
+            "round": np.arange(1, trace.entropy.size + 1),
+            "entropy": trace.entropy,
+            "covers": trace.covers,
+            "num_picked": (trace.picked >= 0).sum(axis=1),
+        }
+    )
+    for key, value in labels.items():
+        frame[key] = value
+    return frame

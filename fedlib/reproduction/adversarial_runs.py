@@ -1,0 +1,309 @@
+"""Training with clients that lie about their label counts (issue 15, part 1), stored as a result group.
+
+:func:`run_with_liars` builds the federation of a validated :class:`~fedlib.training.config.ExperimentConfig` with the
+trainer (:class:`fedlib.training.trainer.Experiment`: data, partition, model, selector) and then, before round 1, turns
+the clients :func:`fedlib.label_only.adversarial.choose_liars` names into liars: their training labels become
+:func:`fedlib.label_only.adversarial.liar_labels` (e.g. flipped) and the counts the server sees become the fabricated reports
+of :func:`fedlib.label_only.adversarial.liar_counts`.  The table's entropy columns are measured on what the clients really
+hold.  Aggregation weights stay the true sample counts (the liars lie to the selection only).  With no liars it
+is :func:`fedlib.training.trainer.run_experiment` itself.  No config field is added: the liars are a separate
+:class:`~fedlib.label_only.adversarial.LiarSpec`, and the stored key (:func:`liar_run_key`) covers both.
+
+The group (:func:`lying_runs`, experiment ``lying_clients``): at a tier's setting (Table I's: Dir(0.1) with Q = 50 %
+of K and #C = 2 with Q = 70 %), per partition and seed in :data:`SEEDS`:
+
+* :data:`METHODS`: FedEntOpt, FedEntOpt with the defence (:data:`DEFENCE`), with the strict defence
+  (:data:`STRICT_DEFENCE`) and random selection (FedAvg);
+* no liars (the honest federation: the defence's cost), and liars holding label-flipped data and uploading a
+  uniform report of ten times their size (threat a, :data:`THREAT`) at :data:`LIAR_SHARES` of K (1 % and 10 %;
+  at least one liar), the same liars for every method (they depend on the seed only).
+
+Stored like every group (:mod:`fedlib.reproduction.results`): ``results/<tier>/lying_clients/<key>.csv`` and ``.json``; the CSV
+adds ``liars_picked`` (how many liars were picked in the round) to the usual columns, the JSON adds ``liar_spec``,
+``liar_ids`` and ``torch_threads``.  Every run is trained here, with one torch thread (:func:`liar_run_key`).
+:func:`paired_tests` compares two methods seed by seed (paired t-test with scipy, and the exact sign-flip
+permutation test).
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import time
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from fedlib.label_only.adversarial import LiarSpec, choose_liars, liar_counts, liar_labels
+from fedlib.training.config import ExperimentConfig
+from fedlib.reproduction.significance import paired_test
+from fedlib.training.runs import last_rounds_mean
+
+__all__ = ["EXPERIMENT", "SEEDS", "LIAR_SHARES", "DEFENCE", "METHODS", "LiarRun", "lying_runs", "liar_run_key",
+           "run_with_liars", "liar_experiment", "ensure_lying_runs", "load_or_run_lying",
+           "paired_tests", "accuracy_summary"]
+
+EXPERIMENT = "lying_clients"
+#: Seeds of the group (more than the quick tier's two: the paired tests need them).
+SEEDS = (0, 1, 2, 3, 4)
+#: Liar shares of K; the number of liars is ``max(1, round(share * K))``.
+LIAR_SHARES = (0.01, 0.10)
+#: The defence of the group (:mod:`fedlib.selection.defence`): reported totals capped at 3x the median reported total, and
+#: participation capped at 1.5x the fair share M/K; the strict variant caps participation at the fair share itself.
+DEFENCE = {"total_cap_quantile": 0.5, "total_cap_factor": 3.0, "share_cap": 1.5}
+STRICT_DEFENCE = {**DEFENCE, "share_cap": 1.0}
+#: Display name -> (Table I method whose config it uses, FedEntOpt parameters added to it).
+METHODS = {"FedEntOpt": ("FedEntOpt", {}), "FedEntOpt + defence": ("FedEntOpt", DEFENCE),
+           "FedEntOpt + strict defence": ("FedEntOpt", STRICT_DEFENCE), "Random": ("FedAvg", {})}
+#: The liars of the group: label-flipped data, uniform report of ten times their size (threat a).
+THREAT = {"report": "uniform", "inflation": 10.0, "data": "flipped"}
+
+
+class LiarRun(NamedTuple):
+    """One run of the group: ``label`` (partition, method, liars, liar_pct, seed), ``config``, ``spec``."""
+
+    label: dict
+    config: ExperimentConfig
+    spec: LiarSpec
+
+
+def num_liars(share: float, num_clients: int) -> int:
+    """``max(1, round(share * K))`` for a share > 0, else 0.
+
+    >>> num_liars(0.01, 20), num_liars(0.10, 20), num_liars(0.10, 100), num_liars(0.0, 20)
+    (1, 2, 10, 0)
+    """
+    return 0 if share <= 0 else max(1, int(round(share * num_clients)))
+
+
+def lying_runs(tier: str = "quick", *, seeds: Sequence[int] = SEEDS, rounds: int | None = None,
+               partitions: Sequence[str] = ("Dir(0.1)", "C=2"), shares: Sequence[float] = (0.0, *LIAR_SHARES),
+               methods: Sequence[str] = tuple(METHODS)) -> list[LiarRun]:
+    """The runs of the group at ``tier`` (see the module docstring)."""
+    from fedlib.reproduction.tiers import tier_config
+
+    out = []
+    for part, share, name, seed in itertools.product(partitions, shares, methods, seeds):
+        method, defence = METHODS[name]
+        kw = {"partition_name": part, "method": method, "seed": seed}
+        if rounds is not None:
+            kw["rounds"] = rounds
+        cfg = tier_config(tier, **kw)
+        if defence:
+            cfg = cfg.replace(selector_params={**cfg.selector_params, **defence}).validate()
+        n = num_liars(share, cfg.num_clients)
+        spec = LiarSpec(n, **THREAT)
+        label = {"partition": part, "method": name, "liars": n, "liar_pct": int(round(100 * share)), "seed": seed}
+        out.append(LiarRun(label, cfg, spec))
+    return out
+
+
+def liar_run_key(config: ExperimentConfig, spec: LiarSpec) -> str:
+    """16 hex digits: SHA-256 over the configuration fields of :func:`fedlib.reproduction.results.run_key` and the liar spec.
+
+    An honest run (no liars) gets a key of its own too, never the one Table I's run of the same config has: the
+    group trains every run with one torch thread (:func:`ensure_lying_runs`), and on CPU the thread count changes
+    the floating-point sums, so the same config trained with two threads gives other numbers (quick tier,
+    #C = 2, seed 1: 38.1 % with one thread, 35.6 % with two).  The paired tests compare runs that differ by the
+    method only.  The configuration enters as :func:`fedlib.reproduction.results.key_fields`, as in ``run_key``, so that a new
+    default of a field that does not change the run (``dp_negative`` without label DP) keeps the stored keys."""
+    from fedlib.reproduction import results
+
+    payload = json.dumps({"config": results.key_fields(config), "liars": spec.to_dict()}, sort_keys=True,
+                         separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def run_with_liars(config: ExperimentConfig, spec: LiarSpec, *, progress: bool = False):
+    """Train ``config`` with the liars of ``spec`` (see the module docstring); returns ``(table, liar_ids)``.
+
+    ``table`` is the trainer's per-round table (:data:`fedlib.training.runs.TABLE_COLUMNS`)."""
+    from fedlib.training.runs import TABLE_COLUMNS
+    from fedlib.training.trainer import run_experiment
+
+    _check_spec(config, spec)
+    if spec.num_liars == 0:
+        return run_experiment(config, progress=progress).table, np.zeros(0, dtype=np.int64)
+    exp, liars = liar_experiment(config, spec)
+    state = exp.initial_state()
+    while state.round < exp.total_rounds:
+        exp.run_round(state)
+    return pd.DataFrame(state.rows, columns=list(TABLE_COLUMNS)), liars
+
+
+def _check_spec(config: ExperimentConfig, spec: LiarSpec) -> None:
+    config.validate()
+    if not isinstance(spec, LiarSpec):
+        raise TypeError(f"spec must be a fedlib.label_only.adversarial.LiarSpec (got {type(spec).__name__}).")
+    if spec.num_liars > config.num_clients:
+        raise ValueError(f"num_liars must be <= num_clients={config.num_clients} (got {spec.num_liars}).")
+
+
+def liar_experiment(config: ExperimentConfig, spec: LiarSpec):
+    """``(experiment, liar_ids)``: :class:`fedlib.training.trainer.Experiment` of ``config`` with the liars of ``spec``
+    in place (relabelled training data, true counts of what each client holds, fabricated server counts)."""
+    import torch
+
+    from fedlib.data.partition import label_count_matrix
+    from fedlib.training.trainer import Experiment
+
+    _check_spec(config, spec)
+    exp = Experiment(config)
+    liars = choose_liars(config.num_clients, spec.num_liars, config.seed)
+    held, reported = liar_counts(exp.true_counts, spec, liars)
+    y = exp.y_train.clone()
+    for k in liars:
+        idx = exp.client_index[k]
+        new = liar_labels(y[idx].cpu().numpy(), spec.data, exp.num_classes)
+        y[idx] = torch.as_tensor(new, dtype=y.dtype, device=y.device)
+    exp.y_train = y
+    check = label_count_matrix(y.cpu().numpy(), exp.parts, exp.num_classes)
+    if not np.array_equal(check, held):  # pragma: no cover -- liar_data_counts and liar_labels must agree
+        raise RuntimeError("the relabelled training data and fedlib.label_only.adversarial.liar_counts disagree.")
+    exp.true_counts = held.astype(np.float64)
+    exp.true_counts_t = torch.as_tensor(exp.true_counts, dtype=torch.float32)
+    server = np.array(exp.server_counts, dtype=np.float64, copy=True)
+    server[liars] = reported[liars]
+    exp.server_counts = server
+    return exp, liars
+
+
+def _liars_picked(table: pd.DataFrame, liars) -> list[int]:
+    s = {int(k) for k in liars}
+    return [sum(int(k) in s for k in str(p).split()) if isinstance(p, str) and p else 0 for p in table["picked"]]
+
+
+def store_lying_run(table: pd.DataFrame, run: LiarRun, liars, tier: str, *, results_dir=None,
+                    wall_seconds: float | None = None):
+    """Write one run's compact table (with ``liars_picked``) and its JSON with :func:`fedlib.reproduction.results.store_run`
+    under :func:`liar_run_key`; returns the CSV path."""
+    from fedlib.reproduction import results
+    from fedlib.training import float_env
+
+    extra = {"liar_spec": run.spec.to_dict(), "liar_ids": [int(k) for k in liars], "torch_threads": THREADS}
+    return results.store_run(table, run.config, tier, EXPERIMENT, run.label, results_dir=results_dir,
+                             wall_seconds=wall_seconds, data_source=run.config.dataset,
+                             float_env=float_env.current(run.config.device, threads=THREADS),
+                             key=liar_run_key(run.config, run.spec),
+                             columns={"liars_picked": _liars_picked(table, liars)}, extra_meta=extra)
+
+
+def missing_lying_runs(runs: Sequence[LiarRun], tier: str, results_dir=None) -> list[LiarRun]:
+    """The runs with no stored table in the group's folder."""
+    from fedlib.reproduction.results import experiment_dir
+
+    d = experiment_dir(results_dir, tier, EXPERIMENT)
+    return [r for r in runs if not (d / f"{liar_run_key(r.config, r.spec)}.csv").exists()]
+
+
+#: Torch threads of every run of the group (the thread count changes CPU results; see :func:`liar_run_key`).
+THREADS = 1
+
+
+def ensure_lying_runs(runs: Sequence[LiarRun], tier: str, *, results_dir=None, log=print) -> dict:
+    """Train and store every run without a stored table, with :data:`THREADS` torch threads (restored after)."""
+    import torch
+
+    t0 = time.perf_counter()
+    todo = missing_lying_runs(runs, tier, results_dir)
+    before = torch.get_num_threads()
+    torch.set_num_threads(THREADS)
+    try:
+        for i, r in enumerate(todo, 1):
+            w0 = time.perf_counter()
+            table, liars = run_with_liars(r.config, r.spec)
+            wall = time.perf_counter() - w0
+            store_lying_run(table, r, liars, tier, results_dir=results_dir, wall_seconds=wall)
+            log(f"[{i}/{len(todo)}] {r.label}: last-10 acc {last_rounds_mean(table, 10):.4f}, {wall:.1f} s")
+    finally:
+        torch.set_num_threads(before)
+    return {"trained": len(todo), "already": len(runs) - len(todo), "wall_seconds": time.perf_counter() - t0}
+
+
+def load_or_run_lying(tier: str = "quick", results_dir=None, *, run_missing: bool = False, log=print, **grid):
+    """The stored runs of the group (:func:`fedlib.reproduction.results.load_experiment`); with ``run_missing`` (quick tier
+    only) the missing runs of :func:`lying_runs` ``(tier, **grid)`` are trained first."""
+    from fedlib.reproduction import results
+
+    if run_missing and tier == "quick":
+        info = ensure_lying_runs(lying_runs(tier, **grid), tier, results_dir=results_dir, log=log)
+        if info["trained"]:
+            log(f"trained {info['trained']} missing runs in {info['wall_seconds']:.0f} s")
+    return results.load_experiment(tier, EXPERIMENT, results_dir)
+
+
+# ----------------------------------------------------------------------------------------------------
+# statistics
+
+def final_per_run(frame: pd.DataFrame, last: int = 10) -> pd.DataFrame:
+    """Per run (partition, liars, method, seed): the mean test accuracy over its final ``last`` evaluated rounds,
+    and the liars' share of the picks (``liar_rounds``: rounds in which at least one liar was picked / rounds)."""
+    keys = [c for c in ("partition", "liars", "liar_pct", "method", "seed") if c in frame.columns]
+    t = frame[frame["round"] >= 1].sort_values([*keys, "round"])
+    g = t.groupby(keys, sort=False)
+    acc = last_rounds_mean(t, last, by=keys).reindex(g.size().index)  # a run never evaluated: NaN
+    out = acc.rename("accuracy").to_frame()
+    if "liars_picked" in t.columns:
+        out["liar_picks_per_round"] = g["liars_picked"].mean()
+        out["liar_rounds"] = g["liars_picked"].apply(lambda s: float((s > 0).mean()))
+    return out.reset_index()
+
+
+def accuracy_summary(frame: pd.DataFrame, last: int = 10) -> pd.DataFrame:
+    """Mean and std (ddof=0, the paper's) over seeds of the final accuracy (%) per partition, liars and method."""
+    per = final_per_run(frame, last)
+    keys = [c for c in ("partition", "liars", "liar_pct", "method") if c in per.columns]
+    agg = {"accuracy_mean": ("accuracy", lambda s: 100 * s.mean()),
+           "accuracy_std": ("accuracy", lambda s: 100 * float(np.std(s.to_numpy(dtype=float)))),
+           "n_seeds": ("accuracy", "size")}
+    if "liar_picks_per_round" in per.columns:
+        agg["liar_picks_per_round"] = ("liar_picks_per_round", "mean")
+    return per.groupby(keys, sort=False).agg(**agg).reset_index()
+
+
+def paired_tests(frame: pd.DataFrame, comparisons: Sequence[tuple[str, str]], last: int = 10) -> pd.DataFrame:
+    """For each (method a, method b) and each (partition, liars): :func:`paired_test` of the final accuracies
+    (in %) over the seeds both have."""
+    per = final_per_run(frame, last)
+    keys = [c for c in ("partition", "liars", "liar_pct") if c in per.columns]
+    rows = []
+    for a, b in comparisons:
+        for k, sub in per.groupby(keys, sort=False):
+            pa = sub[sub["method"] == a].set_index("seed")["accuracy"]
+            pb = sub[sub["method"] == b].set_index("seed")["accuracy"]
+            seeds = sorted(set(pa.index) & set(pb.index))
+            if not seeds:
+                continue
+            res = paired_test(100 * pa.loc[seeds].to_numpy(), 100 * pb.loc[seeds].to_numpy())
+            rows.append({**dict(zip(keys, k if isinstance(k, tuple) else (k,))), "a": a, "b": b, **res})
+    return pd.DataFrame(rows)
+
+
+def main(argv=None) -> int:
+    """``python -m fedlib.reproduction.adversarial_runs [--tier quick] [--seeds 0,1] [--dry-run]``: train the missing runs."""
+    import argparse
+
+    p = argparse.ArgumentParser(description="Train and store the missing runs of the lying_clients group.")
+    p.add_argument("--tier", default="quick")
+    p.add_argument("--seeds", default=None, help="comma-separated subset of seeds")
+    p.add_argument("--results-dir", default=None)
+    p.add_argument("--dry-run", action="store_true")
+    args = p.parse_args(argv)
+    seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else SEEDS
+    runs = lying_runs(args.tier, seeds=seeds)
+    missing = missing_lying_runs(runs, args.tier, args.results_dir)
+    print(f"{args.tier}/{EXPERIMENT}: {len(runs)} runs, {len(missing)} missing", flush=True)
+    if args.dry_run:
+        for r in missing:
+            print("   ", r.label)
+        return 0
+    info = ensure_lying_runs(runs, args.tier, results_dir=args.results_dir,
+                             log=lambda s: print("   " + s, flush=True))
+    print(info)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,148 @@
+"""Fig. 2 (accuracy versus participation rate) as numbers that can be tested.
+
+The paper varies M/K from its 10 % baseline down to 4 %-9 % (§V-B3) and reads Fig. 2 as: "FedEntOpt consistently
+maintains high accuracy, even with lower participation rates regardless of the model size, while the other methods
+partially suffer performance degradation", and "the difference in classification accuracy is particularly
+pronounced in the challenging Dir(0.1) case".  It gives no numbers, so this module turns the reading into
+statistics over the stored runs, seed by seed (at one seed every method and rate shares the federation):
+
+``with_full_rate(stored, results_dir)``
+    The participation group's runs plus the paper's 10 % point: for each participation configuration, the stored
+    Table I run whose configuration is the same in every run-key field but ``clients_per_round`` (the tier's own
+    M), labelled like the participation runs.  Nothing is added where no such run is stored.
+``per_run(frame)``
+    :func:`fedlib.reproduction.significance.per_run_final` keyed by K and M too, with the rate 100 M / K.
+``rate_change(runs, reference)``
+    Per setting (partition, model, ...) and method, over the seeds that have every method and rate: the change of
+    the final accuracy from the highest to the lowest rate (paired by seed, with its t-test p), the least-squares
+    slope over the rates, the gap to ``reference`` and how much more the method loses than ``reference``.
+
+:func:`fedlib.reproduction.claims.participation` judges the paper's reading on :func:`rate_change`'s table.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from fedlib.reproduction import results, significance, tiers
+
+__all__ = ["RATE_KEYS", "full_rate_runs", "with_full_rate", "per_run", "group_columns", "rate_change", "summary"]
+
+RATE_KEYS = ("num_clients", "clients_per_round")
+
+
+def _without_m(config) -> str:
+    fields = {k: v for k, v in results.key_fields(config).items() if k != "clients_per_round"}
+    return json.dumps(fields, sort_keys=True, default=str)
+
+
+def full_rate_runs(tier: str) -> list[tuple[dict, tiers.Run]]:
+    """(label, Table I run) for every participation configuration of ``tier`` that Table I runs at another M
+    (the same configuration in every run-key field but ``clients_per_round``); the label is the participation
+    label with that M."""
+    part = tiers.experiment_configs(tier, "participation")
+    rates = {r.config.clients_per_round for r in part}
+    by_config = {_without_m(r.config): r for r in part}
+    out = []
+    for run in tiers.experiment_configs(tier, "table1"):
+        match = by_config.get(_without_m(run.config))
+        m = run.config.clients_per_round
+        if match is not None and m not in rates:
+            out.append(({**match.label, "clients_per_round": m}, run))
+    return out
+
+
+def with_full_rate(stored: results.StoredExperiment, results_dir=None) -> tuple[pd.DataFrame, int]:
+    """``stored.frame`` (the participation group) plus the stored Table I runs of :func:`full_rate_runs`, and how
+    many runs were added."""
+    frames = [stored.frame]
+    for label, run in full_rate_runs(stored.tier):
+        path = results.find_stored(run.config, stored.tier, results_dir, experiments=["table1"])
+        if path is None:
+            continue
+        frames.append(results.labelled_run(path, label)[0])
+    return pd.concat(frames, ignore_index=True), len(frames) - 1
+
+
+def per_run(frame: pd.DataFrame, last: int = 10) -> pd.DataFrame:
+    """Per run: the mean test accuracy (%) over its final ``last`` rounds, keyed by the rate columns too; adds
+    ``rate`` (100 M / K, %)."""
+    out = significance.per_run_final(frame, last, by=RATE_KEYS)
+    out["rate"] = 100 * out["clients_per_round"] / out["num_clients"]
+    return out
+
+
+#: Columns of :func:`per_run` that are not a group of their own: the rate and what it is made of, the method
+#: and seed compared within a group, and the statistic.
+_NOT_GROUP = ("method", "seed", "accuracy", "rate", "clients_per_round")
+
+
+def group_columns(runs: pd.DataFrame) -> list[str]:
+    """The columns of ``runs`` that split it into settings compared separately (partition, model, data set, K)."""
+    return [c for c in runs.columns if c not in _NOT_GROUP]
+
+
+def _group_rows(key: dict, wide: pd.DataFrame, reference: str) -> list[dict]:
+    """Rows of :func:`rate_change` for one setting; ``wide``: seed x (method, rate), seeds with every column."""
+    means = wide.mean().unstack("method")  # rate x method
+    best = means.idxmax(axis=1)
+    ref_rates = sorted(means.index[means[reference].notna()])
+    hi, lo = ref_rates[-1], ref_rates[0]
+    d_ref = wide[(reference, lo)] - wide[(reference, hi)]
+    rows = []
+    for m in means.columns:
+        if (m, hi) not in wide or (m, lo) not in wide:
+            continue
+        w = wide[m]
+        test = significance.paired_test(w[lo].to_numpy(), w[hi].to_numpy())
+        x = w.columns.to_numpy(float)
+        row = {**key, "method": m, "high": hi, "low": lo, "n": len(wide), "acc_high": w[hi].mean(),
+               "acc_low": w[lo].mean(), "change": test["mean_diff"], "change_std": test["std_diff"],
+               "p_change": test["p_ttest"], "slope": float(np.mean([np.polyfit(x, r.to_numpy(float), 1)[0]
+                                                                   for _, r in w.iterrows()])),
+               "gap": np.nan, "extra_loss": np.nan, "p_extra_loss": np.nan, "best_at": int((best == m).sum()),
+               "rates": len(best)}
+        if m != reference:
+            shared = [r for r in w.columns if (reference, r) in wide]
+            row["gap"] = float((wide[reference][shared] - w[shared]).to_numpy().mean())
+            t = significance.paired_test(d_ref.to_numpy(), (w[lo] - w[hi]).to_numpy())
+            row.update(extra_loss=t["mean_diff"], p_extra_loss=t["p_ttest"])
+        rows.append(row)
+    return rows
+
+
+def rate_change(runs: pd.DataFrame, reference: str = "FedEntOpt") -> pd.DataFrame:
+    """What fewer clients cost each method, per setting (:func:`group_columns`: partition, model, K, ...).
+
+    ``runs``: :func:`per_run`.  Within a setting only the seeds that have a run for every method and rate enter
+    (``n``), so every number below is over the same seeds.  Per method: ``high``/``low`` (the reference's highest
+    and lowest rate, %), ``acc_high``/``acc_low`` (seed means, %), ``change`` = acc(low) - acc(high) (pp, paired
+    by seed) with ``change_std`` and the paired t-test ``p_change``; ``slope`` (least squares over the method's
+    rates per seed, pp of accuracy per pp of rate, mean over seeds; positive: it loses accuracy as fewer clients
+    take part); for the other methods ``gap`` (reference minus method, pp, mean over rates and seeds) and
+    ``extra_loss`` = the reference's change minus the method's (pp, paired by seed; positive: the method loses
+    that much more than the reference) with the paired t-test ``p_extra_loss``; ``best_at``: at how many of the
+    ``rates`` the method has the highest mean.  Raises ``ValueError`` when ``reference`` has no run, and when a
+    setting holds two runs of one method, rate and seed."""
+    if reference not in set(runs["method"]):
+        raise ValueError(f"reference must be a method with stored runs (got {reference!r}).")
+    keys = group_columns(runs)
+    rows = []
+    for key, grp in (runs.groupby(keys, sort=False) if keys else [((), runs)]):
+        key = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        try:
+            wide = grp.pivot(index="seed", columns=["method", "rate"], values="accuracy").dropna()
+        except ValueError as err:
+            raise ValueError(f"runs holds two runs of one method, rate and seed in setting {key}.") from err
+        if len(wide) and reference in wide.columns.get_level_values("method") and len(wide[reference].columns) > 1:
+            rows += _group_rows(key, wide.sort_index(axis=1), reference)
+    return pd.DataFrame(rows)
+
+
+def summary(stored: results.StoredExperiment, last: int = 10, reference: str = "FedEntOpt",
+            results_dir=None) -> pd.DataFrame:
+    """:func:`rate_change` of the stored participation runs with the full-rate point (:func:`with_full_rate`)."""
+    frame, _ = with_full_rate(stored, results_dir)
+    return rate_change(per_run(frame, last), reference)

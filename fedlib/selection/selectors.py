@@ -1,0 +1,532 @@
+"""Client selectors: FedEntOpt (Algorithm 1, eq. 5 of the v2 paper), random, the KL baseline, DC (Düsing & Cimiano)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from abc import ABC, abstractmethod
+from collections import deque
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from fedlib.selection import defence
+from fedlib.selection.best_subset import round_candidates, swap_search
+from fedlib._validate import (ParameterError, check_choice, check_count_matrix, check_float, check_int,
+                        check_parameter_names, check_rng, parameter_checks)
+from fedlib.selection.scoring import ENTROPY_TIE_TOL, _EntropyScorer
+
+__all__ = [
+    "ENTROPY_TIE_TOL",
+    "Selector",
+    "RandomSelector",
+    "FedEntOptSelector",
+    "KLSelector",
+    "DCSelector",
+    "SwapImprovedSelector",
+    "SELECTORS",
+    "make_selector",
+    "buffer_size_from_fraction",
+]
+
+def _cosine_distances(vectors: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """``1 - cos(max(v, 0), target)`` for every row v (eq. 2 of Düsing & Cimiano); an all-zero row scores 1."""
+    v = np.maximum(vectors, 0.0)
+    norms = np.sqrt(np.einsum("ij,ij->i", v, v)) * np.linalg.norm(target)
+    sims = np.divide(v @ target, norms, out=np.zeros(v.shape[0]), where=norms > 0)
+    return 1.0 - sims
+
+
+def _lowest_index(scores: np.ndarray) -> int:
+    """Position of the lowest score; scores within ENTROPY_TIE_TOL of it tie and go to the lowest position."""
+    return int(np.argmax(scores <= scores.min() + ENTROPY_TIE_TOL))
+
+
+def buffer_size_from_fraction(fraction: float, num_clients: int) -> int:
+    """Buffer size ``Q = round(fraction * K)`` (halves round up), as Table VI states Q in % of the clients.
+
+    Examples
+    --------
+    >>> buffer_size_from_fraction(0.5, 100)
+    50
+    >>> buffer_size_from_fraction(0.25, 10)
+    3
+    """
+    fraction = check_float("buffer_fraction", fraction, low=0.0, high=1.0)
+    num_clients = check_int("num_clients", num_clients, low=1)
+    return int(math.floor(fraction * num_clients + 0.5))
+
+
+# --------------------------------------------------------------------------- interface
+
+
+class Selector(ABC):
+    """A server-side client-selection rule: one call per round picks ``M`` of the ``K`` clients.
+
+    Subclasses implement :meth:`_select`; :meth:`select` validates the arguments first. States are small
+    immutable objects (tuples) that :meth:`select` never mutates: it returns a new one. A selector's parameters
+    are the fields of its frozen dataclass; an unknown or bad one is a :class:`fedlib._validate.ParameterError`
+    naming the selector (``_parameter_checks``).
+    """
+
+    name: ClassVar[str] = ""
+
+    def _parameter_checks(self):
+        """Context of ``__post_init__``'s checks: a failed check is a ``ParameterError`` of this selector."""
+        return parameter_checks(f"selector {self.name!r}")
+
+    def initial_state(self, num_clients: int) -> tuple:
+        """State before round 1 (``()`` for every built-in selector)."""
+        check_int("num_clients", num_clients, low=1)
+        return ()
+
+    def select(self, counts, num_selected: int, state, rng) -> tuple[np.ndarray, tuple]:
+        """Pick clients for one round.
+
+        Parameters
+        ----------
+        counts : array_like or scipy.sparse matrix, shape (K, C)
+            The label counts the server sees (possibly DP-noised; negative entries are allowed and are
+            treated as 0 wherever a pooled vector is scored). A sparse matrix is never made dense by
+            FedEntOpt, KL or random selection (DC makes it dense).
+        num_selected : int
+            ``M`` in ``[1, K]``.
+        state : tuple
+            The state returned by the previous call, or :meth:`initial_state`.
+        rng : numpy.random.Generator
+            The only source of randomness.
+
+        Returns
+        -------
+        picked : numpy.ndarray of int64
+            Client indices in the order they were chosen (length M; DC may return fewer, see
+            :class:`DCSelector`).
+        new_state : tuple
+        """
+        arr = check_count_matrix("counts", counts, allow_negative=True, sparse=True)
+        num_clients = arr.shape[0]
+        num_selected = check_int("num_selected", num_selected, low=1)
+        if num_selected > num_clients:
+            raise ValueError(
+                f"num_selected must be <= the number of clients K={num_clients} (got {num_selected})."
+            )
+        rng = check_rng("rng", rng)
+        state = self._check_state(state, num_clients, num_selected)
+        picked, new_state = self._select(arr, num_selected, state, rng)
+        return np.asarray(picked, dtype=np.int64), new_state
+
+    def _check_state(self, state, num_clients: int, num_selected: int) -> tuple:
+        if state != ():
+            raise ValueError(f"state of the {self.name!r} selector must be () (got {state!r}).")
+        return state
+
+    @abstractmethod
+    def _select(self, counts: np.ndarray, num_selected: int, state: tuple, rng: np.random.Generator):
+        """Return ``(picked, new_state)`` for validated arguments."""
+
+
+@dataclass(frozen=True)
+class RandomSelector(Selector):
+    """Uniform selection of M distinct clients (FedAvg's rule): ``rng.choice(K, M, replace=False)``.
+
+    Examples
+    --------
+    >>> picked, state = RandomSelector().select(np.ones((10, 3)), 4, (), np.random.default_rng(0))
+    >>> len(set(picked.tolist())), state
+    (4, ())
+    """
+
+    name: ClassVar[str] = "random"
+
+    def _select(self, counts, num_selected, state, rng):
+        return rng.choice(counts.shape[0], size=num_selected, replace=False), ()
+
+
+@dataclass(frozen=True)
+class FedEntOptSelector(Selector):
+    """FedEntOpt, Algorithm 1 of Lutz et al. (v2): a random first client, then greedy entropy maximisation (eq. 5).
+
+    Step 1 picks ``free[rng.integers(len(free))]``, uniform over the clients not in the FIFO buffer ``B``
+    (``free`` sorted ascending). Each later step adds the unbuffered, not yet picked client ``m``
+    maximising ``H((L + l^(m)) / ||L + l^(m)||_1)`` (log2), scored for all candidates incrementally
+    (:mod:`fedlib.selection.scoring`);
+    ties (within :data:`ENTROPY_TIE_TOL`) go to the lowest client index, like ``np.argmax``. After every
+    pick the client is appended to ``B`` and the oldest entries are evicted while ``|B| > Q``; a client
+    evicted in the middle of a round is selectable again in that round's later steps (lines 5, 11–12).
+    Negative server counts (DP noise kept) are scored as ``H(max(L + l^(m), 0))``.
+
+    Parameters
+    ----------
+    buffer_size : int, optional
+        ``Q`` with ``0 <= Q <= K - M`` (checked at :meth:`select`, when K and M are known). The paper's
+        text asks ``0 < Q``, but its Table VI runs ``Q = 0``: here ``Q = 0`` means no exclusion at all
+        (each pick enters and leaves the buffer at once), so consecutive rounds may repeat clients.
+    buffer_fraction : float, optional
+        Alternative to ``buffer_size``: ``Q = buffer_size_from_fraction(buffer_fraction, K)``, i.e. the
+        paper's "Q = 50% of the available clients". Give exactly one of the two.
+    total_cap_quantile, total_cap_factor : float, optional
+        Defence against clients that inflate their reported totals (not in the paper; off by default):
+        every reported count vector whose total exceeds ``total_cap_factor`` times the
+        ``total_cap_quantile`` quantile of all reported totals is scaled down to that cap
+        (:func:`fedlib.selection.defence.cap_totals`). ``None`` (default) scores the counts as given.
+    share_cap : float, optional
+        Defence against clients that make themselves attractive (not in the paper; off by default): no
+        client is picked in more than ``ceil(share_cap * M / K * t)`` of the first t rounds
+        (:mod:`fedlib.selection.defence`); ``share_cap >= 1``. ``None`` (default): only the buffer limits participation.
+
+    State
+    -----
+    The buffer as a tuple of client indices, oldest first; ``initial_state`` is ``()``. With ``share_cap``:
+    ``(buffer, rounds_done, picks per client)``; ``()`` is accepted as the state before round 1.
+
+    Examples
+    --------
+    >>> counts = np.array([[4, 0, 0], [0, 4, 0], [2, 2, 0], [0, 0, 2]])
+    >>> sel = FedEntOptSelector(buffer_size=0)
+    >>> picked, state = sel.select(counts, 2, (), np.random.default_rng(4))
+    >>> picked.tolist(), state
+    ([2, 3], ())
+    """
+
+    buffer_size: int | None = None
+    buffer_fraction: float | None = None
+    total_cap_quantile: float | None = None
+    total_cap_factor: float = 1.0
+    share_cap: float | None = None
+    name: ClassVar[str] = "fedentopt"
+
+    def __post_init__(self):
+        if (self.buffer_size is None) == (self.buffer_fraction is None):
+            given = self.buffer_fraction is not None
+            allowed = (f"None, as buffer_fraction={self.buffer_fraction!r} is given" if given
+                       else "an integer Q >= 0, as buffer_fraction is None")
+            raise ParameterError(f"selector {self.name!r}", "buffer_size", self.buffer_size,
+                                 f"{allowed} (give exactly one of buffer_size, buffer_fraction)")
+        with self._parameter_checks():
+            if self.buffer_size is not None:
+                check_int("buffer_size", self.buffer_size, low=0)
+            else:
+                check_float("buffer_fraction", self.buffer_fraction, low=0.0, high=1.0)
+            if self.total_cap_quantile is not None:
+                check_float("total_cap_quantile", self.total_cap_quantile, low=0.0, high=1.0, low_open=True)
+            check_float("total_cap_factor", self.total_cap_factor, low=0.0, low_open=True)
+            if self.share_cap is not None:
+                check_float("share_cap", self.share_cap, low=1.0)
+
+    def __repr__(self):  # the defence fields only when set, so that the paper's selector reads as before
+        extra = [f for f in ("total_cap_quantile", "share_cap") if getattr(self, f) is not None]
+        extra += ["total_cap_factor"] if self.total_cap_factor != 1.0 else []
+        args = ["buffer_size", "buffer_fraction", *extra]
+        return f"FedEntOptSelector({', '.join(f'{a}={getattr(self, a)!r}' for a in args)})"
+
+    def initial_state(self, num_clients: int) -> tuple:
+        """``()``; with ``share_cap`` ``((), 0, (0,) * K)`` (empty buffer, no rounds, no picks)."""
+        num_clients = check_int("num_clients", num_clients, low=1)
+        return () if self.share_cap is None else ((), 0, (0,) * num_clients)
+
+    def resolve_buffer_size(self, num_clients: int, num_selected: int) -> int:
+        """Q for K clients and M picks per round; raises unless ``0 <= Q <= K - M``."""
+        q = self.buffer_size
+        if q is None:
+            q = buffer_size_from_fraction(self.buffer_fraction, num_clients)
+        if q > num_clients - num_selected:
+            raise ValueError(
+                f"buffer_size Q must satisfy 0 <= Q <= K - M = {num_clients} - {num_selected} = "
+                f"{num_clients - num_selected} so that M clients stay selectable (got Q={q})."
+            )
+        return q
+
+    def _check_state(self, state, num_clients, num_selected):
+        if self.share_cap is not None:
+            return _check_share_state(self, state, num_clients, num_selected)
+        q = self.resolve_buffer_size(num_clients, num_selected)
+        if not isinstance(state, tuple):
+            raise TypeError(f"state must be a tuple of buffered client indices (got {type(state).__name__}).")
+        if len(state) > q:
+            raise ValueError(f"state holds {len(state)} buffered clients, more than buffer_size Q={q}.")
+        if len(set(state)) != len(state) or any(
+            isinstance(b, bool) or not isinstance(b, (int, np.integer)) or not 0 <= b < num_clients for b in state
+        ):
+            raise ValueError(f"state must hold distinct client indices in [0, {num_clients - 1}] (got {state!r}).")
+        return tuple(int(b) for b in state)
+
+    def _select(self, counts, num_selected, state, rng):
+        q = self.resolve_buffer_size(counts.shape[0], num_selected)
+        if self.total_cap_quantile is not None:  # defence: cap inflated totals (fedlib.selection.defence)
+            counts = defence.cap_totals(counts, self.total_cap_quantile, self.total_cap_factor)
+        over = None
+        if self.share_cap is not None:  # defence: cap participation (fedlib.selection.defence); state carries the picks
+            state, rounds_done, picks = state
+            over = defence.over_allowance(picks, self.share_cap, num_selected, rounds_done + 1)
+        buffer = deque(state)
+        blocked = np.zeros(counts.shape[0], dtype=bool)  # buffered or already picked this round
+        blocked[list(buffer)] = True
+        # The newest buffered clients stay buffered all round (each pick evicts at most the oldest one): the
+        # scorer can leave them out of its work.
+        stays = np.zeros_like(blocked)
+        stays[list(state)[max(0, len(state) + num_selected - q):]] = True
+        scorer = _EntropyScorer(counts, active=~stays)
+        picked: list[int] = []
+        in_round: set[int] = set()
+        for step in range(num_selected):
+            excluded = blocked
+            if over is not None and not np.all(blocked | over):
+                excluded = blocked | over  # the cap yields when every unbuffered client is over it
+            if step == 0:
+                free = np.flatnonzero(~excluded)
+                m = int(free[rng.integers(free.size)])
+            else:
+                m = scorer.pick(excluded)
+            picked.append(m)
+            in_round.add(m)
+            scorer.add(m)
+            blocked[m] = True
+            buffer.append(m)
+            while len(buffer) > q:
+                evicted = buffer.popleft()
+                blocked[evicted] = evicted in in_round  # picked clients stay out for the rest of the round (A)
+        if over is not None:
+            picks = np.asarray(picks, dtype=np.int64)
+            picks[picked] += 1
+            return picked, (tuple(buffer), rounds_done + 1, tuple(int(n) for n in picks))
+        return picked, tuple(buffer)
+
+
+def _check_share_state(selector: FedEntOptSelector, state, num_clients: int, num_selected: int) -> tuple:
+    """The state ``(buffer, rounds_done, picks)`` of a FedEntOpt selector with ``share_cap`` (``()``: round 1)."""
+    if state == ():
+        state = selector.initial_state(num_clients)
+    if not (isinstance(state, tuple) and len(state) == 3):
+        raise ValueError(f"state of FedEntOptSelector with share_cap must be () or (buffer, rounds_done, picks) "
+                         f"(got {state!r}).")
+    buffer, rounds_done, picks = state
+    buffer = FedEntOptSelector._check_state(
+        dataclasses.replace(selector, share_cap=None), tuple(buffer) if isinstance(buffer, (tuple, list)) else buffer,
+        num_clients, num_selected)
+    rounds_done = check_int("rounds_done (state[1])", rounds_done, low=0)
+    if not isinstance(picks, (tuple, list)) or len(picks) != num_clients or any(
+            isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in picks):
+        raise ValueError(f"picks (state[2]) must hold one non-negative int per client, {num_clients} in all "
+                         f"(got {picks!r}).")
+    return buffer, rounds_done, tuple(int(n) for n in picks)
+
+
+@dataclass(frozen=True)
+class KLSelector(Selector):
+    """The paper's "KL" baseline (ref. [20]/[33] of v2): greedy minimisation of KL(pooled ‖ uniform).
+
+    Reading: the FedEntOpt paper only says this method "relies on KL-divergence" to pick a subset once
+    label counts are known and that it "consistently produces the same subset of clients". We implement
+    the deterministic greedy rule that fits that description: starting from ``L = 0``, repeatedly add the
+    not yet picked client minimising ``KL(p_L ‖ u) = log2 C - H(p_L)`` with ``p_L = L / ||L||_1`` and
+    ``u`` uniform — i.e. maximising the pooled entropy — with no random first pick and no buffer. The
+    first pick is therefore the client with the highest own entropy, and the same subset is returned
+    every round (the rng is validated but never drawn from), which is the overfitting the paper
+    describes. Ties (within :data:`ENTROPY_TIE_TOL`) go to the lowest client index.
+
+    Examples
+    --------
+    >>> counts = np.array([[3, 1, 0], [1, 1, 1], [0, 0, 5]])
+    >>> KLSelector().select(counts, 2, (), np.random.default_rng(0))[0].tolist()
+    [1, 0]
+    """
+
+    name: ClassVar[str] = "kl"
+
+    def _select(self, counts, num_selected, state, rng):
+        taken = np.zeros(counts.shape[0], dtype=bool)
+        scorer = _EntropyScorer(counts)
+        picked: list[int] = []
+        for _ in range(num_selected):
+            m = scorer.pick(taken)
+            picked.append(m)
+            scorer.add(m)
+            taken[m] = True
+        return picked, ()
+
+
+_DC_TARGETS = ("balanced", "real")
+
+
+@dataclass(frozen=True)
+class DCSelector(Selector):
+    """Distribution-controlled selection of Düsing & Cimiano (their Algorithm 1, Step 2 and Equation 2).
+
+    Each round: ``num_random`` (their m) clients uniformly at random, ``rng.choice(K, m, replace=False)``;
+    then up to ``num_dc`` (their m_DC) more, one at a time, each the client ``c`` not yet active that
+    minimises the cosine distance ``1 - cos(V_active + V_c, V_target)`` (Equation 2). The greedy part
+    stops early as soon as the best candidate does not improve (by more than :data:`ENTROPY_TIE_TOL`) on
+    the current distance — "until a predefined maximum m_DC is met or no more improvement in distribution
+    alignment is achieved". Ties go to the lowest client index. An empty or all-zero pooled vector has
+    distance 1; negative pooled entries (DP noise kept) are scored as 0.
+
+    Reading of ``num_selected``: in the DC paper m_DC clients are *added* to the m random ones, so a round
+    has between m and m + m_DC active clients. ``select(counts, M, ...)`` therefore treats M as the
+    maximum ``m + m_DC`` and may return fewer than M clients when the greedy part stops early. With
+    ``num_dc=None``, ``m_DC = M - m``; with ``num_dc`` given, M must equal ``m + m_DC``.
+
+    Parameters
+    ----------
+    num_random : int
+        m >= 0 (0 makes the selection fully greedy and deterministic).
+    num_dc : int, optional
+        m_DC >= 0, the maximum number of greedily added clients.
+    target : {"balanced", "real"}
+        Balanced: the all-ones vector. Real: the federation's label totals, the column sums of the
+        (server) counts of all clients (their eq. 1).
+
+    Examples
+    --------
+    >>> counts = np.array([[4, 0], [0, 2], [2, 1], [1, 1]])
+    >>> DCSelector(0, 1, target="balanced").select(counts, 1, (), np.random.default_rng(0))[0].tolist()
+    [3]
+    >>> DCSelector(0, 1, target="real").select(counts, 1, (), np.random.default_rng(0))[0].tolist()
+    [2]
+    """
+
+    num_random: int
+    num_dc: int | None = None
+    target: str = "balanced"
+    name: ClassVar[str] = "dc"
+
+    def __post_init__(self):
+        with self._parameter_checks():
+            check_int("num_random", self.num_random, low=0)
+            if self.num_dc is not None:
+                check_int("num_dc", self.num_dc, low=0)
+            check_choice("target", self.target, _DC_TARGETS)
+
+    def resolve_num_dc(self, num_clients: int, num_selected: int) -> int:
+        """m_DC for a round of at most M clients; raises if M does not fit ``num_random``/``num_dc``."""
+        if self.num_random > num_selected:
+            raise ValueError(
+                f"num_selected (the maximum m + m_DC) must be >= num_random={self.num_random} (got {num_selected})."
+            )
+        if self.num_dc is not None and self.num_random + self.num_dc != num_selected:
+            raise ValueError(
+                f"num_selected must equal num_random + num_dc = {self.num_random} + {self.num_dc} = "
+                f"{self.num_random + self.num_dc} (got {num_selected}); or pass num_dc=None."
+            )
+        return num_selected - self.num_random
+
+    def target_vector(self, counts: np.ndarray) -> np.ndarray:
+        """V_target: all ones (balanced) or the clipped class totals of all clients (real)."""
+        if self.target == "balanced":
+            return np.ones(counts.shape[1])
+        real = np.maximum(counts.sum(axis=0), 0.0)
+        if not np.any(real > 0):
+            raise ValueError("the 'real' DC target is all zeros: counts hold no positive class total.")
+        return real
+
+    def _check_state(self, state, num_clients, num_selected):
+        self.resolve_num_dc(num_clients, num_selected)
+        return super()._check_state(state, num_clients, num_selected)
+
+    def _select(self, counts, num_selected, state, rng):
+        if not isinstance(counts, np.ndarray):  # a scipy.sparse matrix: DC scores dense rows
+            counts = counts.toarray()
+        num_clients = counts.shape[0]
+        target = self.target_vector(counts)
+        picked = [int(k) for k in rng.choice(num_clients, size=self.num_random, replace=False)]
+        active = np.zeros(num_clients, dtype=bool)
+        active[picked] = True
+        pooled = counts[picked].sum(axis=0)
+        current = _cosine_distances(pooled[None, :], target)[0]
+        for _ in range(self.resolve_num_dc(num_clients, num_selected)):
+            free = np.flatnonzero(~active)
+            dists = _cosine_distances(pooled + counts[free], target)
+            j = _lowest_index(dists)
+            if not dists[j] < current - ENTROPY_TIE_TOL:
+                break  # no candidate improves the alignment: stop early
+            m = int(free[j])
+            picked.append(m)
+            active[m] = True
+            pooled = pooled + counts[m]
+            current = dists[j]
+        return picked, ()
+
+
+def _fifo_push(buffer: deque, picks, buffer_size: int) -> None:
+    """Algorithm 1's buffer update (lines 10-12) for ``picks`` in order; each must be unbuffered at its step."""
+    for m in picks:
+        if m in buffer:
+            raise AssertionError(f"client {m} is still buffered at its step; the pick order is infeasible")
+        buffer.append(m)
+        while len(buffer) > buffer_size:
+            buffer.popleft()
+
+
+@dataclass(frozen=True)
+class SwapImprovedSelector(FedEntOptSelector):
+    """FedEntOpt (Algorithm 1 of v2) with each round's greedy pick improved by :func:`fedlib.selection.best_subset.swap_search`
+    among the round's candidates (issue 24; not in the paper). The rng is drawn from exactly as by FedEntOpt.
+
+    The picks enter the FIFO buffer unbuffered clients first (ascending), then the buffered ones oldest first, an
+    order Algorithm 1 can pick them in (:func:`fedlib.selection.best_subset.round_candidates`); they are returned in that
+    order. Takes ``buffer_size`` or ``buffer_fraction`` as FedEntOpt, no defence options.
+
+    Examples
+    --------
+    >>> counts = np.array([[4, 0, 0], [3, 1, 0], [0, 0, 4], [0, 4, 0]])
+    >>> SwapImprovedSelector(buffer_size=0).select(counts, 2, (), np.random.default_rng(1))[0].tolist()
+    [1, 2]
+    """
+
+    name: ClassVar[str] = "fedentopt-swap"
+
+    def __post_init__(self):
+        super().__post_init__()
+        for name in ("total_cap_quantile", "share_cap"):
+            if getattr(self, name) is not None:
+                raise ParameterError(f"selector {self.name!r}", name, getattr(self, name),
+                                     "None (the swap-improved selector takes no defence options)")
+
+    def __repr__(self):
+        return super().__repr__().replace("FedEntOptSelector", "SwapImprovedSelector")
+
+    def _select(self, counts, num_selected, state, rng):
+        q = self.resolve_buffer_size(counts.shape[0], num_selected)
+        candidates = round_candidates(state, counts.shape[0], num_selected, q)
+        greedy, _ = super()._select(counts, num_selected, state, rng)
+        subset = swap_search(counts, np.sort(greedy), candidates=candidates).subset
+        position = {b: i for i, b in enumerate(state)}
+        order = sorted(subset.tolist(), key=lambda k: (k in position, position.get(k, k)))
+        buffer = deque(state)
+        _fifo_push(buffer, order, q)
+        return order, tuple(buffer)
+
+
+# --------------------------------------------------------------------------- registry
+
+SELECTORS: dict[str, type[Selector]] = {
+    RandomSelector.name: RandomSelector,
+    FedEntOptSelector.name: FedEntOptSelector,
+    KLSelector.name: KLSelector,
+    DCSelector.name: DCSelector,
+    SwapImprovedSelector.name: SwapImprovedSelector,
+}
+
+
+def make_selector(name: str, **params) -> Selector:
+    """Build a selector by name: one of ``"random"``, ``"fedentopt"``, ``"kl"``, ``"dc"`` (the paper's) or
+    ``"fedentopt-swap"`` (:class:`SwapImprovedSelector`, issue 24).
+
+    Raises
+    ------
+    ParameterError
+        (a ``TypeError`` and a ``ValueError``) for an unknown name, a parameter the selector does not take or a
+        bad value; the message names the selector, the parameter, the value and what is allowed, e.g.
+        ``selector 'dc' unknown parameter 'm': got 10; allowed: the parameters num_random, num_dc, target.``
+
+    Examples
+    --------
+    >>> make_selector("fedentopt", buffer_fraction=0.5)
+    FedEntOptSelector(buffer_size=None, buffer_fraction=0.5)
+    >>> make_selector("dc", num_random=10, num_dc=5, target="real")
+    DCSelector(num_random=10, num_dc=5, target='real')
+    """
+    if name not in SELECTORS:
+        raise ParameterError("selector", "name", name, ", ".join(repr(n) for n in SELECTORS))
+    cls = SELECTORS[name]
+    check_parameter_names(f"selector {name!r}", params, [f.name for f in dataclasses.fields(cls)])
+    return cls(**params)

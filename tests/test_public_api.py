@@ -1,0 +1,76 @@
+"""fedlib's public API (issue 22): `import fedlib` gives the names a user needs, light; the old flat module paths
+fail with a message naming the new one."""
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fedlib
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_all_is_sorted_and_every_name_resolves_to_its_module():
+    assert fedlib.__all__ == sorted(fedlib.__all__) and "__version__" in fedlib.__all__
+    for name in fedlib.__all__:
+        value = getattr(fedlib, name)
+        if name != "__version__":
+            assert getattr(importlib.import_module(fedlib._API[name]), name) is value, name
+
+
+def test_the_public_api_has_what_a_user_needs():
+    for name in ("ExperimentConfig", "run_experiment", "make_selector", "FedEntOptSelector", "partition",
+                 "make_algorithm", "load_dataset", "run_selection", "ParameterError"):
+        assert name in fedlib.__all__, name
+    assert fedlib.make_selector("fedentopt", buffer_size=2) == fedlib.FedEntOptSelector(buffer_size=2)
+
+
+def test_import_fedlib_imports_no_torch_and_no_subpackage():
+    code = ("import sys, fedlib; print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('fedlib.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("statement, new", [
+    ("import fedlib.trainer", "fedlib.training.trainer"),
+    ("from fedlib import tiers", "fedlib.reproduction.tiers"),
+    ("from fedlib.paper import TABLE_V", "fedlib.reproduction.paper_values"),
+    ("from fedlib.selection import FedEntOptSelector", "fedlib.selection.selectors.FedEntOptSelector"),
+])
+def test_an_old_import_path_fails_naming_the_new_one(statement, new):
+    code = f"import fedlib\ntry:\n    {statement}\nexcept ImportError as e:\n    print(e)\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert f"moved to {new} (issue 22" in out.stdout, out.stdout
+    assert "import it from there" in out.stdout
+
+
+def test_every_moved_module_exists_where_the_message_sends_it():
+    for old, new in fedlib.MOVED.items():
+        assert importlib.util.find_spec(new) is not None, (old, new)
+        assert old not in sys.modules or old == "fedlib.selection", old
+
+
+def test_the_api_page_lists_every_public_name():
+    from fedlib.reproduction.notebook import api_markdown
+
+    text = api_markdown(fedlib)
+    for name in fedlib.__all__:
+        assert f"### `fedlib.{name}" in text, name
+    for package in ("data", "selection", "algorithms", "training", "label_only", "reproduction"):
+        assert f"### `fedlib.{package}`" in text, package
+    toc = (ROOT / "_toc.yml").read_text()
+    assert "book/executed/api" in toc
+    nb = json.loads((ROOT / "notebooks" / "api.ipynb").read_text())
+    assert any("api_markdown(package)" in "".join(c["source"]) for c in nb["cells"])
+
+
+def test_the_readmes_example_runs():
+    text = (ROOT / "README.md").read_text()
+    start = text.index("```python\nimport numpy as np\n\nimport fedlib\n") + len("```python\n")
+    code = text[start:text.index("```", start)]
+    namespace = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert list(namespace["picked"]) and namespace["result"].table["round"].tolist() == [0, 1, 2]

@@ -14,7 +14,7 @@ export FEDLIB_DATA_ROOT
 export MPLBACKEND := Agg
 
 
-.PHONY: help system-deps install assets notebooks book screenshots test all book-from-scratch publish lab clean \
+.PHONY: help system-deps install assets notebooks book screenshots lint test all book-from-scratch publish lab clean \
         paper-dry-run gpu-check
 
 help:
@@ -29,6 +29,10 @@ help:
 install: system-deps
 	$(PIP) install torch==2.13.0 $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 	$(PIP) install torchvision==0.28.0 $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
+	@# this checkout was the distribution "fedlib" before issue 22: an editable install of it left behind would map
+	@# the import name fedlib to wherever that checkout was; only an editable install of ours is removed
+	@if $(PYTHON) -m pip show fedlib 2>/dev/null | grep -q "^Editable project location"; then \
+	  $(PIP) uninstall -y fedlib; fi
 	$(PIP) install -e ".[train,test,book]"
 
 # The ipywidgets and MathJax JavaScript, served from the book (build/web-assets, not in git; needs npm).
@@ -54,7 +58,12 @@ screenshots:
 # pytest exits 5 when it collected no tests: that is a failure here, not a silent success.
 # The notebooks run too: with their `smoke` parameters injected (runs.yaml), executed by nbval (--nbval-lax:
 # cells must run without error; outputs are not compared). --dist loadfile keeps each notebook on one worker.
-test:
+# ruff's lint rules and formatter (pyproject.toml), before any test
+lint:
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+
+test: lint
 	rm -rf build/smoke && $(PYTHON) scripts/run_notebooks.py --smoke --prepare-only --out-dir build/smoke
 	$(PYTHON) -m pytest -n $(PYTEST_JOBS) --dist loadfile tests build/smoke --nbval-lax; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc

@@ -1,4 +1,5 @@
-"""Benchmark: the exact maximum-entropy M-subset (fedlib.selection.best_subset, issue 24) against brute force and greedy.
+"""Benchmark: the exact maximum-entropy M-subset (fedlib.selection.best_subset, issue 24) against brute force and
+greedy.
 
 Run ``python benchmarks/bench_best_subset.py`` (a few minutes on one core). Two parts, pick them with ``--parts``:
 
@@ -16,6 +17,7 @@ Run ``python benchmarks/bench_best_subset.py`` (a few minutes on one core). Two 
 All times of one comparison are taken in the same process; on a loaded machine compare ratios, not seconds. The
 header prints the load average.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing fedlib
-from fedlib.selection.best_subset import GAP_TOL, best_subset, brute_force_subset  # noqa: E402
 from fedlib.label_only.greedy_gap import paper_counts  # noqa: E402
+from fedlib.selection.best_subset import GAP_TOL, best_subset, brute_force_subset  # noqa: E402
 from fedlib.selection.selectors import FedEntOptSelector  # noqa: E402
 
 SETTINGS = [("cifar10", "C=2"), ("cifar10", "Dir(0.1)"), ("cifar100-20", "C=2"), ("cifar100-20", "Dir(0.1)")]
@@ -48,30 +50,39 @@ def brute_part(ks, num_selected: int = 5) -> None:
     print("| ---: | ---: | ---: | ---: | ---: | ---: | :---: |")
     for k in ks:
         candidates = np.arange(k)
-        (best, _), brute = _timed(lambda: brute_force_subset(counts, num_selected, candidates=candidates,
-                                                             max_subsets=10**8))
+        (best, _), brute = _timed(
+            lambda: brute_force_subset(counts, num_selected, candidates=candidates, max_subsets=10**8)
+        )
         result, exact = _timed(lambda: best_subset(counts, num_selected, candidates=candidates))
         same = result.optimal and abs(result.entropy - best) <= GAP_TOL
         if not same:
             raise SystemExit(f"K={k}: branch and bound {result.entropy} != brute force {best}")
-        print(f"| {k} | {math.comb(k, num_selected):,} | {brute:.3f} | {exact:.3f} | {brute / exact:.1f}x | "
-              f"{result.nodes:,} | yes |", flush=True)
+        print(
+            f"| {k} | {math.comb(k, num_selected):,} | {brute:.3f} | {exact:.3f} | {brute / exact:.1f}x | "
+            f"{result.nodes:,} | yes |",
+            flush=True,
+        )
 
 
 def _greedy_seconds(counts, candidates, num_selected: int, repeats: int = 5) -> float:
     """Best of ``repeats`` FedEntOpt rounds on the candidates alone (rows outside them are not scored)."""
     sub = counts[candidates]
     selector = FedEntOptSelector(buffer_size=0)
-    times = [_timed(lambda: selector.select(sub, num_selected, (), np.random.default_rng(r)))[1]
-             for r in range(repeats)]
+    times = [
+        _timed(lambda: selector.select(sub, num_selected, (), np.random.default_rng(r)))[1] for r in range(repeats)
+    ]
     return min(times)
 
 
 def growth_part(ks, ms, node_limit: int, target: float) -> None:
-    print(f"\n### Growth: candidates = the first K clients of the paper's federations (seed 0), node limit "
-          f"{node_limit:,}, target {target:g} s\n")
-    print("| data set | partition | M | K | branch and bound [s] | greedy [s] | ratio | nodes | proven | "
-          f"within {target:g} s |")
+    print(
+        f"\n### Growth: candidates = the first K clients of the paper's federations (seed 0), node limit "
+        f"{node_limit:,}, target {target:g} s\n"
+    )
+    print(
+        "| data set | partition | M | K | branch and bound [s] | greedy [s] | ratio | nodes | proven | "
+        f"within {target:g} s |"
+    )
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | :---: | :---: |")
     for profile, partition in SETTINGS:
         counts = paper_counts(profile, partition, 100, 0)
@@ -81,8 +92,11 @@ def growth_part(ks, ms, node_limit: int, target: float) -> None:
                 result, exact = _timed(lambda: best_subset(counts, m, candidates=candidates, node_limit=node_limit))
                 greedy = _greedy_seconds(counts, candidates, m)
                 ok = result.optimal and exact <= target
-                print(f"| {profile} | {partition} | {m} | {k} | {exact:.3f} | {greedy:.4f} | {exact / greedy:,.0f}x | "
-                      f"{result.nodes:,} | {'yes' if result.optimal else 'no'} | {'yes' if ok else 'no'} |", flush=True)
+                print(
+                    f"| {profile} | {partition} | {m} | {k} | {exact:.3f} | {greedy:.4f} | {exact / greedy:,.0f}x | "
+                    f"{result.nodes:,} | {'yes' if result.optimal else 'no'} | {'yes' if ok else 'no'} |",
+                    flush=True,
+                )
                 if not ok:
                     break
 

@@ -1,4 +1,5 @@
-"""Benchmark: FedEntOpt selection (fedlib.selection.selectors) - incremental scorer vs. full re-scoring vs. the literal loop.
+"""Benchmark: FedEntOpt selection (fedlib.selection.selectors) - incremental scorer vs. full re-scoring vs. the literal
+loop.
 
 Run ``python benchmarks/bench_selection.py`` (a few minutes on 2 cores). Three parts, pick them with ``--parts``:
 
@@ -25,6 +26,7 @@ Run ``python benchmarks/bench_selection.py`` (a few minutes on 2 cores). Three p
 All times of one comparison are taken in the same process; on a loaded machine compare ratios, not seconds.
 The header prints the load average.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,15 +46,21 @@ import fedlib.selection.selectors as selection  # noqa: E402
 from fedlib.label_only.cross_device import dirichlet_counts  # noqa: E402
 from fedlib.selection.selectors import ENTROPY_TIE_TOL, FedEntOptSelector  # noqa: E402
 
-__all__ = ["literal_fedentopt", "synthetic_counts", "scoring_path", "dense_scoring", "density", "full_buffer",
-           "main"]
+__all__ = ["literal_fedentopt", "synthetic_counts", "scoring_path", "dense_scoring", "density", "full_buffer", "main"]
 
 HERE = Path(__file__).resolve().parent
 
 
 @functools.lru_cache(maxsize=4)
-def synthetic_counts(num_clients: int, num_classes: int, *, beta: float = 0.1, seed: int = 0,
-                     samples_per_client: int = 500, sparse: bool = False):
+def synthetic_counts(
+    num_clients: int,
+    num_classes: int,
+    *,
+    beta: float = 0.1,
+    seed: int = 0,
+    samples_per_client: int = 500,
+    sparse: bool = False,
+):
     """Integer counts of a Dir(beta) partition (NIID-Bench style) of a balanced data set.
 
     :func:`fedlib.label_only.cross_device.dirichlet_counts`: the data set has ``samples_per_client * K`` samples, split
@@ -60,8 +68,9 @@ def synthetic_counts(num_clients: int, num_classes: int, *, beta: float = 0.1, s
     step of :func:`fedlib.data.partition.dirichlet_partition` (the same counts as that partitioner gives).
     ``min_partition_size=0``: at K >= 1,000 and beta = 0.1 a few clients draw nothing.
     """
-    counts = dirichlet_counts(num_clients, num_classes, seed=seed, samples_per_client=samples_per_client, beta=beta,
-                              sparse=sparse)
+    counts = dirichlet_counts(
+        num_clients, num_classes, seed=seed, samples_per_client=samples_per_client, beta=beta, sparse=sparse
+    )
     if not sparse:
         counts.setflags(write=False)
     return counts
@@ -161,15 +170,21 @@ def _one_round(counts, num_selected: int, path: str | None, state: tuple = (), s
 def headline(args) -> None:
     k, m, c = 100_000, 1_000, 100
     counts = synthetic_counts(k, c)
-    print(f"\n## Headline: one round at K={k:,}, M={m:,}, C={c}, Q=K/2 (density {density(counts):.3f}, "
-          f"{_nnz(counts):,} non-zeros)")
+    print(
+        f"\n## Headline: one round at K={k:,}, M={m:,}, C={c}, Q=K/2 (density {density(counts):.3f}, "
+        f"{_nnz(counts):,} non-zeros)"
+    )
     for label, start in (("round 1 (empty buffer)", ()), ("steady state (buffer full, Q=K/2)", full_buffer(k))):
         t_new, (picked, state) = _best_time(lambda: _one_round(counts, m, None, start), args.repeats)
-        t_old, (picked_old, state_old) = _best_time(lambda: _one_round(counts, m, "sparse", start),
-                                                    args.baseline_repeats)
+        t_old, (picked_old, state_old) = _best_time(
+            lambda: _one_round(counts, m, "sparse", start), args.baseline_repeats
+        )
         same = bool(np.array_equal(picked, picked_old) and state == state_old)
-        print(f"{label}: full re-scoring (until issue 15) {t_old:7.3f} s, incremental (default) {t_new:7.3f} s; "
-              f"same picks and buffer: {same}; speed-up {t_old / t_new:.1f}x (target >= 4x)", flush=True)
+        print(
+            f"{label}: full re-scoring (until issue 15) {t_old:7.3f} s, incremental (default) {t_new:7.3f} s; "
+            f"same picks and buffer: {same}; speed-up {t_old / t_new:.1f}x (target >= 4x)",
+            flush=True,
+        )
         assert same, "the incremental engine and full re-scoring disagree"
         args.headline_times = (k, m, t_old, same)  # the steady-state baseline joins the growth table
         if args.torch:
@@ -177,14 +192,19 @@ def headline(args) -> None:
                 _one_round(counts, 5, None, start)  # warm-up (CUDA context, kernels)
                 t_gpu, (p_gpu, s_gpu) = _best_time(lambda: _one_round(counts, m, None, start), args.repeats)
             same_gpu = bool(np.array_equal(p_gpu, picked_old) and s_gpu == state_old)
-            print(f"{label}: torch engine on {args.torch} {t_gpu:7.3f} s; same picks and buffer: {same_gpu}; "
-                  f"speed-up over full re-scoring {t_old / t_gpu:.1f}x (target on a GPU: <= 0.1 s)", flush=True)
+            print(
+                f"{label}: torch engine on {args.torch} {t_gpu:7.3f} s; same picks and buffer: {same_gpu}; "
+                f"speed-up over full re-scoring {t_old / t_gpu:.1f}x (target on a GPU: <= 0.1 s)",
+                flush=True,
+            )
 
 
 def literal(args) -> None:
     print("\n## Against the literal loop of Algorithm 1 (5 rounds same picks, then one round timed)")
-    print(f"{'K':>6} {'M':>4} {'C':>4} {'density':>8} {'same':>5} {'loop [s]':>9} {'default [s]':>11} "
-          f"{'incr. [s]':>10} {'sparse [s]':>10} {'dense [s]':>10} {'loop/default':>12}")
+    print(
+        f"{'K':>6} {'M':>4} {'C':>4} {'density':>8} {'same':>5} {'loop [s]':>9} {'default [s]':>11} "
+        f"{'incr. [s]':>10} {'sparse [s]':>10} {'dense [s]':>10} {'loop/default':>12}"
+    )
     for k, m, c in [(1000, 20, 10), (1000, 20, 100)]:
         counts = synthetic_counts(k, c)
         sel = FedEntOptSelector(buffer_fraction=0.5)
@@ -201,21 +221,26 @@ def literal(args) -> None:
                 times[path], _ = _best_time(lambda: fast((), np.random.default_rng(7)), args.vector_repeats)
         assert same, f"the implementations disagree at K={k}, M={m}, C={c}"
         t_loop, _ = _best_time(lambda: slow((), np.random.default_rng(7)), args.repeats)
-        print(f"{k:>6} {m:>4} {c:>4} {density(counts):>8.3f} {str(same):>5} {t_loop:>9.4f} {times[None]:>11.5f} "
-              f"{times['incremental']:>10.5f} {times['sparse']:>10.5f} {times['dense']:>10.5f} "
-              f"{t_loop / times[None]:>11.0f}x")
+        print(
+            f"{k:>6} {m:>4} {c:>4} {density(counts):>8.3f} {str(same):>5} {t_loop:>9.4f} {times[None]:>11.5f} "
+            f"{times['incremental']:>10.5f} {times['sparse']:>10.5f} {times['dense']:>10.5f} "
+            f"{t_loop / times[None]:>11.0f}x"
+        )
     counts = synthetic_counts(10_000, 100)
     for frac in (0.5, 0.0):
         sel = FedEntOptSelector(buffer_fraction=frac)
         t, _ = _best_time(lambda: sel.select(counts, 100, (), np.random.default_rng(7)), args.repeats)
-        print(f"K=10000 M=100 C=100 (density {density(counts):.3f}) Q={frac:.0%} of K: {t:.3f} s per round "
-              "(target < 1 s)")
+        print(
+            f"K=10000 M=100 C=100 (density {density(counts):.3f}) Q={frac:.0%} of K: {t:.3f} s per round (target < 1 s)"
+        )
 
 
 def growth(args) -> None:
-    print(f"\n## Growth: seconds per steady-state round (buffer full), C={args.classes}, Dir(0.1), 500 samples per "
-          "client, Q=K/2 "
-          f"(baseline where nnz*M <= {args.baseline_budget:.0e})")
+    print(
+        f"\n## Growth: seconds per steady-state round (buffer full), C={args.classes}, Dir(0.1), 500 samples per "
+        "client, Q=K/2 "
+        f"(baseline where nnz*M <= {args.baseline_budget:.0e})"
+    )
     rows = []
     for k in args.ks:
         counts = synthetic_counts(k, args.classes, sparse=True)
@@ -239,9 +264,11 @@ def growth(args) -> None:
             if t_old is None and getattr(args, "headline_times", (None,) * 4)[:2] == (k, m):
                 t_old, same = args.headline_times[2:]  # measured in the headline part, same state and seed
             rows.append((k, m, _nnz(counts), t_new, t_old, same))
-            print(f"K={k:>9,} M={m:>6,} nnz={_nnz(counts):>11,} incremental {t_new:9.3f} s"
-                  + (f"   re-scoring {t_old:9.3f} s   ratio {t_old / t_new:6.1f}x   same {same}" if t_old else ""),
-                  flush=True)
+            print(
+                f"K={k:>9,} M={m:>6,} nnz={_nnz(counts):>11,} incremental {t_new:9.3f} s"
+                + (f"   re-scoring {t_old:9.3f} s   ratio {t_old / t_new:6.1f}x   same {same}" if t_old else ""),
+                flush=True,
+            )
     print("\n| K | M | non-zeros | incremental [s/round] | full re-scoring [s/round] | ratio | same picks |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | :---: |")
     for k, m, nnz, t_new, t_old, same in rows:
@@ -265,8 +292,13 @@ def _plot(rows, path: str, num_classes: int) -> None:
         old = sorted((k, t) for k, mm, _, _, t, _ in rows if mm == m and t)
         if old:
             ax.plot(*zip(*old), "s--", color=f"C{i}", alpha=0.6, label=f"M={m:,} full re-scoring")
-    ax.set(xscale="log", yscale="log", xlabel="clients K", ylabel="seconds per round",
-           title=f"FedEntOpt round time, C={num_classes}, Dir(0.1), Q=K/2 (2-core CPU)")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="clients K",
+        ylabel="seconds per round",
+        title=f"FedEntOpt round time, C={num_classes}, Dir(0.1), Q=K/2 (2-core CPU)",
+    )
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
@@ -280,21 +312,39 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of the incremental rounds (best counts)")
     parser.add_argument("--baseline-repeats", type=int, default=1, help="timed runs of the headline baseline")
     parser.add_argument("--vector-repeats", type=int, default=20, help="timed runs of the K=1,000 rounds")
-    parser.add_argument("--ks", type=lambda s: [int(float(x)) for x in s.split(",")], default=[1000, 10_000, 100_000,
-                        1_000_000], help="growth: pool sizes K (e.g. 1e3,1e4)")
-    parser.add_argument("--ms", type=lambda s: [int(float(x)) for x in s.split(",")], default=[10, 100, 1000, 10_000],
-                        help="growth: picks per round M")
+    parser.add_argument(
+        "--ks",
+        type=lambda s: [int(float(x)) for x in s.split(",")],
+        default=[1000, 10_000, 100_000, 1_000_000],
+        help="growth: pool sizes K (e.g. 1e3,1e4)",
+    )
+    parser.add_argument(
+        "--ms",
+        type=lambda s: [int(float(x)) for x in s.split(",")],
+        default=[10, 100, 1000, 10_000],
+        help="growth: picks per round M",
+    )
     parser.add_argument("--classes", type=int, default=100, help="growth: classes C")
-    parser.add_argument("--baseline-budget", type=float, default=4e8,
-                        help="growth: time the re-scoring baseline where non-zeros * M is at most this")
+    parser.add_argument(
+        "--baseline-budget",
+        type=float,
+        default=4e8,
+        help="growth: time the re-scoring baseline where non-zeros * M is at most this",
+    )
     parser.add_argument("--big", action="store_true", help="growth: also K=10^6 with M=10^4 (several minutes)")
     parser.add_argument("--plot", default=str(HERE / "selection_growth.png"), help="growth plot (PNG); '' for none")
-    parser.add_argument("--torch", default=None, metavar="DEVICE",
-                        help="headline: also time the torch engine on this device (e.g. cuda)")
+    parser.add_argument(
+        "--torch",
+        default=None,
+        metavar="DEVICE",
+        help="headline: also time the torch engine on this device (e.g. cuda)",
+    )
     args = parser.parse_args(argv)
     load = os.getloadavg()
-    print(f"FedEntOpt selection benchmark; {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} "
-          f"{load[2]:.2f}; numpy {np.__version__}; compiled accumulation: {scoring._CSC_MATVEC is not None}")
+    print(
+        f"FedEntOpt selection benchmark; {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} "
+        f"{load[2]:.2f}; numpy {np.__version__}; compiled accumulation: {scoring._CSC_MATVEC is not None}"
+    )
     parts = {"headline": headline, "literal": literal, "growth": growth}
     for name in args.parts.split(","):
         parts[name.strip()](args)

@@ -10,6 +10,7 @@ aggregation (not evaluation). See ``benchmarks/README.md`` for the columns and t
     python benchmarks/bench_trainer.py --quick                 # what fits on a 2-core CPU
     python benchmarks/bench_trainer.py --device cuda --rounds 20
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,13 +25,19 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fedlib.data._torchvision import import_torchvision  # noqa: E402
 from fedlib.algorithms import make_algorithm  # noqa: E402
 from fedlib.algorithms.base import weighted_average  # noqa: E402
+from fedlib.data._torchvision import import_torchvision  # noqa: E402
 from fedlib.data.augment import Preprocessor  # noqa: E402
 from fedlib.training.batched import BatchedOptions, resolve_kernel, train_clients_batched  # noqa: E402
-from fedlib.training.local import (LocalHyperParams, client_seed, local_train, make_generator, model_state,  # noqa: E402
-                          trainable_keys)
+from fedlib.training.local import (  # noqa: E402
+    LocalHyperParams,
+    client_seed,
+    local_train,
+    make_generator,
+    model_state,
+    trainable_keys,
+)
 from fedlib.training.models import make_model  # noqa: E402
 
 LABELS = Path(__file__).resolve().parents[2] / "shared" / "data" / "cifar10-labels.npz"
@@ -47,21 +54,36 @@ def parse_args(argv=None):
     p.add_argument("--epochs", type=int, default=5, help="local epochs E (paper: 5)")
     p.add_argument("--clients", type=int, default=100, help="client pool K (paper: 100)")
     p.add_argument("--per-round", type=int, default=10, help="clients picked per round M (paper: 10)")
-    p.add_argument("--max-client-samples", type=int, default=None,
-                   help="keep at most this many samples of each picked client (CPU smoke runs only)")
+    p.add_argument(
+        "--max-client-samples",
+        type=int,
+        default=None,
+        help="keep at most this many samples of each picked client (CPU smoke runs only)",
+    )
     p.add_argument("--workers", type=int, default=0, help="DataLoader workers of path (a) (default 0)")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
-    p.add_argument("--kernel", default="auto", choices=["auto", "vmap", "loop", "sequential"],
-                   help="batched kernel (auto: vmap on CUDA; on CPU loop for small models, sequential for large)")
+    p.add_argument(
+        "--kernel",
+        default="auto",
+        choices=["auto", "vmap", "loop", "sequential"],
+        help="batched kernel (auto: vmap on CUDA; on CPU loop for small models, sequential for large)",
+    )
     p.add_argument("--shrink", default="compact", choices=["compact", "mask"], help="batched shrink mode")
     p.add_argument("--compile", action="store_true", help="torch.compile the batched step (vmap kernel)")
     p.add_argument("--cuda-graphs", action="store_true", help="compile with mode='reduce-overhead'")
     p.add_argument("--bf16", action="store_true", help="bf16 autocast in the batched path")
-    p.add_argument("--warmup", type=int, default=None,
-                   help="untimed warm-up rounds before the timed ones (default: 1 on CUDA, 0 on CPU)")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        help="untimed warm-up rounds before the timed ones (default: 1 on CUDA, 0 on CPU)",
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true",
-                   help="2-core CPU preset: 1 round each; VGG-11 with E=1 and at most 64 samples per client")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="2-core CPU preset: 1 round each; VGG-11 with E=1 and at most 64 samples per client",
+    )
     return p.parse_args(argv)
 
 
@@ -80,6 +102,7 @@ def load_labels(seed: int) -> tuple[np.ndarray, str]:
 def split(labels: np.ndarray, num_clients: int, seed: int) -> list[np.ndarray]:
     try:
         from fedlib.data.partition import dirichlet_partition
+
         return dirichlet_partition(labels, num_clients, 0.1, rng=np.random.default_rng(seed))
     except ImportError:  # a local Dir(0.1) split (no balance step)
         rng = np.random.default_rng(seed)
@@ -104,6 +127,7 @@ class CifarLike(torch.utils.data.Dataset):
 
     def __getitem__(self, i):
         from PIL import Image
+
         return self.transform(Image.fromarray(self.images[i])), int(self.labels[i])
 
 
@@ -115,8 +139,13 @@ def path_a_round(global_model, dataset, parts, picked, hp, device, workers, gen_
         model = copy.deepcopy(global_model).to(device).train()
         opt = torch.optim.SGD(model.parameters(), lr=hp.lr, momentum=hp.momentum, weight_decay=hp.weight_decay)
         g = torch.Generator().manual_seed(gen_seed + int(k))
-        loader = torch.utils.data.DataLoader(torch.utils.data.Subset(dataset, parts[k]), batch_size=hp.batch_size,
-                                             shuffle=True, num_workers=workers, generator=g)
+        loader = torch.utils.data.DataLoader(
+            torch.utils.data.Subset(dataset, parts[k]),
+            batch_size=hp.batch_size,
+            shuffle=True,
+            num_workers=workers,
+            generator=g,
+        )
         for _ in range(hp.epochs):
             for xb, yb in loader:
                 xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
@@ -146,12 +175,18 @@ def run_model(name, args, device, x_np_hwc, x_dev, y_dev, labels, parts, log):
     init = model_state(model)
     alg = make_algorithm("fedavg").bind(trainable_keys(model))
     pre = Preprocessor(mean=MEAN, std=STD)
-    hp_of = lambda r: LocalHyperParams(lr=0.01 * 0.98 ** r, momentum=0.9, weight_decay=WEIGHT_DECAY[name],  # noqa: E731
-                                       batch_size=64, epochs=epochs)
+
+    def hp_of(r):
+        return LocalHyperParams(
+            lr=0.01 * 0.98**r, momentum=0.9, weight_decay=WEIGHT_DECAY[name], batch_size=64, epochs=epochs
+        )
+
     steps = [sum(epochs * -(-len(parts_used[k]) // 64) for k in picks[r]) for r in range(warm + rounds)]
     sizes = [[len(parts_used[k]) for k in picks[r]] for r in range(warm + rounds)]
-    log(f"\n## {name}: timed rounds={rounds} after {warm} untimed warm-up round(s), M={args.per_round}, "
-        f"E={epochs}, B=64, cap per client={cap}, SGD steps per timed round={steps[warm:]}")
+    log(
+        f"\n## {name}: timed rounds={rounds} after {warm} untimed warm-up round(s), M={args.per_round}, "
+        f"E={epochs}, B=64, cap per client={cap}, SGD steps per timed round={steps[warm:]}"
+    )
     log(f"   client sizes per timed round: {sizes[warm:]}")
     idx_dev = [torch.as_tensor(p, device=device) for p in parts_used]
     times = {}
@@ -166,42 +201,80 @@ def run_model(name, args, device, x_np_hwc, x_dev, y_dev, labels, parts, log):
             # r == -1: a light untimed warm-up (2 clients, 1 epoch, 64 samples: lazy inits, allocator, threads);
             # then `warm` full untimed rounds (compile, CUDA graphs), then the timed rounds
             hp = hp_of(max(r, 0))
-            hp = LocalHyperParams(lr=hp.lr, momentum=hp.momentum, weight_decay=hp.weight_decay, batch_size=64,
-                                  epochs=ep)
+            hp = LocalHyperParams(
+                lr=hp.lr, momentum=hp.momentum, weight_decay=hp.weight_decay, batch_size=64, epochs=ep
+            )
             sync(device)
             t0 = time.perf_counter()
             if path == "a":
                 path_a_round(gmodel, dataset_a, parts_r, picked, hp, device, args.workers, 1000 * (r + 1))
             elif path == "b":
-                res = [local_train(model, params, x_dev[idx_r[k]], y_dev[idx_r[k]], {}, alg, hp,
-                                   make_generator(client_seed(args.seed, r + 1, int(k)), device), transform=pre.train,
-                                   client_id=int(k)) for k in picked]
-                params = alg.aggregate(params, res, np.asarray([x.num_samples for x in res], float)
-                                       / sum(x.num_samples for x in res), {})[0]
+                res = [
+                    local_train(
+                        model,
+                        params,
+                        x_dev[idx_r[k]],
+                        y_dev[idx_r[k]],
+                        {},
+                        alg,
+                        hp,
+                        make_generator(client_seed(args.seed, r + 1, int(k)), device),
+                        transform=pre.train,
+                        client_id=int(k),
+                    )
+                    for k in picked
+                ]
+                params = alg.aggregate(
+                    params, res, np.asarray([x.num_samples for x in res], float) / sum(x.num_samples for x in res), {}
+                )[0]
             else:
                 res = train_clients_batched(
-                    model, params, x_dev, y_dev, [idx_r[k] for k in picked], [{}] * len(picked), alg, hp,
+                    model,
+                    params,
+                    x_dev,
+                    y_dev,
+                    [idx_r[k] for k in picked],
+                    [{}] * len(picked),
+                    alg,
+                    hp,
                     [make_generator(client_seed(args.seed, r + 1, int(k)), device) for k in picked],
-                    transform=pre.train, client_ids=[int(k) for k in picked], options=opts)
-                params = alg.aggregate(params, res, np.asarray([x.num_samples for x in res], float)
-                                       / sum(x.num_samples for x in res), {})[0]
+                    transform=pre.train,
+                    client_ids=[int(k) for k in picked],
+                    options=opts,
+                )
+                params = alg.aggregate(
+                    params, res, np.asarray([x.num_samples for x in res], float) / sum(x.num_samples for x in res), {}
+                )[0]
             sync(device)
             if r >= warm:
                 out.append(time.perf_counter() - t0)
         return out
 
-    opts = BatchedOptions(kernel=args.kernel, shrink=args.shrink, compile=args.compile,
-                          cuda_graphs=args.cuda_graphs, amp_dtype=torch.bfloat16 if args.bf16 else None)
+    opts = BatchedOptions(
+        kernel=args.kernel,
+        shrink=args.shrink,
+        compile=args.compile,
+        cuda_graphs=args.cuda_graphs,
+        amp_dtype=torch.bfloat16 if args.bf16 else None,
+    )
     log(f"   batched kernel for this model: {resolve_kernel(opts, model, torch.device(device))}")
-    transform_a = tv.transforms.Compose([
-        tv.transforms.ColorJitter(0.4, 0.4, 0.4), tv.transforms.RandomHorizontalFlip(0.5),
-        tv.transforms.RandomGrayscale(0.1), tv.transforms.ToTensor(), tv.transforms.Normalize(MEAN, STD)])
+    transform_a = tv.transforms.Compose(
+        [
+            tv.transforms.ColorJitter(0.4, 0.4, 0.4),
+            tv.transforms.RandomHorizontalFlip(0.5),
+            tv.transforms.RandomGrayscale(0.1),
+            tv.transforms.ToTensor(),
+            tv.transforms.Normalize(MEAN, STD),
+        ]
+    )
     dataset_a = CifarLike(x_np_hwc, labels, transform_a)
     for path in args.paths.split(","):
         per_round = fl_rounds(path)
         times[path] = float(np.mean(per_round))
-        log(f"   ({path}) {LABEL[path]:<46s} s/round: {times[path]:9.3f}   rounds: "
-            + ", ".join(f"{t:.3f}" for t in per_round))
+        log(
+            f"   ({path}) {LABEL[path]:<46s} s/round: {times[path]:9.3f}   rounds: "
+            + ", ".join(f"{t:.3f}" for t in per_round)
+        )
     for num in ("a", "b"):
         if num in times and "c" in times:
             log(f"   ratio ({num})/(c) = {times[num] / times['c']:.2f}x")
@@ -211,8 +284,11 @@ def run_model(name, args, device, x_np_hwc, x_dev, y_dev, labels, parts, log):
     return times
 
 
-LABEL = {"a": "sequential DataLoader + torchvision transforms", "b": "fedlib reference (local_train per client)",
-         "c": "fedlib batched (train_clients_batched)"}
+LABEL = {
+    "a": "sequential DataLoader + torchvision transforms",
+    "b": "fedlib reference (local_train per client)",
+    "c": "fedlib batched (train_clients_batched)",
+}
 
 
 def make_data(args, log):
@@ -223,12 +299,19 @@ def make_data(args, log):
     x_nchw = torch.randint(0, 256, (labels.size, 3, 32, 32), dtype=torch.uint8, generator=gen)
     x_np_hwc = np.ascontiguousarray(x_nchw.permute(0, 2, 3, 1).numpy())
     parts = split(labels, args.clients, args.seed)
-    log(f"# bench_trainer: device={device} ({torch.cuda.get_device_name(device) if device.type == 'cuda' else os.cpu_count()} "
-        f"{'GPU' if device.type == 'cuda' else 'CPU cores'}), torch {torch.__version__}, threads {torch.get_num_threads()}")
-    log(f"# data: {labels.size} random 3x32x32 uint8 images, labels: {label_src}; K={args.clients}, Dir(0.1), "
+    what = torch.cuda.get_device_name(device) if device.type == "cuda" else os.cpu_count()
+    log(
+        f"# bench_trainer: device={device} ({what} "
+        f"{'GPU' if device.type == 'cuda' else 'CPU cores'}), torch {torch.__version__}, threads "
+        f"{torch.get_num_threads()}"
+    )
+    log(
+        f"# data: {labels.size} random 3x32x32 uint8 images, labels: {label_src}; K={args.clients}, Dir(0.1), "
         f"client sizes min/median/max {min(map(len, parts))}/{int(np.median([len(p) for p in parts]))}/"
-        f"{max(map(len, parts))}; batched options: kernel={args.kernel} (resolved per model below), shrink={args.shrink}, "
-        f"compile={args.compile}, cuda_graphs={args.cuda_graphs}, bf16={args.bf16}; DataLoader workers={args.workers}")
+        f"{max(map(len, parts))}; batched options: kernel={args.kernel} (resolved per model below), "
+        f"shrink={args.shrink}, "
+        f"compile={args.compile}, cuda_graphs={args.cuda_graphs}, bf16={args.bf16}; DataLoader workers={args.workers}"
+    )
     x_dev, y_dev = x_nchw.to(device), torch.as_tensor(labels, device=device)
     return device, x_np_hwc, x_dev, y_dev, labels, parts
 

@@ -15,6 +15,7 @@ used, so ``import fedlib`` itself stays light (no torch). The subpackages:
 The modules that sat directly under ``fedlib`` before issue 22 moved into these packages; importing one by
 its old name fails with a message that names the new one (:data:`MOVED`).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -61,45 +62,94 @@ __all__ = sorted([*_API, "__version__"])
 
 #: fedlib 0.2's flat modules -> where they live now.
 MOVED = {
-    **{f"fedlib.{m}": f"fedlib.data.{m}" for m in ("datasets", "profiles", "partition", "augment", "fake_data",
-                                                   "_torchvision")},
+    **{
+        f"fedlib.{m}": f"fedlib.data.{m}"
+        for m in ("datasets", "profiles", "partition", "augment", "fake_data", "_torchvision")
+    },
     "fedlib.selection": "fedlib.selection.selectors",
-    **{f"fedlib.{m}": f"fedlib.selection.{m}" for m in ("scoring", "_torch_scoring", "_count_layout", "best_subset",
-                                                        "defence", "privacy", "metrics")},
+    **{
+        f"fedlib.{m}": f"fedlib.selection.{m}"
+        for m in ("scoring", "_torch_scoring", "_count_layout", "best_subset", "defence", "privacy", "metrics")
+    },
     "fedlib.kmeans": "fedlib.algorithms.kmeans",
-    **{f"fedlib.{m}": f"fedlib.training.{m}" for m in ("config", "trainer", "local", "batched", "models", "runs",
-                                                       "distributed", "cost_model", "numerics", "float_env")},
-    **{f"fedlib.{m}": f"fedlib.label_only.{m}" for m in ("simulate", "label_studies", "cross_device", "adversarial",
-                                                         "greedy_gap")},
+    **{
+        f"fedlib.{m}": f"fedlib.training.{m}"
+        for m in (
+            "config",
+            "trainer",
+            "local",
+            "batched",
+            "models",
+            "runs",
+            "distributed",
+            "cost_model",
+            "numerics",
+            "float_env",
+        )
+    },
+    **{
+        f"fedlib.{m}": f"fedlib.label_only.{m}"
+        for m in ("simulate", "label_studies", "cross_device", "adversarial", "greedy_gap")
+    },
     "fedlib.paper": "fedlib.reproduction.paper_values",
-    **{f"fedlib.{m}": f"fedlib.reproduction.{m}" for m in (
-        "claims", "tiers", "results", "reporting", "significance", "paper_tier", "notebook", "static_controls",
-        "plateau", "scorecard", "machine_spread", "adversarial_runs", "participation", "label_tables",
-        "communication")},
+    **{
+        f"fedlib.{m}": f"fedlib.reproduction.{m}"
+        for m in (
+            "claims",
+            "tiers",
+            "results",
+            "reporting",
+            "significance",
+            "paper_tier",
+            "notebook",
+            "static_controls",
+            "plateau",
+            "scorecard",
+            "machine_spread",
+            "adversarial_runs",
+            "participation",
+            "label_tables",
+            "communication",
+        )
+    },
 }
 #: ``fedlib.selection`` is a package now: an old ``from fedlib.selection import FedEntOptSelector`` names a package
 #: that exists; Python then looks for a submodule ``fedlib.selection.FedEntOptSelector``, which is refused here.
 _PACKAGES_NOW = {"fedlib.selection"}
-_OLD_SELECTION_NAMES = ("Selector", "RandomSelector", "FedEntOptSelector", "KLSelector", "DCSelector",
-                        "SwapImprovedSelector", "SELECTORS", "make_selector", "buffer_size_from_fraction",
-                        "ENTROPY_TIE_TOL")
+_OLD_SELECTION_NAMES = (
+    "Selector",
+    "RandomSelector",
+    "FedEntOptSelector",
+    "KLSelector",
+    "DCSelector",
+    "SwapImprovedSelector",
+    "SELECTORS",
+    "make_selector",
+    "buffer_size_from_fraction",
+    "ENTROPY_TIE_TOL",
+)
 
 
 def moved_message(old: str) -> str:
     """The error for an import of a module (or of a name of fedlib 0.2's ``fedlib.selection``) by its old path."""
     package, _, name = old.rpartition(".")
     if package == "fedlib.selection" and name in _OLD_SELECTION_NAMES:
-        return (f"fedlib.selection.{name} moved to fedlib.selection.selectors.{name} (issue 22); import "
-                f"it from there: `from fedlib.selection.selectors import {name}` (or `from fedlib import {name}`).")
+        return (
+            f"fedlib.selection.{name} moved to fedlib.selection.selectors.{name} (issue 22); import "
+            f"it from there: `from fedlib.selection.selectors import {name}` (or `from fedlib import {name}`)."
+        )
     new_package, _, new_name = MOVED[old].rpartition(".")
-    return (f"{old} moved to {MOVED[old]} (issue 22: the library's modules sit in subpackages); "
-            f"import it from there: `from {new_package} import {new_name}`.")
+    return (
+        f"{old} moved to {MOVED[old]} (issue 22: the library's modules sit in subpackages); "
+        f"import it from there: `from {new_package} import {new_name}`."
+    )
 
 
 def _moved(fullname: str) -> bool:
     package, _, name = fullname.rpartition(".")
     return (fullname in MOVED and fullname not in _PACKAGES_NOW) or (
-        package == "fedlib.selection" and name in _OLD_SELECTION_NAMES)
+        package == "fedlib.selection" and name in _OLD_SELECTION_NAMES
+    )
 
 
 class _MovedFinder(importlib.abc.MetaPathFinder):

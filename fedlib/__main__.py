@@ -1,4 +1,5 @@
 """``python -m fedlib``: see ``fedlib.cli``."""
+
 import sys
 
 from fedlib.cli import main

@@ -11,6 +11,7 @@ The ``check_*`` functions raise plain ``TypeError``/``ValueError`` (``"mu must b
 record what they allow on the error; :func:`parameter_checks` turns such a failure inside a part's constructor
 into that part's ``ParameterError``.
 """
+
 from __future__ import annotations
 
 import numbers
@@ -115,8 +116,13 @@ def check_int(name: str, value, *, low: int | None = None, high: int | None = No
     """
     allowed = "an integer" + _bounds(low, high)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise _failure(TypeError, f"{name} must be an integer (got {value!r} of type {type(value).__name__}).",
-                       name, value, allowed)
+        raise _failure(
+            TypeError,
+            f"{name} must be an integer (got {value!r} of type {type(value).__name__}).",
+            name,
+            value,
+            allowed,
+        )
     value = int(value)
     if low is not None and value < low:
         raise _failure(ValueError, f"{name} must be >= {low} (got {value}).", name, value, allowed)
@@ -140,18 +146,25 @@ def check_float(
     """
     allowed = "a finite real number" + _bounds(low, high, low_open, high_open)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise _failure(TypeError, f"{name} must be a real number (got {value!r} of type {type(value).__name__}).",
-                       name, value, allowed)
+        raise _failure(
+            TypeError,
+            f"{name} must be a real number (got {value!r} of type {type(value).__name__}).",
+            name,
+            value,
+            allowed,
+        )
     got = value
     value = float(value)
     if not np.isfinite(value):
         raise _failure(ValueError, f"{name} must be finite (got {value}).", name, got, allowed)
     if low is not None and (value <= low if low_open else value < low):
-        raise _failure(ValueError, f"{name} must be {'>' if low_open else '>='} {low} (got {value}).", name, got,
-                       allowed)
+        raise _failure(
+            ValueError, f"{name} must be {'>' if low_open else '>='} {low} (got {value}).", name, got, allowed
+        )
     if high is not None and (value >= high if high_open else value > high):
-        raise _failure(ValueError, f"{name} must be {'<' if high_open else '<='} {high} (got {value}).", name, got,
-                       allowed)
+        raise _failure(
+            ValueError, f"{name} must be {'<' if high_open else '<='} {high} (got {value}).", name, got, allowed
+        )
     return value
 
 
@@ -192,8 +205,7 @@ def check_rng(name: str, rng) -> np.random.Generator:
     """Require an explicit ``np.random.Generator`` (fedlib never falls back to global randomness)."""
     if not isinstance(rng, np.random.Generator):
         raise TypeError(
-            f"{name} must be a numpy.random.Generator, e.g. np.random.default_rng(seed) "
-            f"(got {type(rng).__name__})."
+            f"{name} must be a numpy.random.Generator, e.g. np.random.default_rng(seed) (got {type(rng).__name__})."
         )
     return rng
 
@@ -213,11 +225,11 @@ def check_count_matrix(name: str, counts, *, allow_negative: bool = False, spars
     try:
         arr = np.asarray(counts)
     except ValueError:  # a ragged nested sequence
-        raise ValueError(f"{name} must be a 2-D array of shape (num_clients, num_classes); {_ragged(counts)}.") from None
-    if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
         raise ValueError(
-            f"{name} must be a 2-D array of shape (num_clients, num_classes) (got shape {arr.shape})."
-        )
+            f"{name} must be a 2-D array of shape (num_clients, num_classes); {_ragged(counts)}."
+        ) from None
+    if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise ValueError(f"{name} must be a 2-D array of shape (num_clients, num_classes) (got shape {arr.shape}).")
     if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
         raise TypeError(f"{name} must hold numbers (got dtype {arr.dtype}).")
     arr = arr.astype(float)
@@ -253,9 +265,7 @@ def _check_sparse_counts(name: str, counts, *, allow_negative: bool, sparse: boo
     import scipy.sparse as sp
 
     if counts.ndim != 2 or counts.shape[0] < 1 or counts.shape[1] < 1:
-        raise ValueError(
-            f"{name} must be a 2-D array of shape (num_clients, num_classes) (got shape {counts.shape})."
-        )
+        raise ValueError(f"{name} must be a 2-D array of shape (num_clients, num_classes) (got shape {counts.shape}).")
     if not np.issubdtype(counts.dtype, np.number) or np.issubdtype(counts.dtype, np.complexfloating):
         raise TypeError(f"{name} must hold numbers (got dtype {counts.dtype}).")
     csr = sp.csr_array(counts)

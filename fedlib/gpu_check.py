@@ -16,6 +16,7 @@ Without CUDA it prints one line and exits with status 1.  ``--cpu-smoke`` runs t
 tiny sizes and no tests (it checks the command itself; its record says ``"cuda": false`` and is never used as a
 measurement).  Exit status: 0 when the tests pass (targets are reported, not enforced), 2 when a test fails.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,17 +57,24 @@ class Plan:
 
     @classmethod
     def smoke(cls) -> "Plan":
-        return cls("cpu", {"lenet5": 1, "vgg11": 1},
-                   ("--warmup", "0", "--epochs", "1", "--per-round", "2", "--max-client-samples", "8",
-                    "--threads", "1"), 64, (2_000, 20, 10), False)
+        return cls(
+            "cpu",
+            {"lenet5": 1, "vgg11": 1},
+            ("--warmup", "0", "--epochs", "1", "--per-round", "2", "--max-client-samples", "8", "--threads", "1"),
+            64,
+            (2_000, 20, 10),
+            False,
+        )
 
 
 def no_cuda_message() -> str:
     import torch
 
     built = torch.version.cuda or "none (a CPU-only build)"
-    return (f"gpu-check: no CUDA device is available (torch {torch.__version__}, CUDA build: {built}); run it on "
-            "a machine with an NVIDIA GPU and a CUDA build of torch.")
+    return (
+        f"gpu-check: no CUDA device is available (torch {torch.__version__}, CUDA build: {built}); run it on "
+        "a machine with an NVIDIA GPU and a CUDA build of torch."
+    )
 
 
 def _load_bench(name: str):
@@ -106,8 +114,9 @@ def run_trainer(plan: Plan, log) -> dict:
     out = {}
     data = None
     for name, rounds in plan.rounds.items():
-        args = bench.parse_args(["--device", plan.device, "--models", name, "--rounds", str(rounds),
-                                 *plan.trainer_args])
+        args = bench.parse_args(
+            ["--device", plan.device, "--models", name, "--rounds", str(rounds), *plan.trainer_args]
+        )
         if data is None:
             data = bench.make_data(args, log)
         device, x_np_hwc, x_dev, y_dev, labels, parts = data
@@ -167,8 +176,10 @@ def run_selection(plan: Plan, log) -> dict:
             t_dev, (p_dev, s_dev) = bench._best_time(lambda: bench._one_round(counts, m, None, start), 3)
         same = bool(np.array_equal(picked, p_dev) and state == s_dev)
         out[label] = {"cpu_incremental_s": t_cpu, "torch_s": t_dev, "same_picks": same}
-        log(f"   {label}: CPU incremental {t_cpu:.3f} s, torch on {plan.device} {t_dev:.3f} s "
-            f"({t_cpu / t_dev:.1f}x); same picks and buffer: {same}")
+        log(
+            f"   {label}: CPU incremental {t_cpu:.3f} s, torch on {plan.device} {t_dev:.3f} s "
+            f"({t_cpu / t_dev:.1f}x); same picks and buffer: {same}"
+        )
     return out
 
 
@@ -180,8 +191,11 @@ def step_times(trainer: dict) -> dict:
         steps = t.get("steps_per_round")
         if not steps:
             continue
-        out[name] = {"reference": t["b"] / steps if "b" in t else None,
-                     "batched": t["c"] / steps if "c" in t else None, "eval": t["eval_s_per_sample"]}
+        out[name] = {
+            "reference": t["b"] / steps if "b" in t else None,
+            "batched": t["c"] / steps if "c" in t else None,
+            "eval": t["eval_s_per_sample"],
+        }
     return out
 
 
@@ -191,20 +205,42 @@ def compare_targets(trainer: dict, selection: dict) -> list[dict]:
 
     def add(name, value, target, smaller_is_better):
         met = None if value is None else (value <= target if smaller_is_better else value >= target)
-        rows.append({"target": name, "value": value, "goal": ("<= " if smaller_is_better else ">= ") + f"{target:g}",
-                     "met": met})
+        rows.append(
+            {
+                "target": name,
+                "value": value,
+                "goal": ("<= " if smaller_is_better else ">= ") + f"{target:g}",
+                "met": met,
+            }
+        )
 
     lenet, vgg = trainer.get("lenet5", {}), trainer.get("vgg11", {})
-    add("LeNet-5: 500 rounds with the batched engine [s]", 500 * lenet["c"] if "c" in lenet else None,
-        TARGETS["lenet5_500_rounds_s"], True)
-    add("LeNet-5: DataLoader loop / batched", lenet["a"] / lenet["c"] if {"a", "c"} <= set(lenet) else None,
-        TARGETS["lenet5_a_over_c"], False)
-    add("VGG-11: DataLoader loop / batched", vgg["a"] / vgg["c"] if {"a", "c"} <= set(vgg) else None,
-        TARGETS["vgg11_a_over_c"], False)
+    add(
+        "LeNet-5: 500 rounds with the batched engine [s]",
+        500 * lenet["c"] if "c" in lenet else None,
+        TARGETS["lenet5_500_rounds_s"],
+        True,
+    )
+    add(
+        "LeNet-5: DataLoader loop / batched",
+        lenet["a"] / lenet["c"] if {"a", "c"} <= set(lenet) else None,
+        TARGETS["lenet5_a_over_c"],
+        False,
+    )
+    add(
+        "VGG-11: DataLoader loop / batched",
+        vgg["a"] / vgg["c"] if {"a", "c"} <= set(vgg) else None,
+        TARGETS["vgg11_a_over_c"],
+        False,
+    )
     for label in ("round1", "steady"):
         got = selection.get(label)
-        add(f"selection K={selection.get('K', 0):,} M={selection.get('M', 0):,} ({label}) [s]",
-            None if got is None else got["torch_s"], TARGETS["selection_round_s"], True)
+        add(
+            f"selection K={selection.get('K', 0):,} M={selection.get('M', 0):,} ({label}) [s]",
+            None if got is None else got["torch_s"],
+            TARGETS["selection_round_s"],
+            True,
+        )
     return rows
 
 
@@ -213,9 +249,12 @@ def _estimate(records_dir: Path) -> dict:
 
     size = paper_tier.tier_size("paper", records_dir=records_dir)
     tot = size.loc["total"]
-    return {"gpu_hours": float(tot["GPU hours"]),
-            "gpu_hours_reference_engine": float(tot["GPU hours, reference engine"]),
-            "sources": size.attrs["sources"], "by_model": size.attrs["by_model"]}
+    return {
+        "gpu_hours": float(tot["GPU hours"]),
+        "gpu_hours_reference_engine": float(tot["GPU hours, reference engine"]),
+        "sources": size.attrs["sources"],
+        "by_model": size.attrs["by_model"],
+    }
 
 
 def _device_info(device: str) -> dict:
@@ -225,12 +264,19 @@ def _device_info(device: str) -> dict:
 
     from fedlib.training.numerics import describe
 
-    info = {"device": platform.processor() or platform.machine(), "torch": torch.__version__,
-            "cuda_build": torch.version.cuda, "numerics": describe()}
+    info = {
+        "device": platform.processor() or platform.machine(),
+        "torch": torch.__version__,
+        "cuda_build": torch.version.cuda,
+        "numerics": describe(),
+    }
     if torch.device(device).type == "cuda":
         props = torch.cuda.get_device_properties(torch.device(device))
-        info.update(device=torch.cuda.get_device_name(torch.device(device)),
-                    gpu_memory_gb=round(props.total_memory / 2**30, 1), cudnn=torch.backends.cudnn.version())
+        info.update(
+            device=torch.cuda.get_device_name(torch.device(device)),
+            gpu_memory_gb=round(props.total_memory / 2**30, 1),
+            cudnn=torch.backends.cudnn.version(),
+        )
     return info
 
 
@@ -243,18 +289,26 @@ def _print_summary(record: dict, log) -> None:
     est = record.get("estimate")
     if est:
         by = ", ".join(f"{m} {v['GPU hours']:,.0f} h" for m, v in est["by_model"].items())
-        log(f"\n## paper tier: ~{est['gpu_hours']:,.0f} GPU hours (reference engine alone "
-            f"~{est['gpu_hours_reference_engine']:,.0f}); {by}; sources: {est['sources']}")
+        log(
+            f"\n## paper tier: ~{est['gpu_hours']:,.0f} GPU hours (reference engine alone "
+            f"~{est['gpu_hours_reference_engine']:,.0f}); {by}; sources: {est['sources']}"
+        )
 
 
 # --------------------------------------------------------------------------------------------- entry point
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     p = parser or argparse.ArgumentParser(prog="python -m fedlib gpu-check", description=__doc__.splitlines()[0])
-    p.add_argument("--out-dir", default=str(ROOT / "benchmarks" / "results"),
-                   help="where the benchmark record goes (default %(default)s)")
+    p.add_argument(
+        "--out-dir",
+        default=str(ROOT / "benchmarks" / "results"),
+        help="where the benchmark record goes (default %(default)s)",
+    )
     p.add_argument("--skip-tests", action="store_true", help="do not run the CUDA tests")
-    p.add_argument("--cpu-smoke", action="store_true",
-                   help="run every step on the CPU with tiny sizes (checks the command; not a measurement)")
+    p.add_argument(
+        "--cpu-smoke",
+        action="store_true",
+        help="run every step on the CPU with tiny sizes (checks the command; not a measurement)",
+    )
     return p
 
 
@@ -273,8 +327,13 @@ def run(args, log=print) -> int:
     t0 = time.perf_counter()
     configure(plan.device)  # TF32 off, deterministic kernels: the settings the equivalence claims hold under
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    record = {"kind": "gpu-check", "cuda": plan.device == "cuda", "smoke": bool(args.cpu_smoke),
-              "created_utc": stamp, **_device_info(plan.device)}
+    record = {
+        "kind": "gpu-check",
+        "cuda": plan.device == "cuda",
+        "smoke": bool(args.cpu_smoke),
+        "created_utc": stamp,
+        **_device_info(plan.device),
+    }
     log(f"# gpu-check on {record['device']} (torch {record['torch']}, CUDA {record['cuda_build']})")
     record["tests"] = run_tests(plan, log)
     record["trainer"] = run_trainer(plan, log)

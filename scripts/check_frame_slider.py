@@ -13,6 +13,7 @@ and after.  Chromium runs headless with no network (``--host-resolver-rules``) a
 With ``--screenshots DIR`` each slider of an executed notebook is also photographed before and after the move
 (``DIR/<notebook>-<n>-before.png`` and ``-after.png``), so a person can see the figure change.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,12 @@ def slider_blocks(path: Path) -> list[str]:
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".ipynb":
         nb = json.loads(text)
-        return ["".join(o["data"]["text/html"]) for c in nb["cells"] for o in c.get("outputs", [])
-                if "text/html" in o.get("data", {}) and "fedlib-frame-slider" in "".join(o["data"]["text/html"])]
+        return [
+            "".join(o["data"]["text/html"])
+            for c in nb["cells"]
+            for o in c.get("outputs", [])
+            if "text/html" in o.get("data", {}) and "fedlib-frame-slider" in "".join(o["data"]["text/html"])
+        ]
     return [text] if "fedlib-frame-slider" in text else []
 
 
@@ -56,8 +61,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _chrome_args(chrome: str, tmp: str) -> list[str]:
-    return [chrome, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-            "--host-resolver-rules=MAP * ~NOTFOUND", "--virtual-time-budget=5000", f"--user-data-dir={tmp}/profile"]
+    return [
+        chrome,
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        "--virtual-time-budget=5000",
+        f"--user-data-dir={tmp}/profile",
+    ]
 
 
 def _photograph(chrome: str, block: str, target: Path, *, moved: bool) -> None:
@@ -65,8 +78,12 @@ def _photograph(chrome: str, block: str, target: Path, *, moved: bool) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "page.html"
         page.write_text(f"<!doctype html><html><body>{block}{PROBE if moved else ''}</body></html>")
-        subprocess.run([*_chrome_args(chrome, tmp), "--window-size=1000,700", f"--screenshot={target}",
-                        page.as_uri()], capture_output=True, text=True, timeout=120)
+        subprocess.run(
+            [*_chrome_args(chrome, tmp), "--window-size=1000,700", f"--screenshot={target}", page.as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
 
 def main(argv=None) -> int:
@@ -75,7 +92,7 @@ def main(argv=None) -> int:
     if "--screenshots" in args:
         i = args.index("--screenshots")
         shots = Path(args[i + 1])
-        del args[i:i + 2]
+        del args[i : i + 2]
         shots.mkdir(parents=True, exist_ok=True)
     paths = [Path(p) for p in args] or sorted((ROOT / "_build" / "html" / "book" / "executed").glob("*.html"))
     if not paths:
@@ -92,8 +109,12 @@ def main(argv=None) -> int:
                 page = Path(tmp) / "page.html"
                 body = block if block.lstrip().startswith("<!") else f"<!doctype html><html><body>{block}</body></html>"
                 page.write_text(body.replace("</body>", PROBE + "</body>") if "</body>" in body else body + PROBE)
-                out = subprocess.run([*_chrome_args(chrome, tmp), "--dump-dom", page.as_uri()],
-                                     capture_output=True, text=True, timeout=120)
+                out = subprocess.run(
+                    [*_chrome_args(chrome, tmp), "--dump-dom", page.as_uri()],
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                )
             if shots is not None and path.suffix == ".ipynb":
                 for when in ("before", "after"):
                     _photograph(chrome, block, shots / f"{path.stem}-{j}-{when}.png", moved=when == "after")
@@ -103,8 +124,10 @@ def main(argv=None) -> int:
                 bad += 1
             for k, p in enumerate(probes):
                 changed = p["before"][0] != p["after"][0] and p["before"][1:] != p["after"][1:]
-                print(f"{'ok  ' if changed else 'FAIL'} {path} slider {j}.{k}: data-key {p['before'][0]!r} -> "
-                      f"{p['after'][0]!r}, image {'changed' if p['before'][1:] != p['after'][1:] else 'unchanged'}")
+                print(
+                    f"{'ok  ' if changed else 'FAIL'} {path} slider {j}.{k}: data-key {p['before'][0]!r} -> "
+                    f"{p['after'][0]!r}, image {'changed' if p['before'][1:] != p['after'][1:] else 'unchanged'}"
+                )
                 bad += not changed
     return 1 if bad else 0
 

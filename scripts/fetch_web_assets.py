@@ -12,6 +12,7 @@ pinned sha512 integrities), unpacks the files the pages use into ``build/web-ass
 
 Both are too large to commit (1.9 MB and 24 MB) and are build artefacts. Run again with --force to refetch.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,12 +33,16 @@ PACKAGES = {
     "ipywidgets": (
         "@jupyter-widgets/html-manager@1.0.15",  # the html-manager release for ipywidgets 8.1 (widget protocol 2)
         "sha512-5thBIV6ymNgmPVOHvzx+gGy8ZSKmSazhtGw4/c4xJDVzRhG9PTeQsRjF3FUTopvFi//SABeNz1yp47bCrJ3CQA==",
-        "package/dist", "ipywidgets", (".map", "embed-amd.js", "libembed-amd.js"),
+        "package/dist",
+        "ipywidgets",
+        (".map", "embed-amd.js", "libembed-amd.js"),
     ),
     "mathjax": (
         "mathjax@3.2.2",  # the last MathJax 3, the major version Sphinx 7 configures
         "sha512-Bt+SSVU8eBG27zChVewOicYs7Xsdt40qm4+UpHyX7k0/O9NliPc+x77k1/FEsPsjKPZGJvtRZM1vO+geW0OhGw==",
-        "package/es5", "mathjax", (),
+        "package/es5",
+        "mathjax",
+        (),
     ),
 }
 # What _config.yml references; their presence means the assets are in place.
@@ -51,8 +56,9 @@ def integrity(path: Path) -> str:
 
 def fetch(name: str, workdir: Path) -> None:
     spec, expected, inner, dest_name, skip = PACKAGES[name]
-    result = subprocess.run(["npm", "pack", spec, "--silent", "--pack-destination", str(workdir)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["npm", "pack", spec, "--silent", "--pack-destination", str(workdir)], capture_output=True, text=True
+    )
     if result.returncode != 0:
         raise SystemExit(f"npm pack {spec} failed:\n{result.stderr.strip()}")
     tarball = workdir / result.stdout.strip().splitlines()[-1]
@@ -61,10 +67,13 @@ def fetch(name: str, workdir: Path) -> None:
     dest = DEST / dest_name
     shutil.rmtree(dest, ignore_errors=True)
     with tarfile.open(tarball) as archive:
-        members = [m for m in archive.getmembers()
-                   if m.isfile() and m.name.startswith(inner + "/") and not m.name.endswith(skip)]
+        members = [
+            m
+            for m in archive.getmembers()
+            if m.isfile() and m.name.startswith(inner + "/") and not m.name.endswith(skip)
+        ]
         for member in members:
-            member.name = member.name[len(inner) + 1:]
+            member.name = member.name[len(inner) + 1 :]
             archive.extract(member, dest, filter="data")
     size = sum(f.stat().st_size for f in dest.rglob("*") if f.is_file())
     print(f"{spec}: {len(members)} files, {size / 1e6:.1f} MB -> {dest.relative_to(ROOT)}")

@@ -13,6 +13,7 @@ Parts (every setting's seed streams as on the other label-only pages, :mod:`fedl
 ``coverage_sizes``  §V-B5's large pools: K = 150 and 200, M = 3, 5, 7, Dir(0.1), Q = 50 %, seed 0, 100 rounds.
 ``growth``          Dir(0.1) federations of K = 100 to 100,000 clients, M = 10 and 50, C = 10 and 100, no buffer.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,9 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from fedlib.label_only import greedy_gap  # noqa: E402
 from fedlib.label_only.label_studies import federation_counts  # noqa: E402
+from fedlib.label_only.simulate import run_selection  # noqa: E402
 from fedlib.seeds import stream_rng  # noqa: E402
 from fedlib.selection.selectors import FedEntOptSelector, buffer_size_from_fraction  # noqa: E402
-from fedlib.label_only.simulate import run_selection  # noqa: E402
 
 OUT = ROOT / "results" / "greedy_gap"
 PROFILES = {"cifar10": "CIFAR-10", "cifar100-20": "CIFAR-100"}
@@ -55,8 +56,15 @@ def paper_part() -> pd.DataFrame:
     for profile, dataset, partition, q in paper_settings():
         for seed in SEEDS:
             counts = greedy_gap.paper_counts(profile, partition, NUM_CLIENTS, seed)
-            frame = greedy_gap.round_gaps(counts, num_selected=NUM_SELECTED, num_rounds=NUM_ROUNDS, buffer_size=q,
-                                          seed=seed, exact_every=EXACT_EVERY, node_limit=NODE_LIMIT)
+            frame = greedy_gap.round_gaps(
+                counts,
+                num_selected=NUM_SELECTED,
+                num_rounds=NUM_ROUNDS,
+                buffer_size=q,
+                seed=seed,
+                exact_every=EXACT_EVERY,
+                node_limit=NODE_LIMIT,
+            )
             frames.append(frame.assign(dataset=dataset, partition=partition, buffer_size=q, seed=seed))
             print(f"paper {dataset} {partition} Q={q} seed {seed} done", flush=True)
     frame = pd.concat(frames, ignore_index=True)
@@ -68,15 +76,28 @@ def improved_part() -> pd.DataFrame:
     for profile, dataset, partition, q in paper_settings():
         for seed in SEEDS:
             counts = greedy_gap.paper_counts(profile, partition, NUM_CLIENTS, seed)
-            picked, entropy, covers = greedy_gap.improved_run(counts, num_selected=NUM_SELECTED,
-                                                              num_rounds=NUM_ROUNDS, buffer_size=q, seed=seed)
-            greedy = run_selection(counts, FedEntOptSelector(buffer_size=q), NUM_SELECTED, NUM_ROUNDS,
-                                   seed=stream_rng(seed, "selection"))
-            for method, (p, e, c) in {"FedEntOpt": (greedy.picked, greedy.entropy, greedy.covers),
-                                      "FedEntOpt + swaps": (picked, entropy, covers)}.items():
-                rows.append({"dataset": dataset, "partition": partition, "buffer_size": q, "seed": seed,
-                             "method": method, "mean_entropy": e.mean(), "coverage": c.mean(),
-                             "times_picked": " ".join(map(str, np.bincount(p.ravel(), minlength=NUM_CLIENTS)))})
+            picked, entropy, covers = greedy_gap.improved_run(
+                counts, num_selected=NUM_SELECTED, num_rounds=NUM_ROUNDS, buffer_size=q, seed=seed
+            )
+            greedy = run_selection(
+                counts, FedEntOptSelector(buffer_size=q), NUM_SELECTED, NUM_ROUNDS, seed=stream_rng(seed, "selection")
+            )
+            for method, (p, e, c) in {
+                "FedEntOpt": (greedy.picked, greedy.entropy, greedy.covers),
+                "FedEntOpt + swaps": (picked, entropy, covers),
+            }.items():
+                rows.append(
+                    {
+                        "dataset": dataset,
+                        "partition": partition,
+                        "buffer_size": q,
+                        "seed": seed,
+                        "method": method,
+                        "mean_entropy": e.mean(),
+                        "coverage": c.mean(),
+                        "times_picked": " ".join(map(str, np.bincount(p.ravel(), minlength=NUM_CLIENTS))),
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -86,9 +107,15 @@ def coverage_sizes_part() -> pd.DataFrame:
         for k in SIZES["pool_sizes"]:
             counts = federation_counts(profile, "dirichlet", k, SIZES["seed"], beta=0.1, max_redraws=1000)
             for m in SIZES["subset_sizes"]:
-                frame = greedy_gap.round_gaps(counts, num_selected=m, num_rounds=SIZES["num_rounds"],
-                                              buffer_size=buffer_size_from_fraction(0.5, k), seed=SIZES["seed"],
-                                              exact_every=SIZES["exact_every"], node_limit=NODE_LIMIT)
+                frame = greedy_gap.round_gaps(
+                    counts,
+                    num_selected=m,
+                    num_rounds=SIZES["num_rounds"],
+                    buffer_size=buffer_size_from_fraction(0.5, k),
+                    seed=SIZES["seed"],
+                    exact_every=SIZES["exact_every"],
+                    node_limit=NODE_LIMIT,
+                )
                 frames.append(frame.assign(dataset=dataset, num_clients=k, num_selected=m))
                 print(f"sizes {dataset} K={k} M={m} done", flush=True)
     frame = pd.concat(frames, ignore_index=True)
@@ -99,8 +126,7 @@ def growth_part() -> pd.DataFrame:
     return greedy_gap.growth_gaps(GROWTH_CELLS, num_rounds=GROWTH_ROUNDS, seed=0)
 
 
-PARTS = {"paper": paper_part, "improved": improved_part, "coverage_sizes": coverage_sizes_part,
-         "growth": growth_part}
+PARTS = {"paper": paper_part, "improved": improved_part, "coverage_sizes": coverage_sizes_part, "growth": growth_part}
 
 
 def main(argv=None) -> None:

@@ -4,12 +4,14 @@
 
 The label-only measurement (scripts/greedy_gap.py) finds that a better subset changes label coverage where M
 clients of two classes each barely cover the classes (CIFAR-100's 20 superclasses, C=2, M = 10). The quick tier
-(fedlib.reproduction.tiers: 5,000 real MNIST digits, LeNet-5, K = 20, M = 5, 20 rounds) under C=2 is as tight (5 clients x 2
+(fedlib.reproduction.tiers: 5,000 real MNIST digits, LeNet-5, K = 20, M = 5, 20 rounds) under C=2 is as tight (5 clients
+x 2
 classes = 10 classes), so one comparison there says whether the better subsets matter for accuracy: the quick
 tier's FedEntOpt (Q = 70 % of K, §V-A5) and the same configuration with ``selector="fedentopt-swap"``
 (:class:`fedlib.selection.selectors.SwapImprovedSelector`), seeds SEEDS, same federation,
 same first picks' random stream. Torch runs on one thread (training is deterministic on CPU for a thread count).
 """
+
 from __future__ import annotations
 
 import sys
@@ -21,8 +23,8 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from fedlib.reproduction import tiers  # noqa: E402
 from fedlib.label_only.greedy_gap import table_path  # noqa: E402
+from fedlib.reproduction import tiers  # noqa: E402
 from fedlib.training.trainer import run_experiment  # noqa: E402
 
 SEEDS = (0, 1, 2, 3, 4)
@@ -45,8 +47,11 @@ def main() -> None:
             start = time.perf_counter()
             table = run_experiment(config, progress=False).table
             frames.append(table[COLUMNS].assign(method=method, seed=seed))
-            print(f"{method} seed {seed}: {time.perf_counter() - start:.0f} s, final accuracy "
-                  f"{table.test_accuracy.iloc[-1]:.3f}", flush=True)
+            print(
+                f"{method} seed {seed}: {time.perf_counter() - start:.0f} s, final accuracy "
+                f"{table.test_accuracy.iloc[-1]:.3f}",
+                flush=True,
+            )
     frame = pd.concat(frames, ignore_index=True)
     frame = frame[frame["round"] > 0][["method", "seed", *COLUMNS]]
     frame.to_csv(table_path("training"), index=False, float_format="%.10f")

@@ -1,10 +1,12 @@
 """Retrain stored runs and compare them with their stored tables: bit for bit where this machine computes floats
 as the one that stored them, within float tolerance where it does not.
 
-A stored table (``results/<tier>/<experiment>/<key>.csv``, written by ``fedlib.reproduction.results.store_run``) holds the
+A stored table (``results/<tier>/<experiment>/<key>.csv``, written by ``fedlib.reproduction.results.store_run``) holds
+the
 trainer's per-round numbers rounded to 5 decimals, and its JSON records the floating-point environment the run
 was trained in (``float_env``: torch version, device, CPU capability, oneDNN and MKL caps, threads; see
-``fedlib.training.float_env``).  This script trains the run's configuration again (with the run's own thread count unless
+``fedlib.training.float_env``).  This script trains the run's configuration again (with the run's own thread count
+unless
 ``--threads`` says otherwise) and compares (``check``):
 
 - same environment: the CSV text it would store equals the stored one, every column but ``seconds``;
@@ -12,7 +14,8 @@ was trained in (``float_env``: torch version, device, CPU capability, oneDNN and
   twice, are identical to each other and within ``FLOAT_TOLERANCE`` of the stored ones.  Later rounds are not
   compared: training grows a last-bit difference into points.
 
-Runs of the lying-clients group are retrained with their liars (``fedlib.reproduction.adversarial_runs``).  Exit status 1 when
+Runs of the lying-clients group are retrained with their liars (``fedlib.reproduction.adversarial_runs``).  Exit status
+1 when
 any run differs.
 
 Examples::
@@ -22,6 +25,7 @@ Examples::
     python scripts/reproduce_stored.py --csv results/quick/table1/<key>.csv
     ATEN_CPU_CAPABILITY=default python scripts/reproduce_stored.py --csv ...   # as on a CPU without AVX
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +45,14 @@ ROOT = Path(__file__).resolve().parents[1]
 #: 0.0013 in test loss and 0.0004 in train loss; round 2 already by up to 0.05 in test loss, round 3 by 1.2, so
 #: later rounds are not compared.  The tolerances are about twice the round-1 maxima
 #: (tests/test_results.py checks that every stored retrain stays within them).
-FLOAT_TOLERANCE = {"test_accuracy": 0.03, "test_loss": 0.003, "train_loss": 0.001,
-                   "entropy_bits": 2e-5, "entropy_bits_trained": 2e-5, "reselection_entropy_bits": 2e-5}
+FLOAT_TOLERANCE = {
+    "test_accuracy": 0.03,
+    "test_loss": 0.003,
+    "train_loss": 0.001,
+    "entropy_bits": 2e-5,
+    "entropy_bits_trained": 2e-5,
+    "reselection_entropy_bits": 2e-5,
+}
 #: Rounds retrained (twice) when the environments differ.
 TOLERANT_ROUNDS = 1
 
@@ -59,8 +69,8 @@ def retrain_table(csv_path, rounds: int | None = None) -> str:
     if rounds is not None:
         config = config.replace(rounds=min(rounds, config.rounds))
     if "liar_spec" in meta:
-        from fedlib.reproduction import adversarial_runs
         from fedlib.label_only.adversarial import LiarSpec
+        from fedlib.reproduction import adversarial_runs
 
         table, liars = adversarial_runs.run_with_liars(config, LiarSpec(**meta["liar_spec"]))
         compact = compact_table(table)
@@ -95,8 +105,10 @@ def _first_difference(stored, again, tolerance: dict | None = None) -> str | Non
             if col in tolerance and a and b and abs(float(a) - float(b)) <= tolerance[col]:
                 continue
             within = f" (more than {tolerance[col]:g} apart)" if col in tolerance else ""
-            return (f"first difference in row {row} (round {stored.iloc[row]['round']}), column {col!r}: "
-                    f"stored {a!r}, retrained {b!r}{within}")
+            return (
+                f"first difference in row {row} (round {stored.iloc[row]['round']}), column {col!r}: "
+                f"stored {a!r}, retrained {b!r}{within}"
+            )
     return None
 
 
@@ -170,18 +182,22 @@ def main(argv=None) -> int:
     p.add_argument("--experiment", default=None, help="one experiment group (folder under <results-dir>/<tier>)")
     p.add_argument("--csv", action="append", default=[], help="one stored CSV (repeatable)")
     p.add_argument("--limit", type=int, default=None, help="at most this many runs of --experiment")
-    p.add_argument("--record", action="store_true",
-                   help="for a run stored before environments were recorded: retrain it whole here and, when it "
-                        "comes out bit for bit, write this environment into its JSON (the proof where it came from)")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch threads (default: the count each run was trained with)")
+    p.add_argument(
+        "--record",
+        action="store_true",
+        help="for a run stored before environments were recorded: retrain it whole here and, when it "
+        "comes out bit for bit, write this environment into its JSON (the proof where it came from)",
+    )
+    p.add_argument(
+        "--threads", type=int, default=None, help="torch threads (default: the count each run was trained with)"
+    )
     args = p.parse_args(argv)
     import torch
 
     paths = [Path(c) for c in args.csv]
     if args.experiment:
         found = sorted((Path(args.results_dir) / args.tier / args.experiment).glob("*.csv"))
-        paths += found[:args.limit] if args.limit is not None else found
+        paths += found[: args.limit] if args.limit is not None else found
     if not paths:
         p.error("no stored run given: use --experiment or --csv")
     bad = 0
@@ -190,8 +206,11 @@ def main(argv=None) -> int:
         torch.set_num_threads(args.threads or stored_threads(path))
         how, problem = record(path) if args.record else check(path)
         bad += problem is not None
-        print(f"{'same' if problem is None else 'DIFFERENT'} ({how})  {path}  ({time.perf_counter() - t0:.1f} s)"
-              + (f"\n    {problem}" if problem else ""), flush=True)
+        print(
+            f"{'same' if problem is None else 'DIFFERENT'} ({how})  {path}  ({time.perf_counter() - t0:.1f} s)"
+            + (f"\n    {problem}" if problem else ""),
+            flush=True,
+        )
     print(f"{len(paths) - bad} of {len(paths)} stored runs reproduced", flush=True)
     return 1 if bad else 0
 

@@ -11,6 +11,7 @@ Runs are trained with ``fedlib.training.trainer.run_experiment`` under the run c
 an interrupted run resumes there) and stored as small tables under ``results/<tier>/<experiment>/``
 (``fedlib.reproduction.results``).  Stored runs are never retrained.  Prints the experiment's summary and the wall time.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,13 +40,20 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=1, help="parallel training processes")
     p.add_argument("--threads", type=int, default=None, help="torch threads per process")
     p.add_argument("--dry-run", action="store_true", help="list the missing runs and exit")
-    p.add_argument("--backend", default="process", choices=["process", "ray"],
-                   help="process: --workers local processes; ray: every run a Ray task (pip install -e '.[ray]')")
+    p.add_argument(
+        "--backend",
+        default="process",
+        choices=["process", "ray"],
+        help="process: --workers local processes; ray: every run a Ray task (pip install -e '.[ray]')",
+    )
     p.add_argument("--ray-address", default=None, help="Ray cluster to join ('auto'); default: start Ray here")
     p.add_argument("--cpus-per-run", type=float, default=1.0, help="Ray CPUs per run (torch threads: --threads)")
     p.add_argument("--gpus-per-run", type=float, default=1.0, help="Ray GPUs per run on cuda (0.5: two per GPU)")
-    p.add_argument("--device", default=None,
-                   help="override the tier's device, e.g. cuda from a Ray head node without a GPU (--backend ray)")
+    p.add_argument(
+        "--device",
+        default=None,
+        help="override the tier's device, e.g. cuda from a Ray head node without a GPU (--backend ray)",
+    )
     args = p.parse_args(argv)
     if args.data_root:
         os.environ["FEDLIB_DATA_ROOT"] = str(Path(args.data_root).resolve())
@@ -57,8 +65,12 @@ def main(argv=None) -> int:
     if args.backend == "ray":
         from fedlib.training.distributed import RayOptions
 
-        ray = RayOptions(address=args.ray_address, cpus_per_run=args.cpus_per_run, gpus_per_run=args.gpus_per_run,
-                         threads=args.threads)
+        ray = RayOptions(
+            address=args.ray_address,
+            cpus_per_run=args.cpus_per_run,
+            gpus_per_run=args.gpus_per_run,
+            threads=args.threads,
+        )
     t0 = time.perf_counter()
     for name in names:
         runs = tiers.experiment_configs(args.tier, name, rounds=args.rounds)
@@ -68,8 +80,13 @@ def main(argv=None) -> int:
             runs = [r._replace(config=dataclasses.replace(r.config, device=args.device)) for r in runs]
         if args.methods:
             keep = set(args.methods.split(","))
-            runs = [r for r in runs if r.label.get("method") in keep
-                    or r.label.get("method", "").replace("FedEntOpt+", "") in keep and name == "table2"]
+            runs = [
+                r
+                for r in runs
+                if r.label.get("method") in keep
+                or r.label.get("method", "").replace("FedEntOpt+", "") in keep
+                and name == "table2"
+            ]
         if args.partitions:
             keep = set(args.partitions.split(","))
             runs = [r for r in runs if r.label.get("partition") in keep]
@@ -82,11 +99,21 @@ def main(argv=None) -> int:
             for r in missing:
                 print("   ", r.label)
             continue
-        info = results.ensure_runs(runs, args.tier, results_dir=args.results_dir, run_root=args.run_root,
-                                   workers=args.workers, threads=args.threads, ray=ray,
-                                   log=lambda s: print("   " + s, flush=True))
-        print(f"   trained {info['trained']}, copied {info['copied']}, already stored {info['already']}; "
-              f"{info['wall_seconds']:.1f} s", flush=True)
+        info = results.ensure_runs(
+            runs,
+            args.tier,
+            results_dir=args.results_dir,
+            run_root=args.run_root,
+            workers=args.workers,
+            threads=args.threads,
+            ray=ray,
+            log=lambda s: print("   " + s, flush=True),
+        )
+        print(
+            f"   trained {info['trained']}, copied {info['copied']}, already stored {info['already']}; "
+            f"{info['wall_seconds']:.1f} s",
+            flush=True,
+        )
         stored = results.load_experiment(args.tier, name, args.results_dir)
         print("   " + reporting.provenance(stored))
         if name in reporting.SUMMARIES and not stored.empty:

@@ -12,6 +12,7 @@ Every cell runs under a time limit (`--cell-timeout`); a page that times out is 
 the cell. A notebook is written to ``<out-dir>/<name>.ipynb`` only when it ran to the end; a failed run leaves
 ``<name>.failed.ipynb`` (with the traceback in it) and makes the script exit with status 1, naming the notebook.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,10 @@ def load_runs(path: Path) -> list[dict]:
         unknown = set(run) - ENTRY_KEYS
         missing = {"name", "notebook", "tier"} - set(run)
         if unknown or missing:
-            raise SystemExit(f"{where}: unknown keys {sorted(unknown)}, missing keys {sorted(missing)}; "
-                             f"allowed: {sorted(ENTRY_KEYS)}.")
+            raise SystemExit(
+                f"{where}: unknown keys {sorted(unknown)}, missing keys {sorted(missing)}; "
+                f"allowed: {sorted(ENTRY_KEYS)}."
+            )
         if run["name"] in seen:
             raise SystemExit(f"{where}: the name {run['name']!r} is used twice.")
         seen.add(run["name"])
@@ -98,7 +101,8 @@ def notebook_parameters(run: dict) -> dict:
 def parameters_for(run: dict, tier: str | None, overrides: dict, known: dict) -> tuple[str, dict]:
     """The tier and the parameters an entry runs with: the book's values, then the tier's, then ``--set``.
 
-    A notebook whose parameters cell defines ``tier`` (the fedlib.reproduction.tiers name) gets the tier passed in; for the
+    A notebook whose parameters cell defines ``tier`` (the fedlib.reproduction.tiers name) gets the tier passed in; for
+    the
     others, another tier than the entry's own needs its overrides under ``tiers:`` in runs.yaml.
     """
     chosen = tier or run["tier"]
@@ -106,16 +110,20 @@ def parameters_for(run: dict, tier: str | None, overrides: dict, known: dict) ->
     if "tier" in known:
         parameters["tier"] = chosen
     elif chosen != run["tier"] and chosen not in run["tiers"]:
-        raise SystemExit(f"{run['name']} ({run['notebook']}): runs.yaml gives no parameters for tier "
-                         f"{chosen!r} and the notebook has no 'tier' parameter; add them under "
-                         f"'tiers: {{{chosen}: ...}}' (an empty mapping if the book's values fit that tier).")
+        raise SystemExit(
+            f"{run['name']} ({run['notebook']}): runs.yaml gives no parameters for tier "
+            f"{chosen!r} and the notebook has no 'tier' parameter; add them under "
+            f"'tiers: {{{chosen}: ...}}' (an empty mapping if the book's values fit that tier)."
+        )
     if chosen != run["tier"]:
         parameters.update(run["tiers"].get(chosen, {}))
     parameters.update(overrides)
     unknown = sorted(set(parameters) - set(known))
     if unknown:
-        raise SystemExit(f"{run['name']} ({run['notebook']}): unknown parameters {unknown}; "
-                         f"the notebook's parameters cell defines {sorted(known)}.")
+        raise SystemExit(
+            f"{run['name']} ({run['notebook']}): unknown parameters {unknown}; "
+            f"the notebook's parameters cell defines {sorted(known)}."
+        )
     return chosen, parameters
 
 
@@ -124,12 +132,17 @@ def check_toc(runs: list[dict], out_dir: Path) -> None:
     if out_dir.resolve() != (ROOT / "book" / "executed").resolve():
         return
     toc = (ROOT / "_toc.yml").read_text()
-    pages = {line.split("book/executed/", 1)[1].split()[0].removesuffix(".ipynb")
-             for line in toc.splitlines() if "book/executed/" in line and not line.lstrip().startswith("#")}
+    pages = {
+        line.split("book/executed/", 1)[1].split()[0].removesuffix(".ipynb")
+        for line in toc.splitlines()
+        if "book/executed/" in line and not line.lstrip().startswith("#")
+    }
     names = {run["name"] for run in runs}
     if names - pages or pages - names:
-        raise SystemExit(f"runs.yaml and _toc.yml disagree: runs without a page {sorted(names - pages)}, "
-                         f"pages without a run {sorted(pages - names)}.")
+        raise SystemExit(
+            f"runs.yaml and _toc.yml disagree: runs without a page {sorted(names - pages)}, "
+            f"pages without a run {sorted(pages - names)}."
+        )
 
 
 def stuck_cell(partial: Path) -> str:
@@ -141,8 +154,11 @@ def stuck_cell(partial: Path) -> str:
         return "cell unknown"
     # papermill puts a banner cell on top of a failed notebook; the numbering is that of the executed notebook
     cells = [c for c in nb.cells if "papermill-error-cell-tag" not in c.get("metadata", {}).get("tags", [])]
-    started = [i for i, cell in enumerate(cells)
-               if cell.get("metadata", {}).get("papermill", {}).get("status") not in (None, "pending")]
+    started = [
+        i
+        for i, cell in enumerate(cells)
+        if cell.get("metadata", {}).get("papermill", {}).get("status") not in (None, "pending")
+    ]
     if not started:
         return "cell unknown"
     first = cells[started[-1]].source.strip().splitlines()[:1]
@@ -150,8 +166,16 @@ def stuck_cell(partial: Path) -> str:
 
 
 #: Tags that already decide how the book shows a code cell; a cell with none of them gets ``hide-input``.
-SHOWN_AS_IS = {"parameters", "hide-input", "hide-output", "hide-cell", "remove-input", "remove-output", "remove-cell",
-               "show-input"}
+SHOWN_AS_IS = {
+    "parameters",
+    "hide-input",
+    "hide-output",
+    "hide-cell",
+    "remove-input",
+    "remove-output",
+    "remove-cell",
+    "show-input",
+}
 
 
 def collapse_code(path: Path) -> None:
@@ -183,9 +207,12 @@ def execute_once(source: Path, partial: Path, parameters: dict, log_output: bool
     """One papermill run; return '' or the error."""
     try:
         papermill.execute_notebook(
-            str(source), str(partial), parameters=parameters,
+            str(source),
+            str(partial),
+            parameters=parameters,
             cwd=str(source.parent),  # the notebook's folder, as when it is opened in Jupyter
-            progress_bar=False, log_output=log_output,
+            progress_bar=False,
+            log_output=log_output,
             execution_timeout=cell_timeout,  # seconds a single cell may run; a hung cell fails, never waits forever
         )
     except Exception as error:  # papermill raises PapermillExecutionError, nbclient CellTimeoutError, kernels die
@@ -193,8 +220,9 @@ def execute_once(source: Path, partial: Path, parameters: dict, log_output: bool
     return ""
 
 
-def execute(run: dict, tier: str, parameters: dict, out_dir: Path, log_output: bool,
-            cell_timeout: int = 600, retries: int = 1) -> tuple[str, float, str]:
+def execute(
+    run: dict, tier: str, parameters: dict, out_dir: Path, log_output: bool, cell_timeout: int = 600, retries: int = 1
+) -> tuple[str, float, str]:
     """Run one notebook; return (name, seconds, error message or '').
 
     A run that times out in a cell is tried again (``retries`` times); an error that is not a timeout is not
@@ -226,22 +254,45 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=Path, default=ROOT / "runs.yaml", help="the run table (default: runs.yaml)")
     parser.add_argument("--only", action="append", metavar="NAME", help="run only this entry (repeatable)")
-    parser.add_argument("--tier", choices=TIERS, help="run every selected entry at this tier (default: each "
-                                                     "entry's own tier, as in the book)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a parameter of every selected entry (repeatable)")
-    parser.add_argument("--out-dir", type=Path, default=ROOT / "book" / "executed",
-                        help="where executed notebooks go (default: book/executed, what the book shows)")
+    parser.add_argument(
+        "--tier",
+        choices=TIERS,
+        help="run every selected entry at this tier (default: each entry's own tier, as in the book)",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a parameter of every selected entry (repeatable)",
+    )
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=ROOT / "book" / "executed",
+        help="where executed notebooks go (default: book/executed, what the book shows)",
+    )
     parser.add_argument("-j", "--jobs", type=int, default=1, help="notebooks run in parallel (default 1)")
-    parser.add_argument("--cell-timeout", type=int, default=600, metavar="SECONDS",
-                        help="longest a single cell may run before the page fails (default 600); a page that "
-                             "times out is run once more before the build fails")
+    parser.add_argument(
+        "--cell-timeout",
+        type=int,
+        default=600,
+        metavar="SECONDS",
+        help="longest a single cell may run before the page fails (default 600); a page that "
+        "times out is run once more before the build fails",
+    )
     parser.add_argument("--log-output", action="store_true", help="echo the notebooks' output while they run")
     parser.add_argument("--list", action="store_true", help="print the run table and exit")
-    parser.add_argument("--smoke", action="store_true", help="apply each entry's `smoke` overrides (small, fast "
-                                                             "parameters for the notebook tests)")
-    parser.add_argument("--prepare-only", action="store_true", help="write the notebooks with the parameters "
-                        "injected but do not execute them (for `pytest --nbval-lax`)")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="apply each entry's `smoke` overrides (small, fast parameters for the notebook tests)",
+    )
+    parser.add_argument(
+        "--prepare-only",
+        action="store_true",
+        help="write the notebooks with the parameters injected but do not execute them (for `pytest --nbval-lax`)",
+    )
     args = parser.parse_args(argv)
 
     runs = load_runs(args.runs)
@@ -267,8 +318,9 @@ def main(argv: list[str] | None = None) -> int:
         args.out_dir.mkdir(parents=True, exist_ok=True)
         for run, _, parameters in plan:
             target = args.out_dir / f"{run['name']}.ipynb"
-            papermill.execute_notebook(str(ROOT / run["notebook"]), str(target), parameters=parameters,
-                                       prepare_only=True, progress_bar=False)
+            papermill.execute_notebook(
+                str(ROOT / run["notebook"]), str(target), parameters=parameters, prepare_only=True, progress_bar=False
+            )
             print(f"prepared {target}", flush=True)
         return 0
 
@@ -289,8 +341,9 @@ def main(argv: list[str] | None = None) -> int:
         futures = []
         for run, tier, parameters in plan:
             print(f"run  {run['name']} ({run['notebook']}, tier {tier}) {parameters}", flush=True)
-            futures.append((run, pool.submit(execute, run, tier, parameters, args.out_dir, args.log_output,
-                                                     args.cell_timeout)))
+            futures.append(
+                (run, pool.submit(execute, run, tier, parameters, args.out_dir, args.log_output, args.cell_timeout))
+            )
         for run, future in futures:
             name, seconds, error = future.result()
             if error:

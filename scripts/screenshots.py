@@ -17,6 +17,7 @@ Builds nothing; run it after ``jb build``. For every HTML page under ``_build/ht
 Usage: ``python scripts/screenshots.py [--html-dir _build/html] [--out screenshots]``. Needs Chromium
 (``apt-get install -y chromium``) and the ``playwright`` Python package (its own browsers are not needed).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,10 +34,18 @@ from PIL import Image
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # fedlib from this checkout, also when the script runs from elsewhere
 from fedlib.reproduction.notebook import cell_images, missing_figures, shown_code_cells  # noqa: E402
+
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 CHROMIUM_FLAGS = [
-    "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--mute-audio", "--no-first-run",
-    "--disable-extensions", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--hide-scrollbars",
+    "--mute-audio",
+    "--no-first-run",
+    "--disable-extensions",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
     "--host-resolver-rules=MAP * ~NOTFOUND",  # no host name resolves: the reader has no network
 ]
 WIDTH = 1280  # window width; screenshots are full-length (the whole page, however tall)
@@ -44,8 +53,15 @@ SETTLE_MS = 20000  # time the page's JavaScript gets to typeset equations and re
 MIN_ARTICLE_CHARS = 40  # an article with less text than a title and a sentence counts as blank
 MIN_INK_FRACTION = 0.005  # share of pixels that differ from the background colour
 # Attributes through which a page fetches a resource at view time (links to other sites are fine).
-RESOURCE_ATTRIBUTES = {"script": "src", "img": "src", "iframe": "src", "source": "src", "video": "src",
-                       "audio": "src", "embed": "src"}
+RESOURCE_ATTRIBUTES = {
+    "script": "src",
+    "img": "src",
+    "iframe": "src",
+    "source": "src",
+    "video": "src",
+    "audio": "src",
+    "embed": "src",
+}
 FETCHING_LINK_RELS = {"stylesheet", "preload", "modulepreload", "icon", "shortcut"}
 REMOTE = re.compile(r"^\s*(https?:)?//", re.IGNORECASE)
 CSS_REMOTE = re.compile(r"""(@import\s+(url\()?\s*['"]?|url\(\s*['"]?)(https?:)?//""", re.IGNORECASE)
@@ -128,8 +144,9 @@ def find_chromium() -> str:
     for name in CHROMIUM_NAMES:
         if path := shutil.which(name):
             return path
-    raise SystemExit(f"No Chromium found (looked for {', '.join(CHROMIUM_NAMES)}); "
-                     "install it, e.g. apt-get install -y chromium.")
+    raise SystemExit(
+        f"No Chromium found (looked for {', '.join(CHROMIUM_NAMES)}); install it, e.g. apt-get install -y chromium."
+    )
 
 
 # Run in the page: per rendered code cell, its <img> elements and how many decoded; and the page's counts.
@@ -154,7 +171,8 @@ MEASURE = """() => {
 }"""
 
 #: Tables a reader cannot read (issue 21): wider than the text column, a word broken across lines inside a cell
-#: (a header set letter by letter; breaks after "-", "/", "_" are breaks between words), or a bare pandas index (a first column 0, 1, 2, ... with no header).
+#: (a header set letter by letter; breaks after "-", "/", "_" are breaks between words), or a bare pandas index (a first
+#: column 0, 1, 2, ... with no header).
 TABLES = """function tableProblems(article) {
   const column = (article.querySelector("main") || article).getBoundingClientRect().width;
   const out = [];
@@ -201,7 +219,8 @@ SETTLED = """(expect) => {
 
 
 def notebook_of(html_dir: Path, page: Path, executed_dir: Path) -> Path | None:
-    """The executed notebook a built page came from (``book/executed/<name>.html`` -> ``<executed_dir>/<name>.ipynb``)."""
+    """The executed notebook a built page came from (``book/executed/<name>.html`` ->
+    ``<executed_dir>/<name>.ipynb``)."""
     relative = page.relative_to(html_dir)
     if relative.parts[:2] != ("book", "executed"):
         return None
@@ -211,18 +230,22 @@ def notebook_of(html_dir: Path, page: Path, executed_dir: Path) -> Path | None:
 
 def figure_problems(name: str, nb: dict, cells: list[dict]) -> list[str]:
     """Compare the pictures each rendered code cell shows with those its notebook cell holds."""
-    problems = [f"{name}: the executed notebook draws a figure but holds none in {where}"
-                for where in missing_figures(nb)]
+    problems = [
+        f"{name}: the executed notebook draws a figure but holds none in {where}" for where in missing_figures(nb)
+    ]
     shown = shown_code_cells(nb)
     if len(cells) != len(shown):
-        return problems + [f"{name}: {len(cells)} code cells on the page, {len(shown)} in the notebook; "
-                           "cannot match figures to cells"]
+        return problems + [
+            f"{name}: {len(cells)} code cells on the page, {len(shown)} in the notebook; cannot match figures to cells"
+        ]
     for (index, cell), seen in zip(shown, cells):
         expected = cell_images(cell)
         if seen["decoded"] < expected:
             first = "".join(cell["source"]).strip().splitlines()[:1]
-            problems.append(f"{name}: cell {index} ({first[0][:60] if first else ''!s}) holds {expected} "
-                            f"picture(s) in the notebook, the page shows {seen['decoded']} decoded")
+            problems.append(
+                f"{name}: cell {index} ({first[0][:60] if first else ''!s}) holds {expected} "
+                f"picture(s) in the notebook, the page shows {seen['decoded']} decoded"
+            )
     return problems
 
 
@@ -241,8 +264,7 @@ def check_page(browser, html_dir: Path, page: Path, out_dir: Path, executed_dir:
     try:
         tab.goto(page.as_uri(), wait_until="load", timeout=60000)
         try:
-            tab.wait_for_function(SETTLED, arg={"math": static.math, "widgets": static.widget_views},
-                                  timeout=SETTLE_MS)
+            tab.wait_for_function(SETTLED, arg={"math": static.math, "widgets": static.widget_views}, timeout=SETTLE_MS)
         except Exception:  # noqa: BLE001 - what did not settle is reported by the counts below
             pass
         seen = tab.evaluate(f"(() => {{ {TABLES}; return ({MEASURE})(); }})")
@@ -254,11 +276,15 @@ def check_page(browser, html_dir: Path, page: Path, out_dir: Path, executed_dir:
     if page.name not in ("genindex.html", "search.html") and seen["text"] < MIN_ARTICLE_CHARS:
         problems.append(f"{name}: the article is blank ({seen['text']} characters of text)")
     if seen["widgets"] < static.widget_views:
-        problems.append(f"{name}: {static.widget_views} ipywidgets views, {seen['widgets']} rendered "
-                        "(is _static/ipywidgets/embed.js there? run scripts/fetch_web_assets.py)")
+        problems.append(
+            f"{name}: {static.widget_views} ipywidgets views, {seen['widgets']} rendered "
+            "(is _static/ipywidgets/embed.js there? run scripts/fetch_web_assets.py)"
+        )
     if static.math and (not seen["math"] or seen["rawTex"]):
-        problems.append(f"{name}: {static.math} equations, {seen['math']} typeset by MathJax, {seen['rawTex']} "
-                        "left as TeX (is _static/mathjax/ there? run scripts/fetch_web_assets.py)")
+        problems.append(
+            f"{name}: {static.math} equations, {seen['math']} typeset by MathJax, {seen['rawTex']} "
+            "left as TeX (is _static/mathjax/ there? run scripts/fetch_web_assets.py)"
+        )
     problems += [f"{name}: a picture did not decode: {src}" for src in seen["broken"]]
     problems += [f"{name}: {problem}" for problem in seen["tables"]]
     expected = None
@@ -275,10 +301,13 @@ def check_page(browser, html_dir: Path, page: Path, out_dir: Path, executed_dir:
     if ink < MIN_INK_FRACTION:
         problems.append(f"{name}: the screenshot {png} is blank ({ink:.2%} of it differs from the background)")
     shown = png.relative_to(ROOT) if png.is_relative_to(ROOT) else png
-    print(f"{name}: {seen['text']} characters, {seen['widgets']}/{static.widget_views} widgets, "
-          f"{seen['math']} equations typeset, pictures {seen['decoded']}/{seen['images']} decoded"
-          f"{'' if expected is None else f' (notebook holds {expected})'}, ink {ink:.1%}, "
-          f"{WIDTH}x{height} px -> {shown}", flush=True)
+    print(
+        f"{name}: {seen['text']} characters, {seen['widgets']}/{static.widget_views} widgets, "
+        f"{seen['math']} equations typeset, pictures {seen['decoded']}/{seen['images']} decoded"
+        f"{'' if expected is None else f' (notebook holds {expected})'}, ink {ink:.1%}, "
+        f"{WIDTH}x{height} px -> {shown}",
+        flush=True,
+    )
     return problems, {"page": name, "decoded": seen["decoded"], "notebook_pictures": expected, "height": height}
 
 
@@ -298,8 +327,11 @@ def check_book(html_dir: Path, out_dir: Path, toc: Path, executed_dir: Path) -> 
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in out_dir.glob("*.png"):
         old.unlink()
-    problems = [f"{page}.html: in {toc.name} but not built"
-                for page in toc_pages(toc) if not (html_dir / f"{page}.html").is_file()]
+    problems = [
+        f"{page}.html: in {toc.name} but not built"
+        for page in toc_pages(toc)
+        if not (html_dir / f"{page}.html").is_file()
+    ]
     problems += check_static_css(html_dir)
     pages = sorted(p for p in html_dir.rglob("*.html") if not p.relative_to(html_dir).parts[0].startswith(("_", ".")))
     counts = []
@@ -321,8 +353,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--html-dir", type=Path, default=ROOT / "_build" / "html")
     parser.add_argument("--out", type=Path, default=ROOT / "screenshots")
     parser.add_argument("--toc", type=Path, default=ROOT / "_toc.yml")
-    parser.add_argument("--executed", type=Path, default=ROOT / "book" / "executed",
-                        help="the executed notebooks the pages were built from (default: book/executed)")
+    parser.add_argument(
+        "--executed",
+        type=Path,
+        default=ROOT / "book" / "executed",
+        help="the executed notebooks the pages were built from (default: book/executed)",
+    )
     args = parser.parse_args(argv)
 
     if not args.html_dir.is_dir():

@@ -1,9 +1,11 @@
 """Shared test helpers: tiny data sets written in the npz format that fedlib's "npz" loader reads."""
+
 import numpy as np
 
 
-def write_tiny_npz(directory, *, seed: int, num_samples: int, num_train: int, num_classes: int = 4,
-                   signal: bool = False) -> str:
+def write_tiny_npz(
+    directory, *, seed: int, num_samples: int, num_train: int, num_classes: int = 4, signal: bool = False
+) -> str:
     """Write random 16x16 RGB images with labels to ``directory/tiny.npz``; return the path as a string.
 
     With ``signal`` the red channel encodes the label (label * 60), so a model can learn something in a few steps.

@@ -1,4 +1,6 @@
-"""Tests of fedlib.label_only.adversarial (threat models, the FIFO buffer's participation bound) and fedlib.selection.defence."""
+"""Tests of fedlib.label_only.adversarial (threat models, the FIFO buffer's participation bound) and
+fedlib.selection.defence."""
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -18,10 +20,10 @@ from fedlib.label_only.adversarial import (
     scaled_report,
     uniform_report,
 )
-from fedlib.training.config import ConfigError, ExperimentConfig
+from fedlib.label_only.simulate import run_selection
 from fedlib.selection.defence import cap_totals, over_allowance, share_allowance
 from fedlib.selection.selectors import FedEntOptSelector
-from fedlib.label_only.simulate import run_selection
+from fedlib.training.config import ConfigError, ExperimentConfig
 
 
 class FirstFree(np.random.Generator):
@@ -92,20 +94,45 @@ def test_bound_rejects_bad_arguments(bad):
 # ----------------------------------------------------------------------------- the bound, exactly, on the selector
 
 
-@pytest.mark.parametrize("num_clients,num_selected,q,num_rounds", [
-    (12, 3, 0, 20), (12, 3, 1, 20), (12, 3, 2, 20), (12, 3, 3, 20), (12, 3, 4, 19), (12, 3, 6, 20),
-    (12, 3, 9, 20), (30, 4, 11, 25), (30, 4, 26, 13), (40, 5, 20, 31)])
+@pytest.mark.parametrize(
+    "num_clients,num_selected,q,num_rounds",
+    [
+        (12, 3, 0, 20),
+        (12, 3, 1, 20),
+        (12, 3, 2, 20),
+        (12, 3, 3, 20),
+        (12, 3, 4, 19),
+        (12, 3, 6, 20),
+        (12, 3, 9, 20),
+        (30, 4, 11, 25),
+        (30, 4, 26, 13),
+        (40, 5, 20, 31),
+    ],
+)
 def test_worst_case_liar_meets_the_bound(num_clients, num_selected, q, num_rounds):
     # A client that is the best candidate whenever it is free, and the random first pick whenever it is free at
     # step 0 (FirstFree: it is client 0), is picked at every pick it may take: exactly min(R, ceil(R M / (Q + 1))).
     counts = _worst_case_federation(num_clients, num_selected)
-    rounds = _picks_of(FedEntOptSelector(buffer_size=q), counts, num_selected, num_rounds, FirstFree(np.random.PCG64(0)))
+    rounds = _picks_of(
+        FedEntOptSelector(buffer_size=q), counts, num_selected, num_rounds, FirstFree(np.random.PCG64(0))
+    )
     assert sum(0 in r for r in rounds) == participation_bound(num_rounds, num_selected, q)
 
 
-@pytest.mark.parametrize("num_clients,num_selected,q,num_rounds", [
-    (12, 3, 0, 20), (12, 3, 1, 20), (12, 3, 3, 20), (12, 3, 4, 19), (12, 3, 6, 20), (30, 4, 11, 25),
-    (40, 5, 20, 31), (100, 10, 10, 60), (100, 10, 50, 120)])
+@pytest.mark.parametrize(
+    "num_clients,num_selected,q,num_rounds",
+    [
+        (12, 3, 0, 20),
+        (12, 3, 1, 20),
+        (12, 3, 3, 20),
+        (12, 3, 4, 19),
+        (12, 3, 6, 20),
+        (30, 4, 11, 25),
+        (40, 5, 20, 31),
+        (100, 10, 10, 60),
+        (100, 10, 50, 120),
+    ],
+)
 def test_greedy_liar_count(num_clients, num_selected, q, num_rounds):
     # Never the random first pick (LastFree picks the highest free client, never client 0): picked at the first
     # greedy step after it leaves the buffer, greedy_liar_rounds times.
@@ -119,8 +146,9 @@ def test_greedy_liar_meets_the_bound_when_m_divides_q_plus_1(num_selected, q, nu
     # Q < M, or M | Q + 1 and (Q + 1) / M | R: the liar needs no help from the random first pick, any seed.
     counts = _worst_case_federation(40, num_selected)
     for seed in range(5):
-        rounds = _picks_of(FedEntOptSelector(buffer_size=q), counts, num_selected, num_rounds,
-                           np.random.default_rng(seed))
+        rounds = _picks_of(
+            FedEntOptSelector(buffer_size=q), counts, num_selected, num_rounds, np.random.default_rng(seed)
+        )
         assert sum(0 in r for r in rounds) == participation_bound(num_rounds, num_selected, q)
 
 
@@ -167,8 +195,7 @@ def test_liar_shares_at_paper_scale_respect_the_bound():
         assert f["rounds"].sum() == 100 * 10
         # a flat report that outweighs any real pool is the best candidate whenever it is free, so it is picked
         # at least greedy_liar_rounds times (a small liar at 10x need not be: seed 0's holds 68 images)
-        f = liar_shares(counts, LiarSpec(1, "uniform", 100.0), num_selected=10, num_rounds=100, buffer_size=q,
-                        seed=0)
+        f = liar_shares(counts, LiarSpec(1, "uniform", 100.0), num_selected=10, num_rounds=100, buffer_size=q, seed=0)
         assert f.loc[f["liar"], "rounds"].iloc[0] >= greedy_liar_rounds(100, 10, q)
 
 
@@ -227,11 +254,15 @@ def test_liar_counts_hand():
     assert data[1:3].tolist() == [[0, 2, 0], [2, 0, 0]] and rep[1:3].tolist() == [[0, 4, 0], [4, 0, 0]]
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"num_liars": -1}, r"num_liars must be >= 0 \(got -1\)"),
-    ({"report": "loud"}, r"report must be one of 'uniform', 'rarest', 'scaled' \(got 'loud'\)"),
-    ({"inflation": 0.5}, r"inflation must be >= 1.0 \(got 0.5\)"),
-    ({"data": "poisoned"}, r"data must be one of 'honest', 'single', 'flipped' \(got 'poisoned'\)")])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"num_liars": -1}, r"num_liars must be >= 0 \(got -1\)"),
+        ({"report": "loud"}, r"report must be one of 'uniform', 'rarest', 'scaled' \(got 'loud'\)"),
+        ({"inflation": 0.5}, r"inflation must be >= 1.0 \(got 0.5\)"),
+        ({"data": "poisoned"}, r"data must be one of 'honest', 'single', 'flipped' \(got 'poisoned'\)"),
+    ],
+)
 def test_liar_spec_errors_name_parameter_and_value(kwargs, match):
     with pytest.raises(ValueError, match=match):
         LiarSpec(**kwargs)
@@ -311,19 +342,35 @@ def test_total_cap_is_selection_on_the_capped_counts(run, quantile, factor):
     assert a == _picks_of(plain, capped, m, num_rounds, np.random.default_rng(seed))
 
 
-@pytest.mark.parametrize("params,match", [
-    ({"total_cap_quantile": 0.0},
-     r"selector 'fedentopt' parameter 'total_cap_quantile': got 0.0; allowed: a finite real number > 0.0 and <= 1.0"),
-    ({"total_cap_quantile": 1.5},
-     r"selector 'fedentopt' parameter 'total_cap_quantile': got 1.5; allowed: a finite real number > 0.0 and <= 1.0"),
-    ({"total_cap_factor": -1.0},
-     r"selector 'fedentopt' parameter 'total_cap_factor': got -1.0; allowed: a finite real number > 0.0"),
-    ({"share_cap": 0.5}, r"selector 'fedentopt' parameter 'share_cap': got 0.5; allowed: a finite real number >= 1.0")])
+@pytest.mark.parametrize(
+    "params,match",
+    [
+        (
+            {"total_cap_quantile": 0.0},
+            r"selector 'fedentopt' parameter 'total_cap_quantile': got 0.0; allowed: a finite real number > 0.0 and "
+            r"<= 1.0",
+        ),
+        (
+            {"total_cap_quantile": 1.5},
+            r"selector 'fedentopt' parameter 'total_cap_quantile': got 1.5; allowed: a finite real number > 0.0 and "
+            r"<= 1.0",
+        ),
+        (
+            {"total_cap_factor": -1.0},
+            r"selector 'fedentopt' parameter 'total_cap_factor': got -1.0; allowed: a finite real number > 0.0",
+        ),
+        (
+            {"share_cap": 0.5},
+            r"selector 'fedentopt' parameter 'share_cap': got 0.5; allowed: a finite real number >= 1.0",
+        ),
+    ],
+)
 def test_defence_errors_name_parameter_and_value(params, match):
     with pytest.raises(ValueError, match=match):
         FedEntOptSelector(buffer_size=1, **params)
-    cfg = ExperimentConfig(num_clients=10, clients_per_round=2, selector="fedentopt",
-                           selector_params={"buffer_fraction": 0.5, **params})
+    cfg = ExperimentConfig(
+        num_clients=10, clients_per_round=2, selector="fedentopt", selector_params={"buffer_fraction": 0.5, **params}
+    )
     with pytest.raises(ConfigError, match=r"config field 'selector_params'.*" + match):
         cfg.validate()
 

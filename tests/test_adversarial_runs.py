@@ -1,11 +1,12 @@
 """Tests of fedlib.reproduction.adversarial_runs: training with lying clients, the stored group, the paired tests."""
+
 import numpy as np
 import pytest
 
+from fedlib.data.partition import label_count_matrix
+from fedlib.label_only.adversarial import LiarSpec, choose_liars, uniform_report
 from fedlib.reproduction import adversarial_runs as ar
 from fedlib.reproduction import results
-from fedlib.label_only.adversarial import LiarSpec, choose_liars, uniform_report
-from fedlib.data.partition import label_count_matrix
 from fedlib.reproduction.tiers import tier_config
 
 # ----------------------------------------------------------------------------- the group
@@ -64,8 +65,7 @@ def test_store_and_load_back(tmp_path):
     # stored with the liars' picks per round, read back by fedlib.reproduction.results.load_experiment
     import torch
 
-    runs = ar.lying_runs("quick", seeds=(0,), partitions=("C=2",), shares=(0.0, 0.1), methods=("FedEntOpt",),
-                         rounds=2)
+    runs = ar.lying_runs("quick", seeds=(0,), partitions=("C=2",), shares=(0.0, 0.1), methods=("FedEntOpt",), rounds=2)
     before = torch.get_num_threads()
     info = ar.ensure_lying_runs(runs, "quick", results_dir=tmp_path, log=lambda s: None)
     assert info["trained"] == 2 and torch.get_num_threads() == before
@@ -83,14 +83,26 @@ def test_share_cap_state_survives_a_checkpoint(tmp_path):
     # the (buffer, rounds_done, picks) state of the share cap goes through the trainer's checkpoints: a run killed
     # after round 5 (last checkpoint: round 4) and resumed picks exactly what the uninterrupted run picks
     from conftest import write_tiny_npz
+
     from fedlib.training.config import ExperimentConfig
     from fedlib.training.trainer import run_experiment
 
     path = write_tiny_npz(tmp_path, seed=0, num_samples=240, num_train=160, num_classes=4, signal=True)
-    cfg = ExperimentConfig(dataset="npz", dataset_options={"path": path}, num_clients=8, clients_per_round=3,
-                           rounds=6, local_epochs=1, batch_size=16, min_partition_size=2, beta=0.5, augment=False,
-                           selector="fedentopt", checkpoint_every=2,
-                           selector_params={"buffer_size": 1, "share_cap": 1.0, "total_cap_quantile": 0.5})
+    cfg = ExperimentConfig(
+        dataset="npz",
+        dataset_options={"path": path},
+        num_clients=8,
+        clients_per_round=3,
+        rounds=6,
+        local_epochs=1,
+        batch_size=16,
+        min_partition_size=2,
+        beta=0.5,
+        augment=False,
+        selector="fedentopt",
+        checkpoint_every=2,
+        selector_params={"buffer_size": 1, "share_cap": 1.0, "total_cap_quantile": 0.5},
+    )
     full = run_experiment(cfg, run_root=tmp_path / "a", progress=False)
     part = run_experiment(cfg, run_root=tmp_path / "b", progress=False, stop_after=5)
     assert not part.finished

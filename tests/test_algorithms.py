@@ -1,4 +1,5 @@
 """Algorithms: reductions to FedAvg / plain cross-entropy, and the equations of each method."""
+
 import dataclasses
 
 import numpy as np
@@ -11,7 +12,14 @@ from fedlib._validate import ParameterError
 from fedlib.algorithms import ALGORITHMS, Algorithm, FedProx, algorithm_class, make_algorithm
 from fedlib.algorithms.base import weighted_average
 from fedlib.algorithms.fednova import fednova_normaliser
-from fedlib.training.local import LocalHyperParams, LocalResult, local_train, make_generator, model_state, trainable_keys
+from fedlib.training.local import (
+    LocalHyperParams,
+    LocalResult,
+    local_train,
+    make_generator,
+    model_state,
+    trainable_keys,
+)
 
 
 def _mlp(seed=0):
@@ -53,8 +61,7 @@ def _equal(a, b):
 
 
 def test_registry_names_and_errors():
-    assert {"fedavg", "fedprox", "fednova", "scaffold", "fedrs", "fedlc", "fedconcat", "fedentropy"} <= set(
-        ALGORITHMS)
+    assert {"fedavg", "fedprox", "fednova", "scaffold", "fedrs", "fedlc", "fedconcat", "fedentropy"} <= set(ALGORITHMS)
     with pytest.raises(ValueError, match="algorithm parameter 'name': got 'fedavgg'; allowed: 'fedavg', 'fedprox'"):
         make_algorithm("fedavgg")
     with pytest.raises(ValueError, match=r"unknown parameter 'beta': got 0.5; allowed: the parameters alpha, variant"):
@@ -64,23 +71,45 @@ def test_registry_names_and_errors():
     assert isinstance(make_algorithm("fedlc", tau=0.5), Algorithm)
 
 
-@pytest.mark.parametrize("name, params, message", [
-    ("fedavgg", {}, "algorithm parameter 'name': got 'fedavgg'; allowed: 'fedavg', 'fedprox', 'fednova', "),
-    ("fedrs", {"beta": 0.5}, "algorithm 'fedrs' unknown parameter 'beta': got 0.5; allowed: the parameters alpha, "
-                             "variant."),
-    ("fedavg", {"mu": 0.1}, "algorithm 'fedavg' unknown parameter 'mu': got 0.1; allowed: no parameters."),
-    ("fedprox", {"mu": -1.0}, "algorithm 'fedprox' parameter 'mu': got -1.0; allowed: a finite real number >= 0.0."),
-    ("fedprox", {"mu": "0.1"}, "algorithm 'fedprox' parameter 'mu': got '0.1'; allowed: a finite real number >= "),
-    ("fedlc", {"zero_count": 0.0}, "algorithm 'fedlc' parameter 'zero_count': got 0.0; allowed: a finite real "
-                                   "number > 0.0."),
-    ("fedrs", {"alpha": 2}, "algorithm 'fedrs' parameter 'alpha': got 2; allowed: a finite real number >= 0.0 and "
-                            "<= 1.0."),
-    ("scaffold", {"normaliser": "adam"}, "algorithm 'scaffold' parameter 'normaliser': got 'adam'; allowed: "
-                                         "'momentum', 'steps'."),
-    ("fedconcat", {"encoder_rounds": -1}, "algorithm 'fedconcat' parameter 'encoder_rounds': got -1; allowed: None "
-                                          "or an integer >= 0."),
-    ("fedentropy", {"use_pools": 1}, "algorithm 'fedentropy' parameter 'use_pools': got 1; allowed: True, False."),
-])
+@pytest.mark.parametrize(
+    "name, params, message",
+    [
+        ("fedavgg", {}, "algorithm parameter 'name': got 'fedavgg'; allowed: 'fedavg', 'fedprox', 'fednova', "),
+        (
+            "fedrs",
+            {"beta": 0.5},
+            "algorithm 'fedrs' unknown parameter 'beta': got 0.5; allowed: the parameters alpha, variant.",
+        ),
+        ("fedavg", {"mu": 0.1}, "algorithm 'fedavg' unknown parameter 'mu': got 0.1; allowed: no parameters."),
+        (
+            "fedprox",
+            {"mu": -1.0},
+            "algorithm 'fedprox' parameter 'mu': got -1.0; allowed: a finite real number >= 0.0.",
+        ),
+        ("fedprox", {"mu": "0.1"}, "algorithm 'fedprox' parameter 'mu': got '0.1'; allowed: a finite real number >= "),
+        (
+            "fedlc",
+            {"zero_count": 0.0},
+            "algorithm 'fedlc' parameter 'zero_count': got 0.0; allowed: a finite real number > 0.0.",
+        ),
+        (
+            "fedrs",
+            {"alpha": 2},
+            "algorithm 'fedrs' parameter 'alpha': got 2; allowed: a finite real number >= 0.0 and <= 1.0.",
+        ),
+        (
+            "scaffold",
+            {"normaliser": "adam"},
+            "algorithm 'scaffold' parameter 'normaliser': got 'adam'; allowed: 'momentum', 'steps'.",
+        ),
+        (
+            "fedconcat",
+            {"encoder_rounds": -1},
+            "algorithm 'fedconcat' parameter 'encoder_rounds': got -1; allowed: None or an integer >= 0.",
+        ),
+        ("fedentropy", {"use_pools": 1}, "algorithm 'fedentropy' parameter 'use_pools': got 1; allowed: True, False."),
+    ],
+)
 def test_make_algorithm_reports_one_error_shape(name, params, message):
     # one type (a TypeError and a ValueError) and one message shape: part, parameter, value given, what is allowed
     with pytest.raises(ParameterError) as info:
@@ -105,8 +134,10 @@ def test_hyper_parameters_are_declared_once_as_a_frozen_dataclass():
         prox.mu = 0.5
     # the per-run state (the trainable keys) lives on the algorithm, not in its frozen hyper-parameters
     assert prox.bind(["w"]).trainable == ("w",)
-    assert make_algorithm("scaffold", correction="after_step").params_dict() == {"normaliser": "steps",
-                                                                                  "correction": "after_step"}
+    assert make_algorithm("scaffold", correction="after_step").params_dict() == {
+        "normaliser": "steps",
+        "correction": "after_step",
+    }
 
 
 def test_fedavg_of_identical_models_is_that_model():
@@ -255,7 +286,7 @@ def test_fednova_equal_steps_no_momentum_equals_fedavg():
 def test_fednova_normaliser():
     assert fednova_normaliser(5, 0.0) == 5
     rho, tau = 0.9, 13
-    brute = sum((1 - rho ** t) / (1 - rho) for t in range(1, tau + 1))
+    brute = sum((1 - rho**t) / (1 - rho) for t in range(1, tau + 1))
     assert fednova_normaliser(tau, rho) == pytest.approx(brute, rel=1e-12)
 
 
@@ -304,11 +335,14 @@ def test_fedrs_scales_absent_classes_and_fedlc_calibrates():
     rs = make_algorithm("fedrs", alpha=0.5)
     ctx = rs.client_context(0, counts, {}, {})
     assert torch.equal(ctx["scale"], torch.tensor([1.0, 0.5, 1.0, 0.5]))
-    assert torch.allclose(rs.loss(logits, y, params={}, global_params={}, ctx=ctx),
-                          F.cross_entropy(logits * torch.tensor([1.0, 0.5, 1.0, 0.5]), y))
+    assert torch.allclose(
+        rs.loss(logits, y, params={}, global_params={}, ctx=ctx),
+        F.cross_entropy(logits * torch.tensor([1.0, 0.5, 1.0, 0.5]), y),
+    )
     lc = make_algorithm("fedlc", tau=1.0)
     margin = lc.client_context(0, counts, {}, {})["margin"]
     # z_c - τ n_c^{-1/4}; absent classes counted as 1e-8 -> margin 100 τ (finite)
-    assert torch.allclose(margin, torch.tensor([3.0 ** -0.25, 100.0, 0.5, 100.0]))
-    assert torch.allclose(lc.loss(logits, y, params={}, global_params={}, ctx={"margin": margin}),
-                          F.cross_entropy(logits - margin, y))
+    assert torch.allclose(margin, torch.tensor([3.0**-0.25, 100.0, 0.5, 100.0]))
+    assert torch.allclose(
+        lc.loss(logits, y, params={}, global_params={}, ctx={"margin": margin}), F.cross_entropy(logits - margin, y)
+    )

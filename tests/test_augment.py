@@ -1,4 +1,5 @@
 """Tests of fedlib.data.augment: determinism, each op's definition, ranges, shapes and the test path."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -103,8 +104,7 @@ def test_ops_agree_with_torchvision_functional():
         torch.testing.assert_close(adjust_brightness(x, f)[i], TF.adjust_brightness(x[i], v))
         torch.testing.assert_close(adjust_contrast(x, f)[i], TF.adjust_contrast(x[i], v), atol=1e-3, rtol=0)
         torch.testing.assert_close(adjust_saturation(x, f)[i], TF.adjust_saturation(x[i], v), atol=1e-3, rtol=0)
-        torch.testing.assert_close(adjust_hue(x, shift)[i], TF.adjust_hue(x[i], float(shift[i])), atol=1e-5,
-                                   rtol=0)
+        torch.testing.assert_close(adjust_hue(x, shift)[i], TF.adjust_hue(x[i], float(shift[i])), atol=1e-5, rtol=0)
 
 
 def test_jitter_factors_within_strength():

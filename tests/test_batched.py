@@ -1,4 +1,5 @@
-"""Tests of fedlib.training.batched: the batched engine gives the reference path's results (fedlib.training.local.local_train).
+"""Tests of fedlib.training.batched: the batched engine gives the reference path's results
+(fedlib.training.local.local_train).
 
 Tolerances (fp32, CPU), and where they come from:
 * ``kernel="loop"``: bitwise equal to the reference path (same per-client ops; augmentation and SGD update are
@@ -12,6 +13,7 @@ Tolerances (fp32, CPU), and where they come from:
   steps of batch 8 within 30 % (observed up to 14 %: the difference grows along the SGD path), and the mean
   training loss within 0.01 (observed < 1e-4).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,8 +42,10 @@ from fedlib.training.local import (  # noqa: E402
 from fedlib.training.models import make_model  # noqa: E402
 
 ALGORITHMS = ["fedavg", "fedprox", "scaffold", "scaffold/after_step", "fednova", "fedrs", "fedlc"]
-PARAMS = {"fedprox": {"mu": 0.1},  # a large mu so the proximal term matters in a 2-round test
-          "scaffold/after_step": {"correction": "after_step"}}  # NIID-Bench's SCAFFOLD (after_step hook)
+PARAMS = {
+    "fedprox": {"mu": 0.1},  # a large mu so the proximal term matters in a 2-round test
+    "scaffold/after_step": {"correction": "after_step"},
+}  # NIID-Bench's SCAFFOLD (after_step hook)
 SIZES = [37, 20, 9, 50]  # batch 8: partial last batches (5, 4, 1, 2) and 5..7 steps per epoch -> masks matter
 BATCH, EPOCHS, ROUNDS, SEED = 8, 2, 2, 3
 PRE = Preprocessor(mean=(0.5, 0.5, 0.5), std=(0.25, 0.25, 0.25))
@@ -76,7 +80,7 @@ def data():
     perm = torch.randperm(n, generator=g)
     parts, start = [], 0
     for size in SIZES:
-        parts.append(torch.sort(perm[start:start + size]).values)
+        parts.append(torch.sort(perm[start : start + size]).values)
         start += size
     return x, y, parts
 
@@ -100,14 +104,29 @@ def _federate(engine, name, data, options=None, rounds=ROUNDS):
         ctxs = [alg.client_context(k, counts[k], server, clients[k]) for k in range(len(parts))]
         gens = [make_generator(client_seed(SEED, r, k)) for k in range(len(parts))]
         if engine == "reference":
-            results = [local_train(model, gp, x[p], y[p], ctxs[k], alg, hp, gens[k], transform=PRE.train,
-                                   client_id=k) for k, p in enumerate(parts)]
+            results = [
+                local_train(model, gp, x[p], y[p], ctxs[k], alg, hp, gens[k], transform=PRE.train, client_id=k)
+                for k, p in enumerate(parts)
+            ]
         else:
-            results = train_clients_batched(model, gp, x, y, parts, ctxs, alg, hp, gens, transform=PRE.train,
-                                            client_ids=list(range(len(parts))), options=options)
+            results = train_clients_batched(
+                model,
+                gp,
+                x,
+                y,
+                parts,
+                ctxs,
+                alg,
+                hp,
+                gens,
+                transform=PRE.train,
+                client_ids=list(range(len(parts))),
+                options=options,
+            )
         for k, res in enumerate(results):
-            clients[k], res.state_delta = alg.update_client_state(clients[k], res, global_params=gp,
-                                                                  server_state=server, ctx=ctxs[k], hp=hp)
+            clients[k], res.state_delta = alg.update_client_state(
+                clients[k], res, global_params=gp, server_state=server, ctx=ctxs[k], hp=hp
+            )
         weights = np.array([res.num_samples for res in results], dtype=np.float64)
         gp, server = alg.aggregate(gp, results, weights / weights.sum(), server)
     return gp, results
@@ -124,16 +143,21 @@ def test_loop_kernel_is_bitwise_the_reference_path(data, name):
     out, out_res = _federate("batched", name, data, BatchedOptions(kernel="loop"))
     assert all(torch.equal(ref[k], out[k]) for k in ref)
     for a, b in zip(ref_res, out_res):
-        assert (a.num_steps, a.num_samples, a.epochs, a.client_id) == (b.num_steps, b.num_samples, b.epochs,
-                                                                       b.client_id)
+        assert (a.num_steps, a.num_samples, a.epochs, a.client_id) == (
+            b.num_steps,
+            b.num_samples,
+            b.epochs,
+            b.client_id,
+        )
         assert a.train_loss == b.train_loss
 
 
 # header: algorithm, shrink mode
-@pytest.mark.parametrize("name,shrink", [(n, "compact") for n in ALGORITHMS] + [("fedavg", "mask"),
-                                                                                 ("scaffold", "mask"),
-                                                                                 ("scaffold/after_step", "mask"),
-                                                                                 ("fedprox", "mask")])
+@pytest.mark.parametrize(
+    "name,shrink",
+    [(n, "compact") for n in ALGORITHMS]
+    + [("fedavg", "mask"), ("scaffold", "mask"), ("scaffold/after_step", "mask"), ("fedprox", "mask")],
+)
 def test_vmap_kernel_matches_reference_within_1e_5(data, name, shrink):
     ref, ref_res = _reference(name, data)
     out, out_res = _federate("batched", name, data, BatchedOptions(kernel="vmap", shrink=shrink))
@@ -151,9 +175,19 @@ def test_partial_batch_loss_value_is_the_mean_over_real_samples(data):
     gp = model_state(model)
     hp = LocalHyperParams(lr=0.05, batch_size=BATCH, epochs=3)
     ref = local_train(model, gp, x[parts[2]], y[parts[2]], {}, alg, hp, make_generator(1), transform=PRE.train)
-    out = train_clients_batched(model, gp, x, y, [parts[2], parts[3]], [{}, {}], alg, hp,
-                                [make_generator(1), make_generator(2)], transform=PRE.train,
-                                options=BatchedOptions(kernel="vmap"))[0]
+    out = train_clients_batched(
+        model,
+        gp,
+        x,
+        y,
+        [parts[2], parts[3]],
+        [{}, {}],
+        alg,
+        hp,
+        [make_generator(1), make_generator(2)],
+        transform=PRE.train,
+        options=BatchedOptions(kernel="vmap"),
+    )[0]
     assert out.num_steps == ref.num_steps == 6
     assert out.train_loss == pytest.approx(ref.train_loss, abs=1e-5)
     assert _max_diff(ref.params, out.params) <= 1e-5
@@ -170,10 +204,22 @@ def test_masked_client_is_unchanged_after_it_finishes(data, kernel, tol):
     gp = model_state(model)
     hp = LocalHyperParams(lr=0.05, batch_size=BATCH, epochs=EPOCHS)
     opts = BatchedOptions(kernel=kernel, shrink="mask")
-    pair = train_clients_batched(model, gp, x, y, [parts[2], parts[3]], [{}, {}], alg, hp,
-                                 [make_generator(5), make_generator(6)], transform=PRE.train, options=opts)
-    alone = train_clients_batched(model, gp, x, y, [parts[2]], [{}], alg, hp, [make_generator(5)],
-                                  transform=PRE.train, options=opts)[0]
+    pair = train_clients_batched(
+        model,
+        gp,
+        x,
+        y,
+        [parts[2], parts[3]],
+        [{}, {}],
+        alg,
+        hp,
+        [make_generator(5), make_generator(6)],
+        transform=PRE.train,
+        options=opts,
+    )
+    alone = train_clients_batched(
+        model, gp, x, y, [parts[2]], [{}], alg, hp, [make_generator(5)], transform=PRE.train, options=opts
+    )[0]
     assert (pair[0].num_steps, pair[1].num_steps) == (4, 14)
     assert _max_diff(pair[0].params, alone.params) <= tol
     assert pair[0].train_loss == pytest.approx(alone.train_loss, abs=max(tol, 1e-7))
@@ -186,10 +232,23 @@ def test_stragglers_with_fewer_epochs(data):
     alg = make_algorithm("fedavg").bind(trainable_keys(model))
     gp = model_state(model)
     hps = [LocalHyperParams(lr=0.05, batch_size=BATCH, epochs=e) for e in (3, 1, 2, 3)]
-    ref = [local_train(model, gp, x[p], y[p], {}, alg, hps[k], make_generator(k), transform=PRE.train)
-           for k, p in enumerate(parts)]
-    out = train_clients_batched(model, gp, x, y, parts, [{}] * 4, alg, hps, [make_generator(k) for k in range(4)],
-                                transform=PRE.train, options=BatchedOptions(kernel="loop"))
+    ref = [
+        local_train(model, gp, x[p], y[p], {}, alg, hps[k], make_generator(k), transform=PRE.train)
+        for k, p in enumerate(parts)
+    ]
+    out = train_clients_batched(
+        model,
+        gp,
+        x,
+        y,
+        parts,
+        [{}] * 4,
+        alg,
+        hps,
+        [make_generator(k) for k in range(4)],
+        transform=PRE.train,
+        options=BatchedOptions(kernel="loop"),
+    )
     for a, b in zip(ref, out):
         assert (a.num_steps, a.epochs) == (b.num_steps, b.epochs)
         assert all(torch.equal(a.params[k], b.params[k]) for k in a.params)
@@ -201,8 +260,18 @@ def test_client_without_samples_keeps_the_global_model(data):
     alg = make_algorithm("fedavg").bind(trainable_keys(model))
     gp = model_state(model)
     hp = LocalHyperParams(lr=0.05, batch_size=BATCH, epochs=1)
-    out = train_clients_batched(model, gp, x, y, [parts[0], parts[0][:0]], [{}, {}], alg, hp,
-                                [make_generator(0), make_generator(1)], transform=PRE.train)
+    out = train_clients_batched(
+        model,
+        gp,
+        x,
+        y,
+        [parts[0], parts[0][:0]],
+        [{}, {}],
+        alg,
+        hp,
+        [make_generator(0), make_generator(1)],
+        transform=PRE.train,
+    )
     assert out[1].num_steps == 0 and np.isnan(out[1].train_loss)
     assert all(torch.equal(out[1].params[k], gp[k]) for k in gp)
 
@@ -229,10 +298,23 @@ def test_generic_transform_is_called_per_client(data):
     def transform(xb, gen):
         return PRE.train(xb, gen) * 1.0
 
-    ref = [local_train(model, gp, x[p], y[p], {}, alg, hp, make_generator(k), transform=transform)
-           for k, p in enumerate(parts)]
-    out = train_clients_batched(model, gp, x, y, parts, [{}] * 4, alg, hp, [make_generator(k) for k in range(4)],
-                                transform=transform, options=BatchedOptions(kernel="loop"))
+    ref = [
+        local_train(model, gp, x[p], y[p], {}, alg, hp, make_generator(k), transform=transform)
+        for k, p in enumerate(parts)
+    ]
+    out = train_clients_batched(
+        model,
+        gp,
+        x,
+        y,
+        parts,
+        [{}] * 4,
+        alg,
+        hp,
+        [make_generator(k) for k in range(4)],
+        transform=transform,
+        options=BatchedOptions(kernel="loop"),
+    )
     assert all(torch.equal(a.params[k], b.params[k]) for a, b in zip(ref, out) for k in gp)
 
 
@@ -257,8 +339,10 @@ def test_compile_is_refused_where_the_cpu_compiler_has_no_vector_instructions():
     import subprocess
     import sys
 
-    code = ("from fedlib.training.batched import cpu_compile_unsupported_reason as r; import sys; "
-            "print(r()); sys.exit(0 if r() else 3)")
+    code = (
+        "from fedlib.training.batched import cpu_compile_unsupported_reason as r; import sys; "
+        "print(r()); sys.exit(0 if r() else 3)"
+    )
     env = {**os.environ, "ATEN_CPU_CAPABILITY": "default"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -276,9 +360,19 @@ def test_bf16_update_within_tolerance_of_fp32(data, batch_size, epochs, tol):
     hp = LocalHyperParams(lr=0.05, batch_size=batch_size, epochs=epochs)
 
     def run(amp, kernel):
-        return train_clients_batched(model, gp, x, y, parts, [{}] * 4, alg, hp,
-                                     [make_generator(k) for k in range(4)], transform=PRE.train,
-                                     options=BatchedOptions(amp_dtype=amp, kernel=kernel))
+        return train_clients_batched(
+            model,
+            gp,
+            x,
+            y,
+            parts,
+            [{}] * 4,
+            alg,
+            hp,
+            [make_generator(k) for k in range(4)],
+            transform=PRE.train,
+            options=BatchedOptions(amp_dtype=amp, kernel=kernel),
+        )
 
     for kernel in ("loop", "vmap"):
         for a, b in zip(run(None, kernel), run(torch.bfloat16, kernel)):
@@ -293,14 +387,20 @@ def test_bf16_update_within_tolerance_of_fp32(data, batch_size, epochs, tol):
 def test_batchnorm_model_falls_back_with_a_warning(data):
     x, y, parts = data
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
-                                torch.nn.Flatten(), torch.nn.Linear(4 * 14 * 14, 5))
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3),
+        torch.nn.BatchNorm2d(4),
+        torch.nn.ReLU(),
+        torch.nn.Flatten(),
+        torch.nn.Linear(4 * 14 * 14, 5),
+    )
     alg = make_algorithm("fedavg").bind(trainable_keys(model))
     gp = model_state(model)
     hp = LocalHyperParams(lr=0.05, batch_size=BATCH, epochs=1)
     with pytest.warns(UserWarning, match=r"falling back to the reference path.*buffers.*BatchNorm"):
-        out = train_clients_batched(model, gp, x, y, parts[:2], [{}, {}], alg, hp,
-                                    [make_generator(0), make_generator(1)], transform=PRE.train)
+        out = train_clients_batched(
+            model, gp, x, y, parts[:2], [{}, {}], alg, hp, [make_generator(0), make_generator(1)], transform=PRE.train
+        )
     ref = local_train(model, gp, x[parts[0]], y[parts[0]], {}, alg, hp, make_generator(0), transform=PRE.train)
     assert all(torch.equal(ref.params[k], out[0].params[k]) for k in gp)  # running stats updated as reference
 
@@ -314,15 +414,19 @@ def test_unknown_algorithm_falls_back_with_a_warning(data):
     alg = Custom().bind(trainable_keys(model))
     hp = LocalHyperParams(lr=0.05, batch_size=BATCH, epochs=1)
     with pytest.warns(UserWarning, match="algorithm 'custom' is not batchable"):
-        train_clients_batched(model, model_state(model), x, y, parts[:1], [{}], alg, hp, [make_generator(0)],
-                              transform=PRE.train)
+        train_clients_batched(
+            model, model_state(model), x, y, parts[:1], [{}], alg, hp, [make_generator(0)], transform=PRE.train
+        )
 
 
 # header: what differs, expected reason
-@pytest.mark.parametrize("change,match", [
-    ("lr", "clients differ in lr"),
-    ("generator", "share one torch.Generator"),
-])
+@pytest.mark.parametrize(
+    "change,match",
+    [
+        ("lr", "clients differ in lr"),
+        ("generator", "share one torch.Generator"),
+    ],
+)
 def test_unsupported_reason(change, match):
     model = _model()
     alg = make_algorithm("fedavg")
@@ -378,7 +482,18 @@ def test_fedrs_reference_code_variant_falls_back_with_a_warning(data):
     hp = LocalHyperParams(lr=0.05, batch_size=BATCH, epochs=1)
     ctxs = [alg.client_context(k, torch.bincount(y[p], minlength=5).float(), {}, {}) for k, p in enumerate(parts[:2])]
     with pytest.warns(UserWarning, match="variant='reference-code'\\) sets supports_batched = False"):
-        out = train_clients_batched(model, gp, x, y, parts[:2], ctxs, alg, hp, [make_generator(1), make_generator(2)],
-                                    transform=PRE.train, options=BatchedOptions(kernel="loop"))
+        out = train_clients_batched(
+            model,
+            gp,
+            x,
+            y,
+            parts[:2],
+            ctxs,
+            alg,
+            hp,
+            [make_generator(1), make_generator(2)],
+            transform=PRE.train,
+            options=BatchedOptions(kernel="loop"),
+        )
     ref = local_train(model, gp, x[parts[0]], y[parts[0]], ctxs[0], alg, hp, make_generator(1), transform=PRE.train)
     assert all(torch.equal(ref.params[k], out[0].params[k]) for k in ref.params)

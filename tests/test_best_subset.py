@@ -1,4 +1,5 @@
 """Tests of fedlib.selection.best_subset: the exact search equals brute force, swap search, a round's candidates."""
+
 import itertools
 import math
 
@@ -28,8 +29,13 @@ def problems(draw, max_clients=9, max_classes=4):
     rows = [draw(st.lists(cell, min_size=num_classes, max_size=num_classes)) for _ in range(num_clients)]
     for k in range(1, num_clients):  # duplicates (ties) and empty clients
         kind = draw(st.sampled_from(["own", "own", "copy", "zero"]))
-        rows[k] = list(rows[draw(st.integers(0, k - 1))]) if kind == "copy" else [0] * num_classes if kind == "zero" \
+        rows[k] = (
+            list(rows[draw(st.integers(0, k - 1))])
+            if kind == "copy"
+            else [0] * num_classes
+            if kind == "zero"
             else rows[k]
+        )
     counts = np.array(rows, dtype=float)
     candidates = None
     if draw(st.booleans()):
@@ -98,15 +104,18 @@ def test_node_limit_returns_the_best_found_unproven():
     assert limited.entropy >= subset_entropy(counts, np.arange(6))
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"num_selected": 0}, "num_selected must be >= 1"),
-    ({"num_selected": 4}, "num_selected must be <= the number of candidates 3"),
-    ({"num_selected": 2, "candidates": [0, 0]}, "candidates must be distinct"),
-    ({"num_selected": 1, "candidates": [3]}, r"client indices in \[0, 2\]"),
-    ({"num_selected": 2, "node_limit": 0}, "node_limit must be >= 1"),
-    ({"num_selected": 2, "start": [0]}, "start must be a 1-D array of 2 client indices"),
-    ({"num_selected": 2, "start": [0, 0]}, "start must be 2 distinct clients among the candidates"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"num_selected": 0}, "num_selected must be >= 1"),
+        ({"num_selected": 4}, "num_selected must be <= the number of candidates 3"),
+        ({"num_selected": 2, "candidates": [0, 0]}, "candidates must be distinct"),
+        ({"num_selected": 1, "candidates": [3]}, r"client indices in \[0, 2\]"),
+        ({"num_selected": 2, "node_limit": 0}, "node_limit must be >= 1"),
+        ({"num_selected": 2, "start": [0]}, "start must be a 1-D array of 2 client indices"),
+        ({"num_selected": 2, "start": [0, 0]}, "start must be 2 distinct clients among the candidates"),
+    ],
+)
 def test_best_subset_rejects_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
         best_subset([[1, 0], [0, 1], [1, 1]], **kwargs)

@@ -1,4 +1,5 @@
 """The Chromium page check (scripts/screenshots.py) fails on a page that lost its figures, naming page and cell."""
+
 from __future__ import annotations
 
 import base64
@@ -31,10 +32,20 @@ def _png(width=40, height=30) -> str:
 def _notebook(figure_outputs: list[bool]) -> dict:
     cells = [{"cell_type": "markdown", "metadata": {}, "source": "# A page"}]
     for has in figure_outputs:
-        outputs = [{"output_type": "display_data", "metadata": {},
-                    "data": {"image/png": _png(), "text/plain": "<Figure>"}}] if has else []
-        cells.append({"cell_type": "code", "metadata": {"tags": []}, "outputs": outputs, "execution_count": 1,
-                      "source": "fig, ax = plt.subplots()\nplt.show()"})
+        outputs = (
+            [{"output_type": "display_data", "metadata": {}, "data": {"image/png": _png(), "text/plain": "<Figure>"}}]
+            if has
+            else []
+        )
+        cells.append(
+            {
+                "cell_type": "code",
+                "metadata": {"tags": []},
+                "outputs": outputs,
+                "execution_count": 1,
+                "source": "fig, ax = plt.subplots()\nplt.show()",
+            }
+        )
     return {"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
 
 
@@ -42,8 +53,10 @@ def _page(cells_with_img: list[bool]) -> str:
     text = "A page of the book with enough text to count as an article. " * 3
     cells = "".join(
         '<div class="cell docutils container"><div class="cell_input">code</div><div class="cell_output">'
-        + (f'<img src="data:image/png;base64,{_png()}" alt="figure">' if has else "") + "</div></div>"
-        for has in cells_with_img)
+        + (f'<img src="data:image/png;base64,{_png()}" alt="figure">' if has else "")
+        + "</div></div>"
+        for has in cells_with_img
+    )
     return f"<!doctype html><html><body><article><h1>A page</h1><p>{text}</p>{cells}</article></body></html>"
 
 
@@ -60,8 +73,10 @@ def _book(tmp_path: Path, notebook_figures: list[bool], page_figures: list[bool]
 
 
 needs_chromium = pytest.mark.skipif(
-    importlib.util.find_spec("playwright") is None or not any(shutil.which(n) for n in ("chromium", "chromium-browser")),
-    reason="needs Chromium (apt-get install chromium) and playwright (make install)")
+    importlib.util.find_spec("playwright") is None
+    or not any(shutil.which(n) for n in ("chromium", "chromium-browser")),
+    reason="needs Chromium (apt-get install chromium) and playwright (make install)",
+)
 
 
 @needs_chromium
@@ -70,8 +85,9 @@ def test_a_page_showing_every_figure_passes(tmp_path):
     html, toc, executed = _book(tmp_path, [True, True], [True, True])
     problems, counts = check.check_book(html, tmp_path / "shots", toc, executed)
     assert problems == []
-    assert counts == [{"page": "book/executed/fig.html", "decoded": 2, "notebook_pictures": 2,
-                       "height": counts[0]["height"]}]
+    assert counts == [
+        {"page": "book/executed/fig.html", "decoded": 2, "notebook_pictures": 2, "height": counts[0]["height"]}
+    ]
     assert (tmp_path / "shots" / "book__executed__fig.png").is_file()
 
 
@@ -91,8 +107,10 @@ def test_a_notebook_whose_figures_were_never_drawn_fails(tmp_path):
     check = _load_check()
     html, toc, executed = _book(tmp_path, [False], [False])
     problems, _ = check.check_book(html, tmp_path / "shots", toc, executed)
-    assert problems == ["book/executed/fig.html: the executed notebook draws a figure but holds none in "
-                        "cell 1: fig, ax = plt.subplots()"]
+    assert problems == [
+        "book/executed/fig.html: the executed notebook draws a figure but holds none in "
+        "cell 1: fig, ax = plt.subplots()"
+    ]
 
 
 @needs_chromium
@@ -108,22 +126,36 @@ def test_a_picture_that_does_not_decode_fails(tmp_path):
 
 def _table_page(table: str) -> str:
     text = "A page of the book with enough text to count as an article. " * 3
-    return (f"<!doctype html><html><body style='width:600px'><article><h1>A page</h1><p>{text}</p>{table}"
-            "</article></body></html>")
+    return (
+        f"<!doctype html><html><body style='width:600px'><article><h1>A page</h1><p>{text}</p>{table}"
+        "</article></body></html>"
+    )
 
 
 @needs_chromium
-@pytest.mark.parametrize("table, problem", [
-    # a header in a column too narrow for its word, broken anywhere: letter by letter
-    ('<table><thead><tr><th style="width:20px;overflow-wrap:anywhere">partition</th><th>b</th></tr></thead>'
-     "<tbody><tr><td>x</td><td>y</td></tr></tbody></table>", "a word is broken across lines in the cell \"partition"),
-    # pandas' default index: 0, 1, 2 in the first column, no header for it
-    ("<table><thead><tr><th></th><th>a</th></tr></thead><tbody><tr><th>0</th><td>1</td></tr><tr><th>1</th>"
-     "<td>2</td></tr><tr><th>2</th><td>3</td></tr></tbody></table>", "shows a bare pandas index"),
-    # wider than the text column (here inside a scroll box, which hides it from the box's width)
-    ('<div style="overflow-x:auto;max-width:100%"><table style="display:block;overflow-x:auto;max-width:100%">'
-     '<tr><td style="min-width:2000px">wide</td></tr></table></div>', "px wide, the text column"),
-])
+@pytest.mark.parametrize(
+    "table, problem",
+    [
+        # a header in a column too narrow for its word, broken anywhere: letter by letter
+        (
+            '<table><thead><tr><th style="width:20px;overflow-wrap:anywhere">partition</th><th>b</th></tr></thead>'
+            "<tbody><tr><td>x</td><td>y</td></tr></tbody></table>",
+            'a word is broken across lines in the cell "partition',
+        ),
+        # pandas' default index: 0, 1, 2 in the first column, no header for it
+        (
+            "<table><thead><tr><th></th><th>a</th></tr></thead><tbody><tr><th>0</th><td>1</td></tr><tr><th>1</th>"
+            "<td>2</td></tr><tr><th>2</th><td>3</td></tr></tbody></table>",
+            "shows a bare pandas index",
+        ),
+        # wider than the text column (here inside a scroll box, which hides it from the box's width)
+        (
+            '<div style="overflow-x:auto;max-width:100%"><table style="display:block;overflow-x:auto;max-width:100%">'
+            '<tr><td style="min-width:2000px">wide</td></tr></table></div>',
+            "px wide, the text column",
+        ),
+    ],
+)
 def test_an_unreadable_table_fails_naming_page_and_table(tmp_path, table, problem):
     check = _load_check()
     html, toc, executed = _book(tmp_path, [], [])
@@ -136,13 +168,14 @@ def test_an_unreadable_table_fails_naming_page_and_table(tmp_path, table, proble
 @needs_chromium
 def test_a_table_that_wraps_between_words_passes(tmp_path):
     """What fedlib.reproduction.notebook.frame_html writes: the index hidden, names that break at their underscores."""
-    from fedlib.reproduction.notebook import frame_html
     import pandas as pd
+
+    from fedlib.reproduction.notebook import frame_html
 
     check = _load_check()
     html, toc, executed = _book(tmp_path, [], [])
     frame = pd.DataFrame({"rounds_above_threshold": [0.5, 0.25], "mean": [1.0, 2.0]})
-    css = '<style>th { width: 90px; overflow-wrap: normal; word-break: normal }</style>'
+    css = "<style>th { width: 90px; overflow-wrap: normal; word-break: normal }</style>"
     (html / "book" / "executed" / "fig.html").write_text(_table_page(css + frame_html(frame)))
     problems, _ = check.check_book(html, tmp_path / "shots", toc, executed)
     assert problems == []

@@ -4,6 +4,7 @@ Every test reads the parameters the book runs its page with (the notebook's defa
 runs.yaml), computes what the page computes (through the same fedlib functions) and asserts each claim of
 :mod:`fedlib.reproduction.claims` at its stated tolerance; claims we expect to miss assert the documented explanation.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from fedlib.reproduction import claims, machine_spread, plateau, results, scorecard, tiers
 
@@ -25,8 +25,12 @@ def book_parameters(name: str) -> dict:
 
 def assert_claims(found):
     assert found, "no claim was computed"
-    wrong = [f"{c.key}: ours {c.ours:.4f}, paper {c.paper}, {c.tolerance}, verdict {c.verdict!r}, "
-             f"documented {claims.expected_verdict(c.key)!r}" for c in found if not c.as_expected]
+    wrong = [
+        f"{c.key}: ours {c.ours:.4f}, paper {c.paper}, {c.tolerance}, verdict {c.verdict!r}, "
+        f"documented {claims.expected_verdict(c.key)!r}"
+        for c in found
+        if not c.as_expected
+    ]
     assert not wrong, "claims that changed:\n" + "\n".join(wrong)
 
 
@@ -107,10 +111,16 @@ def test_every_expected_difference_has_evidence_that_a_test_asserts():
 
 #: page -> how many claims it judges per tier (the claims themselves: fedlib.reproduction.machine_spread.STORED_CLAIMS).
 #: The quick tier's participation group has one seed: no claim (one seed cannot tell a drop from noise).
-CLAIM_COUNTS = {"table1": {"quick": 13, "subset": 13}, "table2": {"quick": 10, "subset": 10},
-                "accuracy_curves": {"quick": 2, "subset": 2}, "participation": {"quick": 0, "subset": 7},
-                "availability": {"quick": 4}, "buffer_accuracy": {"quick": 4}, "large_pools": {"quick": 6},
-                "fedentropy_entropy": {"quick": 3}}
+CLAIM_COUNTS = {
+    "table1": {"quick": 13, "subset": 13},
+    "table2": {"quick": 10, "subset": 10},
+    "accuracy_curves": {"quick": 2, "subset": 2},
+    "participation": {"quick": 0, "subset": 7},
+    "availability": {"quick": 4},
+    "buffer_accuracy": {"quick": 4},
+    "large_pools": {"quick": 6},
+    "fedentropy_entropy": {"quick": 3},
+}
 
 
 def test_every_page_with_stored_claims_is_counted():
@@ -131,7 +141,8 @@ def test_stored_training_verdicts(page, tier):
 
 
 def test_subset_tier_trains_past_the_measured_plateau():
-    """fedlib.reproduction.tiers: the subset tier's round count is at least every FedAvg/FedEntOpt plateau round + 10."""
+    """fedlib.reproduction.tiers: the subset tier's round count is at least every FedAvg/FedEntOpt plateau round +
+    10."""
     stored = results.load_or_run("subset", "table1", None, run_missing=False)
     if stored.empty:
         pytest.skip("no stored subset table1 runs")
@@ -145,13 +156,24 @@ def test_subset_tier_trains_past_the_measured_plateau():
 
 # ------------------------------------------------------------------------------ the claim machinery itself
 
+
 def _t6(ours, paper, ours_std=0.01, paper_std=0.01, n=3):
     import pandas as pd
 
     k = len(ours)
-    return pd.DataFrame({"dataset": ["X"] * k, "partition": ["C=2"] * k, "buffer_pct": [0, 25, 50, 75][:k],
-                         "hnorm_mean": ours, "hnorm_std": [ours_std] * k, "n_seeds": [n] * k,
-                         "paper_hnorm_mean": paper, "paper_hnorm_std": [paper_std] * k, "never_picked": [0] * k})
+    return pd.DataFrame(
+        {
+            "dataset": ["X"] * k,
+            "partition": ["C=2"] * k,
+            "buffer_pct": [0, 25, 50, 75][:k],
+            "hnorm_mean": ours,
+            "hnorm_std": [ours_std] * k,
+            "n_seeds": [n] * k,
+            "paper_hnorm_mean": paper,
+            "paper_hnorm_std": [paper_std] * k,
+            "never_picked": [0] * k,
+        }
+    )
 
 
 def test_a_claim_that_misses_without_a_documented_reason_fails():
@@ -170,8 +192,12 @@ def test_a_claim_that_misses_without_a_documented_reason_fails():
 
 def test_the_same_standard_error_judges_a_pass_and_a_miss():
     # 0.015 off passes, 0.017 off misses, whichever side of the paper's value
-    for off, verdict in ((0.015, "reproduces"), (-0.015, "reproduces"), (0.017, "does not reproduce"),
-                         (-0.017, "does not reproduce")):
+    for off, verdict in (
+        (0.015, "reproduces"),
+        (-0.015, "reproduces"),
+        (0.017, "does not reproduce"),
+        (-0.017, "does not reproduce"),
+    ):
         (cell,) = [c for c in claims.table6_hnorm(_t6([0.5 + off], [0.5])) if c.key.endswith("Q0")]
         assert cell.verdict == verdict, off
     # a tighter spread makes the same gap a miss: the tolerance is in units of the measured spread
@@ -203,8 +229,17 @@ def test_a_documented_difference_is_asserted_as_a_difference(monkeypatch):
 def test_an_undecided_claim_must_be_documented_as_undecided(monkeypatch):
     import pandas as pd
 
-    paired = pd.DataFrame({"partition": ["C=2"], "a": ["FedEntOpt+FedProx"], "b": ["FedProx"], "n": [3],
-                           "mean_diff": [1.0], "std_diff": [2.0], "paper_change": [0.85]})
+    paired = pd.DataFrame(
+        {
+            "partition": ["C=2"],
+            "a": ["FedEntOpt+FedProx"],
+            "b": ["FedProx"],
+            "n": [3],
+            "mean_diff": [1.0],
+            "std_diff": [2.0],
+            "paper_change": [0.85],
+        }
+    )
     (c,) = claims.table2_changes(paired, "t")
     assert c.verdict == "undecided" and not c.as_expected  # t-interval 1 ± 4.97 straddles 0
     monkeypatch.setitem(claims.UNDECIDED, "t:table2/*", "few seeds")
@@ -219,8 +254,9 @@ def test_best_means_above_every_method_seed_by_seed():
     import pandas as pd
 
     def best(gaps):  # FedEntOpt minus each method: (mean, std, n)
-        paired = pd.DataFrame([{"partition": "C=2", "b": m, "mean_diff": g[0], "std_diff": g[1], "n": g[2]}
-                               for m, g in gaps.items()])
+        paired = pd.DataFrame(
+            [{"partition": "C=2", "b": m, "mean_diff": g[0], "std_diff": g[1], "n": g[2]} for m, g in gaps.items()]
+        )
         return next(c for c in claims.table1_best(paired, "t") if c.key.endswith("best"))
 
     assert best({"FedAvg": (3.0, 0.5, 3), "FedLC": (2.0, 0.5, 3)}).verdict == "reproduces"
@@ -234,8 +270,9 @@ def test_dp_matches_inside_the_papers_own_dp_spread():
     import pandas as pd
 
     def dp(mean, std):
-        paired = pd.DataFrame({"partition": ["C=2"], "b": ["FedEntOpt (DP)"], "mean_diff": [mean],
-                               "std_diff": [std], "n": [5]})
+        paired = pd.DataFrame(
+            {"partition": ["C=2"], "b": ["FedEntOpt (DP)"], "mean_diff": [mean], "std_diff": [std], "n": [5]}
+        )
         return claims.table1_best(paired, "t")[0].verdict
 
     assert dp(0.1, 0.2) == "reproduces" and dp(3.0, 0.2) == "does not reproduce" and dp(0.5, 1.0) == "undecided"
@@ -246,15 +283,21 @@ def test_dp_above_several_baselines_and_sometimes_above_the_non_private_variant(
 
     acc = {"FedEntOpt (DP)": 50.0, "FedEntOpt": 49.0, "FedAvg": 45.0, "FedProx": 44.0, "KL": 30.0, "FedLC": 52.0}
     noise = {0: 0.0, 1: 0.3, 2: -0.2}
-    per_run = pd.DataFrame([{"partition": "C=2", "method": m, "seed": s, "accuracy": a + (noise[s] if m ==
-                             "FedEntOpt (DP)" else 0.0)} for m, a in acc.items() for s in noise])
+    per_run = pd.DataFrame(
+        [
+            {"partition": "C=2", "method": m, "seed": s, "accuracy": a + (noise[s] if m == "FedEntOpt (DP)" else 0.0)}
+            for m, a in acc.items()
+            for s in noise
+        ]
+    )
     found = {c.key: c for c in claims.table1(per_run, "t")}
     above = found["t:table1/C=2/dp_above_baselines"]
     assert above.verdict == "reproduces" and above.ours == 3  # FedAvg, FedProx, KL; FedLC is above it
     assert found["t:table1/dp_sometimes_higher"].verdict == "reproduces"  # +1 pp, interval [0.38, 1.62]
     per_run.loc[per_run["method"] == "KL", "accuracy"] = 60.0  # now only two baselines below: "several" fails
-    assert {c.key: c for c in claims.table1(per_run, "t")}["t:table1/C=2/dp_above_baselines"].verdict == \
-        "does not reproduce"
+    assert {c.key: c for c in claims.table1(per_run, "t")}[
+        "t:table1/C=2/dp_above_baselines"
+    ].verdict == "does not reproduce"
 
 
 def test_races_count_the_rounds_each_method_needs_for_the_others_final_accuracy():
@@ -263,14 +306,37 @@ def test_races_count_the_rounds_each_method_needs_for_the_others_final_accuracy(
     from fedlib.reproduction import significance
 
     rounds = np.arange(1, 7)
-    frame = pd.concat([
-        pd.DataFrame({"partition": "C=2", "method": "FedEntOpt", "seed": 0, "round": rounds,
-                      "test_accuracy": [0.5, 0.6, 0.6, 0.6, 0.6, 0.6]}),
-        pd.DataFrame({"partition": "C=2", "method": "FedAvg", "seed": 0, "round": rounds,
-                      "test_accuracy": [0.1, 0.2, 0.3, 0.4, 0.5, 0.5]}),
-        pd.DataFrame({"partition": "C=2", "method": "FedLC", "seed": 0, "round": rounds,
-                      "test_accuracy": [0.1, 0.2, 0.3, 0.4, 0.5, 0.9]}),
-    ])
+    frame = pd.concat(
+        [
+            pd.DataFrame(
+                {
+                    "partition": "C=2",
+                    "method": "FedEntOpt",
+                    "seed": 0,
+                    "round": rounds,
+                    "test_accuracy": [0.5, 0.6, 0.6, 0.6, 0.6, 0.6],
+                }
+            ),
+            pd.DataFrame(
+                {
+                    "partition": "C=2",
+                    "method": "FedAvg",
+                    "seed": 0,
+                    "round": rounds,
+                    "test_accuracy": [0.1, 0.2, 0.3, 0.4, 0.5, 0.5],
+                }
+            ),
+            pd.DataFrame(
+                {
+                    "partition": "C=2",
+                    "method": "FedLC",
+                    "seed": 0,
+                    "round": rounds,
+                    "test_accuracy": [0.1, 0.2, 0.3, 0.4, 0.5, 0.9],
+                }
+            ),
+        ]
+    )
     r = significance.races(frame, window=1).set_index("method")
     assert (r.loc["FedAvg", "rounds_method"], r.loc["FedAvg", "rounds_reference"]) == (5, 1)
     assert r.loc["FedAvg", "saved"] == 4
@@ -283,8 +349,16 @@ def test_coverage_judged_in_binomial_standard_errors():
     import pandas as pd
 
     def cell(ours, paper, draws=1500):
-        t = pd.DataFrame({"dataset": ["X"], "num_clients": [150], "num_selected": [3], "random_coverage": [ours],
-                          "draws": [draws], "paper_probability": [paper]})
+        t = pd.DataFrame(
+            {
+                "dataset": ["X"],
+                "num_clients": [150],
+                "num_selected": [3],
+                "random_coverage": [ours],
+                "draws": [draws],
+                "paper_probability": [paper],
+            }
+        )
         return claims.coverage(t)[0]
 
     # SE = hypot(sqrt(.07 .93 / 1500), sqrt(.07 .93 / 500)) = 0.0132
@@ -296,11 +370,16 @@ def test_fig1_claim_fails_when_one_round_dips_below_the_threshold():
     import pandas as pd
 
     rounds = np.arange(1, 6)
-    traces = pd.concat([
-        pd.DataFrame({"method": "FedEntOpt", "seed": s, "round": rounds, "entropy": [3.3, 3.3, 3.1, 3.3, 3.3]})
-        for s in (0, 1)] + [
-        pd.DataFrame({"method": "Random", "seed": s, "round": rounds, "entropy": [3.0, 2.6, 3.0, 2.5, 3.0]})
-        for s in (0, 1)])
+    traces = pd.concat(
+        [
+            pd.DataFrame({"method": "FedEntOpt", "seed": s, "round": rounds, "entropy": [3.3, 3.3, 3.1, 3.3, 3.3]})
+            for s in (0, 1)
+        ]
+        + [
+            pd.DataFrame({"method": "Random", "seed": s, "round": rounds, "entropy": [3.0, 2.6, 3.0, 2.5, 3.0]})
+            for s in (0, 1)
+        ]
+    )
     found = {c.key.split("/")[1]: c for c in claims.fig1(traces, 10)}
     assert found["above_threshold"].ours == pytest.approx(0.8) and not found["above_threshold"].holds
     assert found["above_random_every_round"].holds and found["random_below"].verdict == "reproduces"
@@ -321,14 +400,54 @@ def test_adversary_buffer_by_hand():
     rows = []
     for seed, (lo, hi) in enumerate([(8, 3), (7, 3), (9, 3)]):
         for q, liar_max in ((0, lo), (5, hi)):
-            rows.append(dict(partition="C=2", Q=q, threat="uniform", defence="none", seed=seed, num_liars=1,
-                             num_rounds=10, liar_max=liar_max))
-            rows.append(dict(partition="Dir(0.1)", Q=q, threat="uniform", defence="none", seed=seed, num_liars=1,
-                             num_rounds=10, liar_max=4))
-            rows.append(dict(partition="C=2", Q=q, threat="rarest", defence="none", seed=seed, num_liars=1,
-                             num_rounds=10, liar_max=0))
-            rows.append(dict(partition="C=2", Q=q, threat="uniform", defence="defence", seed=seed, num_liars=10,
-                             num_rounds=10, liar_max=10))
+            rows.append(
+                dict(
+                    partition="C=2",
+                    Q=q,
+                    threat="uniform",
+                    defence="none",
+                    seed=seed,
+                    num_liars=1,
+                    num_rounds=10,
+                    liar_max=liar_max,
+                )
+            )
+            rows.append(
+                dict(
+                    partition="Dir(0.1)",
+                    Q=q,
+                    threat="uniform",
+                    defence="none",
+                    seed=seed,
+                    num_liars=1,
+                    num_rounds=10,
+                    liar_max=4,
+                )
+            )
+            rows.append(
+                dict(
+                    partition="C=2",
+                    Q=q,
+                    threat="rarest",
+                    defence="none",
+                    seed=seed,
+                    num_liars=1,
+                    num_rounds=10,
+                    liar_max=0,
+                )
+            )
+            rows.append(
+                dict(
+                    partition="C=2",
+                    Q=q,
+                    threat="uniform",
+                    defence="defence",
+                    seed=seed,
+                    num_liars=10,
+                    num_rounds=10,
+                    liar_max=10,
+                )
+            )
     found = {c.key: c for c in claims.adversary_buffer(pd.DataFrame(rows))}
     c2 = found["lying_clients/C=2/buffer_reduces_liar_share"]
     dir01 = found["lying_clients/Dir(0.1)/buffer_reduces_liar_share"]
@@ -340,6 +459,8 @@ def test_adversary_buffer_by_hand():
 
 def test_the_lying_clients_claims_reproduce_at_the_book_parameters():
     found = label_page("lying_clients")
-    assert sorted(found) == ["lying_clients/C=2/buffer_reduces_liar_share",
-                             "lying_clients/Dir(0.1)/buffer_reduces_liar_share"]
+    assert sorted(found) == [
+        "lying_clients/C=2/buffer_reduces_liar_share",
+        "lying_clients/Dir(0.1)/buffer_reduces_liar_share",
+    ]
     assert all(c.verdict == "reproduces" and c.ours > 0.5 for c in found.values())

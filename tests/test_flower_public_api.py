@@ -13,6 +13,7 @@ The source of every module of ``fedlib/flower`` is parsed (no Flower needed) and
 With Flower installed, fedlib's own private names on its Flower subclasses must not be names a Flower base class
 defines either (overriding a private hook is relying on it too).
 """
+
 import ast
 import importlib
 import inspect
@@ -49,8 +50,11 @@ def _own_names(tree: ast.AST) -> set[str]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
                 for sub in ast.walk(t):
-                    if (isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name)
-                            and sub.value.id in ("self", "cls")):
+                    if (
+                        isinstance(sub, ast.Attribute)
+                        and isinstance(sub.value, ast.Name)
+                        and sub.value.id in ("self", "cls")
+                    ):
                         own.add(sub.attr)
     return {n for n in own if _private(n)}
 
@@ -89,13 +93,21 @@ def private_flower_uses(source: str, own: set[str] | None = None) -> list[str]:
                 found.append(f"{node.lineno}: from {node.module} import (a private module)")
             found += [f"{node.lineno}: from {node.module} import {a.name}" for a in node.names if _private(a.name)]
         elif isinstance(node, ast.Import):
-            found += [f"{node.lineno}: import {a.name}" for a in node.names
-                      if _is_flower(a.name) and any(_private(part) for part in a.name.split("."))]
+            found += [
+                f"{node.lineno}: import {a.name}"
+                for a in node.names
+                if _is_flower(a.name) and any(_private(part) for part in a.name.split("."))
+            ]
         elif isinstance(node, ast.Attribute):
             check_attribute(node, node.value, node.attr)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ATTRIBUTE_FUNCTIONS
-              and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
-              and isinstance(node.args[1].value, str)):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ATTRIBUTE_FUNCTIONS
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
             check_attribute(node, node.args[0], node.args[1].value)
     return found
 
@@ -110,38 +122,45 @@ def test_fedlib_flower_uses_no_private_flower_name(path):
     assert not found, f"fedlib/flower/{path.name} uses private Flower API:\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize("snippet", [
-    "class S(FedAvg):\n    def f(self):\n        return self._construct_messages(r, n, t)",
-    "class S(FedAvg):\n    def f(self, replies):\n        return self._check_and_log_replies(replies, is_train=True)",
-    "class S(FedAvg):\n    def f(self):\n        return super()._check_and_log_replies([], True)",
-    "class S(FedAvg):\n    @classmethod\n    def f(cls):\n        return cls._hook",
-    "class S(FedAvg):\n    def f(self):\n        return getattr(self, '_construct_messages')",
-    "x = grid._driver",
-    "TaskIdentity._run_id = 1",
-    "del message._metadata",
-    "hasattr(grid, '_run')",
-    "setattr(TaskIdentity, '_run_id', 1)",
-    "from flwr.serverapp.strategy.strategy_utils import _get_tree_nums",
-    "from flwr._private import x",
-    "from flwr.common._internal import x as y",
-    "import flwr.common._internal",
-    "import flwr.common._internal as internal",
-    "def f(grid):\n    from flwr.supercore import _helper\n    return _helper(grid)",
-])
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "class S(FedAvg):\n    def f(self):\n        return self._construct_messages(r, n, t)",
+        "class S(FedAvg):\n    def f(self, replies):\n        return self._check_and_log_replies(replies, "
+        "is_train=True)",
+        "class S(FedAvg):\n    def f(self):\n        return super()._check_and_log_replies([], True)",
+        "class S(FedAvg):\n    @classmethod\n    def f(cls):\n        return cls._hook",
+        "class S(FedAvg):\n    def f(self):\n        return getattr(self, '_construct_messages')",
+        "x = grid._driver",
+        "TaskIdentity._run_id = 1",
+        "del message._metadata",
+        "hasattr(grid, '_run')",
+        "setattr(TaskIdentity, '_run_id', 1)",
+        "from flwr.serverapp.strategy.strategy_utils import _get_tree_nums",
+        "from flwr._private import x",
+        "from flwr.common._internal import x as y",
+        "import flwr.common._internal",
+        "import flwr.common._internal as internal",
+        "def f(grid):\n    from flwr.supercore import _helper\n    return _helper(grid)",
+    ],
+)
 def test_the_check_finds_private_flower_uses(snippet):
     assert private_flower_uses(snippet), snippet
 
 
-@pytest.mark.parametrize("snippet", [
-    "class S(FedAvg):\n    def __init__(self):\n        super().__init__()\n        self._nodes = []\n"
-    "    def f(self):\n        return self._nodes, self._g(), self.__class__, self.__dict__\n"
-    "    def _g(self):\n        pass",
-    "class S(FedAvg):\n    _cache = {}\n    @classmethod\n    def f(cls):\n        return cls._cache",
-    "from flwr.app import Message\nfrom flwr.serverapp.strategy import FedAvg as _Base\nx = Message.__name__",
-    "from .._validate import check_int\nfrom .. import seeds\nx = seeds._private_helper",
-    "import fedlib._validate\nimport numpy as np\nx = fedlib._validate.check_int",
-    "d = {}\nd.get('_x')\ngetattr(config, name)",
-])
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "class S(FedAvg):\n    def __init__(self):\n        super().__init__()\n        self._nodes = []\n"
+        "    def f(self):\n        return self._nodes, self._g(), self.__class__, self.__dict__\n"
+        "    def _g(self):\n        pass",
+        "class S(FedAvg):\n    _cache = {}\n    @classmethod\n    def f(cls):\n        return cls._cache",
+        "from flwr.app import Message\nfrom flwr.serverapp.strategy import FedAvg as _Base\nx = Message.__name__",
+        "from .._validate import check_int\nfrom .. import seeds\nx = seeds._private_helper",
+        "import fedlib._validate\nimport numpy as np\nx = fedlib._validate.check_int",
+        "d = {}\nd.get('_x')\ngetattr(config, name)",
+    ],
+)
 def test_the_check_passes_public_use_and_fedlib_own_names(snippet):
     assert private_flower_uses(snippet) == [], snippet
 
@@ -169,6 +188,8 @@ def test_fedlib_private_names_do_not_override_flower_ones():
                 if _is_flower(base.__module__):
                     checked += 1
                     clash = own & _flower_private_names(base)
-                    assert not clash, (f"{cls.__name__} defines {sorted(clash)}, private names of Flower's "
-                                       f"{base.__module__}.{base.__qualname__}")
+                    assert not clash, (
+                        f"{cls.__name__} defines {sorted(clash)}, private names of Flower's "
+                        f"{base.__module__}.{base.__qualname__}"
+                    )
     assert checked, "no fedlib class derives from a Flower class: the check checked nothing"

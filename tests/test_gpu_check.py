@@ -1,5 +1,7 @@
-"""``python -m fedlib gpu-check`` and the paper tier's cost estimate (fedlib.training.cost_model): the command fails clearly
+"""``python -m fedlib gpu-check`` and the paper tier's cost estimate (fedlib.training.cost_model): the command fails
+clearly
 without CUDA, runs end to end on a CPU with ``--cpu-smoke``, and its records replace the step model."""
+
 import json
 import subprocess
 import sys
@@ -9,9 +11,7 @@ import pytest
 import torch
 
 from fedlib import gpu_check
-
 from fedlib.reproduction import paper_tier, tiers
-
 from fedlib.training import cost_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,8 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: gpu-check would run")
 def test_without_cuda_gpu_check_says_so_in_one_line_and_fails():
-    done = subprocess.run([sys.executable, "-m", "fedlib", "gpu-check"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "fedlib", "gpu-check"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 1
     assert done.stdout == ""
     lines = done.stderr.strip().splitlines()
@@ -45,8 +46,7 @@ def test_cpu_smoke_runs_every_step_and_writes_a_record(tmp_path, capsys):
 
 def test_targets_are_compared_in_the_right_direction():
     trainer = {"lenet5": {"a": 1.0, "c": 0.01}, "vgg11": {"a": 1.0, "c": 0.5}}
-    rows = {r["target"]: r for r in gpu_check.compare_targets(trainer, {"K": 10, "M": 2,
-                                                                         "round1": {"torch_s": 0.05}})}
+    rows = {r["target"]: r for r in gpu_check.compare_targets(trainer, {"K": 10, "M": 2, "round1": {"torch_s": 0.05}})}
     lenet500, lenet_ratio, vgg_ratio = (rows[k] for k in list(rows)[:3])
     assert lenet500["value"] == pytest.approx(5.0) and lenet500["met"] is True  # 5 s <= 10 s
     assert lenet_ratio["value"] == pytest.approx(100.0) and lenet_ratio["met"] is True  # 100x >= 50x
@@ -55,8 +55,12 @@ def test_targets_are_compared_in_the_right_direction():
 
 
 def _record(folder: Path, stamp: str, lenet_batched: float) -> None:
-    rec = {"kind": "gpu-check", "cuda": True, "device": "NVIDIA H100 80GB HBM3",
-           "step_times": {"lenet5": {"reference": 2e-3, "batched": lenet_batched, "eval": 1e-7}}}
+    rec = {
+        "kind": "gpu-check",
+        "cuda": True,
+        "device": "NVIDIA H100 80GB HBM3",
+        "step_times": {"lenet5": {"reference": 2e-3, "batched": lenet_batched, "eval": 1e-7}},
+    }
     (folder / f"gpu-check-{stamp}.json").write_text(json.dumps(rec))
 
 

@@ -1,4 +1,5 @@
 """Tests of fedlib.label_only.greedy_gap and of the stored tables in results/greedy_gap/ (scripts/greedy_gap.py)."""
+
 import sys
 from collections import deque
 from pathlib import Path
@@ -8,8 +9,8 @@ import pandas as pd
 import pytest
 
 from fedlib.label_only import greedy_gap
-from fedlib.selection.best_subset import GAP_TOL, brute_force_subset
 from fedlib.label_only.label_studies import federation_counts
+from fedlib.selection.best_subset import GAP_TOL, brute_force_subset
 from fedlib.selection.metrics import entropy_bits
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,8 +22,9 @@ SMALL = np.array([[6, 0, 0], [0, 5, 1], [3, 3, 0], [0, 0, 4], [1, 1, 1], [0, 6, 
 
 def test_round_gaps_brackets_the_best_subset():
     """greedy <= swap <= brute-force best; the exact rounds are proven and equal brute force (8 clients, M = 3)."""
-    frame = greedy_gap.round_gaps(SMALL, num_selected=3, num_rounds=12, buffer_size=2, seed=0, exact_every=1,
-                                  node_limit=10_000)
+    frame = greedy_gap.round_gaps(
+        SMALL, num_selected=3, num_rounds=12, buffer_size=2, seed=0, exact_every=1, node_limit=10_000
+    )
     assert (frame.swap_entropy >= frame.greedy_entropy - GAP_TOL).all()
     assert frame.exact_optimal.all()
     for r in frame.itertuples():
@@ -32,16 +34,18 @@ def test_round_gaps_brackets_the_best_subset():
 
 
 def test_round_gaps_exact_every_leaves_other_rounds_empty():
-    frame = greedy_gap.round_gaps(SMALL, num_selected=2, num_rounds=5, buffer_size=0, seed=0, exact_every=2,
-                                  node_limit=100)
+    frame = greedy_gap.round_gaps(
+        SMALL, num_selected=2, num_rounds=5, buffer_size=0, seed=0, exact_every=2, node_limit=100
+    )
     assert frame.exact_entropy.notna().tolist() == [True, False, True, False, True]
 
 
 @pytest.mark.parametrize("buffer_size", [0, 2, 5])
 def test_improved_run_keeps_a_feasible_buffer_and_beats_nothing_worse(buffer_size):
     """Every round's picks are M distinct clients and the FIFO update never meets a buffered pick (it would raise)."""
-    picked, entropy, covers = greedy_gap.improved_run(SMALL, num_selected=3, num_rounds=20, buffer_size=buffer_size,
-                                                      seed=1)
+    picked, entropy, covers = greedy_gap.improved_run(
+        SMALL, num_selected=3, num_rounds=20, buffer_size=buffer_size, seed=1
+    )
     assert all(len(set(row)) == 3 for row in picked.tolist())
     assert entropy == pytest.approx([entropy_bits(SMALL[row].sum(axis=0)) for row in picked])
     assert covers.tolist() == [bool(np.all(SMALL[row].sum(axis=0) > 0)) for row in picked]
@@ -53,10 +57,17 @@ def test_fifo_push_refuses_a_buffered_pick():
 
 
 def test_gap_summary_by_hand():
-    rounds = pd.DataFrame({"setting": ["a"] * 4, "greedy_entropy": [1.0, 1.0, 0.5, 0.9],
-                           "swap_entropy": [1.0, 1.2, 0.9, 0.9], "greedy_covers": [True, False, False, True],
-                           "swap_covers": [True, True, False, True], "exact_entropy": [1.0, np.nan, 1.0, 0.95],
-                           "exact_optimal": [True, None, False, True]})
+    rounds = pd.DataFrame(
+        {
+            "setting": ["a"] * 4,
+            "greedy_entropy": [1.0, 1.0, 0.5, 0.9],
+            "swap_entropy": [1.0, 1.2, 0.9, 0.9],
+            "greedy_covers": [True, False, False, True],
+            "swap_covers": [True, True, False, True],
+            "exact_entropy": [1.0, np.nan, 1.0, 0.95],
+            "exact_optimal": [True, None, False, True],
+        }
+    )
     s = greedy_gap.gap_summary(rounds, ["setting"], num_classes=4).iloc[0]
     assert s.rounds == 4 and s.swap_better == 0.5
     assert s.gap_max == pytest.approx(0.4) and s.gap_share_mean == pytest.approx(0.6 / 4 / 2)
@@ -88,13 +99,29 @@ def _same(stored: pd.DataFrame, fresh: pd.DataFrame, columns):
 def test_stored_paper_rounds_recompute():
     """The first 3 rounds (round 1 with the branch and bound) of one setting and seed, as the script runs them."""
     stored = _stored("paper")
-    part = stored[(stored.dataset == "CIFAR-10") & (stored.partition == "Dir(0.1)") & (stored.buffer_size == 50)
-                  & (stored.seed == 1)].head(3).reset_index(drop=True)
+    part = (
+        stored[
+            (stored.dataset == "CIFAR-10")
+            & (stored.partition == "Dir(0.1)")
+            & (stored.buffer_size == 50)
+            & (stored.seed == 1)
+        ]
+        .head(3)
+        .reset_index(drop=True)
+    )
     counts = greedy_gap.paper_counts("cifar10", "Dir(0.1)", script.NUM_CLIENTS, 1)
-    fresh = greedy_gap.round_gaps(counts, num_selected=script.NUM_SELECTED, num_rounds=3, buffer_size=50, seed=1,
-                                  exact_every=script.EXACT_EVERY, node_limit=script.NODE_LIMIT)
-    _same(part, fresh, ["round", "candidates", "greedy_entropy", "swap_entropy", "swaps", "swap_covers",
-                        "exact_entropy"])
+    fresh = greedy_gap.round_gaps(
+        counts,
+        num_selected=script.NUM_SELECTED,
+        num_rounds=3,
+        buffer_size=50,
+        seed=1,
+        exact_every=script.EXACT_EVERY,
+        node_limit=script.NODE_LIMIT,
+    )
+    _same(
+        part, fresh, ["round", "candidates", "greedy_entropy", "swap_entropy", "swaps", "swap_covers", "exact_entropy"]
+    )
     assert part.exact_optimal.iloc[0] == fresh.exact_optimal.iloc[0]
 
 
@@ -106,11 +133,13 @@ def test_stored_paper_table_has_every_setting():
 
 def test_stored_improved_greedy_row_recomputes():
     stored = _stored("improved")
-    row = stored[(stored.dataset == "CIFAR-100") & (stored.partition == "C=2") & (stored.buffer_size == 70)
-                 & (stored.seed == 0)].set_index("method")
+    row = stored[
+        (stored.dataset == "CIFAR-100") & (stored.partition == "C=2") & (stored.buffer_size == 70) & (stored.seed == 0)
+    ].set_index("method")
     counts = greedy_gap.paper_counts("cifar100-20", "C=2", script.NUM_CLIENTS, 0)
-    picked, entropy, covers = greedy_gap.improved_run(counts, num_selected=script.NUM_SELECTED,
-                                                      num_rounds=script.NUM_ROUNDS, buffer_size=70, seed=0)
+    picked, entropy, covers = greedy_gap.improved_run(
+        counts, num_selected=script.NUM_SELECTED, num_rounds=script.NUM_ROUNDS, buffer_size=70, seed=0
+    )
     improved = row.loc["FedEntOpt + swaps"]
     assert improved.mean_entropy == pytest.approx(entropy.mean(), abs=1e-9)
     assert improved.coverage == pytest.approx(covers.mean(), abs=1e-9)
@@ -128,15 +157,29 @@ def test_stored_coverage_sizes_first_rounds_recompute():
     stored = _stored("coverage_sizes")
     part = stored[(stored.dataset == "CIFAR-10") & (stored.num_clients == 150) & (stored.num_selected == 3)]
     counts = federation_counts("cifar10", "dirichlet", 150, script.SIZES["seed"], beta=0.1, max_redraws=1000)
-    fresh = greedy_gap.round_gaps(counts, num_selected=3, num_rounds=2, buffer_size=75, seed=script.SIZES["seed"],
-                                  exact_every=script.SIZES["exact_every"], node_limit=script.NODE_LIMIT)
+    fresh = greedy_gap.round_gaps(
+        counts,
+        num_selected=3,
+        num_rounds=2,
+        buffer_size=75,
+        seed=script.SIZES["seed"],
+        exact_every=script.SIZES["exact_every"],
+        node_limit=script.NODE_LIMIT,
+    )
     _same(part.head(2).reset_index(drop=True), fresh, ["greedy_entropy", "swap_entropy", "exact_entropy"])
 
 
 def test_with_best_known_takes_the_larger_of_swap_and_exact():
-    rounds = pd.DataFrame({"greedy_entropy": [1.0, 1.0, 1.0], "swap_entropy": [1.1, 1.2, 1.0],
-                           "swap_covers": [False, True, True], "exact_entropy": [1.3, 1.2, np.nan],
-                           "exact_covers": [True, False, None], "exact_optimal": [True, False, None]})
+    rounds = pd.DataFrame(
+        {
+            "greedy_entropy": [1.0, 1.0, 1.0],
+            "swap_entropy": [1.1, 1.2, 1.0],
+            "swap_covers": [False, True, True],
+            "exact_entropy": [1.3, 1.2, np.nan],
+            "exact_covers": [True, False, None],
+            "exact_optimal": [True, False, None],
+        }
+    )
     out = greedy_gap.with_best_known(rounds)
     assert out.swap_gap.tolist() == pytest.approx([0.1, 0.2, 0.0])
     assert out.best_gap.tolist()[:2] == pytest.approx([0.3, 0.2]) and np.isnan(out.best_gap.iloc[2])
@@ -145,9 +188,18 @@ def test_with_best_known_takes_the_larger_of_swap_and_exact():
 
 def test_participation_table_h_norm_by_hand():
     # picks per client (2, 2, 0, 0): H = 1 bit, H_norm = 1 / log2 4 = 0.5; (1, 1, 1, 1): 1.0.
-    improved = pd.DataFrame({"dataset": ["D", "D"], "partition": ["C=2", "C=2"], "buffer_size": [0, 0],
-                             "seed": [0, 1], "method": ["m", "m"], "mean_entropy": [1.0, 2.0],
-                             "coverage": [0.5, 1.0], "times_picked": ["2 2 0 0", "1 1 1 1"]})
+    improved = pd.DataFrame(
+        {
+            "dataset": ["D", "D"],
+            "partition": ["C=2", "C=2"],
+            "buffer_size": [0, 0],
+            "seed": [0, 1],
+            "method": ["m", "m"],
+            "mean_entropy": [1.0, 2.0],
+            "coverage": [0.5, 1.0],
+            "times_picked": ["2 2 0 0", "1 1 1 1"],
+        }
+    )
     row = greedy_gap.participation_table(improved, 4).iloc[0]
     assert row.h_norm == pytest.approx(0.75) and row.mean_entropy == 1.5 and row.coverage == 0.75
 
@@ -176,21 +228,28 @@ def test_swap_improved_selector_picks_the_swap_search_of_the_greedy_pick():
 
 
 def test_swap_improved_selector_refuses_defence_options():
-    with pytest.raises(ValueError, match=r"selector 'fedentopt-swap' parameter 'share_cap': got 2.0; allowed: None \(the "
-                                         "swap-improved selector takes no defence options\\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"selector 'fedentopt-swap' parameter 'share_cap': got 2.0; allowed: None \(the "
+        "swap-improved selector takes no defence options\\)",
+    ):
         greedy_gap.SwapImprovedSelector(buffer_size=1, share_cap=2.0)
 
 
 def test_selector_registry_is_the_same_whatever_was_imported():
-    """The registry (and so the CLI's list of allowed selectors) is fixed at import of fedlib.selection.selectors: importing
+    """The registry (and so the CLI's list of allowed selectors) is fixed at import of fedlib.selection.selectors:
+    importing
     every fedlib module and the training script adds nothing (a script once registered its selector itself, and
     the CLI's error message then depended on which tests had run before)."""
     import subprocess
 
-    code = ("import importlib, pkgutil, sys, fedlib; from fedlib.selection import selectors as selection; "
-            "before = list(selection.SELECTORS); [importlib.import_module(m.name) for m in pkgutil.walk_packages(fedlib.__path__, 'fedlib.') "
-            "if 'flower' not in m.name]; sys.path.insert(0, 'scripts'); import greedy_gap_training; "
-            "assert list(selection.SELECTORS) == before, (before, list(selection.SELECTORS)); print(before)")
+    code = (
+        "import importlib, pkgutil, sys, fedlib; from fedlib.selection import selectors as selection; "
+        "before = list(selection.SELECTORS); [importlib.import_module(m.name) for m in "
+        "pkgutil.walk_packages(fedlib.__path__, 'fedlib.') "
+        "if 'flower' not in m.name]; sys.path.insert(0, 'scripts'); import greedy_gap_training; "
+        "assert list(selection.SELECTORS) == before, (before, list(selection.SELECTORS)); print(before)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert out.strip() == "['random', 'fedentopt', 'kl', 'dc', 'fedentopt-swap']"
 

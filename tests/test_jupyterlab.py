@@ -4,6 +4,7 @@ no network), run all cells of the explorer, move the K slider, see the live figu
 The notebook is copied to a temporary folder first, so JupyterLab's autosave never writes outputs into the
 repository's notebook sources.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -22,9 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser")) if p), None)
 
 pytestmark = pytest.mark.skipif(
-    CHROMIUM is None or importlib.util.find_spec("playwright") is None
+    CHROMIUM is None
+    or importlib.util.find_spec("playwright") is None
     or importlib.util.find_spec("jupyterlab") is None,
-    reason="needs Chromium (apt-get install chromium), playwright and jupyterlab (make install)")
+    reason="needs Chromium (apt-get install chromium), playwright and jupyterlab (make install)",
+)
 
 
 def _free_port() -> int:
@@ -39,10 +42,23 @@ def lab(tmp_path):
     port = _free_port()
     log = open(tmp_path / "jupyterlab.log", "w")
     server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
-         "--ServerApp.token=", "--ServerApp.password=", "--ServerApp.allow_root=True",
-         f"--ServerApp.root_dir={tmp_path}", "--LabApp.news_url=None"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            f"--port={port}",
+            "--ServerApp.ip=127.0.0.1",
+            "--ServerApp.token=",
+            "--ServerApp.password=",
+            "--ServerApp.allow_root=True",
+            f"--ServerApp.root_dir={tmp_path}",
+            "--LabApp.news_url=None",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(120):
@@ -74,8 +90,10 @@ def test_explorer_runs_in_jupyterlab_and_its_k_slider_redraws_the_figure(lab, tm
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"],
+        )
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(f"{lab}/lab/tree/explorer.ipynb", timeout=120_000)
@@ -97,7 +115,8 @@ def test_explorer_runs_in_jupyterlab_and_its_k_slider_redraws_the_figure(lab, tm
             page.wait_for_function(LIVE_IMAGE, timeout=120_000)
             before = page.evaluate(LIVE_IMAGE)
             k_slider = page.locator(".widget-hslider").filter(
-                has=page.locator(".widget-label").filter(has_text=re.compile(r"^K$")))
+                has=page.locator(".widget-label").filter(has_text=re.compile(r"^K$"))
+            )
             assert k_slider.count() == 1
             readout_before = k_slider.locator(".widget-readout").inner_text()
             handle = k_slider.locator(".noUi-handle")

@@ -1,4 +1,5 @@
 """Tests for fedlib.algorithms.kmeans: seeded K-means with k-means++ seeding."""
+
 import numpy as np
 import pytest
 

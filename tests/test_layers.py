@@ -3,6 +3,7 @@
 Every ``import`` statement counts, at module level or inside a function (a lazy import is still a dependency).
 A new module must be placed in a layer here.
 """
+
 import ast
 from pathlib import Path
 
@@ -83,7 +84,8 @@ def test_no_import_from_a_higher_layer(module):
     upward = sorted(d for d in GRAPH[module] if _layer(d) > layer)
     names = list(LAYERS)
     assert not upward, f"{module} ({names[layer]}) imports from higher layers: " + ", ".join(
-        f"{d} ({names[_layer(d)]})" for d in upward)
+        f"{d} ({names[_layer(d)]})" for d in upward
+    )
 
 
 def test_no_import_circle():
@@ -95,7 +97,7 @@ def test_no_import_circle():
         stack.append(m)
         for d in sorted(GRAPH[m]):
             if state.get(d) == "open":
-                raise AssertionError("import circle: " + " -> ".join(stack[stack.index(d):] + [d]))
+                raise AssertionError("import circle: " + " -> ".join(stack[stack.index(d) :] + [d]))
             if d not in state:
                 visit(d)
         stack.pop()
@@ -109,4 +111,7 @@ def test_no_import_circle():
 def test_the_checker_sees_lazy_imports():
     # fedlib.reproduction.results imports the trainer inside a function only
     assert "fedlib.training.trainer" in GRAPH["fedlib.reproduction.results"]
-    assert "fedlib.training.runs" in GRAPH["fedlib.training.trainer"] and "fedlib.training.trainer" not in GRAPH["fedlib.training.runs"]
+    assert (
+        "fedlib.training.runs" in GRAPH["fedlib.training.trainer"]
+        and "fedlib.training.trainer" not in GRAPH["fedlib.training.runs"]
+    )

@@ -1,11 +1,21 @@
 """fedlib.training.local: SGD step, batch order and local training against torch.optim.SGD (exact equality on CPU)."""
+
 import torch
 from torch import nn
 
 from fedlib.algorithms import make_algorithm
-from fedlib.training.local import (LocalHyperParams, client_batch_order, client_generators, client_seed, local_train,
-                          make_generator, model_state, sgd_step, trainable_keys)
 from fedlib.seeds import CLIENT_STREAMS
+from fedlib.training.local import (
+    LocalHyperParams,
+    client_batch_order,
+    client_generators,
+    client_seed,
+    local_train,
+    make_generator,
+    model_state,
+    sgd_step,
+    trainable_keys,
+)
 
 
 def _mlp(seed=0):
@@ -32,8 +42,9 @@ def test_sgd_step_matches_torch_optim_sgd_hand_case():
             params, bufs = sgd_step(params, {"w": g}, bufs, lr=0.1, momentum=momentum, weight_decay=wd)
         assert torch.equal(params["w"], ref.detach()), (momentum, wd)
     # first step with momentum: buf = g + wd*p, p -= lr*buf (hand computed)
-    new, bufs = sgd_step({"w": torch.tensor([1.0])}, {"w": torch.tensor([0.5])}, {}, lr=0.1, momentum=0.9,
-                         weight_decay=0.1)
+    new, bufs = sgd_step(
+        {"w": torch.tensor([1.0])}, {"w": torch.tensor([0.5])}, {}, lr=0.1, momentum=0.9, weight_decay=0.1
+    )
     assert torch.allclose(bufs["w"], torch.tensor([0.6])) and torch.allclose(new["w"], torch.tensor([0.94]))
 
 
@@ -41,7 +52,7 @@ def test_client_batch_order_keeps_last_partial_batch_and_permutes_each_epoch():
     order = client_batch_order(10, 4, 2, make_generator(3))
     assert [len(b) for b in order] == [4, 4, 2, 4, 4, 2]
     for e in range(2):
-        assert sorted(torch.cat(order[3 * e:3 * e + 3]).tolist()) == list(range(10))
+        assert sorted(torch.cat(order[3 * e : 3 * e + 3]).tolist()) == list(range(10))
     again = client_batch_order(10, 4, 2, make_generator(3))
     assert all(torch.equal(a, b) for a, b in zip(order, again))
     assert client_batch_order(0, 4, 2, make_generator(3)) == []

@@ -1,5 +1,7 @@
-"""fedlib.reproduction.machine_spread: stored runs paired with their retrains on another machine, the spread, and verdicts that
+"""fedlib.reproduction.machine_spread: stored runs paired with their retrains on another machine, the spread, and
+verdicts that
 flip with the machine (hand-made stores, then the repository's own)."""
+
 import math
 
 import pandas as pd
@@ -82,6 +84,7 @@ def test_no_stored_verdict_turns_into_its_opposite_on_the_machines_that_retraine
     retrained = [c for c in v.columns if c.startswith("verdict@")]
     assert retrained, f"no machine retrained every quick {experiment} run"
     decided = {"reproduces", "does not reproduce"}
-    opposite = pd.concat([v["verdict"].isin(decided) & v[c].isin(decided) & v[c].ne(v["verdict"])
-                          for c in retrained], axis=1).any(axis=1)
+    opposite = pd.concat(
+        [v["verdict"].isin(decided) & v[c].isin(decided) & v[c].ne(v["verdict"]) for c in retrained], axis=1
+    ).any(axis=1)
     assert not opposite.any(), v[opposite].to_string()

@@ -1,4 +1,6 @@
-"""Tests of fedlib.selection.metrics: entropy (eq. 5), coverage, H_norm (§V-E), communication cost (Table V) of FedEntOpt v2."""
+"""Tests of fedlib.selection.metrics: entropy (eq. 5), coverage, H_norm (§V-E), communication cost (Table V) of
+FedEntOpt v2."""
+
 import math
 
 import numpy as np

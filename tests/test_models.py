@@ -1,4 +1,5 @@
 """Tests for fedlib.training.models: hand-checked parameter counts, output shapes, functional_call/vmap use, errors."""
+
 from __future__ import annotations
 
 import pytest
@@ -124,8 +125,11 @@ def test_vmap_over_stacked_lenet_parameters():
 
 # ---------------------------------------------------------------- errors
 def test_make_model_unknown_name_lists_names():
-    with pytest.raises(ValueError, match=r"name must be one of 'lenet5', 'vgg11', 'efficientnet-b0', "
-                                         r"'efficientnet-b3' \(got 'resnet18'\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"name must be one of 'lenet5', 'vgg11', 'efficientnet-b0', "
+        r"'efficientnet-b3' \(got 'resnet18'\)",
+    ):
         make_model("resnet18", 10)
 
 

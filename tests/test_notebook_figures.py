@@ -1,6 +1,7 @@
 """Figures reach the notebooks whatever the caller's MPLBACKEND: executed the way `make notebooks` (papermill
 through scripts/run_notebooks.py) and `make test` (a kernel started by the test process, as nbval does) run them.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,22 +35,31 @@ def test_cell_images_counts_image_outputs_and_html_img_tags():
     assert cell_images({"cell_type": "markdown", "source": "![a](b.png)"}) == 0
 
 
-@pytest.mark.parametrize("source, draws", [
-    ("fig, ax = plt.subplots()\nplt.show()", True),
-    ("FrameSlider(draw, {'a': [1, 2]})", True),
-    ("display(fig)", True),
-    ("summary.round(3)", False),
-    ("widgets.interact(live, k=widgets.IntSlider())\n# live calls plt.show()", False),
-    ("def f():\n    plt.show()\n\nwidgets.interact_manual(f)", False),
-    ("interact(f, x=1)\nplt.show()", False),
-])
+@pytest.mark.parametrize(
+    "source, draws",
+    [
+        ("fig, ax = plt.subplots()\nplt.show()", True),
+        ("FrameSlider(draw, {'a': [1, 2]})", True),
+        ("display(fig)", True),
+        ("summary.round(3)", False),
+        ("widgets.interact(live, k=widgets.IntSlider())\n# live calls plt.show()", False),
+        ("def f():\n    plt.show()\n\nwidgets.interact_manual(f)", False),
+        ("interact(f, x=1)\nplt.show()", False),
+    ],
+)
 def test_draws_figure_reads_the_source(source, draws):
     assert draws_figure(_code(source)) is draws
 
 
 def test_missing_figures_names_the_cell_that_lost_its_figure():
-    nb = {"cells": [{"cell_type": "markdown", "source": "# t"}, _code("plt.plot([1])\nplt.show()", [_image_output()]),
-                    _code("fig = plt.figure()\nplt.show()", []), _code("x = 1", [])]}
+    nb = {
+        "cells": [
+            {"cell_type": "markdown", "source": "# t"},
+            _code("plt.plot([1])\nplt.show()", [_image_output()]),
+            _code("fig = plt.figure()\nplt.show()", []),
+            _code("x = 1", []),
+        ]
+    }
     assert missing_figures(nb) == ["cell 2: fig = plt.figure()"]
     nb["cells"][2]["tags"] = []
     nb["cells"][3]["metadata"]["tags"] = ["remove-cell"]
@@ -64,9 +74,23 @@ def _images_per_figure_cell(path: Path) -> list[tuple[int, int]]:
 def test_runner_stores_figures_when_the_caller_sets_mplbackend_agg(tmp_path):
     """`make notebooks` exports MPLBACKEND=Agg; the executed notebooks must still hold every figure."""
     env = {**os.environ, "MPLBACKEND": "Agg"}
-    done = subprocess.run([sys.executable, str(RUNNER), "--smoke", "--only", "entropy_trace", "--only",
-                           "communication_cost", "--out-dir", str(tmp_path)], env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(RUNNER),
+            "--smoke",
+            "--only",
+            "entropy_trace",
+            "--only",
+            "communication_cost",
+            "--out-dir",
+            str(tmp_path),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     for name, figures in (("entropy_trace", 2), ("communication_cost", 1)):
         per_cell = _images_per_figure_cell(tmp_path / f"{name}.ipynb")
@@ -85,13 +109,27 @@ def test_kernel_started_by_the_test_process_stores_figures_under_mplbackend_agg(
     from the Makefile and .ci/run): fedlib.reproduction.notebook.setup() must still put the figures into the outputs."""
     from nbclient import NotebookClient
 
-    prepared = subprocess.run([sys.executable, str(RUNNER), "--smoke", "--prepare-only", "--only", "entropy_trace",
-                               "--out-dir", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    prepared = subprocess.run(
+        [
+            sys.executable,
+            str(RUNNER),
+            "--smoke",
+            "--prepare-only",
+            "--only",
+            "entropy_trace",
+            "--out-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert prepared.returncode == 0, prepared.stderr[-3000:]
     monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(tmp_path / "entropy_trace.ipynb", as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3",
-                   resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "notebooks")}}
+    ).execute()
     assert missing_figures(nb) == []
     assert sum(cell_images(c) for c in nb.cells) >= 2
 
@@ -105,7 +143,11 @@ def test_without_setup_agg_would_lose_the_figure(tmp_path, monkeypatch):
     bare = nbformat.v4.new_notebook(cells=cells)
     NotebookClient(bare, timeout=120, kernel_name="python3").execute()
     assert missing_figures(bare) == ["cell 0: import matplotlib.pyplot as plt"]
-    fixed = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("from fedlib.reproduction.notebook import setup\nsetup()"),
-                                            *[nbformat.v4.new_code_cell(c.source) for c in cells]])
+    fixed = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell("from fedlib.reproduction.notebook import setup\nsetup()"),
+            *[nbformat.v4.new_code_cell(c.source) for c in cells],
+        ]
+    )
     NotebookClient(fixed, timeout=120, kernel_name="python3").execute()
     assert missing_figures(fixed) == [] and cell_images(fixed.cells[1]) == 1

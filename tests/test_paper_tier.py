@@ -1,4 +1,6 @@
-"""fedlib.reproduction.paper_tier: the paper tier's size, its dry run on fake files, and a whole-tier run that resumes after a kill."""
+"""fedlib.reproduction.paper_tier: the paper tier's size, its dry run on fake files, and a whole-tier run that resumes
+after a kill."""
+
 import json
 import os
 import signal
@@ -11,8 +13,8 @@ import pandas as pd
 import pytest
 import torch
 
-from fedlib.reproduction import paper_tier, tiers
 from fedlib.cli import main
+from fedlib.reproduction import paper_tier, tiers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,18 +36,21 @@ def test_dry_run_plan_covers_every_dataset_model_method_and_scenario():
     plan = paper_tier.dry_run_plan("paper")
     runs = paper_tier.tier_runs("paper")
     for feature in ("dataset", "model", "method", "group"):
+
         def key(r, f=feature):
-            return r.experiment if f == "group" else (r.label.get("method") if f == "method" else
-                                                       getattr(r.config, f))
+            return r.experiment if f == "group" else (r.label.get("method") if f == "method" else getattr(r.config, f))
+
         assert {key(r) for r in plan} == {key(r) for r in runs}, feature
+
     def family(r):
         return r.config.algorithm, r.config.model.split("-")[0]
 
     assert {family(r) for r in plan} == {family(r) for r in runs}
     assert any(r.config.label_dp_epsilon for r in plan) and any(r.config.dropout_prob for r in plan)
     assert any(r.config.straggler_fraction for r in plan)
-    assert {(r.config.dataset, r.config.num_clients) for r in plan} == {(r.config.dataset, r.config.num_clients)
-                                                                       for r in runs}
+    assert {(r.config.dataset, r.config.num_clients) for r in plan} == {
+        (r.config.dataset, r.config.num_clients) for r in runs
+    }
 
 
 def test_dry_run_trains_every_experiment_for_one_round(tmp_path):
@@ -70,7 +75,9 @@ def test_dry_run_names_the_failing_experiment(tmp_path, monkeypatch):
         return real(self, state)
 
     monkeypatch.setattr(trainer.Experiment, "run_round", broken)
-    with pytest.raises(paper_tier.DryRunError, match=r"^table1 \{.*'method': 'FedProx'.*\}: RuntimeError: shape mismatch"):
+    with pytest.raises(
+        paper_tier.DryRunError, match=r"^table1 \{.*'method': 'FedProx'.*\}: RuntimeError: shape mismatch"
+    ):
         paper_tier.dry_run("paper", workdir=tmp_path, groups=["table1"], log=lambda m: None)
 
 
@@ -82,10 +89,30 @@ def test_cli_size_only_prints_the_cost(capsys):
 
 # ------------------------------------------------------------------------------------------------------ resume
 def _paper(data_root, results_dir, run_root):
-    return [sys.executable, "-m", "fedlib", "paper", "--groups", "fedentropy", "--rounds", "8",
-            "--set", "checkpoint_every=1", "--set", "min_partition_size=0", "--set", "device=cpu",
-            "--set", "download=false", "--data-root", str(data_root), "--results-dir", str(results_dir),
-            "--run-root", str(run_root)]
+    return [
+        sys.executable,
+        "-m",
+        "fedlib",
+        "paper",
+        "--groups",
+        "fedentropy",
+        "--rounds",
+        "8",
+        "--set",
+        "checkpoint_every=1",
+        "--set",
+        "min_partition_size=0",
+        "--set",
+        "device=cpu",
+        "--set",
+        "download=false",
+        "--data-root",
+        str(data_root),
+        "--results-dir",
+        str(results_dir),
+        "--run-root",
+        str(run_root),
+    ]
 
 
 def _stored(results_dir):
@@ -101,14 +128,26 @@ def test_paper_run_killed_mid_sweep_resumes_to_the_uninterrupted_result(tmp_path
 
     data = write_fake_dataset("cifar10", tmp_path / "data", train_per_class=30, test_per_class=3)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    subprocess.run(_paper(data, tmp_path / "a" / "results", tmp_path / "a" / "runs"), check=True, env=env,
-                   capture_output=True, cwd=ROOT, timeout=600)
+    subprocess.run(
+        _paper(data, tmp_path / "a" / "results", tmp_path / "a" / "runs"),
+        check=True,
+        env=env,
+        capture_output=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     reference = _stored(tmp_path / "a" / "results")
     assert len(reference) == 3  # FedEntropy, FedAvg and FedEntOpt on C=2, seed 0
 
     b_results, b_runs = tmp_path / "b" / "results", tmp_path / "b" / "runs"
-    proc = subprocess.Popen(_paper(data, b_results, b_runs), env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        _paper(data, b_results, b_runs),
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     killed_at = None
     deadline = time.time() + 600
     while proc.poll() is None and time.time() < deadline:  # kill once run 1 is stored and run 2 has a checkpoint

@@ -1,5 +1,7 @@
-"""fedlib.reproduction.participation (Fig. 2 as numbers) and fedlib.reproduction.claims.participation, on hand-checked small cases and on
+"""fedlib.reproduction.participation (Fig. 2 as numbers) and fedlib.reproduction.claims.participation, on hand-checked
+small cases and on
 the stored subset runs."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -7,8 +9,7 @@ import pytest
 from fedlib.reproduction import claims, participation, results, significance, tiers
 
 # final accuracy (%) per method, rate (M of K = 100) and seed 0, 1, 2
-HAND = {("A", 10): [30, 32, 34], ("A", 4): [31, 31, 33],
-        ("B", 10): [30, 30, 30], ("B", 4): [20, 22, 24]}
+HAND = {("A", 10): [30, 32, 34], ("A", 4): [31, 31, 33], ("B", 10): [30, 30, 30], ("B", 4): [20, 22, 24]}
 
 
 def _frame(values=HAND, partition="P", rounds=2):
@@ -17,8 +18,17 @@ def _frame(values=HAND, partition="P", rounds=2):
     for (method, m), accs in values.items():
         for seed, acc in enumerate(accs):
             for r in range(rounds + 1):
-                rows.append({"partition": partition, "method": method, "num_clients": 100, "clients_per_round": m,
-                             "seed": seed, "round": r, "test_accuracy": acc / 100 if r else np.nan})
+                rows.append(
+                    {
+                        "partition": partition,
+                        "method": method,
+                        "num_clients": 100,
+                        "clients_per_round": m,
+                        "seed": seed,
+                        "round": r,
+                        "test_accuracy": acc / 100 if r else np.nan,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -55,8 +65,9 @@ def test_rate_change_uses_only_seeds_with_every_rate():
 
 
 def test_rate_change_keeps_settings_apart_and_refuses_duplicates():
-    both = pd.concat([_frame().assign(model="m1"), _frame({k: [v + 10 for v in vs] for k, vs in HAND.items()})
-                      .assign(model="m2")])
+    both = pd.concat(
+        [_frame().assign(model="m1"), _frame({k: [v + 10 for v in vs] for k, vs in HAND.items()}).assign(model="m2")]
+    )
     change = participation.rate_change(participation.per_run(both, last=1), "A").set_index(["model", "method"])
     assert change.loc[("m1", "A"), "acc_high"] == pytest.approx(32.0)
     assert change.loc[("m2", "A"), "acc_high"] == pytest.approx(42.0)
@@ -83,11 +94,17 @@ def _claims(values, **frames):
 
 def test_participation_claims_by_hand():
     found = _claims(HAND)
-    assert set(found) == {"t:participation/P/keeps_accuracy", "t:participation/P/others_lose_more",
-                          "t:participation/P/best_at_every_rate"}
+    assert set(found) == {
+        "t:participation/P/keeps_accuracy",
+        "t:participation/P/others_lose_more",
+        "t:participation/P/best_at_every_rate",
+    }
     # A's change -1/3 pp: its 95 % interval over 3 seeds, [-3.20, 2.54], reaches below -2 pp: undecided
     assert {k.split("/")[-1]: c.verdict for k, c in found.items()} == {
-        "keeps_accuracy": "undecided", "others_lose_more": "reproduces", "best_at_every_rate": "reproduces"}
+        "keeps_accuracy": "undecided",
+        "others_lose_more": "reproduces",
+        "best_at_every_rate": "reproduces",
+    }
     assert found["t:participation/P/others_lose_more"].ours == pytest.approx(23 / 3)
     assert found["t:participation/P/keeps_accuracy"].ours == pytest.approx(-1 / 3)
 

@@ -1,4 +1,5 @@
 """Tests of fedlib.data.partition: Dir(beta), #C=k and IID partitioning (FedEntOpt §V-A2, NIID-Bench recipe)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -82,8 +83,13 @@ def test_dirichlet_covers_disjoint_and_balances(data, k, beta, seed):
 
 
 @settings(max_examples=100, deadline=None)
-@given(data=label_data(max_classes=6, max_count=40), k=st.integers(1, 8), beta=betas, seed=seeds,
-       min_size=st.integers(1, 4))
+@given(
+    data=label_data(max_classes=6, max_count=40),
+    k=st.integers(1, 8),
+    beta=betas,
+    seed=seeds,
+    min_size=st.integers(1, 4),
+)
 def test_dirichlet_min_size_holds_or_raises(data, k, beta, seed, min_size):
     labels = data[0]
     if labels.size < k * min_size:
@@ -133,8 +139,7 @@ def test_iid_covers_disjoint_and_equal_sizes(data, k, seed):
 
 
 @settings(max_examples=100, deadline=None)
-@given(data=label_data(max_classes=8), scheme=st.sampled_from(SCHEMES), k=st.integers(1, 12),
-       beta=betas, seed=seeds)
+@given(data=label_data(max_classes=8), scheme=st.sampled_from(SCHEMES), k=st.integers(1, 12), beta=betas, seed=seeds)
 def test_dispatcher_matches_direct_call(data, scheme, k, beta, seed):
     labels, counts = data[0], data[1]
     kw = {"dirichlet": dict(beta=beta), "quantity": dict(classes_per_client=1), "iid": {}}[scheme]
@@ -183,8 +188,14 @@ def test_labels_and_class_counts_give_same_partition():
     y = labels_from_counts(counts)
     for scheme, kw in CASES:
         a = partition(y, scheme, 4, rng=rng(5), **kw, **({"min_partition_size": 0} if scheme == "dirichlet" else {}))
-        b = partition(scheme=scheme, num_clients=4, rng=rng(5), class_counts=counts, **kw,
-                      **({"min_partition_size": 0} if scheme == "dirichlet" else {}))
+        b = partition(
+            scheme=scheme,
+            num_clients=4,
+            rng=rng(5),
+            class_counts=counts,
+            **kw,
+            **({"min_partition_size": 0} if scheme == "dirichlet" else {}),
+        )
         assert all(np.array_equal(p, q) for p, q in zip(a, b, strict=True))
 
 
@@ -260,11 +271,13 @@ def test_dirichlet_small_beta_underflow_still_assigns():
 
 def test_dirichlet_min_size_redraw_cap_raises():
     # 4 draws, none accepted: the 95 % upper bound on the acceptance rate is 1 - 0.05 ** (1 / 4) = 0.53 (1 in 2)
-    with pytest.raises(PartitionError, match=r"after 3 redraws \(K=10, beta=0.01, 100 samples; .*fewer than 1 in 2 "
-                                             r"draws would be accepted; lower min_partition_size \(got 10; .* raise "
-                                             r"beta \(got 0\.01\) or use fewer clients \(got num_clients=10\)"):
-        dirichlet_partition(labels_from_counts([10] * 10), 10, 0.01, rng=rng(0), min_partition_size=10,
-                            max_redraws=3)
+    with pytest.raises(
+        PartitionError,
+        match=r"after 3 redraws \(K=10, beta=0.01, 100 samples; .*fewer than 1 in 2 "
+        r"draws would be accepted; lower min_partition_size \(got 10; .* raise "
+        r"beta \(got 0\.01\) or use fewer clients \(got num_clients=10\)",
+    ):
+        dirichlet_partition(labels_from_counts([10] * 10), 10, 0.01, rng=rng(0), min_partition_size=10, max_redraws=3)
 
 
 def test_dirichlet_needs_enough_samples_up_front():
@@ -323,35 +336,46 @@ def test_bad_classes_per_client(k):
         quantity_partition(Y, 3, k, rng=rng())
 
 
-@pytest.mark.parametrize("fn,args", [
-    (dirichlet_partition, (0.5,)), (quantity_partition, (1,)), (iid_partition, ()),
-])
+@pytest.mark.parametrize(
+    "fn,args",
+    [
+        (dirichlet_partition, (0.5,)),
+        (quantity_partition, (1,)),
+        (iid_partition, ()),
+    ],
+)
 @pytest.mark.parametrize("k", [0, -2, 1.5, None, True])
 def test_bad_num_clients(fn, args, k):
     with pytest.raises(BAD, match="num_clients"):
         fn(Y, k, *args, rng=rng())
 
 
-@pytest.mark.parametrize("labels,match", [
-    (np.zeros((3, 2), dtype=int), "1-D"),
-    (np.array([0.0, 1.0, 2.0]), "integer"),
-    (np.array([0, -1, 2]), ">= 0"),
-    (np.array([], dtype=int), "non-empty"),
-    (np.array([True, False]), "integer"),
-])
+@pytest.mark.parametrize(
+    "labels,match",
+    [
+        (np.zeros((3, 2), dtype=int), "1-D"),
+        (np.array([0.0, 1.0, 2.0]), "integer"),
+        (np.array([0, -1, 2]), ">= 0"),
+        (np.array([], dtype=int), "non-empty"),
+        (np.array([True, False]), "integer"),
+    ],
+)
 @pytest.mark.parametrize("scheme,kw", CASES)
 def test_bad_labels(labels, match, scheme, kw):
     with pytest.raises(BAD, match=match):
         partition(labels, scheme, 1, rng=rng(), **kw)
 
 
-@pytest.mark.parametrize("counts,match", [
-    ([3, -1, 2], "non-negative"),
-    ([1.0, 2.0], "integer"),
-    ([[1, 2], [3, 4]], "1-D"),
-    ([0, 0], "at least one sample"),
-    ([], "non-empty"),
-])
+@pytest.mark.parametrize(
+    "counts,match",
+    [
+        ([3, -1, 2], "non-negative"),
+        ([1.0, 2.0], "integer"),
+        ([[1, 2], [3, 4]], "1-D"),
+        ([0, 0], "at least one sample"),
+        ([], "non-empty"),
+    ],
+)
 def test_bad_class_counts(counts, match):
     with pytest.raises(BAD, match=match):
         iid_partition(num_clients=1, rng=rng(), class_counts=counts)
@@ -359,9 +383,14 @@ def test_bad_class_counts(counts, match):
         labels_from_counts(counts)
 
 
-@pytest.mark.parametrize("fn,args", [
-    (dirichlet_partition, (3, 0.5)), (quantity_partition, (3, 1)), (iid_partition, (3,)),
-])
+@pytest.mark.parametrize(
+    "fn,args",
+    [
+        (dirichlet_partition, (3, 0.5)),
+        (quantity_partition, (3, 1)),
+        (iid_partition, (3,)),
+    ],
+)
 def test_both_or_neither_labels_and_counts(fn, args):
     with pytest.raises(TypeError, match="exactly one of labels .* and class_counts.*got both"):
         fn(Y, *args, rng=rng(), class_counts=[5, 5, 5])
@@ -380,38 +409,51 @@ def test_unknown_scheme_lists_schemes():
         partition(Y, "pathological", 3, rng=rng())
 
 
-@pytest.mark.parametrize("scheme,kw,match", [
-    ("dirichlet", {}, "needs beta="),
-    ("quantity", {}, "needs classes_per_client="),
-    ("dirichlet", dict(beta=0.1, classes_per_client=2), "classes_per_client is not a parameter of scheme 'dirichlet'"),
-    ("quantity", dict(classes_per_client=2, beta=0.1), "beta is not a parameter of scheme 'quantity'"),
-    ("iid", dict(beta=0.1), "beta is not a parameter of scheme 'iid'"),
-    ("iid", dict(classes_per_client=1), "classes_per_client is not a parameter of scheme 'iid'"),
-])
+@pytest.mark.parametrize(
+    "scheme,kw,match",
+    [
+        ("dirichlet", {}, "needs beta="),
+        ("quantity", {}, "needs classes_per_client="),
+        (
+            "dirichlet",
+            dict(beta=0.1, classes_per_client=2),
+            "classes_per_client is not a parameter of scheme 'dirichlet'",
+        ),
+        ("quantity", dict(classes_per_client=2, beta=0.1), "beta is not a parameter of scheme 'quantity'"),
+        ("iid", dict(beta=0.1), "beta is not a parameter of scheme 'iid'"),
+        ("iid", dict(classes_per_client=1), "classes_per_client is not a parameter of scheme 'iid'"),
+    ],
+)
 def test_dispatcher_parameter_mismatch(scheme, kw, match):
     with pytest.raises(ValueError, match=match):
         partition(Y, scheme, 3, rng=rng(), **kw)
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(min_partition_size=-1), "min_partition_size must be >= 0"),
-    (dict(max_redraws=-1), "max_redraws must be >= 0"),
-    (dict(min_partition_size=2.5), "min_partition_size must be an integer"),
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(min_partition_size=-1), "min_partition_size must be >= 0"),
+        (dict(max_redraws=-1), "max_redraws must be >= 0"),
+        (dict(min_partition_size=2.5), "min_partition_size must be an integer"),
+    ],
+)
 def test_bad_dirichlet_options(kw, match):
     with pytest.raises(BAD, match=match):
         dirichlet_partition(Y, 3, 0.5, rng=rng(), **kw)
 
 
-@pytest.mark.parametrize("parts,num_classes,match", [
-    ([[0, 15]], 3, r"outside \[0, 15\)"),
-    ([[-1]], 3, "outside"),
-    ([np.zeros((2, 2), dtype=int)], 3, "1-D integer"),
-    ([[0.0, 1.0]], 3, "1-D integer"),
-    ([], 3, "non-empty sequence"),
-    ([[0]], 2, "num_classes is 2"),
-    ([[0]], 0, "num_classes must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "parts,num_classes,match",
+    [
+        ([[0, 15]], 3, r"outside \[0, 15\)"),
+        ([[-1]], 3, "outside"),
+        ([np.zeros((2, 2), dtype=int)], 3, "1-D integer"),
+        ([[0.0, 1.0]], 3, "1-D integer"),
+        ([], 3, "non-empty sequence"),
+        ([[0]], 2, "num_classes is 2"),
+        ([[0]], 0, "num_classes must be >= 1"),
+    ],
+)
 def test_bad_label_count_matrix(parts, num_classes, match):
     with pytest.raises(BAD, match=match):
         label_count_matrix(Y, parts, num_classes)
@@ -443,8 +485,17 @@ def _paper_dirichlet_federations():
 def test_paper_tier_dirichlet_federations_are_the_expected_ones():
     feds = _paper_dirichlet_federations()
     assert {(d, k) for d, k, _, _ in feds} == {
-        ("cifar10", 100), ("cifar10", 150), ("cifar10", 200), ("cifar100-20", 100), ("cifar100-20", 150),
-        ("cifar100-20", 200), ("cinic10", 200), ("pathmnist", 100), ("tissuemnist", 100), ("brain-tumor-mri", 40)}
+        ("cifar10", 100),
+        ("cifar10", 150),
+        ("cifar10", 200),
+        ("cifar100-20", 100),
+        ("cifar100-20", 150),
+        ("cifar100-20", 200),
+        ("cinic10", 200),
+        ("pathmnist", 100),
+        ("tissuemnist", 100),
+        ("brain-tumor-mri", 40),
+    }
     assert {m for d, _, _, m in feds if d != "brain-tumor-mri"} == {10}
 
 
@@ -458,8 +509,13 @@ def test_paper_dirichlet_federations_partition_with_defaults_for_seeds_0_to_9(fe
     dataset, k, beta, min_size = fed
     counts = PROFILES[dataset].train_counts
     for seed in range(10):
-        parts = dirichlet_partition(class_counts=counts, num_clients=k, beta=beta, rng=stream_rng(seed, "partition"),
-                                    min_partition_size=min_size)
+        parts = dirichlet_partition(
+            class_counts=counts,
+            num_clients=k,
+            beta=beta,
+            rng=stream_rng(seed, "partition"),
+            min_partition_size=min_size,
+        )
         assert len(parts) == k and min(p.size for p in parts) >= min_size
         assert sum(p.size for p in parts) == sum(counts)
 
@@ -490,9 +546,18 @@ def test_long_redraw_loops_report_progress(monkeypatch, caplog):
     import fedlib.data.partition as part
 
     monkeypatch.setattr(part, "PROGRESS_EVERY", 5)
-    with caplog.at_level("WARNING", logger="fedlib.data.partition"), pytest.raises(ValueError, match="after 12 redraws"):
-        dirichlet_partition(class_counts=[1321, 1339, 1595, 1457], num_clients=40, beta=0.1, rng=rng(0),
-                            min_partition_size=10, max_redraws=12)
+    with (
+        caplog.at_level("WARNING", logger="fedlib.data.partition"),
+        pytest.raises(ValueError, match="after 12 redraws"),
+    ):
+        dirichlet_partition(
+            class_counts=[1321, 1339, 1595, 1457],
+            num_clients=40,
+            beta=0.1,
+            rng=rng(0),
+            min_partition_size=10,
+            max_redraws=12,
+        )
     msgs = [r.getMessage() for r in caplog.records]
     assert len(msgs) == 2 and msgs[0].startswith("dirichlet_partition: 5 redraws in ")
     assert "none with every client >= 10 samples yet" in msgs[1] and "K=40" in msgs[1]
@@ -512,7 +577,8 @@ def _digest(parts) -> str:
 
 # (data set, K, beta, min_partition_size, seed of fedlib.seeds.stream_rng(seed, "partition"), digest). The digests
 # are main's dirichlet_partition (commit 55e57c9, before the cap became a stopping rule on the acceptance rate) with
-# _digest above, computed by running main's fedlib/data/partition.py on these cases. The draws behind them: 3,099 redraws
+# _digest above, computed by running main's fedlib/data/partition.py on these cases. The draws behind them: 3,099
+# redraws
 # (CIFAR-10 K=200 seed 7, the most of the paper's federations), 4, 383, 95, 2 and 0.
 UNCHANGED = [
     ("cifar10", 200, 0.1, 10, 7, "62d14cf06f15608b"),
@@ -530,8 +596,9 @@ def test_feasible_partitions_are_main_s_bit_for_bit(dataset, k, beta, min_size, 
     from fedlib.seeds import stream_rng
 
     counts = _COUNTS.get(dataset) or PROFILES[dataset].train_counts
-    parts = dirichlet_partition(class_counts=counts, num_clients=k, beta=beta, rng=stream_rng(seed, "partition"),
-                                min_partition_size=min_size)
+    parts = dirichlet_partition(
+        class_counts=counts, num_clients=k, beta=beta, rng=stream_rng(seed, "partition"), min_partition_size=min_size
+    )
     assert _digest(parts) == digest
 
 
@@ -584,8 +651,9 @@ def test_paper_hardest_federation_needs_far_fewer_draws_than_the_cap(draw_counte
     redraws = []
     for seed in range(10):
         before = draw_counter[0]
-        dirichlet_partition(class_counts=PROFILES["cifar10"].train_counts, num_clients=200, beta=0.1,
-                            rng=stream_rng(seed, "partition"))
+        dirichlet_partition(
+            class_counts=PROFILES["cifar10"].train_counts, num_clients=200, beta=0.1, rng=stream_rng(seed, "partition")
+        )
         redraws.append(draw_counter[0] - before - 1)
     assert redraws == [216, 872, 390, 157, 8, 30, 714, 3099, 618, 57]
     assert max(redraws) < DEFAULT_MAX_REDRAWS / 3

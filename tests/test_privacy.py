@@ -1,4 +1,5 @@
 """Tests of fedlib.selection.privacy: the Laplace mechanism of eq. (7) in FedEntOpt v2 §V-B2."""
+
 import numpy as np
 import pytest
 
@@ -107,8 +108,8 @@ def test_fedentopt_on_kept_noise_equals_a_reference_greedy():
 
 
 def test_dp_default_is_the_papers_raw_upload_and_keys_of_runs_without_dp_are_unchanged():
-    from fedlib.training.config import ExperimentConfig, config_hash
     from fedlib.reproduction.results import run_key
+    from fedlib.training.config import ExperimentConfig, config_hash
 
     assert ExperimentConfig().dp_negative == "keep"
     plain = ExperimentConfig()

@@ -1,4 +1,5 @@
 """Tests of fedlib.data.profiles: per-class label counts of the FedEntOpt paper's data sets (§V-A1)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -103,12 +104,15 @@ def test_cifar100_coarse_mapping_shape():
     assert np.bincount(CIFAR100_COARSE, minlength=20).tolist() == [5] * 20
 
 
-@pytest.mark.parametrize("superclass,fine", [
-    (0, [4, 30, 55, 72, 95]),    # aquatic_mammals: beaver, dolphin, otter, seal, whale
-    (14, [2, 11, 35, 46, 98]),   # people: baby, boy, girl, man, woman
-    (18, [8, 13, 48, 58, 90]),   # vehicles_1: bicycle, bus, motorcycle, pickup_truck, train
-    (19, [41, 69, 81, 85, 89]),  # vehicles_2: lawn_mower, rocket, streetcar, tank, tractor
-])
+@pytest.mark.parametrize(
+    "superclass,fine",
+    [
+        (0, [4, 30, 55, 72, 95]),  # aquatic_mammals: beaver, dolphin, otter, seal, whale
+        (14, [2, 11, 35, 46, 98]),  # people: baby, boy, girl, man, woman
+        (18, [8, 13, 48, 58, 90]),  # vehicles_1: bicycle, bus, motorcycle, pickup_truck, train
+        (19, [41, 69, 81, 85, 89]),  # vehicles_2: lawn_mower, rocket, streetcar, tank, tractor
+    ],
+)
 def test_cifar100_coarse_known_groups(superclass, fine):
     assert np.flatnonzero(np.array(CIFAR100_COARSE) == superclass).tolist() == fine
 
@@ -118,9 +122,15 @@ def test_cifar100_to_superclass():
     assert out.dtype == np.int64 and out.tolist() == [4, 1, 13, 0]
 
 
-@pytest.mark.parametrize("bad,match", [
-    ([100], "num_classes is 100"), ([-1], ">= 0"), ([[1]], "1-D"), ([1.0], "integer"),
-])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        ([100], "num_classes is 100"),
+        ([-1], ">= 0"),
+        ([[1]], "1-D"),
+        ([1.0], "integer"),
+    ],
+)
 def test_cifar100_to_superclass_bad_input(bad, match):
     with pytest.raises((TypeError, ValueError), match=match):
         cifar100_to_superclass(bad)

@@ -1,5 +1,6 @@
 """fedlib's public API (issue 22): `import fedlib` gives the names a user needs, light; the old flat module paths
 fail with a message naming the new one."""
+
 import importlib
 import json
 import subprocess
@@ -22,24 +23,36 @@ def test_all_is_sorted_and_every_name_resolves_to_its_module():
 
 
 def test_the_public_api_has_what_a_user_needs():
-    for name in ("ExperimentConfig", "run_experiment", "make_selector", "FedEntOptSelector", "partition",
-                 "make_algorithm", "load_dataset", "run_selection", "ParameterError"):
+    for name in (
+        "ExperimentConfig",
+        "run_experiment",
+        "make_selector",
+        "FedEntOptSelector",
+        "partition",
+        "make_algorithm",
+        "load_dataset",
+        "run_selection",
+        "ParameterError",
+    ):
         assert name in fedlib.__all__, name
     assert fedlib.make_selector("fedentopt", buffer_size=2) == fedlib.FedEntOptSelector(buffer_size=2)
 
 
 def test_import_fedlib_imports_no_torch_and_no_subpackage():
-    code = ("import sys, fedlib; print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('fedlib.')))")
+    code = "import sys, fedlib; print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('fedlib.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize("statement, new", [
-    ("import fedlib.trainer", "fedlib.training.trainer"),
-    ("from fedlib import tiers", "fedlib.reproduction.tiers"),
-    ("from fedlib.paper import TABLE_V", "fedlib.reproduction.paper_values"),
-    ("from fedlib.selection import FedEntOptSelector", "fedlib.selection.selectors.FedEntOptSelector"),
-])
+@pytest.mark.parametrize(
+    "statement, new",
+    [
+        ("import fedlib.trainer", "fedlib.training.trainer"),
+        ("from fedlib import tiers", "fedlib.reproduction.tiers"),
+        ("from fedlib.paper import TABLE_V", "fedlib.reproduction.paper_values"),
+        ("from fedlib.selection import FedEntOptSelector", "fedlib.selection.selectors.FedEntOptSelector"),
+    ],
+)
 def test_an_old_import_path_fails_naming_the_new_one(statement, new):
     code = f"import fedlib\ntry:\n    {statement}\nexcept ImportError as e:\n    print(e)\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
@@ -70,7 +83,7 @@ def test_the_api_page_lists_every_public_name():
 def test_the_readmes_example_runs():
     text = (ROOT / "README.md").read_text()
     start = text.index("```python\nimport numpy as np\n\nimport fedlib\n") + len("```python\n")
-    code = text[start:text.index("```", start)]
+    code = text[start : text.index("```", start)]
     namespace = {}
     exec(compile(code, "README.md", "exec"), namespace)
     assert list(namespace["picked"]) and namespace["result"].table["round"].tolist() == [0, 1, 2]

@@ -1,4 +1,5 @@
 """`make publish PUSH=0` puts the built pages on a local gh-pages branch (no network needed to test that)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -20,8 +21,23 @@ def test_publish_creates_the_gh_pages_branch_with_the_built_pages(tmp_path):
     (html / "index.html").write_text("<html>book</html>")
     (html / "_static" / "fedlib.css").write_text("body {}")
     env_args = ["GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@t"]
-    done = subprocess.run(["env", *env_args, "make", "-s", "-f", str(ROOT / "Makefile"), "-C", str(tmp_path),
-                           "publish", "PUSH=0", f"PYTHON={sys.executable}"], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            "env",
+            *env_args,
+            "make",
+            "-s",
+            "-f",
+            str(ROOT / "Makefile"),
+            "-C",
+            str(tmp_path),
+            "publish",
+            "PUSH=0",
+            f"PYTHON={sys.executable}",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     files = set(_git(tmp_path, "ls-tree", "-r", "--name-only", "gh-pages").split())
     assert files == {".nojekyll", "index.html", "_static/fedlib.css"}
@@ -32,7 +48,20 @@ def test_publish_creates_the_gh_pages_branch_with_the_built_pages(tmp_path):
 
 def test_publish_without_a_built_book_says_what_to_run(tmp_path):
     _git(tmp_path, "init", "-q")
-    done = subprocess.run(["make", "-s", "-f", str(ROOT / "Makefile"), "-C", str(tmp_path), "publish", "PUSH=0",
-                           f"PYTHON={sys.executable}"], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            "make",
+            "-s",
+            "-f",
+            str(ROOT / "Makefile"),
+            "-C",
+            str(tmp_path),
+            "publish",
+            "PUSH=0",
+            f"PYTHON={sys.executable}",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode != 0
     assert "no _build/html/index.html: run make book" in done.stderr

@@ -1,5 +1,7 @@
-"""fedlib.reproduction.results (the store/load round trip) and fedlib.reproduction.reporting (the paper's statistic, rounds to a target,
+"""fedlib.reproduction.results (the store/load round trip) and fedlib.reproduction.reporting (the paper's statistic,
+rounds to a target,
 summaries)."""
+
 import json
 import math
 from pathlib import Path
@@ -48,8 +50,7 @@ def test_rounds_to_target():
     assert reporting.rounds_to_target(t, 0.5) == 2  # round 0 (0.9) does not count
     assert reporting.rounds_to_target(t, 0.6) == 4
     assert reporting.rounds_to_target(t, 0.95) is None
-    two = pd.concat([t.assign(seed=0, method="A"), t.assign(seed=1, method="A",
-                                                            test_accuracy=[0, 0.6, 0.6, 0.6, 0.6])])
+    two = pd.concat([t.assign(seed=0, method="A"), t.assign(seed=1, method="A", test_accuracy=[0, 0.6, 0.6, 0.6, 0.6])])
     assert reporting.rounds_to_target(two, 0.5) == {0: 2, 1: 1}
     g = reporting.rounds_to_target(two, 0.65, by=["method"]).iloc[0]
     assert g["reached"] == 1 and g["runs"] == 2 and g["mean_rounds"] == 4.0
@@ -57,9 +58,15 @@ def test_rounds_to_target():
 
 def test_store_load_round_trip(tmp_path):
     cfg = tiers.tier_config("quick", method="FedEntOpt", partition_name="C=2", rounds=3)
-    table = pd.DataFrame({"round": [0, 1, 2, 3], "test_accuracy": [0.1, 0.2, 0.3, 0.123456789],
-                          "test_loss": [2.3, 2.0, 1.9, 1.8], "covers_all_classes": [False, True, True, True],
-                          "picked": ["", "1 2", "3 4", "5 6"]})
+    table = pd.DataFrame(
+        {
+            "round": [0, 1, 2, 3],
+            "test_accuracy": [0.1, 0.2, 0.3, 0.123456789],
+            "test_loss": [2.3, 2.0, 1.9, 1.8],
+            "covers_all_classes": [False, True, True, True],
+            "picked": ["", "1 2", "3 4", "5 6"],
+        }
+    )
     label = {"partition": "C=2", "method": "FedEntOpt", "seed": 0}
     csv = results.store_run(table, cfg, "quick", "table1", label, results_dir=tmp_path, wall_seconds=1.234)
     assert csv.name == results.run_key(cfg) + ".csv"
@@ -85,8 +92,17 @@ def test_store_run_with_a_group_key_columns_and_fields(tmp_path):
     # a group keyed by more than the config (the lying clients) stores under its own key, with its own columns
     cfg = tiers.tier_config("quick", rounds=1)
     table = pd.DataFrame({"round": [0, 1], "test_accuracy": [0.1, 0.2], "picked": ["", "1 2"]})
-    csv = results.store_run(table, cfg, "quick", "group", {"seed": 0}, results_dir=tmp_path, key="0123abcd",
-                            columns={"extra_col": [0, 2]}, extra_meta={"liar_ids": [1]})
+    csv = results.store_run(
+        table,
+        cfg,
+        "quick",
+        "group",
+        {"seed": 0},
+        results_dir=tmp_path,
+        key="0123abcd",
+        columns={"extra_col": [0, 2]},
+        extra_meta={"liar_ids": [1]},
+    )
     assert csv == results.experiment_dir(tmp_path, "quick", "group") / "0123abcd.csv"
     back, meta = results.load_run(csv)
     assert list(back.columns)[-1] == "extra_col" and list(back["extra_col"]) == [0, 2]
@@ -106,8 +122,14 @@ def test_table1_summary_puts_paper_beside_ours(tmp_path):
         for seed in (0, 1):
             cfg = tiers.tier_config("subset", method=method, partition_name="Dir(0.1)", seed=seed, rounds=2)
             t = pd.DataFrame({"round": [0, 1, 2], "test_accuracy": [0.1, acc, acc + 0.01 * seed]})
-            results.store_run(t, cfg, "subset", "table1", {"partition": "Dir(0.1)", "method": method,
-                                                           "seed": seed}, results_dir=tmp_path)
+            results.store_run(
+                t,
+                cfg,
+                "subset",
+                "table1",
+                {"partition": "Dir(0.1)", "method": method, "seed": seed},
+                results_dir=tmp_path,
+            )
     s = reporting.table1_summary(results.load_experiment("subset", "table1", tmp_path)).set_index("method")
     # FedAvg: seed 0 -> (0.4 + 0.4) / 2 = 0.40, seed 1 -> (0.4 + 0.41) / 2 = 0.405; mean 40.25 %
     assert s.loc["FedAvg", "ours_mean"] == pytest.approx(40.25)
@@ -144,7 +166,8 @@ def test_file_provenance_is_name_and_checksum(tmp_path):
 
 
 # Stored quick-tier runs, trained again now (scripts/reproduce_stored.py, with the thread count each run records).
-# Where this machine computes floats as the one that stored them (fedlib.training.float_env: CPU capability, oneDNN/MKL caps,
+# Where this machine computes floats as the one that stored them (fedlib.training.float_env: CPU capability, oneDNN/MKL
+# caps,
 # threads, torch), every column but the wall time comes out bit for bit; elsewhere the first rounds, retrained
 # twice, are identical and within float tolerance of the stored ones.
 REPRODUCED = [  # (stored CSV under results/quick, what it covers)
@@ -192,8 +215,10 @@ def test_tolerant_comparison_fails_beyond_the_tolerance_and_on_any_other_column(
     tol = script.FLOAT_TOLERANCE
     assert script._first_difference(stored, table((0, 0.133, 2.30457, 0), (1, 0.104, 2.3166, 5)), tol) is None
     beyond = script._first_difference(stored, table((0, 0.133, 2.30457, 0), (1, 0.1, 2.32, 5)), tol)
-    assert beyond == ("first difference in row 1 (round 1), column 'test_loss': stored '2.31569', retrained "
-                      "'2.32' (more than 0.003 apart)")
+    assert beyond == (
+        "first difference in row 1 (round 1), column 'test_loss': stored '2.31569', retrained "
+        "'2.32' (more than 0.003 apart)"
+    )
     other = script._first_difference(stored, table((0, 0.133, 2.30457, 0), (1, 0.1, 2.31569, 4)), tol)
     assert other.startswith("first difference in row 1 (round 1), column 'num_picked'")
     assert script._first_difference(stored, table((0, 0.133, 2.30457, 0), (1, 0.1, 2.31569, 5))) is None
@@ -205,8 +230,10 @@ def test_every_stored_retrain_on_another_machine_is_within_the_float_tolerance()
     another environment (results/machines/) agrees with its stored twin within FLOAT_TOLERANCE up to
     TOLERANT_ROUNDS, every other column equal."""
     script = _reproduce_script()
-    pairs = [(m, ROOT / "results" / "quick" / m.parts[-2] / m.name)
-             for m in sorted((ROOT / "results" / "machines").glob("*/quick/*/*.csv"))]
+    pairs = [
+        (m, ROOT / "results" / "quick" / m.parts[-2] / m.name)
+        for m in sorted((ROOT / "results" / "machines").glob("*/quick/*/*.csv"))
+    ]
     pairs = [(m, s) for m, s in pairs if s.exists()]
     assert len(pairs) >= 300, len(pairs)
     for machine_csv, stored_csv in pairs:
@@ -222,8 +249,7 @@ def test_float_env_names_what_differs():
     here = float_env.current(threads=3)
     assert set(here) == set(float_env.FIELDS) and here["threads"] == 3 and here["device"] == "cpu"
     assert float_env.differences(here, dict(here)) == []
-    assert float_env.differences(here, {**here, "threads": 1, "cpu_capability": "X"}) == ["cpu_capability",
-                                                                                           "threads"]
+    assert float_env.differences(here, {**here, "threads": 1, "cpu_capability": "X"}) == ["cpu_capability", "threads"]
     assert float_env.differences(None, here) == ["unrecorded"]
     assert float_env.describe(None) == "not recorded"
     assert "3 threads" in float_env.describe(here)
@@ -234,8 +260,7 @@ def _python(code: str, env: dict, cwd=ROOT):
     import subprocess
     import sys
 
-    full = {**{k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")},
-            **env}
+    full = {**{k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")}, **env}
     return subprocess.run([sys.executable, *code], capture_output=True, text=True, env=full, cwd=cwd, timeout=600)
 
 
@@ -244,17 +269,22 @@ def test_another_cpu_imitated_in_a_subprocess_is_recorded_and_compared_with_tole
     (any CPU has the 'default' capability): a run stored there comes out bit for bit in the same environment and
     is held to float tolerance under another thread count and under the CPU's own capability."""
     imitated = {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41", "OMP_NUM_THREADS": "1"}
-    store = ("import torch; torch.set_num_threads(1)\n"
-             "from fedlib.reproduction import results, tiers\nfrom fedlib.training.trainer import run_experiment\n"
-             "cfg = tiers.tier_config('quick', method='FedEntOpt', partition_name='C=2', rounds=3)\n"
-             "t = run_experiment(cfg, progress=False).table\n"
-             f"print(results.store_run(t, cfg, 'quick', 'probe', {{'seed': 0}}, results_dir={str(tmp_path)!r}))")
+    store = (
+        "import torch; torch.set_num_threads(1)\n"
+        "from fedlib.reproduction import results, tiers\nfrom fedlib.training.trainer import run_experiment\n"
+        "cfg = tiers.tier_config('quick', method='FedEntOpt', partition_name='C=2', rounds=3)\n"
+        "t = run_experiment(cfg, progress=False).table\n"
+        f"print(results.store_run(t, cfg, 'quick', 'probe', {{'seed': 0}}, results_dir={str(tmp_path)!r}))"
+    )
     out = _python(["-c", store], imitated)
     assert out.returncode == 0, out.stderr
     csv = Path(out.stdout.strip().splitlines()[-1])
     env = json.loads(csv.with_suffix(".json").read_text())["float_env"]
     assert (env["cpu_capability"], env["onednn_max_cpu_isa"], env["threads"]) == (
-        "DEFAULT", "ONEDNN_MAX_CPU_ISA=SSE41", 1)
+        "DEFAULT",
+        "ONEDNN_MAX_CPU_ISA=SSE41",
+        1,
+    )
     script = ["scripts/reproduce_stored.py", "--csv", str(csv)]
     same = _python(script, imitated)
     assert same.returncode == 0 and "same (bit for bit)" in same.stdout, same.stdout + same.stderr

@@ -1,13 +1,14 @@
 """Every stored run is found again under its key: a new configuration field at its default (``engine_options``)
 must not move any key (``fedlib.reproduction.results.run_key``; the lying-clients group's ``liar_run_key``)."""
+
 import json
 from pathlib import Path
 
 import pytest
 
 from fedlib.reproduction.adversarial_runs import LiarSpec, liar_run_key
-from fedlib.training.config import ExperimentConfig
 from fedlib.reproduction.results import run_key
+from fedlib.training.config import ExperimentConfig
 
 STORED = sorted((Path(__file__).resolve().parents[1] / "results").rglob("*.json"))
 
@@ -36,8 +37,10 @@ def test_every_stored_run_maps_to_its_stored_key(tier):
 def test_engine_options_enter_the_key_only_when_they_change_the_numbers():
     base = ExperimentConfig(rounds=3)
     assert "engine_options" not in base.key_dict()
-    same = base.replace(engine="batched", engine_options={"kernel": "vmap", "shrink": "mask", "compile": True,
-                                                          "tf32": True, "deterministic": False})
+    same = base.replace(
+        engine="batched",
+        engine_options={"kernel": "vmap", "shrink": "mask", "compile": True, "tf32": True, "deterministic": False},
+    )
     assert run_key(same) == run_key(base)
     bf16 = base.replace(engine="batched", engine_options={"amp_dtype": "bfloat16"})
     assert run_key(bf16) != run_key(base) and bf16.key_dict()["engine_options"] == {"amp_dtype": "bfloat16"}

@@ -1,5 +1,6 @@
 """scripts/run_notebooks.py never waits forever: a hung cell times out, the page is run once more, then the run
 fails naming the page and the cell, and writes no executed notebook."""
+
 from __future__ import annotations
 
 import subprocess
@@ -19,15 +20,27 @@ def _table(tmp_path: Path, body: str) -> Path:
     nb = nbformat.v4.new_notebook(cells=[params, nbformat.v4.new_code_cell(body)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, tmp_path / "sleepy.ipynb")
-    runs = {"runs": [{"name": "sleepy", "notebook": str(tmp_path / "sleepy.ipynb"), "tier": "quick",
-                      "parameters": {"naptime": 60}}]}
+    runs = {
+        "runs": [
+            {
+                "name": "sleepy",
+                "notebook": str(tmp_path / "sleepy.ipynb"),
+                "tier": "quick",
+                "parameters": {"naptime": 60},
+            }
+        ]
+    }
     (tmp_path / "runs.yaml").write_text(yaml.safe_dump(runs))
     return tmp_path / "runs.yaml"
 
 
 def _run(tmp_path: Path, table: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(RUNNER), "--runs", str(table), "--out-dir", str(tmp_path / "out"),
-                           *extra], capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(RUNNER), "--runs", str(table), "--out-dir", str(tmp_path / "out"), *extra],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_a_hung_cell_times_out_is_retried_once_and_fails_naming_page_and_cell(tmp_path):
@@ -61,12 +74,20 @@ def test_a_page_with_a_tier_gets_it_in_its_title(tmp_path):
     """The sidebar names the quick and the subset page of a table apart: the runner appends the tier to the title."""
     params = nbformat.v4.new_code_cell('tier = "quick"')
     params.metadata["tags"] = ["parameters"]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Table I: accuracy\n\n## Overview"),
-                                         params, nbformat.v4.new_code_cell("x = tier")])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("# Table I: accuracy\n\n## Overview"),
+            params,
+            nbformat.v4.new_code_cell("x = tier"),
+        ]
+    )
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, tmp_path / "t1.ipynb")
-    runs = {"runs": [{"name": "t1", "notebook": str(tmp_path / "t1.ipynb"), "tier": "subset",
-                      "parameters": {"tier": "subset"}}]}
+    runs = {
+        "runs": [
+            {"name": "t1", "notebook": str(tmp_path / "t1.ipynb"), "tier": "subset", "parameters": {"tier": "subset"}}
+        ]
+    }
     (tmp_path / "runs.yaml").write_text(yaml.safe_dump(runs))
     done = _run(tmp_path, tmp_path / "runs.yaml", "--cell-timeout", "60")
     assert done.returncode == 0, done.stderr[-2000:]

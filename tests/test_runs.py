@@ -1,14 +1,15 @@
 """Run directories: cached results are read back, interrupted runs resume bitwise, files are atomic."""
+
 import json
 
 import pytest
 import torch
+from conftest import write_tiny_npz
 
 import fedlib.training.trainer as trainer
 from fedlib.training.config import ExperimentConfig
 from fedlib.training.runs import TABLE_COLUMNS, RunDir, atomic_write_text, code_version
 from fedlib.training.trainer import run_experiment
-from conftest import write_tiny_npz
 
 
 @pytest.fixture(scope="module")
@@ -17,10 +18,23 @@ def tiny_npz(tmp_path_factory):
 
 
 def _cfg(path, **kw):
-    base = dict(dataset="npz", dataset_options={"path": path}, num_clients=6, clients_per_round=2, rounds=5,
-                local_epochs=1, batch_size=16, min_partition_size=2, beta=0.5, checkpoint_every=2,
-                selector="fedentopt", selector_params={"buffer_size": 2}, algorithm="scaffold",
-                dropout_prob=0.3, straggler_fraction=0.5)
+    base = dict(
+        dataset="npz",
+        dataset_options={"path": path},
+        num_clients=6,
+        clients_per_round=2,
+        rounds=5,
+        local_epochs=1,
+        batch_size=16,
+        min_partition_size=2,
+        beta=0.5,
+        checkpoint_every=2,
+        selector="fedentopt",
+        selector_params={"buffer_size": 2},
+        algorithm="scaffold",
+        dropout_prob=0.3,
+        straggler_fraction=0.5,
+    )
     base.update(kw)
     return ExperimentConfig(**base)
 

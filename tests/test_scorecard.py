@@ -1,5 +1,7 @@
-"""fedlib.reproduction.scorecard: the inventory of the paper's statements, every claim in it, and the verdicts the scorecard page
+"""fedlib.reproduction.scorecard: the inventory of the paper's statements, every claim in it, and the verdicts the
+scorecard page
 shows (computed by the same functions as the page: scorecard.all_claims, scorecard.scorecard)."""
+
 import re
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -56,14 +58,18 @@ def test_every_claim_is_as_documented_or_flips_with_the_machine(found):
 
 def test_every_claim_belongs_to_a_statement_or_is_evidence(found):
     patterns = [p for s in scorecard.STATEMENTS for p in s.claims]
-    loose = [n for n in set(found["name"]) if n not in scorecard.EVIDENCE_CLAIMS
-             and not any(fnmatchcase(n, p) for p in patterns)]
+    loose = [
+        n
+        for n in set(found["name"])
+        if n not in scorecard.EVIDENCE_CLAIMS and not any(fnmatchcase(n, p) for p in patterns)
+    ]
     assert not loose, loose
 
 
 def test_every_pattern_of_the_inventory_judges_some_claim(found):
-    dead = [(s.key, p) for s in scorecard.STATEMENTS for p in s.claims
-            if not any(fnmatchcase(n, p) for n in found["name"])]
+    dead = [
+        (s.key, p) for s in scorecard.STATEMENTS for p in s.claims if not any(fnmatchcase(n, p) for n in found["name"])
+    ]
     assert not dead, dead
 
 
@@ -81,20 +87,34 @@ def test_the_card_has_a_row_per_statement_and_counts_that_add_up(found):
 
 
 def _found(rows):
-    cols = ["tier", "page", "key", "name", "claim", "paper", "ours", "tolerance", "verdict", "flips", "expected",
-            "note"]
+    cols = [
+        "tier",
+        "page",
+        "key",
+        "name",
+        "claim",
+        "paper",
+        "ours",
+        "tolerance",
+        "verdict",
+        "flips",
+        "expected",
+        "note",
+    ]
     return pd.DataFrame([{**dict.fromkeys(cols, ""), "ours": 1.0, "flips": False, **r} for r in rows], columns=cols)
 
 
 def test_a_statement_takes_its_worst_claim_and_its_highest_tier(monkeypatch):
     s = scorecard.Statement("x/best", "§X", "best", "best", "table1", ("table1/*/best",))
     monkeypatch.setattr(scorecard, "STATEMENTS", (s, scorecard.Statement("x/none", "§X", "w", "p", "")))
-    found = _found([
-        {"tier": "quick", "name": "table1/C=2/best", "verdict": "does not reproduce"},
-        {"tier": "quick", "name": "table1/Dir(0.1)/best", "verdict": "undecided"},
-        {"tier": "subset", "name": "table1/C=2/best", "verdict": "reproduces"},
-        {"tier": "subset", "name": "table1/Dir(0.1)/best", "verdict": "undecided", "flips": True},
-    ])
+    found = _found(
+        [
+            {"tier": "quick", "name": "table1/C=2/best", "verdict": "does not reproduce"},
+            {"tier": "quick", "name": "table1/Dir(0.1)/best", "verdict": "undecided"},
+            {"tier": "subset", "name": "table1/C=2/best", "verdict": "reproduces"},
+            {"tier": "subset", "name": "table1/Dir(0.1)/best", "verdict": "undecided", "flips": True},
+        ]
+    )
     card = scorecard.scorecard(found).set_index("key")
     assert card.loc["x/best", "verdict_quick"] == "does not reproduce"
     assert card.loc["x/best", "verdict_subset"] == "undecided"
@@ -111,8 +131,9 @@ def test_a_verdict_that_flips_with_the_machine_is_undecided_on_the_card(tmp_path
     def store(root, method, seed, acc):
         cfg = tiers.tier_config("quick", method=method, partition_name="C=2", seed=seed, rounds=3)
         t = pd.DataFrame({"round": range(4), "test_accuracy": [0.1, acc, acc, acc]})
-        results.store_run(t, cfg, "quick", "table1", {"partition": "C=2", "method": method, "seed": seed},
-                          results_dir=root)
+        results.store_run(
+            t, cfg, "quick", "table1", {"partition": "C=2", "method": method, "seed": seed}, results_dir=root
+        )
 
     base, machines = tmp_path / "base", tmp_path / "machines"
     for root, fe in ((base, (0.6, 0.7)), (machines / "m", (0.4, 0.5))):  # +10 pp at both seeds, then -10 pp
@@ -130,8 +151,9 @@ def test_a_verdict_that_flips_with_the_machine_is_undecided_on_the_card(tmp_path
 PAGES_WITH_STATEMENTS = sorted({s.page for s in scorecard.STATEMENTS if s.page})
 
 
-@pytest.mark.parametrize("page, tier", [("table1", "quick"), ("table1", "subset"), ("availability", "quick"),
-                                        ("participation", "subset")])
+@pytest.mark.parametrize(
+    "page, tier", [("table1", "quick"), ("table1", "subset"), ("availability", "quick"), ("participation", "subset")]
+)
 def test_the_verdicts_on_top_of_a_training_page_are_the_scorecards(found, page, tier):
     """What a page shows under its title equals the scorecard's column of that tier for the page's statements."""
     card = scorecard.scorecard(found).set_index("key")
@@ -143,8 +165,11 @@ def test_the_verdicts_on_top_of_a_training_page_are_the_scorecards(found, page, 
         if expected:
             assert top.loc[key, "verdict"] == expected and top.loc[key, "ours"] == card.loc[key, f"ours_{tier}"]
         else:
-            assert top.loc[key, "verdict"] == ("needs the paper tier" if not next(
-                s for s in scorecard.STATEMENTS if s.key == key).claims else "not judged at this tier")
+            assert top.loc[key, "verdict"] == (
+                "needs the paper tier"
+                if not next(s for s in scorecard.STATEMENTS if s.key == key).claims
+                else "not judged at this tier"
+            )
 
 
 def test_the_verdicts_on_top_of_a_label_page_are_the_scorecards(found):

@@ -1,4 +1,6 @@
-"""Tests of fedlib.selection.selectors: FedEntOpt (Algorithm 1, eq. 5 of v2), random, KL and DC (Düsing & Cimiano) selectors."""
+"""Tests of fedlib.selection.selectors: FedEntOpt (Algorithm 1, eq. 5 of v2), random, KL and DC (Düsing & Cimiano)
+selectors."""
+
 import functools
 import importlib.util
 from collections import Counter, deque
@@ -9,13 +11,14 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedlib._validate import ParameterError
 import fedlib.selection.scoring as scoring
 import fedlib.selection.selectors as selection
-from fedlib.selection.metrics import entropy_bits
+from fedlib._validate import ParameterError
 from fedlib.data.partition import client_label_counts, labels_from_counts
-from fedlib.selection.privacy import laplace_counts
 from fedlib.label_only.simulate import run_selection
+from fedlib.selection.metrics import entropy_bits
+from fedlib.selection.privacy import laplace_counts
+from fedlib.selection.scoring import _IncrementalScorer
 from fedlib.selection.selectors import (
     ENTROPY_TIE_TOL,
     DCSelector,
@@ -23,11 +26,10 @@ from fedlib.selection.selectors import (
     KLSelector,
     RandomSelector,
     Selector,
+    _EntropyScorer,
     buffer_size_from_fraction,
     make_selector,
 )
-from fedlib.selection.scoring import _IncrementalScorer
-from fedlib.selection.selectors import _EntropyScorer
 
 # Hand example used below (4 clients, 3 classes):
 #   c0 = [4,0,0], c1 = [0,4,0], c2 = [2,2,0], c3 = [0,0,2]
@@ -183,7 +185,8 @@ def test_incremental_greedy_equals_literal_reference(problem, as_sparse):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(selection, "_EntropyScorer", functools.partial(scoring._EntropyScorer, path="incremental"))
         picked, state = FedEntOptSelector(buffer_size=q).select(
-            sp.csr_array(counts) if as_sparse else counts, m, (), np.random.default_rng(seed))
+            sp.csr_array(counts) if as_sparse else counts, m, (), np.random.default_rng(seed)
+        )
     assert (picked.tolist(), state) == reference_fedentopt(counts, m, (), q, np.random.default_rng(seed))
 
 
@@ -311,8 +314,9 @@ def _instance(kind, rng):
     if kind == "large":  # values above the uint16 radix sort and totals above the f table's cap
         return rng.integers(0, 3, size=(k, c)) * rng.choice([1, 70_000, 3_000_000], size=(k, c))
     if kind == "dirichlet":
-        return client_label_counts(labels_from_counts([40] * c), "dirichlet", k, seed=int(rng.integers(1000)),
-                                   beta=0.1, min_partition_size=0)
+        return client_label_counts(
+            labels_from_counts([40] * c), "dirichlet", k, seed=int(rng.integers(1000)), beta=0.1, min_partition_size=0
+        )
     return laplace_counts(rng.integers(0, 8, size=(k, c)), 0.5, rng=rng, negative="keep")  # DP noise kept
 
 
@@ -346,10 +350,17 @@ def test_fast_path_equals_literal_algorithm_1(kind):
                 assert _rounds(_fedentopt, counts, m, q, seed) == literal, path
 
 
-@pytest.mark.parametrize("defence", [{"share_cap": 1.0}, {"total_cap_quantile": 0.5, "total_cap_factor": 1.2},
-                                     {"share_cap": 1.5, "total_cap_quantile": 0.8}])
+@pytest.mark.parametrize(
+    "defence",
+    [
+        {"share_cap": 1.0},
+        {"total_cap_quantile": 0.5, "total_cap_factor": 1.2},
+        {"share_cap": 1.5, "total_cap_quantile": 0.8},
+    ],
+)
 def test_defences_pick_alike_on_every_scorer_and_sparse_input(defence):
-    # fedlib.selection.defence's options (issue 15, part 1) restrict the candidates or rescale the counts before scoring:
+    # fedlib.selection.defence's options (issue 15, part 1) restrict the candidates or rescale the counts before
+    # scoring:
     # every scorer, and sparse input, must then still pick what the re-scoring scorer picks on dense input.
     rng = np.random.default_rng(21)
     for _ in range(6):
@@ -411,8 +422,9 @@ def test_incremental_scores_equal_full_rescoring(kind, fallback, monkeypatch):
         monkeypatch.setattr(scoring, "_CSC_MATVEC", None)
     rng = np.random.default_rng(5)
     for _ in range(10):
-        counts = np.asarray(_instance({"integer": "empty", "fractional": "fractional", "large": "large"}[kind], rng),
-                            dtype=float)
+        counts = np.asarray(
+            _instance({"integer": "empty", "fractional": "fractional", "large": "large"}[kind], rng), dtype=float
+        )
         fast, full = _EntropyScorer(counts, path="incremental"), _EntropyScorer(counts, path="sparse")
         assert (fast._ones is None) == fallback
         for m in rng.permutation(counts.shape[0])[: int(rng.integers(1, counts.shape[0] + 1))]:
@@ -480,17 +492,21 @@ def test_sparse_input_picks_like_dense(kind):
         m = int(rng.integers(1, k + 1))
         q, seed = int(rng.integers(0, k - m + 1)), int(rng.integers(2**31))
         as_sparse = SPARSE_FORMATS[i % len(SPARSE_FORMATS)](counts)
-        for fn in (_fedentopt, lambda c, m_, st, q_, r: KLSelector().select(c, m_, (), r),
-                   lambda c, m_, st, q_, r: RandomSelector().select(c, m_, (), r),
-                   lambda c, m_, st, q_, r: DCSelector(m_ // 2).select(c, m_, (), r)):
+        for fn in (
+            _fedentopt,
+            lambda c, m_, st, q_, r: KLSelector().select(c, m_, (), r),
+            lambda c, m_, st, q_, r: RandomSelector().select(c, m_, (), r),
+            lambda c, m_, st, q_, r: DCSelector(m_ // 2).select(c, m_, (), r),
+        ):
             assert _rounds(fn, as_sparse, m, q, seed) == _rounds(fn, counts, m, q, seed)
 
 
 def test_sparse_input_with_duplicates_and_explicit_zeros():
     # COO entries (client, class) may repeat (they add up) and may store zeros; neither changes the picks.
     counts = np.array([[4, 0, 0], [0, 4, 0], [2, 2, 0], [0, 0, 2]], dtype=float)
-    coo = sp.coo_array(([2.0, 2.0, 4.0, 2.0, 2.0, 2.0, 0.0], ([0, 0, 1, 2, 2, 3, 3], [0, 0, 1, 0, 1, 2, 1])),
-                       shape=(4, 3))
+    coo = sp.coo_array(
+        ([2.0, 2.0, 4.0, 2.0, 2.0, 2.0, 0.0], ([0, 0, 1, 2, 2, 3, 3], [0, 0, 1, 0, 1, 2, 1])), shape=(4, 3)
+    )
     for seed in range(6):
         assert _rounds(_fedentopt, coo, 3, 1, seed) == _rounds(_fedentopt, counts, 3, 1, seed)
 
@@ -637,11 +653,13 @@ def test_buffer_too_large_raises():
 
 
 def test_negative_buffer_raises():
-    with pytest.raises(ValueError, match="selector 'fedentopt' parameter 'buffer_size': got -1; allowed: an integer "
-                                         ">= 0."):
+    with pytest.raises(
+        ValueError, match="selector 'fedentopt' parameter 'buffer_size': got -1; allowed: an integer >= 0."
+    ):
         FedEntOptSelector(buffer_size=-1)
-    with pytest.raises(ValueError, match="parameter 'buffer_fraction': got 1.5; allowed: a finite real number >= 0.0 "
-                                         "and <= 1.0"):
+    with pytest.raises(
+        ValueError, match="parameter 'buffer_fraction': got 1.5; allowed: a finite real number >= 0.0 and <= 1.0"
+    ):
         FedEntOptSelector(buffer_fraction=1.5)
 
 
@@ -665,14 +683,19 @@ def test_bad_state_raises():
 
 
 def test_unknown_selector_name_lists_names():
-    with pytest.raises(ValueError, match="selector parameter 'name': got 'fedavg'; allowed: 'random', 'fedentopt', "
-                                         "'kl', 'dc', 'fedentopt-swap'."):
+    with pytest.raises(
+        ValueError,
+        match="selector parameter 'name': got 'fedavg'; allowed: 'random', 'fedentopt', 'kl', 'dc', 'fedentopt-swap'.",
+    ):
         make_selector("fedavg")
 
 
 def test_unknown_parameter_raises():
-    with pytest.raises(TypeError, match="selector 'fedentopt' unknown parameter 'buffer': got 5; allowed: the "
-                                        "parameters buffer_size, buffer_fraction, "):
+    with pytest.raises(
+        TypeError,
+        match="selector 'fedentopt' unknown parameter 'buffer': got 5; allowed: the "
+        "parameters buffer_size, buffer_fraction, ",
+    ):
         make_selector("fedentopt", buffer=5)
     with pytest.raises(TypeError, match="allowed: no parameters"):
         make_selector("kl", buffer_size=5)
@@ -680,24 +703,49 @@ def test_unknown_parameter_raises():
         make_selector("dc")
 
 
-@pytest.mark.parametrize("name, params, message", [
-    ("best", {}, "selector parameter 'name': got 'best'; allowed: 'random', 'fedentopt', "),
-    ("dc", {"num_random": 1, "m": 10}, "selector 'dc' unknown parameter 'm': got 10; allowed: the parameters "
-                                       "num_random, num_dc, target."),
-    ("random", {"buffer_size": 5}, "selector 'random' unknown parameter 'buffer_size': got 5; allowed: no "
-                                   "parameters."),
-    ("dc", {"num_random": -1}, "selector 'dc' parameter 'num_random': got -1; allowed: an integer >= 0."),
-    ("dc", {"num_random": 1, "target": "uniform"}, "selector 'dc' parameter 'target': got 'uniform'; allowed: "
-                                                   "'balanced', 'real'."),
-    ("fedentopt", {"buffer_size": 1.5}, "selector 'fedentopt' parameter 'buffer_size': got 1.5; allowed: an "
-                                        "integer >= 0."),
-    ("fedentopt", {"buffer_size": 2, "share_cap": 0.5}, "selector 'fedentopt' parameter 'share_cap': got 0.5; "
-                                                        "allowed: a finite real number >= 1.0."),
-    ("fedentopt", {}, "selector 'fedentopt' parameter 'buffer_size': got None; allowed: an integer Q >= 0, as "
-                      "buffer_fraction is None (give exactly one of buffer_size, buffer_fraction)."),
-    ("fedentopt-swap", {"buffer_size": 2, "share_cap": 2.0}, "selector 'fedentopt-swap' parameter 'share_cap': got "
-                                                             "2.0; allowed: None (the swap-improved selector takes"),
-])
+@pytest.mark.parametrize(
+    "name, params, message",
+    [
+        ("best", {}, "selector parameter 'name': got 'best'; allowed: 'random', 'fedentopt', "),
+        (
+            "dc",
+            {"num_random": 1, "m": 10},
+            "selector 'dc' unknown parameter 'm': got 10; allowed: the parameters num_random, num_dc, target.",
+        ),
+        (
+            "random",
+            {"buffer_size": 5},
+            "selector 'random' unknown parameter 'buffer_size': got 5; allowed: no parameters.",
+        ),
+        ("dc", {"num_random": -1}, "selector 'dc' parameter 'num_random': got -1; allowed: an integer >= 0."),
+        (
+            "dc",
+            {"num_random": 1, "target": "uniform"},
+            "selector 'dc' parameter 'target': got 'uniform'; allowed: 'balanced', 'real'.",
+        ),
+        (
+            "fedentopt",
+            {"buffer_size": 1.5},
+            "selector 'fedentopt' parameter 'buffer_size': got 1.5; allowed: an integer >= 0.",
+        ),
+        (
+            "fedentopt",
+            {"buffer_size": 2, "share_cap": 0.5},
+            "selector 'fedentopt' parameter 'share_cap': got 0.5; allowed: a finite real number >= 1.0.",
+        ),
+        (
+            "fedentopt",
+            {},
+            "selector 'fedentopt' parameter 'buffer_size': got None; allowed: an integer Q >= 0, as "
+            "buffer_fraction is None (give exactly one of buffer_size, buffer_fraction).",
+        ),
+        (
+            "fedentopt-swap",
+            {"buffer_size": 2, "share_cap": 2.0},
+            "selector 'fedentopt-swap' parameter 'share_cap': got 2.0; allowed: None (the swap-improved selector takes",
+        ),
+    ],
+)
 def test_make_selector_reports_one_error_shape(name, params, message):
     # the same type and message shape as make_algorithm's: part, parameter, value given, what is allowed
     with pytest.raises(ParameterError) as info:

@@ -1,4 +1,6 @@
-"""Tests of fedlib.reproduction.significance: seed-paired tests, rank agreement with the paper, rounds to a reference."""
+"""Tests of fedlib.reproduction.significance: seed-paired tests, rank agreement with the paper, rounds to a
+reference."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -6,8 +8,8 @@ import pytest
 from fedlib.reproduction import significance as sg
 from fedlib.training.runs import last_rounds_mean
 
-
 # ----------------------------------------------------------------------------- statistics, by hand
+
 
 def test_last_rounds_mean_hand():
     # a FedConcat-like run: round 0 (the initial model, evaluated) never counts; rounds 1-3 train the encoders and
@@ -28,7 +30,6 @@ def test_last_rounds_mean_hand():
     per = last_rounds_mean(two, 2, by=["seed"])
     assert per.index.tolist() == [0, 1]
     assert per.tolist() == pytest.approx([0.045, 0.145])  # (0.04 + 0.05) / 2 and (0.14 + 0.15) / 2
-
 
 
 def test_sign_flip_p_hand():
@@ -66,13 +67,15 @@ def test_paired_test_matches_scipy_and_hand():
 
 # ----------------------------------------------------------------------------- on run tables
 
+
 def _frame(curves: dict) -> pd.DataFrame:
     """{(partition, method, seed): accuracies of rounds 1..n} -> a run table (round 0 has no accuracy)."""
     rows = []
     for (p, m, s), acc in curves.items():
         rows.append({"partition": p, "method": m, "seed": s, "round": 0, "test_accuracy": np.nan})
-        rows += [{"partition": p, "method": m, "seed": s, "round": r, "test_accuracy": a}
-                 for r, a in enumerate(acc, start=1)]
+        rows += [
+            {"partition": p, "method": m, "seed": s, "round": r, "test_accuracy": a} for r, a in enumerate(acc, start=1)
+        ]
     return pd.DataFrame(rows)
 
 
@@ -86,9 +89,18 @@ def test_per_run_final_hand():
 
 def test_paired_against_pairs_by_seed():
     # seed 1 of "B" is missing: only seeds 0 and 2 are paired for (A, B)
-    f = _frame({("C=2", "A", 0): [0.5], ("C=2", "A", 1): [0.6], ("C=2", "A", 2): [0.7],
-                ("C=2", "B", 0): [0.4], ("C=2", "B", 2): [0.4],
-                ("C=2", "C", 0): [0.5], ("C=2", "C", 1): [0.6], ("C=2", "C", 2): [0.7]})
+    f = _frame(
+        {
+            ("C=2", "A", 0): [0.5],
+            ("C=2", "A", 1): [0.6],
+            ("C=2", "A", 2): [0.7],
+            ("C=2", "B", 0): [0.4],
+            ("C=2", "B", 2): [0.4],
+            ("C=2", "C", 0): [0.5],
+            ("C=2", "C", 1): [0.6],
+            ("C=2", "C", 2): [0.7],
+        }
+    )
     t = sg.paired_against(sg.per_run_final(f, last=1), "A").set_index("b")
     assert list(t.index) == ["B", "C"] and (t["a"] == "A").all() and (t["partition"] == "C=2").all()
     assert t.loc["B", "n"] == 2 and t.loc["B", "mean_diff"] == pytest.approx(20.0)  # (10 + 30) / 2 pp
@@ -100,14 +112,26 @@ def test_paired_against_pairs_by_seed():
 def test_rank_correlation_hand_and_scipy():
     from scipy import stats
 
-    s = pd.DataFrame({"partition": ["P"] * 4 + ["Q"] * 4, "method": list("abcd") * 2,
-                      "ours_mean": [1, 2, 3, 4, 1, 2, 3, 4], "paper_mean": [10, 20, 30, 40, 40, 30, 20, 10.0]})
+    s = pd.DataFrame(
+        {
+            "partition": ["P"] * 4 + ["Q"] * 4,
+            "method": list("abcd") * 2,
+            "ours_mean": [1, 2, 3, 4, 1, 2, 3, 4],
+            "paper_mean": [10, 20, 30, 40, 40, 30, 20, 10.0],
+        }
+    )
     r = sg.rank_correlation(s).set_index("partition")
     assert r.loc["P", "spearman_rho"] == pytest.approx(1.0) and r.loc["Q", "spearman_rho"] == pytest.approx(-1.0)
     assert r.loc["P", "kendall_tau"] == pytest.approx(1.0) and r.loc["P", "ours_first"] == "d"
     assert r.loc["Q", "paper_first"] == "a"
-    s2 = pd.DataFrame({"partition": ["P"] * 5, "method": list("abcde"), "ours_mean": [3, 1, 4, 1.5, 5],
-                       "paper_mean": [2, 7, 1, 8, np.nan]})  # the NaN row is left out: n = 4
+    s2 = pd.DataFrame(
+        {
+            "partition": ["P"] * 5,
+            "method": list("abcde"),
+            "ours_mean": [3, 1, 4, 1.5, 5],
+            "paper_mean": [2, 7, 1, 8, np.nan],
+        }
+    )  # the NaN row is left out: n = 4
     r2 = sg.rank_correlation(s2).iloc[0]
     assert r2["n"] == 4
     assert r2["spearman_rho"] == pytest.approx(stats.spearmanr([3, 1, 4, 1.5], [2, 7, 1, 8]).statistic)
@@ -115,9 +139,17 @@ def test_rank_correlation_hand_and_scipy():
 
 def test_rounds_to_reference_hand():
     # the reference R ends at 0.5 (seed 0) and 0.45 (seed 1) over its last 2 rounds; F climbs faster
-    f = _frame({("C=2", "R", 0): [0.1, 0.2, 0.3, 0.4, 0.5, 0.5], ("C=2", "R", 1): [0.1, 0.2, 0.3, 0.5, 0.5, 0.4],
-                ("C=2", "F", 0): [0.4, 0.6, 0.6, 0.6, 0.6, 0.6], ("C=2", "F", 1): [0.3, 0.4, 0.6, 0.6, 0.6, 0.6],
-                ("C=2", "S", 0): [0.1] * 6, ("C=2", "S", 1): [0.1] * 6, ("C=2", "F", 2): [0.9] * 6})
+    f = _frame(
+        {
+            ("C=2", "R", 0): [0.1, 0.2, 0.3, 0.4, 0.5, 0.5],
+            ("C=2", "R", 1): [0.1, 0.2, 0.3, 0.5, 0.5, 0.4],
+            ("C=2", "F", 0): [0.4, 0.6, 0.6, 0.6, 0.6, 0.6],
+            ("C=2", "F", 1): [0.3, 0.4, 0.6, 0.6, 0.6, 0.6],
+            ("C=2", "S", 0): [0.1] * 6,
+            ("C=2", "S", 1): [0.1] * 6,
+            ("C=2", "F", 2): [0.9] * 6,
+        }
+    )
     t = sg.rounds_to_reference(f, "R", window=2).set_index("method")
     assert t.loc["R", "target"] == pytest.approx(47.5)  # (50 + 45) / 2
     # trailing 2-round means; R seed 0 reaches its 50 % at round 6, seed 1 its 45 % at round 5 (0.5, 0.5)

@@ -1,13 +1,15 @@
-"""Tests of fedlib.label_only.simulate: label-only selection runs (Fig. 1, Table VI of FedEntOpt v2) and coverage (v1 §V-B5)."""
+"""Tests of fedlib.label_only.simulate: label-only selection runs (Fig. 1, Table VI of FedEntOpt v2) and coverage (v1
+§V-B5)."""
+
 import math
 
 import numpy as np
 import pytest
 
+from fedlib.label_only.simulate import SelectionTrace, coverage_probability, run_selection, trace_frame
 from fedlib.selection.metrics import covers_all_classes, pooled_entropy
 from fedlib.selection.privacy import laplace_counts
 from fedlib.selection.selectors import DCSelector, FedEntOptSelector, KLSelector, RandomSelector
-from fedlib.label_only.simulate import SelectionTrace, coverage_probability, run_selection, trace_frame
 
 COUNTS = np.random.default_rng(0).integers(0, 15, size=(20, 4))
 

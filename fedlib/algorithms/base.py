@@ -1,7 +1,8 @@
 """The algorithm contract of fedlib's federated trainer.
 
 Everything an algorithm does is a function of tensors, so that the trainer can run one client at a time
-(``fedlib.training.trainer``, ``fedlib.training.local.local_train``) or many clients at once with ``torch.func.vmap`` over a
+(``fedlib.training.trainer``, ``fedlib.training.local.local_train``) or many clients at once with ``torch.func.vmap``
+over a
 leading client axis (a batched trainer).  The vocabulary:
 
 ``params``
@@ -87,6 +88,7 @@ with their own models, run length and checkpointed state):
 The trainer turns the ``RoundResult`` into the table row: train loss, evaluation (when due), bytes and the
 entropy columns -- the same for every algorithm.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -99,8 +101,19 @@ import torch.nn.functional as F
 
 from fedlib._validate import check_parameter_names, parameter_checks
 
-__all__ = ["Algorithm", "HParams", "RoundPlan", "RoundResult", "RoundServices", "decayed_lr", "weighted_average",
-           "tree_sub", "tree_add", "tree_scale", "zeros_like_params"]
+__all__ = [
+    "Algorithm",
+    "HParams",
+    "RoundPlan",
+    "RoundResult",
+    "RoundServices",
+    "decayed_lr",
+    "weighted_average",
+    "tree_sub",
+    "tree_add",
+    "tree_scale",
+    "zeros_like_params",
+]
 
 Params = dict[str, torch.Tensor]
 
@@ -218,7 +231,7 @@ class RoundServices(Protocol):
 
 def decayed_lr(config, step: int) -> float:
     """``config.lr · config.lr_decay^step``: the learning rate ``step`` rounds into a schedule."""
-    return config.lr * config.lr_decay ** step
+    return config.lr * config.lr_decay**step
 
 
 @dataclass(frozen=True)
@@ -281,8 +294,10 @@ class Algorithm:
 
     def __setattr__(self, name: str, value) -> None:
         if name == "hparams" or name in self.HParams.__dataclass_fields__:
-            raise AttributeError(f"{name} is a hyper-parameter of {type(self).__name__} (frozen): build another "
-                                 f"algorithm, e.g. make_algorithm({self.name!r}, {name}=...).")
+            raise AttributeError(
+                f"{name} is a hyper-parameter of {type(self).__name__} (frozen): build another "
+                f"algorithm, e.g. make_algorithm({self.name!r}, {name}=...)."
+            )
         object.__setattr__(self, name, value)
 
     # -- set-up ------------------------------------------------------------------------------------------
@@ -300,8 +315,15 @@ class Algorithm:
         return f"{type(self).__name__}({args})"
 
     # -- client side (pure tensor functions; vmappable) -----------------------------------------------
-    def loss(self, logits: torch.Tensor, y: torch.Tensor, *, params: Params, global_params: Params,
-             ctx: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    def loss(
+        self,
+        logits: torch.Tensor,
+        y: torch.Tensor,
+        *,
+        params: Params,
+        global_params: Params,
+        ctx: Mapping[str, torch.Tensor],
+    ) -> torch.Tensor:
         """Mean cross-entropy of the mini-batch (the FedAvg loss)."""
         return F.cross_entropy(logits, y)
 
@@ -314,8 +336,13 @@ class Algorithm:
         return params
 
     # -- client side (once per client and round) ------------------------------------------------------
-    def client_context(self, client_id: int, label_counts: torch.Tensor, server_state: Mapping[str, torch.Tensor],
-                       client_state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def client_context(
+        self,
+        client_id: int,
+        label_counts: torch.Tensor,
+        server_state: Mapping[str, torch.Tensor],
+        client_state: Mapping[str, torch.Tensor],
+    ) -> dict[str, torch.Tensor]:
         """No context (FedAvg)."""
         return {}
 
@@ -369,10 +396,15 @@ class Algorithm:
         if kept:
             n = np.array([r.num_samples for _, r in kept], dtype=np.float64)
             state.global_params, state.server_state = self.aggregate(
-                state.global_params, [r for _, r in kept], n / n.sum(), state.server_state)
+                state.global_params, [r for _, r in kept], n / n.sum(), state.server_state
+            )
         nbytes = 4 * experiment.num_params * int(self.upload_factor) * len(kept) + extra_bytes
-        return RoundResult(trained=[k for k, _ in trained], kept=[k for k, _ in kept],
-                           losses=[r for _, r in with_data], bytes_uploaded=nbytes)
+        return RoundResult(
+            trained=[k for k, _ in trained],
+            kept=[k for k, _ in kept],
+            losses=[r for _, r in with_data],
+            bytes_uploaded=nbytes,
+        )
 
     def judge_round(self, experiment: RoundServices, state, trained: list) -> tuple[list, int]:
         """Every trained client uploads; no judgement, no extra bytes."""

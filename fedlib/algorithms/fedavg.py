@@ -7,6 +7,7 @@ the returned models weighted by data size:
 
 (over the clients S that uploaded this round).  All hooks are the base-class defaults.
 """
+
 from __future__ import annotations
 
 from fedlib.algorithms.base import Algorithm

@@ -1,4 +1,6 @@
-"""FedConcat (Diao, Li & He, AAAI 2024): cluster clients by label distribution, FedAvg per cluster, concatenate the frozen encoders, train a joint classifier."""
+"""FedConcat (Diao, Li & He, AAAI 2024): cluster clients by label distribution, FedAvg per cluster, concatenate the
+frozen encoders, train a joint classifier."""
+
 from __future__ import annotations
 
 import copy
@@ -14,8 +16,8 @@ from torch import nn
 from fedlib._validate import check_count_matrix, check_float, check_int, check_optional, check_rng
 from fedlib.algorithms.base import Algorithm, HParams, RoundPlan, RoundResult, decayed_lr, weighted_average
 from fedlib.algorithms.kmeans import kmeans
-from fedlib.training.local import LocalHyperParams, LocalResult, client_generators, local_train, make_generator
 from fedlib.seeds import stream_rng
+from fedlib.training.local import LocalHyperParams, LocalResult, client_generators, local_train, make_generator
 
 __all__ = [
     "DEFAULT_NUM_CLUSTERS",
@@ -187,8 +189,9 @@ class ConcatModel(nn.Module):
         return self.head(self.features(x))
 
 
-def concat_params(model: nn.Module, cluster_params: Sequence[Mapping[str, torch.Tensor]],
-                  head: Mapping[str, torch.Tensor]) -> Params:
+def concat_params(
+    model: nn.Module, cluster_params: Sequence[Mapping[str, torch.Tensor]], head: Mapping[str, torch.Tensor]
+) -> Params:
     """Parameter dict of :class:`ConcatModel` from the K cluster models' states and a head state."""
     keys = encoder_keys(model, cluster_params[0])
     out: Params = {}
@@ -209,9 +212,15 @@ def _init_head(in_features: int, num_classes: int, generator: torch.Generator, l
 # --------------------------------------------------------------------------- round split
 
 
-def fedconcat_round_split(total_rounds: int, *, num_clusters: int, model_params: int, classifier_params: int,
-                          participation: float = 1.0,
-                          classifier_rounds: int = DEFAULT_CLASSIFIER_ROUNDS) -> tuple[int, int]:
+def fedconcat_round_split(
+    total_rounds: int,
+    *,
+    num_clusters: int,
+    model_params: int,
+    classifier_params: int,
+    participation: float = 1.0,
+    classifier_rounds: int = DEFAULT_CLASSIFIER_ROUNDS,
+) -> tuple[int, int]:
     """Encoder rounds T_e that give FedConcat the communication budget of T FedAvg rounds.
 
     FedConcat's cost model ("Communication" section): with model size :math:`w`, FedAvg over T rounds costs
@@ -436,17 +445,22 @@ class FedConcat(Algorithm):
         kmeans_restarts: int = 10
 
         def __post_init__(self):
-            for name, low, optional in (("num_clusters", 1, False), ("encoder_rounds", 0, True),
-                                        ("classifier_rounds", 0, False), ("classifier_local_batches", 1, True),
-                                        ("kmeans_restarts", 1, False)):
+            for name, low, optional in (
+                ("num_clusters", 1, False),
+                ("encoder_rounds", 0, True),
+                ("classifier_rounds", 0, False),
+                ("classifier_local_batches", 1, True),
+                ("kmeans_restarts", 1, False),
+            ):
                 value = getattr(self, name)
                 value = check_optional(check_int, name, value, low=low) if optional else check_int(name, value, low=low)
                 object.__setattr__(self, name, value)
 
     # ---------------------------------------------------------------- planning
 
-    def round_split(self, total_rounds: int, model: nn.Module, *, num_clients: int,
-                    num_selected: int) -> tuple[int, int]:
+    def round_split(
+        self, total_rounds: int, model: nn.Module, *, num_clients: int, num_selected: int
+    ) -> tuple[int, int]:
         """``(encoder_rounds, classifier_rounds)`` for a FedAvg budget of ``total_rounds`` with M of N clients."""
         if self.hparams.encoder_rounds is not None:
             return self.hparams.encoder_rounds, self.hparams.classifier_rounds
@@ -456,9 +470,14 @@ class FedConcat(Algorithm):
         k = min(self.hparams.num_clusters, num_clients)
         w = sum(p.numel() for p in model.parameters())
         s = k * head.in_features * head.out_features + head.out_features
-        return fedconcat_round_split(total_rounds, num_clusters=k, model_params=int(w), classifier_params=int(s),
-                                     participation=num_selected / num_clients,
-                                     classifier_rounds=self.hparams.classifier_rounds)
+        return fedconcat_round_split(
+            total_rounds,
+            num_clusters=k,
+            model_params=int(w),
+            classifier_params=int(s),
+            participation=num_selected / num_clients,
+            classifier_rounds=self.hparams.classifier_rounds,
+        )
 
     def cluster(self, label_counts, rng: np.random.Generator) -> np.ndarray:
         """Stage 1-A: ``(N,)`` cluster of every client (K is capped at N)."""
@@ -466,9 +485,11 @@ class FedConcat(Algorithm):
         hp = self.hparams
         return cluster_clients(counts, min(hp.num_clusters, counts.shape[0]), rng, n_init=hp.kmeans_restarts)
 
-    def build_concat_model(self, model: nn.Module, cluster_params: Sequence[Params],
-                           generator: torch.Generator) -> tuple[ConcatModel, Params]:
-        """Stage 3 set-up: the :class:`ConcatModel` and its parameters (frozen encoders, fresh head from ``generator``)."""
+    def build_concat_model(
+        self, model: nn.Module, cluster_params: Sequence[Params], generator: torch.Generator
+    ) -> tuple[ConcatModel, Params]:
+        """Stage 3 set-up: the :class:`ConcatModel` and its parameters (frozen encoders, fresh head from
+        ``generator``)."""
         encoder, feature_dim = make_encoder(model)
         num_classes = int(model.get_submodule(last_linear_name(model)).out_features)
         concat = ConcatModel(encoder, len(cluster_params), feature_dim, num_classes)
@@ -478,8 +499,16 @@ class FedConcat(Algorithm):
 
     # ---------------------------------------------------------------- driver
 
-    def plan(self, model: nn.Module, init_params: Mapping[str, torch.Tensor], *, label_counts, total_rounds: int,
-             num_selected: int, rng: np.random.Generator) -> FedConcatState:
+    def plan(
+        self,
+        model: nn.Module,
+        init_params: Mapping[str, torch.Tensor],
+        *,
+        label_counts,
+        total_rounds: int,
+        num_selected: int,
+        rng: np.random.Generator,
+    ) -> FedConcatState:
         """Stage 1 and set-up: round split, clustering, K cluster models all equal to ``init_params``."""
         check_rng("rng", rng)
         counts = check_count_matrix("label_counts", label_counts, allow_negative=True)
@@ -489,8 +518,15 @@ class FedConcat(Algorithm):
         cluster_params = [dict(params0) for _ in range(int(assignment.max()) + 1)]
         return FedConcatState(assignment, t_e, t_c, cluster_params)
 
-    def step(self, state: FedConcatState, model: nn.Module, picked: Sequence[int], train_client: TrainClient, *,
-             head_generator: torch.Generator) -> dict:
+    def step(
+        self,
+        state: FedConcatState,
+        model: nn.Module,
+        picked: Sequence[int],
+        train_client: TrainClient,
+        *,
+        head_generator: torch.Generator,
+    ) -> dict:
         """Run round ``state.round`` with the clients ``picked`` (chosen by the trainer's selector); update ``state``.
 
         Encoder phase: every picked client trains its own cluster's model (``train_client(model,
@@ -504,8 +540,12 @@ class FedConcat(Algorithm):
             raise ValueError(f"state has run all {state.total_rounds} rounds; nothing left to step.")
         info = state.next_round()
         picked = [int(c) for c in picked]
-        record = {"round_index": info.round_index, "phase": info.phase, "phase_round": info.phase_round,
-                  "picked": picked}
+        record = {
+            "round_index": info.round_index,
+            "phase": info.phase,
+            "phase_round": info.phase_round,
+            "picked": picked,
+        }
         if info.phase == "encoder":
             full = Algorithm().bind(tuple(k for k, v in model.named_parameters() if v.requires_grad))
             results = []
@@ -541,8 +581,9 @@ class FedConcat(Algorithm):
         """T_e + T_c for the FedAvg budget ``config.rounds`` (:meth:`round_split`)."""
         c = experiment.config
         try:
-            t_e, t_c = self.round_split(c.rounds, experiment.model, num_clients=c.num_clients,
-                                        num_selected=c.clients_per_round)
+            t_e, t_c = self.round_split(
+                c.rounds, experiment.model, num_clients=c.num_clients, num_selected=c.clients_per_round
+            )
         except ValueError as exc:
             raise ValueError(f"too small a FedAvg budget for FedConcat ({exc})") from exc
         return int(t_e + t_c)
@@ -550,9 +591,14 @@ class FedConcat(Algorithm):
     def init_round_state(self, experiment, global_params) -> FedConcatState:
         """:meth:`plan` on the label counts the server sees (stream ``clustering``)."""
         c = experiment.config
-        return self.plan(experiment.model, global_params, label_counts=experiment.server_counts,
-                         total_rounds=c.rounds, num_selected=c.clients_per_round,
-                         rng=stream_rng(c.seed, "clustering"))
+        return self.plan(
+            experiment.model,
+            global_params,
+            label_counts=experiment.server_counts,
+            total_rounds=c.rounds,
+            num_selected=c.clients_per_round,
+            rng=stream_rng(c.seed, "clustering"),
+        )
 
     def round_state_to_checkpoint(self, fc: FedConcatState) -> dict:
         """``fc`` as tensors and plain containers (``torch.load(weights_only=True)`` reads it back; the
@@ -560,7 +606,8 @@ class FedConcat(Algorithm):
         return {
             "kind": "fedconcat",
             "assignment": torch.as_tensor(np.asarray(fc.assignment, dtype=np.int64)),
-            "encoder_rounds": int(fc.encoder_rounds), "classifier_rounds": int(fc.classifier_rounds),
+            "encoder_rounds": int(fc.encoder_rounds),
+            "classifier_rounds": int(fc.classifier_rounds),
             "cluster_params": [dict(p) for p in fc.cluster_params],
             "round": int(fc.round),
             "params": None if fc.params is None else dict(fc.params),
@@ -570,10 +617,14 @@ class FedConcat(Algorithm):
     def round_state_from_checkpoint(self, experiment, d: dict) -> FedConcatState:
         """Inverse of :meth:`round_state_to_checkpoint`, on the run's device."""
         to = lambda p: {k: v.to(experiment.device) for k, v in p.items()}  # noqa: E731
-        fc = FedConcatState(assignment=d["assignment"].cpu().numpy().astype(np.int64),
-                            encoder_rounds=int(d["encoder_rounds"]), classifier_rounds=int(d["classifier_rounds"]),
-                            cluster_params=[to(p) for p in d["cluster_params"]], round=int(d["round"]),
-                            history=[dict(h) for h in d["history"]])
+        fc = FedConcatState(
+            assignment=d["assignment"].cpu().numpy().astype(np.int64),
+            encoder_rounds=int(d["encoder_rounds"]),
+            classifier_rounds=int(d["classifier_rounds"]),
+            cluster_params=[to(p) for p in d["cluster_params"]],
+            round=int(d["round"]),
+            history=[dict(h) for h in d["history"]],
+        )
         if d["params"] is not None:
             # rebuild the architecture only; its head initialisation (from a throw-away generator) is discarded
             fc.model, _ = self.build_concat_model(experiment.model, fc.cluster_params, torch.Generator())
@@ -585,8 +636,9 @@ class FedConcat(Algorithm):
         """The phase of the next round, its learning rate ``lr · lr_decay^(phase_round)``, the run's selector's
         clients."""
         info = state.algorithm_state.next_round()
-        return RoundPlan(rnd, decayed_lr(experiment.config, info.phase_round), experiment.select(state),
-                         phase=info.phase, info=info)
+        return RoundPlan(
+            rnd, decayed_lr(experiment.config, info.phase_round), experiment.select(state), phase=info.phase, info=info
+        )
 
     def fit_round(self, experiment, state, plan: RoundPlan, todo) -> RoundResult:
         """One :meth:`step` with the clients of ``todo``, trained by the trainer's local training (its
@@ -597,11 +649,13 @@ class FedConcat(Algorithm):
 
         def train_client(model, params, k, round_info, algorithm, max_batches):
             hp = experiment.local_hyper_params(plan.lr, epochs[k])
-            inner = make_local_trainer(experiment.client_data, lambda _info: hp, c.seed,
-                                       transform=experiment.train_transform)
+            inner = make_local_trainer(
+                experiment.client_data, lambda _info: hp, c.seed, transform=experiment.train_transform
+            )
             with experiment.client_torch_rng(plan.round, k):
-                res = inner(model, params, k, dataclasses.replace(round_info, round_index=plan.round), algorithm,
-                            max_batches)
+                res = inner(
+                    model, params, k, dataclasses.replace(round_info, round_index=plan.round), algorithm, max_batches
+                )
             done.append((int(k), res))
             return res
 
@@ -617,14 +671,23 @@ class FedConcat(Algorithm):
         else:
             kept = [(k, r) for k, r in done if r.num_samples > 0]
             per_upload = experiment.num_params
-        return RoundResult(trained=[k for k, _ in done], kept=[k for k, _ in kept], losses=[r for _, r in kept],
-                           bytes_uploaded=4 * int(per_upload) * len(kept), evaluate=classifier,
-                           model=fc.model if classifier else None)
+        return RoundResult(
+            trained=[k for k, _ in done],
+            kept=[k for k, _ in kept],
+            losses=[r for _, r in kept],
+            bytes_uploaded=4 * int(per_upload) * len(kept),
+            evaluate=classifier,
+            model=fc.model if classifier else None,
+        )
 
 
-def make_local_trainer(client_data: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
-                       hp_for_round: Callable[[RoundInfo], LocalHyperParams], seed: int, *,
-                       transform=None) -> TrainClient:
+def make_local_trainer(
+    client_data: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
+    hp_for_round: Callable[[RoundInfo], LocalHyperParams],
+    seed: int,
+    *,
+    transform=None,
+) -> TrainClient:
     """A ``train_client`` callback for :meth:`FedConcat.step` built on :func:`fedlib.training.local.local_train`.
 
     Client ``k`` in round ``r`` uses the trainer's generators: batch order from
@@ -652,9 +715,11 @@ def make_local_trainer(client_data: Callable[[int], tuple[torch.Tensor, torch.Te
         if max_batches is not None:
             idx = torch.randperm(int(y.shape[0]), generator=gen)[: max_batches * hp.batch_size].to(y.device)
             x, y = x[idx], y[idx]
-            hp = LocalHyperParams(lr=hp.lr, momentum=hp.momentum, weight_decay=hp.weight_decay,
-                                  batch_size=hp.batch_size, epochs=1)
-        return local_train(model, params, x, y, {}, algorithm, hp, gen, transform=transform, aug_generator=aug_gen,
-                           client_id=client_id)
+            hp = LocalHyperParams(
+                lr=hp.lr, momentum=hp.momentum, weight_decay=hp.weight_decay, batch_size=hp.batch_size, epochs=1
+            )
+        return local_train(
+            model, params, x, y, {}, algorithm, hp, gen, transform=transform, aug_generator=aug_gen, client_id=client_id
+        )
 
     return train_client

@@ -1,4 +1,6 @@
-"""FedEntropy (Ling et al., arXiv:2205.12038): maximum-entropy judgement on soft labels and ε-greedy positive/negative device pools."""
+"""FedEntropy (Ling et al., arXiv:2205.12038): maximum-entropy judgement on soft labels and ε-greedy positive/negative
+device pools."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -81,7 +83,9 @@ def mean_soft_label(logits) -> np.ndarray:
     """
     t = logits.detach() if isinstance(logits, torch.Tensor) else torch.as_tensor(np.asarray(logits))
     if t.ndim != 2 or t.shape[0] < 1 or t.shape[1] < 1:
-        raise ValueError(f"logits must be a 2-D array of shape (num_samples, num_classes) (got shape {tuple(t.shape)}).")
+        raise ValueError(
+            f"logits must be a 2-D array of shape (num_samples, num_classes) (got shape {tuple(t.shape)})."
+        )
     if not torch.is_floating_point(t):
         t = t.to(torch.float64)
     if not torch.all(torch.isfinite(t)):
@@ -90,8 +94,9 @@ def mean_soft_label(logits) -> np.ndarray:
 
 
 @torch.no_grad()
-def model_soft_label(model: torch.nn.Module, params: Mapping[str, torch.Tensor], x: torch.Tensor, *,
-                     batch_size: int = 512) -> np.ndarray:
+def model_soft_label(
+    model: torch.nn.Module, params: Mapping[str, torch.Tensor], x: torch.Tensor, *, batch_size: int = 512
+) -> np.ndarray:
     """Eq. (2) for a model given as ``params``: softmax of ``functional_call(model, params, x)`` in eval mode, averaged.
 
     Parameters
@@ -128,7 +133,8 @@ def model_soft_label(model: torch.nn.Module, params: Mapping[str, torch.Tensor],
 
 
 def aggregate_soft_label(soft_labels, weights) -> np.ndarray:
-    """Size-weighted aggregate soft label of Eq. (4): :math:`\\bar p = \\sum_i \\mathcal{L}[i]\\,\\mathcal{P}[i] / \\sum_i \\mathcal{L}[i]`.
+    """Size-weighted aggregate soft label of Eq. (4): :math:`\\bar p = \\sum_i \\mathcal{L}[i]\\,\\mathcal{P}[i] /
+    \\sum_i \\mathcal{L}[i]`.
 
     Parameters
     ----------
@@ -148,7 +154,8 @@ def aggregate_soft_label(soft_labels, weights) -> np.ndarray:
 
 
 def soft_label_entropy(soft_labels, weights) -> float:
-    """``getEntropy`` of FedEntropy, Eqs. (3)-(4): :math:`-\\sum_c \\bar p[c] \\log_2 \\bar p[c]` of the aggregate soft label (bits).
+    """``getEntropy`` of FedEntropy, Eqs. (3)-(4): :math:`-\\sum_c \\bar p[c] \\log_2 \\bar p[c]` of the aggregate soft
+    label (bits).
 
     Examples
     --------
@@ -219,9 +226,11 @@ def max_entropy_judgement(soft_labels, weights, *, tol: float = DEFAULT_TOL) -> 
     return mask
 
 
-def epsilon_greedy_sample(positive, num_selected: int, rng: np.random.Generator, *,
-                          epsilon: float = DEFAULT_EPSILON) -> np.ndarray:
-    """Draw one round's candidates from the positive or negative pool, ε-greedy (FedEntropy §3.4, Algorithm 2 lines 4-8).
+def epsilon_greedy_sample(
+    positive, num_selected: int, rng: np.random.Generator, *, epsilon: float = DEFAULT_EPSILON
+) -> np.ndarray:
+    """Draw one round's candidates from the positive or negative pool, ε-greedy (FedEntropy §3.4, Algorithm 2 lines
+    4-8).
 
     With probability :math:`\\epsilon` the round draws from the positive pool :math:`S_p`, otherwise from the
     negative pool :math:`S_n`: ``u = rng.random()``; positive if ``u < epsilon``.  ``num_selected`` clients are
@@ -267,7 +276,8 @@ def epsilon_greedy_sample(positive, num_selected: int, rng: np.random.Generator,
 
 
 def update_pools(positive, selected, kept_mask) -> np.ndarray:
-    """Pool update of Algorithm 2 (lines 5/7 and 22): :math:`S_p \\leftarrow (S_p \\setminus S_t) \\cup \\mathcal{A}`, :math:`S_n \\leftarrow (S_n \\setminus S_t) \\cup \\mathcal{R}`.
+    """Pool update of Algorithm 2 (lines 5/7 and 22): :math:`S_p \\leftarrow (S_p \\setminus S_t) \\cup \\mathcal{A}`,
+    :math:`S_n \\leftarrow (S_n \\setminus S_t) \\cup \\mathcal{R}`.
 
     Every selected client moves to the pool of this round's judgement; the others stay where they are.
 
@@ -385,8 +395,9 @@ class FedEntropy(Algorithm):
         num_clients = check_int("num_clients", num_clients, low=1)
         return {"positive": torch.ones(num_clients, dtype=torch.bool)}
 
-    def sample(self, server_state: Mapping[str, torch.Tensor], num_selected: int,
-               rng: np.random.Generator) -> np.ndarray:
+    def sample(
+        self, server_state: Mapping[str, torch.Tensor], num_selected: int, rng: np.random.Generator
+    ) -> np.ndarray:
         """The round's clients :math:`S_t` (:func:`epsilon_greedy_sample` on ``server_state["positive"]``)."""
         positive = server_state["positive"].cpu().numpy()
         return epsilon_greedy_sample(positive, num_selected, rng, epsilon=self.hparams.epsilon)
@@ -430,8 +441,17 @@ class FedEntropy(Algorithm):
         """The maximum entropy judgement of the trained ``(client, LocalResult)`` pairs (all with data) on their
         trained models' soft labels; updates the pools in ``state.server_state``.  Returns the kept pairs in the
         same order and the soft labels' bytes (4·C per trained client)."""
-        soft = np.stack([model_soft_label(experiment.model, r.params, experiment.client_inputs(k),
-                                          batch_size=experiment.config.eval_batch_size) for k, r in trained])
+        soft = np.stack(
+            [
+                model_soft_label(
+                    experiment.model,
+                    r.params,
+                    experiment.client_inputs(k),
+                    batch_size=experiment.config.eval_batch_size,
+                )
+                for k, r in trained
+            ]
+        )
         sizes = np.array([r.num_samples for _, r in trained], dtype=np.float64)
         mask, state.server_state = self.judge([k for k, _ in trained], soft, sizes, state.server_state)
         return [pair for pair, keep in zip(trained, mask) if keep], 4 * experiment.num_classes * len(trained)

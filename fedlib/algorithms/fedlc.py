@@ -17,12 +17,13 @@ The choice matters under #C = 2: with 1e-8 the subset tier's FedLC runs stay at 
 
 Context (``client_context``): ``{"margin": (C,) float}`` = τ·n_c^{−1/4}; a batched caller stacks it to (M, C).
 """
+
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-
-from dataclasses import dataclass
 
 from fedlib._validate import check_float
 from fedlib.algorithms.base import Algorithm, HParams

@@ -22,6 +22,7 @@ The server forms the normalised update and rescales it by the effective number o
 NIID-Bench).  With equal τ_i and ρ = 0 this is FedAvg up to float rounding (a_i cancels).  Buffers that are
 not trainable (batch-norm statistics) are averaged with p_i.  Arithmetic is done in float64 and cast back.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,7 +39,7 @@ def fednova_normaliser(num_steps: int, momentum: float) -> float:
     rho = float(momentum)
     if rho == 0.0:
         return tau
-    return (tau - rho * (1.0 - rho ** tau) / (1.0 - rho)) / (1.0 - rho)
+    return (tau - rho * (1.0 - rho**tau) / (1.0 - rho)) / (1.0 - rho)
 
 
 class FedNova(Algorithm):

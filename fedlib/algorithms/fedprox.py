@@ -9,12 +9,13 @@ runs over the trainable parameters).  Aggregation is FedAvg's data-size weightin
 §V-A5) tunes μ ∈ {1e-4, 1e-3, 1e-2} and uses μ = 1e-4.  With μ = 0 FedProx is FedAvg (bitwise: the extra
 gradient is exactly 0).
 """
+
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-
-from dataclasses import dataclass
 
 from fedlib._validate import check_float
 from fedlib.algorithms.base import Algorithm, HParams

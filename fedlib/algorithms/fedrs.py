@@ -24,12 +24,13 @@ cross-entropy exactly; the FedEntOpt paper uses α = 0.5 (§V-A5).  Aggregation 
 Context (``client_context``): ``{"scale": (C,) float}`` -- the per-class factor s; a batched caller stacks it
 to (M, C).
 """
+
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-
-from dataclasses import dataclass
 
 from fedlib._validate import check_choice, check_float
 from fedlib.algorithms.base import Algorithm, HParams

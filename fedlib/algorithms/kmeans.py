@@ -1,4 +1,6 @@
-"""Seeded K-means with k-means++ seeding (Lloyd 1982; Arthur & Vassilvitskii 2007), as FedConcat clusters clients by label distribution."""
+"""Seeded K-means with k-means++ seeding (Lloyd 1982; Arthur & Vassilvitskii 2007), as FedConcat clusters clients by
+label distribution."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

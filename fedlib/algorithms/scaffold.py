@@ -42,6 +42,7 @@ State layout (all ``dict[str, Tensor]``):
   client state ``{key: c_i[key]}``;
   client context ``{"corr:" + key: c − c_i}`` -- a batched caller stacks each entry along the client axis.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -3,7 +3,8 @@
 Optional extra: ``pip install -e ".[flower]"`` (Flower 1.41 with its Ray-based simulation engine).
 
 * ``SelectorStrategy`` (``fedlib.flower.strategy``): Flower's ``FedAvg`` strategy whose ``configure_train`` picks
-  the round's clients with a fedlib selector (``fedlib.selection.selectors``; FedEntOpt's buffer kept across rounds) from
+  the round's clients with a fedlib selector (``fedlib.selection.selectors``; FedEntOpt's buffer kept across rounds)
+  from
   the label counts every client reports once, in answer to a ``"query.label_counts"`` message.
 * ``label_counts_reply``: the client side of that query (optionally Laplace-noised on the client, with the ε
   semantics of ``fedlib.selection.privacy``).
@@ -11,10 +12,13 @@ Optional extra: ``pip install -e ".[flower]"`` (Flower 1.41 with its Ray-based s
   ``flwr_run(config, workdir)`` that runs it with ``flwr run`` in Flower's simulation runtime (used by the tests to
   compare Flower with fedlib's own trainer).
 """
+
 from __future__ import annotations
 
-FLOWER_MISSING = ('fedlib.flower needs Flower, an optional extra of fedlib: pip install -e ".[flower]" '
-                  '(or pip install "flwr[simulation]==1.41.0")')
+FLOWER_MISSING = (
+    'fedlib.flower needs Flower, an optional extra of fedlib: pip install -e ".[flower]" '
+    '(or pip install "flwr[simulation]==1.41.0")'
+)
 
 try:
     import flwr  # noqa: F401

@@ -24,6 +24,7 @@ Flower API used: public names only (``tests/test_flower_public_api.py`` checks i
 (with the environment variables ``FLWR_HOME`` and ``FLWR_LOCAL_SUPERLINK_HTTP_API_PORT`` and the SuperLink's
 ``/health`` endpoint).
 """
+
 from __future__ import annotations
 
 import json
@@ -35,12 +36,23 @@ from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from fedlib.training.config import ConfigError, ExperimentConfig
 from fedlib._validate import check_choice
 from fedlib.flower.strategy import AGGREGATIONS, SelectorStrategy, label_counts_reply
+from fedlib.training.config import ConfigError, ExperimentConfig
 
-__all__ = ["FLOWER_ALGORITHMS", "CONFIG_KEY", "RESULT_KEY", "FlowerRun", "check_flower_config", "client_app",
-           "server_app", "flwr_run", "client_dp_rng", "SERVER_APP", "CLIENT_APP"]
+__all__ = [
+    "FLOWER_ALGORITHMS",
+    "CONFIG_KEY",
+    "RESULT_KEY",
+    "FlowerRun",
+    "check_flower_config",
+    "client_app",
+    "server_app",
+    "flwr_run",
+    "client_dp_rng",
+    "SERVER_APP",
+    "CLIENT_APP",
+]
 
 #: fedlib algorithms whose server step is FedAvg's weighted average (they differ in the client's loss only).
 FLOWER_ALGORITHMS = ("fedavg", "fedprox", "fedrs", "fedlc")
@@ -67,12 +79,16 @@ def check_flower_config(config: ExperimentConfig) -> ExperimentConfig:
     """Validate ``config`` and refuse what the Flower apps do not run (the message says what is allowed)."""
     config.validate()
     if config.algorithm not in FLOWER_ALGORITHMS:
-        raise ConfigError(f"config field 'algorithm': got {config.algorithm!r}; the Flower apps run the algorithms "
-                          f"whose server step is FedAvg's average: {', '.join(map(repr, FLOWER_ALGORITHMS))}.")
+        raise ConfigError(
+            f"config field 'algorithm': got {config.algorithm!r}; the Flower apps run the algorithms "
+            f"whose server step is FedAvg's average: {', '.join(map(repr, FLOWER_ALGORITHMS))}."
+        )
     for name in ("dropout_prob", "straggler_fraction"):
         if getattr(config, name) != 0:
-            raise ConfigError(f"config field {name!r}: got {getattr(config, name)!r}; the Flower apps simulate no "
-                              f"availability failures (use 0).")
+            raise ConfigError(
+                f"config field {name!r}: got {getattr(config, name)!r}; the Flower apps simulate no "
+                f"availability failures (use 0)."
+            )
     return config
 
 
@@ -97,8 +113,10 @@ def _experiment(config: ExperimentConfig):
 def _config(context: Context, config: ExperimentConfig | None) -> ExperimentConfig:
     if config is None:
         if CONFIG_KEY not in context.run_config:
-            raise ConfigError(f"no fedlib configuration: pass one to the app factory or set the run config key "
-                              f"{CONFIG_KEY!r} to ExperimentConfig.to_dict() as JSON.")
+            raise ConfigError(
+                f"no fedlib configuration: pass one to the app factory or set the run config key "
+                f"{CONFIG_KEY!r} to ExperimentConfig.to_dict() as JSON."
+            )
         config = ExperimentConfig.from_dict(json.loads(str(context.run_config[CONFIG_KEY])))
     return check_flower_config(config)
 
@@ -106,8 +124,10 @@ def _config(context: Context, config: ExperimentConfig | None) -> ExperimentConf
 def _partition(context: Context, config: ExperimentConfig) -> int:
     k = int(context.node_config["partition-id"])
     if not 0 <= k < config.num_clients:
-        raise ValueError(f"partition-id {k} is outside the federation's {config.num_clients} clients; run "
-                         f"num_supernodes = num_clients = {config.num_clients}.")
+        raise ValueError(
+            f"partition-id {k} is outside the federation's {config.num_clients} clients; run "
+            f"num_supernodes = num_clients = {config.num_clients}."
+        )
     return k
 
 
@@ -120,9 +140,15 @@ def client_app(config: ExperimentConfig | None = None, *, threads: int | None = 
         cfg = _config(context, config)
         exp, k = _experiment(cfg), _partition(context, cfg)
         dp = cfg.label_dp_epsilon is not None
-        return label_counts_reply(msg, exp.dataset.y_train[exp.parts[k]], exp.num_classes, partition_id=k,
-                                  epsilon=cfg.label_dp_epsilon, negative=cfg.dp_negative,
-                                  rng=client_dp_rng(cfg.seed, k) if dp else None)
+        return label_counts_reply(
+            msg,
+            exp.dataset.y_train[exp.parts[k]],
+            exp.num_classes,
+            partition_id=k,
+            epsilon=cfg.label_dp_epsilon,
+            negative=cfg.dp_negative,
+            rng=client_dp_rng(cfg.seed, k) if dp else None,
+        )
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
@@ -136,9 +162,16 @@ def client_app(config: ExperimentConfig | None = None, *, threads: int | None = 
         exp, k = _experiment(cfg), _partition(context, cfg)
         rnd = int(msg.content["config"]["server-round"])
         params = {key: v.to(exp.device) for key, v in msg.content["arrays"].to_torch_state_dict().items()}
-        state = TrainState(round=rnd - 1, global_params=params,
-                           server_state=exp.algorithm.init_server_state(params, num_clients=cfg.num_clients),
-                           client_states={}, selector_state=(), selection_rng=None, availability_rng=None, rows=[])
+        state = TrainState(
+            round=rnd - 1,
+            global_params=params,
+            server_state=exp.algorithm.init_server_state(params, num_clients=cfg.num_clients),
+            client_states={},
+            selector_state=(),
+            selection_rng=None,
+            availability_rng=None,
+            rows=[],
+        )
         res, _ = exp.train_client(state, k, rnd, cfg.lr * cfg.lr_decay ** (rnd - 1), cfg.local_epochs)
         arrays = ArrayRecord({key: v.detach().cpu() for key, v in res.params.items()})
         metrics = MetricRecord({"num-examples": int(res.num_samples), "train-loss": float(res.train_loss)})
@@ -152,15 +185,19 @@ def _table(strategy: SelectorStrategy, result) -> pd.DataFrame:
     for rnd in range(len(strategy.picks) + 1):
         ev = result.evaluate_metrics_serverapp.get(rnd)
         tr = result.train_metrics_clientapp.get(rnd)
-        rows.append({"round": rnd, "picked": " ".join(map(str, strategy.picks[rnd - 1])) if rnd else "",
-                     "test_accuracy": float(ev["accuracy"]) if ev is not None else float("nan"),
-                     "test_loss": float(ev["loss"]) if ev is not None else float("nan"),
-                     "train_loss": float(tr["train-loss"]) if tr is not None and "train-loss" in tr else float("nan")})
+        rows.append(
+            {
+                "round": rnd,
+                "picked": " ".join(map(str, strategy.picks[rnd - 1])) if rnd else "",
+                "test_accuracy": float(ev["accuracy"]) if ev is not None else float("nan"),
+                "test_loss": float(ev["loss"]) if ev is not None else float("nan"),
+                "train_loss": float(tr["train-loss"]) if tr is not None and "train-loss" in tr else float("nan"),
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def server_app(config: ExperimentConfig | None = None, *, aggregation: str | None = None,
-               on_result=None) -> ServerApp:
+def server_app(config: ExperimentConfig | None = None, *, aggregation: str | None = None, on_result=None) -> ServerApp:
     """The ServerApp of a fedlib federation: ``SelectorStrategy`` with the config's selector, central evaluation.
 
     ``aggregation``: ``SelectorStrategy``'s (None: the run config's ``AGGREGATION_KEY``, else ``"flower"``).
@@ -169,15 +206,21 @@ def server_app(config: ExperimentConfig | None = None, *, aggregation: str | Non
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        from fedlib.training.local import model_state
         from fedlib.seeds import stream_rng
+        from fedlib.training.local import model_state
 
         cfg = _config(context, config)
         exp = _experiment(cfg)
         agg = aggregation if aggregation is not None else str(context.run_config.get(AGGREGATION_KEY, "flower"))
-        strategy = SelectorStrategy(exp.selector, cfg.clients_per_round, rng=stream_rng(cfg.seed, "selection"),
-                                    num_clients=cfg.num_clients, min_available_nodes=cfg.num_clients,
-                                    fraction_evaluate=0.0, aggregation=agg)
+        strategy = SelectorStrategy(
+            exp.selector,
+            cfg.clients_per_round,
+            rng=stream_rng(cfg.seed, "selection"),
+            num_clients=cfg.num_clients,
+            min_available_nodes=cfg.num_clients,
+            fraction_evaluate=0.0,
+            aggregation=agg,
+        )
 
         def evaluate(rnd: int, arrays: ArrayRecord):
             if rnd % cfg.eval_every and rnd != cfg.rounds:
@@ -250,7 +293,7 @@ def _script(name: str) -> str:
     here = Path(sys.executable).parent / name
     found = str(here) if here.exists() else shutil.which(name)
     if found is None:
-        raise FileNotFoundError(f"{name!r} (installed with Flower) is not on PATH; pip install -e \".[flower]\".")
+        raise FileNotFoundError(f'{name!r} (installed with Flower) is not on PATH; pip install -e ".[flower]".')
     return found
 
 
@@ -273,8 +316,16 @@ def _wait_healthy(process, port: int, log_file, timeout: float = 60.0) -> None:
     raise TimeoutError(f"flower-superlink did not answer on port {port} within {timeout:g} s; see {log_file}.")
 
 
-def flwr_run(config: ExperimentConfig, workdir, *, aggregation: str = "flower", num_cpus: int = 2,
-             client_cpus: int = 1, timeout: float = 900.0, log=None) -> pd.DataFrame:
+def flwr_run(
+    config: ExperimentConfig,
+    workdir,
+    *,
+    aggregation: str = "flower",
+    num_cpus: int = 2,
+    client_cpus: int = 1,
+    timeout: float = 900.0,
+    log=None,
+) -> pd.DataFrame:
     """Run the federation with Flower's ``flwr run`` in the simulation runtime; return the ServerApp's table.
 
     What a Flower user does, scripted: ``workdir`` gets a Flower App (``pyproject.toml`` naming
@@ -297,24 +348,51 @@ def flwr_run(config: ExperimentConfig, workdir, *, aggregation: str = "flower", 
     (home / "config.toml").write_text('[superlink]\ndefault = "fedlib"\n\n[superlink.fedlib]\naddress = ":local:"\n')
     (http_port,) = _free_ports(1)  # Flower 1.41 serves the Runtime, Control and Fleet APIs on one HTTP port
     scripts = str(Path(_script("flwr")).parent)  # the SuperLink starts Flower's other executables by name
-    env = {**os.environ, "PATH": os.pathsep.join([scripts, os.environ.get("PATH", "")]), "FLWR_HOME": str(home),
-           "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(http_port), "FLWR_DISABLE_UPDATE_CHECK": "1"}
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join([scripts, os.environ.get("PATH", "")]),
+        "FLWR_HOME": str(home),
+        "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(http_port),
+        "FLWR_DISABLE_UPDATE_CHECK": "1",
+    }
     out = subprocess.DEVNULL if log is None else log
     superlink = subprocess.Popen(
-        [_script("flower-superlink"), "--insecure", "--simulation", "--isolation", "subprocess",
-         "--disable-runtime-dependency-installation", "--host", "127.0.0.1", "--port", str(http_port),
-         "--log-file", str(home / "superlink.log")],
-        env=env, stdout=out, stderr=subprocess.STDOUT)
+        [
+            _script("flower-superlink"),
+            "--insecure",
+            "--simulation",
+            "--isolation",
+            "subprocess",
+            "--disable-runtime-dependency-installation",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(http_port),
+            "--log-file",
+            str(home / "superlink.log"),
+        ],
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
     try:
         _wait_healthy(superlink, http_port, home / "superlink.log")
-        federation = (f"num-supernodes={config.num_clients} client-resources-num-cpus={int(client_cpus)} "
-                      f"client-resources-num-gpus=0.0 init-args-num-cpus={int(num_cpus)}")
-        proc = subprocess.run([_script("flwr"), "run", str(app), "fedlib", "--stream", "--federation-config",
-                               federation], env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout,
-                              cwd=str(work))
+        federation = (
+            f"num-supernodes={config.num_clients} client-resources-num-cpus={int(client_cpus)} "
+            f"client-resources-num-gpus=0.0 init-args-num-cpus={int(num_cpus)}"
+        )
+        proc = subprocess.run(
+            [_script("flwr"), "run", str(app), "fedlib", "--stream", "--federation-config", federation],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=timeout,
+            cwd=str(work),
+        )
         if proc.returncode != 0 or not result_csv.exists():
-            raise RuntimeError(f"flwr run ended with code {proc.returncode} and no result table; see "
-                               f"{home / 'superlink.log'}.")
+            raise RuntimeError(
+                f"flwr run ended with code {proc.returncode} and no result table; see {home / 'superlink.log'}."
+            )
     finally:
         superlink.terminate()
         try:

@@ -29,6 +29,7 @@ message_type=)``, ``Message(content, reply_to=)``, ``Message.has_error``/``error
 ``configure_evaluate``, ``aggregate_evaluate``, ``start``, which fedlib overrides or inherits) and
 ``flwr.supercore.log``.
 """
+
 from __future__ import annotations
 
 import time
@@ -51,8 +52,16 @@ LABEL_COUNTS_KEY = "label-counts"
 AGGREGATIONS = ("flower", "fedlib")
 
 
-def label_counts_reply(message: Message, labels, num_classes: int, *, partition_id: int | None = None,
-                       epsilon: float | None = None, negative: str = "keep", rng=None) -> Message:
+def label_counts_reply(
+    message: Message,
+    labels,
+    num_classes: int,
+    *,
+    partition_id: int | None = None,
+    epsilon: float | None = None,
+    negative: str = "keep",
+    rng=None,
+) -> Message:
     """The ClientApp's answer to the label-count query: its label histogram, optionally ε-DP.
 
     ``labels``: the client's training labels (ints in ``[0, num_classes)``).  With ``epsilon`` the counts are
@@ -103,16 +112,30 @@ class SelectorStrategy(FedAvg):
         ``fraction_train`` is not allowed (the selector decides).
     """
 
-    def __init__(self, selector="fedentopt", clients_per_round: int = 10, *, selector_params: dict | None = None,
-                 seed: int | None = None, rng: np.random.Generator | None = None, num_clients: int | None = None,
-                 aggregation: str = "flower", query_timeout: float = 600.0, **fedavg_kwargs):
+    def __init__(
+        self,
+        selector="fedentopt",
+        clients_per_round: int = 10,
+        *,
+        selector_params: dict | None = None,
+        seed: int | None = None,
+        rng: np.random.Generator | None = None,
+        num_clients: int | None = None,
+        aggregation: str = "flower",
+        query_timeout: float = 600.0,
+        **fedavg_kwargs,
+    ):
         if "fraction_train" in fedavg_kwargs:
-            raise TypeError("fraction_train is not a parameter of SelectorStrategy: the selector picks "
-                            "clients_per_round clients every round.")
+            raise TypeError(
+                "fraction_train is not a parameter of SelectorStrategy: the selector picks "
+                "clients_per_round clients every round."
+            )
         if isinstance(selector, Selector):
             if selector_params:
-                raise TypeError(f"selector_params are for a selector given by name (got a {type(selector).__name__} "
-                                f"and selector_params={selector_params!r}).")
+                raise TypeError(
+                    f"selector_params are for a selector given by name (got a {type(selector).__name__} "
+                    f"and selector_params={selector_params!r})."
+                )
             self.selector = selector
         else:
             self.selector = make_selector(selector, **(selector_params or {}))
@@ -133,11 +156,17 @@ class SelectorStrategy(FedAvg):
 
     def summary(self) -> None:
         super().summary()
-        from flwr.supercore import log
         from logging import INFO
 
-        log(INFO, "\t└──> fedlib selector: %r, %d clients per round, aggregation %r", self.selector,
-            self.clients_per_round, self.aggregation)
+        from flwr.supercore import log
+
+        log(
+            INFO,
+            "\t└──> fedlib selector: %r, %d clients per round, aggregation %r",
+            self.selector,
+            self.clients_per_round,
+            self.aggregation,
+        )
 
     # ------------------------------------------------------------------ label counts (once)
 
@@ -146,29 +175,36 @@ class SelectorStrategy(FedAvg):
         t0 = time.monotonic()
         while len(nodes := sorted(grid.get_node_ids())) < need:
             if time.monotonic() - t0 > self.query_timeout:
-                raise TimeoutError(f"{len(nodes)} nodes connected after {self.query_timeout:g} s; "
-                                   f"SelectorStrategy waits for num_clients={need}.")
+                raise TimeoutError(
+                    f"{len(nodes)} nodes connected after {self.query_timeout:g} s; "
+                    f"SelectorStrategy waits for num_clients={need}."
+                )
             time.sleep(0.5)
         return nodes
 
     def collect_label_counts(self, grid: Grid) -> np.ndarray:
         """Ask every connected node for its label counts (once); set ``counts``, ``node_ids``, the initial state."""
         nodes = self._wait_for_nodes(grid)
-        messages = [Message(RecordDict({self.configrecord_key: ConfigRecord()}), dst_node_id=n,
-                            message_type=LABEL_COUNTS_QUERY) for n in nodes]
+        messages = [
+            Message(RecordDict({self.configrecord_key: ConfigRecord()}), dst_node_id=n, message_type=LABEL_COUNTS_QUERY)
+            for n in nodes
+        ]
         rows = []
         for reply in grid.send_and_receive(messages, timeout=self.query_timeout):
             node = reply.metadata.src_node_id
             if reply.has_error() or LABEL_COUNTS_KEY not in reply.content.metric_records:
                 reason = reply.error.reason if reply.has_error() else "no 'label-counts' record in the reply"
-                raise RuntimeError(f"node {node} did not report its label counts ({reason}); its ClientApp needs "
-                                   f"@app.query('label_counts') returning fedlib.flower.label_counts_reply(...).")
+                raise RuntimeError(
+                    f"node {node} did not report its label counts ({reason}); its ClientApp needs "
+                    f"@app.query('label_counts') returning fedlib.flower.label_counts_reply(...)."
+                )
             rec = reply.content.metric_records[LABEL_COUNTS_KEY]
             pid = int(rec["partition-id"]) if "partition-id" in rec else None
             rows.append((pid if pid is not None else -1, node, pid, np.asarray(rec["counts"], dtype=np.float64)))
         if len({r[3].shape for r in rows}) != 1:
-            raise ValueError(f"the clients reported label counts of different lengths: "
-                             f"{sorted({r[3].size for r in rows})}.")
+            raise ValueError(
+                f"the clients reported label counts of different lengths: {sorted({r[3].size for r in rows})}."
+            )
         rows.sort(key=lambda r: (r[0], r[1]))
         self.node_ids = [r[1] for r in rows]
         self.partition_ids = [r[2] for r in rows]
@@ -178,13 +214,15 @@ class SelectorStrategy(FedAvg):
 
     # ------------------------------------------------------------------ training rounds
 
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                        grid: Grid) -> Iterable[Message]:
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
         """Pick the round's clients with the selector and send them the global model."""
         if self.counts is None:
             self.collect_label_counts(grid)
-        picked, self.selector_state = self.selector.select(self.counts, self.clients_per_round, self.selector_state,
-                                                           self.rng)
+        picked, self.selector_state = self.selector.select(
+            self.counts, self.clients_per_round, self.selector_state, self.rng
+        )
         picked = [int(k) for k in picked]
         self.picks.append(picked)
         self._round_nodes = [self.node_ids[k] for k in picked]

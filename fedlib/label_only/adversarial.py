@@ -22,7 +22,8 @@ data it really holds after this change; entropies are measured on them.
 The buffer's bound (:func:`participation_bound`)
 -------------------------------------------------
 Number the picks of a run globally, ``p = r * M + j`` for step ``j`` of round ``r`` (both from 0).
-:class:`fedlib.selection.selectors.FedEntOptSelector` appends every *pick* to the FIFO buffer and evicts the oldest while
+:class:`fedlib.selection.selectors.FedEntOptSelector` appends every *pick* to the FIFO buffer and evicts the oldest
+while
 ``|B| > Q``, so after pick ``p`` the buffer holds picks ``p - Q + 1 ... p``: a client picked at ``p`` is
 excluded from picks ``p + 1 ... p + Q``, and from the rest of its round.  Two picks ``p < p'`` of one client
 therefore satisfy ``p' >= p + Q + 1`` and lie in different rounds.  ``n`` picks within ``R`` rounds (indices
@@ -39,6 +40,7 @@ when ``M`` divides ``Q + 1`` and ``(Q + 1) / M`` divides ``R``; otherwise it lie
 the paper's K = 100, M = 10, R = 500: Q = 0 gives 500 rounds (every round), Q = K/10 = 10 gives 455 and
 Q = K/2 = 50 gives 99, against the fair share R M / K = 50 of a client.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -49,9 +51,24 @@ import numpy as np
 from fedlib._validate import check_choice, check_count_matrix, check_float, check_int
 from fedlib.seeds import stream_rng
 
-__all__ = ["REPORTS", "DATA_KINDS", "LiarSpec", "uniform_report", "rarest_report", "scaled_report", "flip_labels",
-           "liar_labels", "liar_data_counts", "liar_counts", "choose_liars", "participation_bound",
-           "greedy_liar_rounds", "liar_shares", "share_table", "share_summary"]
+__all__ = [
+    "REPORTS",
+    "DATA_KINDS",
+    "LiarSpec",
+    "uniform_report",
+    "rarest_report",
+    "scaled_report",
+    "flip_labels",
+    "liar_labels",
+    "liar_data_counts",
+    "liar_counts",
+    "choose_liars",
+    "participation_bound",
+    "greedy_liar_rounds",
+    "liar_shares",
+    "share_table",
+    "share_summary",
+]
 
 #: What a liar uploads (threats a, b, c of issue 15).
 REPORTS = ("uniform", "rarest", "scaled")
@@ -311,44 +328,71 @@ def greedy_liar_rounds(num_rounds: int, num_selected: int, buffer_size: int) -> 
 # label-only study
 
 
-def liar_shares(true_counts, spec: LiarSpec, *, num_selected: int, num_rounds: int, buffer_size: int, seed: int,
-                selector_params: Mapping | None = None):
+def liar_shares(
+    true_counts,
+    spec: LiarSpec,
+    *,
+    num_selected: int,
+    num_rounds: int,
+    buffer_size: int,
+    seed: int,
+    selector_params: Mapping | None = None,
+):
     """One label-only run with liars: per client its rounds, share and whether it lied, plus the run's mean
     pooled entropy of the picks (measured on what the clients really hold).
 
     The liars are :func:`choose_liars` of ``seed``; the selector is FedEntOpt with ``buffer_size`` and
-    ``selector_params`` (e.g. the defences of :mod:`fedlib.selection.defence`); its generator is the seed's ``selection``
+    ``selector_params`` (e.g. the defences of :mod:`fedlib.selection.defence`); its generator is the seed's
+    ``selection``
     stream (:mod:`fedlib.seeds`), as in training.  Returns a DataFrame with one row per client: ``client``,
     ``liar``, ``rounds``, ``share`` (rounds / R), ``bound`` (:func:`participation_bound`), ``mean_entropy``,
     ``coverage`` (share of rounds whose picks hold every class).
     """
     import pandas as pd
 
-    from fedlib.selection.selectors import FedEntOptSelector
     from fedlib.label_only.simulate import run_selection
+    from fedlib.selection.selectors import FedEntOptSelector
 
     counts = check_count_matrix("true_counts", true_counts)
     liars = choose_liars(counts.shape[0], spec.num_liars, seed)
     data, reported = liar_counts(counts, spec, liars)
     selector = FedEntOptSelector(buffer_size=buffer_size, **dict(selector_params or {}))
-    trace = run_selection(data, selector, num_selected, num_rounds, seed=stream_rng(seed, "selection"),
-                          server_counts=reported)
+    trace = run_selection(
+        data, selector, num_selected, num_rounds, seed=stream_rng(seed, "selection"), server_counts=reported
+    )
     rounds = trace.selection_counts
     is_liar = np.zeros(counts.shape[0], dtype=bool)
     is_liar[liars] = True
-    return pd.DataFrame({"client": np.arange(counts.shape[0]), "liar": is_liar, "rounds": rounds,
-                         "share": rounds / num_rounds,
-                         "bound": participation_bound(num_rounds, num_selected, buffer_size),
-                         "mean_entropy": float(trace.entropy.mean()), "coverage": float(trace.covers.mean())})
+    return pd.DataFrame(
+        {
+            "client": np.arange(counts.shape[0]),
+            "liar": is_liar,
+            "rounds": rounds,
+            "share": rounds / num_rounds,
+            "bound": participation_bound(num_rounds, num_selected, buffer_size),
+            "mean_entropy": float(trace.entropy.mean()),
+            "coverage": float(trace.covers.mean()),
+        }
+    )
 
 
-def share_table(profile: str, partitions: Sequence[str], *, threats: Mapping[str, LiarSpec],
-                defences: Mapping[str, dict], num_clients: int, num_selected: int, num_rounds: int,
-                buffer_sizes: Sequence[int], seeds: Sequence[int]):
+def share_table(
+    profile: str,
+    partitions: Sequence[str],
+    *,
+    threats: Mapping[str, LiarSpec],
+    defences: Mapping[str, dict],
+    num_clients: int,
+    num_selected: int,
+    num_rounds: int,
+    buffer_sizes: Sequence[int],
+    seeds: Sequence[int],
+):
     """:func:`liar_shares` over partitions x buffer sizes x threats x defences x seeds, one row per run.
 
     ``partitions``: the paper's names (``"Dir(0.1)"``, ``"C=2"``; :func:`fedlib.data.partition.parse_partition`);
-    the federation of each seed is :func:`fedlib.label_only.label_studies.federation_counts` of ``profile``.  ``threats``
+    the federation of each seed is :func:`fedlib.label_only.label_studies.federation_counts` of ``profile``.
+    ``threats``
     maps a name to a :class:`LiarSpec` (``num_liars=0``: an honest federation), ``defences`` a name to FedEntOpt
     parameters (``{}``: none).  Columns: partition, Q, threat, defence, seed, ``liar_max``/``liar_mean`` (rounds
     of the most and the mean picked liar), ``honest_mean``/``honest_max`` (rounds of the honest clients),
@@ -357,34 +401,52 @@ def share_table(profile: str, partitions: Sequence[str], *, threats: Mapping[str
     """
     import pandas as pd
 
-    from fedlib.label_only.label_studies import federation_counts
     from fedlib.data.partition import parse_partition
+    from fedlib.label_only.label_studies import federation_counts
 
     rows = []
     for part in partitions:
         p = parse_partition(part)
         for seed in seeds:
-            counts = federation_counts(profile, p["scheme"], num_clients, seed, beta=p["beta"],
-                                       classes_per_client=p["classes_per_client"])
+            counts = federation_counts(
+                profile, p["scheme"], num_clients, seed, beta=p["beta"], classes_per_client=p["classes_per_client"]
+            )
             for q in buffer_sizes:
                 for tname, spec in threats.items():
                     for dname, params in defences.items():
-                        f = liar_shares(counts, spec, num_selected=num_selected, num_rounds=num_rounds,
-                                        buffer_size=q, seed=seed, selector_params=params)
+                        f = liar_shares(
+                            counts,
+                            spec,
+                            num_selected=num_selected,
+                            num_rounds=num_rounds,
+                            buffer_size=q,
+                            seed=seed,
+                            selector_params=params,
+                        )
                         lr, hr = f.loc[f["liar"], "rounds"], f.loc[~f["liar"], "rounds"]
-                        rows.append({
-                            "partition": part, "Q": q, "threat": tname, "defence": dname, "seed": seed,
-                            "num_liars": spec.num_liars, "num_rounds": num_rounds,
-                            "liar_max": int(lr.max()) if len(lr) else np.nan,
-                            "liar_mean": float(lr.mean()) if len(lr) else np.nan,
-                            "honest_mean": float(hr.mean()), "honest_max": int(hr.max()),
-                            "max_any": int(f["rounds"].max()),
-                            "bound": participation_bound(num_rounds, num_selected, q),
-                            "greedy_liar": greedy_liar_rounds(num_rounds, num_selected, q) if num_selected > 1
-                            else np.nan,
-                            "fair": num_rounds * num_selected / num_clients,
-                            "mean_entropy": float(f["mean_entropy"].iloc[0]),
-                            "coverage": float(f["coverage"].iloc[0])})
+                        rows.append(
+                            {
+                                "partition": part,
+                                "Q": q,
+                                "threat": tname,
+                                "defence": dname,
+                                "seed": seed,
+                                "num_liars": spec.num_liars,
+                                "num_rounds": num_rounds,
+                                "liar_max": int(lr.max()) if len(lr) else np.nan,
+                                "liar_mean": float(lr.mean()) if len(lr) else np.nan,
+                                "honest_mean": float(hr.mean()),
+                                "honest_max": int(hr.max()),
+                                "max_any": int(f["rounds"].max()),
+                                "bound": participation_bound(num_rounds, num_selected, q),
+                                "greedy_liar": greedy_liar_rounds(num_rounds, num_selected, q)
+                                if num_selected > 1
+                                else np.nan,
+                                "fair": num_rounds * num_selected / num_clients,
+                                "mean_entropy": float(f["mean_entropy"].iloc[0]),
+                                "coverage": float(f["coverage"].iloc[0]),
+                            }
+                        )
     return pd.DataFrame(rows)
 
 
@@ -395,11 +457,23 @@ def share_summary(table):
     ``greedy_share``, ``fair_share`` (M / K), ``mean_entropy`` and ``coverage`` (means over seeds)."""
     keys = ["partition", "Q", "threat", "defence", "num_liars"]
     r = table["num_rounds"]
-    g = table.assign(liar_share=table["liar_max"] / r, honest_share=table["honest_mean"] / r,
-                     honest_share_max=table["honest_max"] / r, bound_share=table["bound"] / r,
-                     greedy_share=table["greedy_liar"] / r, fair_share=table["fair"] / r).groupby(keys, sort=False)
-    return g.agg(liar_share=("liar_share", "mean"), liar_share_max=("liar_share", "max"),
-                 honest_share=("honest_share", "mean"), honest_share_max=("honest_share_max", "max"),
-                 bound_share=("bound_share", "first"), greedy_share=("greedy_share", "first"),
-                 fair_share=("fair_share", "first"), mean_entropy=("mean_entropy", "mean"),
-                 coverage=("coverage", "mean"), seeds=("seed", "size")).reset_index()
+    g = table.assign(
+        liar_share=table["liar_max"] / r,
+        honest_share=table["honest_mean"] / r,
+        honest_share_max=table["honest_max"] / r,
+        bound_share=table["bound"] / r,
+        greedy_share=table["greedy_liar"] / r,
+        fair_share=table["fair"] / r,
+    ).groupby(keys, sort=False)
+    return g.agg(
+        liar_share=("liar_share", "mean"),
+        liar_share_max=("liar_share", "max"),
+        honest_share=("honest_share", "mean"),
+        honest_share_max=("honest_share_max", "max"),
+        bound_share=("bound_share", "first"),
+        greedy_share=("greedy_share", "first"),
+        fair_share=("fair_share", "first"),
+        mean_entropy=("mean_entropy", "mean"),
+        coverage=("coverage", "mean"),
+        seeds=("seed", "size"),
+    ).reset_index()

@@ -5,6 +5,7 @@ count step (:mod:`fedlib.data.partition`), without dealing out sample indices, a
 ``scipy.sparse`` matrix, so that K = 10^6 needs no dense K x C array. Selection runs through
 :func:`fedlib.label_only.simulate.run_selection` (FedEntOpt's incremental scorer, :mod:`fedlib.selection.scoring`).
 """
+
 from __future__ import annotations
 
 import time
@@ -15,8 +16,8 @@ import scipy.sparse as sp
 
 from fedlib._validate import check_float, check_int
 from fedlib.data.partition import _dirichlet_proportions
-from fedlib.selection.selectors import make_selector
 from fedlib.label_only.simulate import run_selection
+from fedlib.selection.selectors import make_selector
 
 __all__ = ["dirichlet_counts", "participation_gini", "cross_device_study"]
 
@@ -140,24 +141,41 @@ def cross_device_study(
     rounds, summary = [], []
     for num_clients in pool_sizes:
         for seed in seeds:
-            counts = dirichlet_counts(num_clients, num_classes, seed=seed, samples_per_client=samples_per_client,
-                                      beta=beta, sparse=True)
+            counts = dirichlet_counts(
+                num_clients, num_classes, seed=seed, samples_per_client=samples_per_client, beta=beta, sparse=True
+            )
             for name, (selector, params) in methods.items():
                 start = time.perf_counter()
-                trace = run_selection(counts, make_selector(selector, **params), num_selected, num_rounds,
-                                      seed=seed + 1)
+                trace = run_selection(
+                    counts, make_selector(selector, **params), num_selected, num_rounds, seed=seed + 1
+                )
                 seconds = time.perf_counter() - start
-                rounds.append(pd.DataFrame({
-                    "num_clients": num_clients, "method": name, "seed": seed,
-                    "round": np.arange(1, num_rounds + 1), "entropy": trace.entropy, "covers": trace.covers,
-                }))
+                rounds.append(
+                    pd.DataFrame(
+                        {
+                            "num_clients": num_clients,
+                            "method": name,
+                            "seed": seed,
+                            "round": np.arange(1, num_rounds + 1),
+                            "entropy": trace.entropy,
+                            "covers": trace.covers,
+                        }
+                    )
+                )
                 times = trace.selection_counts
                 values, freq = np.unique(times, return_counts=True)
-                summary.append({
-                    "num_clients": num_clients, "method": name, "seed": seed,
-                    "never_picked_share": float(np.mean(times == 0)), "gini": participation_gini(times),
-                    "h_norm": trace.h_norm, "max_times": int(times.max()),
-                    "times_hist": dict(zip(values.tolist(), freq.tolist())),
-                    "seconds_per_round": seconds / num_rounds, "times_picked": times,
-                })
+                summary.append(
+                    {
+                        "num_clients": num_clients,
+                        "method": name,
+                        "seed": seed,
+                        "never_picked_share": float(np.mean(times == 0)),
+                        "gini": participation_gini(times),
+                        "h_norm": trace.h_norm,
+                        "max_times": int(times.max()),
+                        "times_hist": dict(zip(values.tolist(), freq.tolist())),
+                        "seconds_per_round": seconds / num_rounds,
+                        "times_picked": times,
+                    }
+                )
     return pd.concat(rounds, ignore_index=True), pd.DataFrame(summary)

@@ -1,35 +1,48 @@
 """How far FedEntOpt's greedy pick is from the round's best subset (issue 24), as tidy tables.
 
-Every round of a FedEntOpt run (:class:`fedlib.selection.selectors.FedEntOptSelector`, its ``selection`` seed stream as on
+Every round of a FedEntOpt run (:class:`fedlib.selection.selectors.FedEntOptSelector`, its ``selection`` seed stream as
+on
 the other label-only pages) is compared with better subsets of the same round's candidates
 (:func:`fedlib.selection.best_subset.round_candidates`, i.e. given the buffer the greedy run left):
 
 - ``swap``: :func:`fedlib.selection.best_subset.swap_search` from the greedy pick, a lower bound of the best subset;
-- ``exact``: :func:`fedlib.selection.best_subset.best_subset` within a node budget, on every ``exact_every``-th round; it
+- ``exact``: :func:`fedlib.selection.best_subset.best_subset` within a node budget, on every ``exact_every``-th round;
+  it
   says whether its subset is proven optimal.
 
 :class:`SwapImprovedSelector` is the swap-improved selection as a selector of its own (its buffer follows its own
 picks); :func:`improved_run` runs it, for its participation spread H_norm (v2 §V-E) beside FedEntOpt's.
 """
+
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from fedlib._validate import check_int
-from fedlib.selection.best_subset import GAP_TOL, best_subset, round_candidates, swap_search
+from fedlib.data.partition import parse_partition
 from fedlib.label_only.cross_device import dirichlet_counts
 from fedlib.label_only.label_studies import federation_counts
-from fedlib.selection.metrics import entropy_bits
-from fedlib.data.partition import parse_partition
-from fedlib.seeds import stream_rng
-from fedlib.selection.selectors import FedEntOptSelector, SwapImprovedSelector, _fifo_push  # noqa: F401 (re-exported)
 from fedlib.label_only.simulate import run_selection
+from fedlib.seeds import stream_rng
+from fedlib.selection.best_subset import GAP_TOL, best_subset, round_candidates, swap_search
+from fedlib.selection.metrics import entropy_bits
+from fedlib.selection.selectors import FedEntOptSelector, SwapImprovedSelector, _fifo_push  # noqa: F401 (re-exported)
 
-__all__ = ["STORED", "paper_counts", "round_gaps", "SwapImprovedSelector", "improved_run", "growth_gaps", "gap_summary", "table_path", "load_tables",
-           "with_best_known", "participation_table"]
+__all__ = [
+    "STORED",
+    "paper_counts",
+    "round_gaps",
+    "SwapImprovedSelector",
+    "improved_run",
+    "growth_gaps",
+    "gap_summary",
+    "table_path",
+    "load_tables",
+    "with_best_known",
+    "participation_table",
+]
 
 #: Where ``scripts/greedy_gap.py`` writes its tables and :func:`load_tables` reads them.
 STORED = Path(__file__).resolve().parents[2] / "results" / "greedy_gap"
@@ -39,8 +52,9 @@ TABLES = ("paper", "improved", "coverage_sizes", "growth", "training")
 def paper_counts(profile: str, partition: str, num_clients: int, seed: int) -> np.ndarray:
     """The federation of ``seed`` (its ``partition`` stream) for a partition named as ``"C=2"`` or ``"Dir(0.1)"``."""
     spec = parse_partition(partition)
-    return federation_counts(profile, spec["scheme"], num_clients, seed, beta=spec["beta"],
-                             classes_per_client=spec["classes_per_client"])
+    return federation_counts(
+        profile, spec["scheme"], num_clients, seed, beta=spec["beta"], classes_per_client=spec["classes_per_client"]
+    )
 
 
 def _covers(counts: np.ndarray, subset) -> bool:
@@ -51,8 +65,9 @@ def _entropy(counts: np.ndarray, subset) -> float:
     return float(entropy_bits(counts[np.asarray(subset)].sum(axis=0)))
 
 
-def round_gaps(counts, *, num_selected: int, num_rounds: int, buffer_size: int, seed: int, exact_every: int,
-               node_limit: int):
+def round_gaps(
+    counts, *, num_selected: int, num_rounds: int, buffer_size: int, seed: int, exact_every: int, node_limit: int
+):
     """One row per round of a FedEntOpt run on ``counts``: the greedy pick, its swap improvement, and (every
     ``exact_every``-th round, from round 1) the branch and bound's best subset within ``node_limit`` nodes.
 
@@ -72,14 +87,27 @@ def round_gaps(counts, *, num_selected: int, num_rounds: int, buffer_size: int, 
         candidates = round_candidates(state, num_clients, num_selected, buffer_size)
         picked, state = selector.select(counts, num_selected, state, rng)
         swap = swap_search(counts, np.sort(picked), candidates=candidates)
-        row = {"round": r + 1, "candidates": candidates.size, "greedy_entropy": _entropy(counts, picked),
-               "greedy_covers": _covers(counts, picked), "swap_entropy": swap.entropy,
-               "swap_covers": _covers(counts, swap.subset), "swaps": swap.nodes, "exact_entropy": np.nan,
-               "exact_covers": None, "exact_optimal": None, "exact_nodes": np.nan}
+        row = {
+            "round": r + 1,
+            "candidates": candidates.size,
+            "greedy_entropy": _entropy(counts, picked),
+            "greedy_covers": _covers(counts, picked),
+            "swap_entropy": swap.entropy,
+            "swap_covers": _covers(counts, swap.subset),
+            "swaps": swap.nodes,
+            "exact_entropy": np.nan,
+            "exact_covers": None,
+            "exact_optimal": None,
+            "exact_nodes": np.nan,
+        }
         if r % exact_every == 0:
             exact = best_subset(counts, num_selected, candidates=candidates, node_limit=node_limit)
-            row.update(exact_entropy=exact.entropy, exact_covers=_covers(counts, exact.subset),
-                       exact_optimal=exact.optimal, exact_nodes=exact.nodes)
+            row.update(
+                exact_entropy=exact.entropy,
+                exact_covers=_covers(counts, exact.subset),
+                exact_optimal=exact.optimal,
+                exact_nodes=exact.nodes,
+            )
         rows.append(row)
     frame = pd.DataFrame(rows)
     return frame.astype({"exact_nodes": "Int64"})
@@ -90,13 +118,19 @@ def improved_run(counts, *, num_selected: int, num_rounds: int, buffer_size: int
 
     Returns ``(picked, entropy, covers)`` arrays over the rounds (``picked``: (R, M), each row ascending).
     """
-    trace = run_selection(np.asarray(counts, dtype=float), SwapImprovedSelector(buffer_size=buffer_size),
-                          num_selected, num_rounds, seed=stream_rng(seed, "selection"))
+    trace = run_selection(
+        np.asarray(counts, dtype=float),
+        SwapImprovedSelector(buffer_size=buffer_size),
+        num_selected,
+        num_rounds,
+        seed=stream_rng(seed, "selection"),
+    )
     return np.sort(trace.picked, axis=1), trace.entropy, trace.covers
 
 
 def growth_gaps(cells, *, num_rounds: int, seed: int, beta: float = 0.1, max_swaps: int = 1000):
-    """Greedy against its swap improvement on Dir(``beta``) federations (:func:`fedlib.label_only.cross_device.dirichlet_counts`,
+    """Greedy against its swap improvement on Dir(``beta``) federations
+    (:func:`fedlib.label_only.cross_device.dirichlet_counts`,
     500 samples per client) for each ``(K, M, C)`` of ``cells``; no buffer, so each round is the greedy from a
     random first client (the ``selection`` stream of ``seed``).
 
@@ -111,10 +145,19 @@ def growth_gaps(cells, *, num_rounds: int, seed: int, beta: float = 0.1, max_swa
         for r in range(check_int("num_rounds", num_rounds, low=1)):
             picked, _ = selector.select(counts, m, (), rng)
             swap = swap_search(counts, np.sort(picked), max_swaps=max_swaps)
-            rows.append({"num_clients": num_clients, "num_selected": m, "num_classes": num_classes, "round": r + 1,
-                         "greedy_entropy": _entropy(counts, picked), "swap_entropy": swap.entropy,
-                         "swaps": swap.nodes, "greedy_covers": _covers(counts, picked),
-                         "swap_covers": _covers(counts, swap.subset)})
+            rows.append(
+                {
+                    "num_clients": num_clients,
+                    "num_selected": m,
+                    "num_classes": num_classes,
+                    "round": r + 1,
+                    "greedy_entropy": _entropy(counts, picked),
+                    "swap_entropy": swap.entropy,
+                    "swaps": swap.nodes,
+                    "greedy_covers": _covers(counts, picked),
+                    "swap_covers": _covers(counts, swap.subset),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -129,21 +172,29 @@ def gap_summary(rounds, by, *, num_classes_column=None, num_classes=None):
     if "exact_entropy" in frame:
         frame = frame.assign(exact_gap=frame.exact_entropy - frame.greedy_entropy)
     groups = frame.groupby(by, sort=False)
-    out = groups.agg(rounds=("gap", "size"), swap_better=("gap", lambda g: float((g > GAP_TOL).mean())),
-                     gap_median=("gap", "median"), gap_p90=("gap", lambda g: float(g.quantile(0.9))),
-                     gap_max=("gap", "max"), gap_share_mean=("gap_share", "mean"),
-                     coverage_greedy=("greedy_covers", "mean"), coverage_swap=("swap_covers", "mean"))
+    out = groups.agg(
+        rounds=("gap", "size"),
+        swap_better=("gap", lambda g: float((g > GAP_TOL).mean())),
+        gap_median=("gap", "median"),
+        gap_p90=("gap", lambda g: float(g.quantile(0.9))),
+        gap_max=("gap", "max"),
+        gap_share_mean=("gap_share", "mean"),
+        coverage_greedy=("greedy_covers", "mean"),
+        coverage_swap=("swap_covers", "mean"),
+    )
     if "exact_entropy" in frame:
         exact = frame[frame.exact_optimal.notna()]
         proven = exact[exact.exact_optimal.astype(bool)]
         ex = exact.groupby(by, sort=False)
         out["exact_rounds"] = ex.size()
         out["proven"] = proven.groupby(by, sort=False).size().reindex(out.index, fill_value=0)
-        out["greedy_optimal"] = proven.groupby(by, sort=False).exact_gap.agg(
-            lambda g: float((g <= GAP_TOL).mean())).reindex(out.index)
+        out["greedy_optimal"] = (
+            proven.groupby(by, sort=False).exact_gap.agg(lambda g: float((g <= GAP_TOL).mean())).reindex(out.index)
+        )
         out["proven_gap_max"] = proven.groupby(by, sort=False).exact_gap.max().reindex(out.index)
         out["exact_beats_swap"] = ex.apply(
-            lambda g: float((g.exact_entropy > g.swap_entropy + GAP_TOL).mean()), include_groups=False)
+            lambda g: float((g.exact_entropy > g.swap_entropy + GAP_TOL).mean()), include_groups=False
+        )
     return out.reset_index()
 
 
@@ -164,8 +215,10 @@ def load_tables(directory=None) -> dict:
 
     missing = [table_path(t, directory).name for t in TABLES if not table_path(t, directory).is_file()]
     if missing:
-        raise FileNotFoundError(f"{table_path(TABLES[0], directory).parent} lacks {', '.join(missing)}: run "
-                                "python scripts/greedy_gap.py and scripts/greedy_gap_training.py")
+        raise FileNotFoundError(
+            f"{table_path(TABLES[0], directory).parent} lacks {', '.join(missing)}: run "
+            "python scripts/greedy_gap.py and scripts/greedy_gap_training.py"
+        )
     return {t: pd.read_csv(table_path(t, directory)) for t in TABLES}
 
 
@@ -174,10 +227,15 @@ def with_best_known(rounds):
     (``best_entropy``: the larger of swap and branch and bound), ``best_gap`` and ``best_covers`` (its coverage)."""
     exact_better = rounds.exact_entropy > rounds.swap_entropy + GAP_TOL
     best = rounds.swap_entropy.where(~exact_better, rounds.exact_entropy).where(rounds.exact_entropy.notna())
-    covers = rounds.swap_covers.astype(object).where(~exact_better, rounds.exact_covers).where(
-        rounds.exact_entropy.notna())
-    return rounds.assign(swap_gap=rounds.swap_entropy - rounds.greedy_entropy, best_entropy=best,
-                         best_gap=best - rounds.greedy_entropy, best_covers=covers)
+    covers = (
+        rounds.swap_covers.astype(object).where(~exact_better, rounds.exact_covers).where(rounds.exact_entropy.notna())
+    )
+    return rounds.assign(
+        swap_gap=rounds.swap_entropy - rounds.greedy_entropy,
+        best_entropy=best,
+        best_gap=best - rounds.greedy_entropy,
+        best_covers=covers,
+    )
 
 
 def participation_table(improved, num_clients: int):
@@ -186,6 +244,13 @@ def participation_table(improved, num_clients: int):
     times = improved.times_picked.map(lambda t: np.array(t.split(), dtype=np.int64))
     frame = improved.assign(h_norm=times.map(lambda c: float(entropy_bits(c) / np.log2(num_clients))))
     keys = ["dataset", "partition", "buffer_size", "method"]
-    return frame.groupby(keys, sort=False).agg(h_norm=("h_norm", "mean"), h_norm_std=("h_norm", "std"),
-                                               mean_entropy=("mean_entropy", "mean"),
-                                               coverage=("coverage", "mean")).reset_index()
+    return (
+        frame.groupby(keys, sort=False)
+        .agg(
+            h_norm=("h_norm", "mean"),
+            h_norm_std=("h_norm", "std"),
+            mean_entropy=("mean_entropy", "mean"),
+            coverage=("coverage", "mean"),
+        )
+        .reset_index()
+    )

@@ -10,6 +10,7 @@ stream.  So a label-only page and a training page with the same seed, data set, 
 federation, and the selectors pick the same clients there.  Partitions are named in the notation of
 :func:`fedlib.data.partition.parse_partition`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -18,10 +19,10 @@ import numpy as np
 
 from fedlib._validate import check_float
 from fedlib.data.partition import client_label_counts
-from fedlib.selection.privacy import laplace_counts
-from fedlib.seeds import stream_rng
-from fedlib.selection.selectors import make_selector
 from fedlib.label_only.simulate import coverage_probability, run_selection
+from fedlib.seeds import stream_rng
+from fedlib.selection.privacy import laplace_counts
+from fedlib.selection.selectors import make_selector
 
 __all__ = ["federation_counts", "selector_traces", "buffer_study", "coverage_study"]
 
@@ -36,7 +37,11 @@ def federation_counts(
     one draw in 400). The accepted draw is the first that meets the minimum, whatever the cap.
     """
     return client_label_counts(
-        profile, scheme, num_clients, seed=stream_rng(seed, "partition"), beta=beta,
+        profile,
+        scheme,
+        num_clients,
+        seed=stream_rng(seed, "partition"),
+        beta=beta,
         classes_per_client=classes_per_client,
         max_redraws=max_redraws,
     )
@@ -75,12 +80,25 @@ def selector_traces(
         counts = federation_counts(profile, scheme, num_clients, seed, beta=beta, classes_per_client=classes_per_client)
         seen = _server_counts(counts, epsilon, seed)
         for name, (selector, params) in methods.items():
-            trace = run_selection(counts, make_selector(selector, **params), num_selected, num_rounds,
-                                  seed=stream_rng(seed, "selection"), server_counts=seen)
-            frames.append(pd.DataFrame({
-                "method": name, "seed": seed, "round": np.arange(1, num_rounds + 1),
-                "entropy": trace.entropy, "covers": trace.covers,
-            }))
+            trace = run_selection(
+                counts,
+                make_selector(selector, **params),
+                num_selected,
+                num_rounds,
+                seed=stream_rng(seed, "selection"),
+                server_counts=seen,
+            )
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "method": name,
+                        "seed": seed,
+                        "round": np.arange(1, num_rounds + 1),
+                        "entropy": trace.entropy,
+                        "covers": trace.covers,
+                    }
+                )
+            )
     return pd.concat(frames, ignore_index=True)
 
 
@@ -111,15 +129,27 @@ def buffer_study(
             selector = make_selector("fedentopt", buffer_fraction=fraction)
             trace = run_selection(counts, selector, num_selected, num_rounds, seed=stream_rng(seed, "selection"))
             times = trace.selection_counts
-            rows.append({
-                "buffer_pct": round(100 * fraction), "seed": seed, "buffer_size": selector.resolve_buffer_size(
-                    num_clients, num_selected), "h_norm": trace.h_norm, "mean_entropy": float(trace.entropy.mean()),
-                "coverage": float(trace.covers.mean()), "never_picked": int((times == 0).sum()),
-            })
-            count_frames.append(pd.DataFrame({
-                "buffer_pct": round(100 * fraction), "seed": seed, "client": np.arange(num_clients),
-                "times_picked": times,
-            }))
+            rows.append(
+                {
+                    "buffer_pct": round(100 * fraction),
+                    "seed": seed,
+                    "buffer_size": selector.resolve_buffer_size(num_clients, num_selected),
+                    "h_norm": trace.h_norm,
+                    "mean_entropy": float(trace.entropy.mean()),
+                    "coverage": float(trace.covers.mean()),
+                    "never_picked": int((times == 0).sum()),
+                }
+            )
+            count_frames.append(
+                pd.DataFrame(
+                    {
+                        "buffer_pct": round(100 * fraction),
+                        "seed": seed,
+                        "client": np.arange(num_clients),
+                        "times_picked": times,
+                    }
+                )
+            )
     return pd.DataFrame(rows), pd.concat(count_frames, ignore_index=True)
 
 
@@ -148,10 +178,16 @@ def coverage_study(
             for m in subset_sizes:
                 selector = make_selector("fedentopt", buffer_fraction=buffer_fraction)
                 trace = run_selection(counts, selector, m, num_rounds, seed=stream_rng(seed, "selection"))
-                rows.append({
-                    "num_clients": num_clients, "num_selected": m, "seed": seed,
-                    "random_coverage": coverage_probability(counts, m, num_rounds, seed=stream_rng(seed, "coverage")),
-                    "fedentopt_coverage": float(trace.covers.mean()),
-                    "fedentopt_mean_entropy": float(trace.entropy.mean()),
-                })
+                rows.append(
+                    {
+                        "num_clients": num_clients,
+                        "num_selected": m,
+                        "seed": seed,
+                        "random_coverage": coverage_probability(
+                            counts, m, num_rounds, seed=stream_rng(seed, "coverage")
+                        ),
+                        "fedentopt_coverage": float(trace.covers.mean()),
+                        "fedentopt_mean_entropy": float(trace.entropy.mean()),
+                    }
+                )
     return pd.DataFrame(rows)

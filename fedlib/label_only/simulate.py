@@ -1,4 +1,5 @@
 """Label-only FedEntOpt selection runs: entropy per round (v2 Fig. 1), H_norm (v2 §V-E), coverage (v1 §V-B5)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -67,9 +68,7 @@ def _generator(seed) -> np.random.Generator:
     return np.random.default_rng(check_int("seed", seed, low=0))
 
 
-def run_selection(
-    counts, selector, num_selected: int, num_rounds: int, *, seed, server_counts=None
-) -> SelectionTrace:
+def run_selection(counts, selector, num_selected: int, num_rounds: int, *, seed, server_counts=None) -> SelectionTrace:
     """Run ``selector`` for R rounds with one generator (``seed``) and record each round.
 
     Parameters
@@ -106,7 +105,9 @@ def run_selection(
     if isinstance(selector, str):
         selector = make_selector(selector)
     if not isinstance(selector, Selector):
-        raise TypeError(f"selector must be a fedlib.selection.selectors.Selector or a name (got {type(selector).__name__}).")
+        raise TypeError(
+            f"selector must be a fedlib.selection.selectors.Selector or a name (got {type(selector).__name__})."
+        )
     num_selected = check_int("num_selected", num_selected, low=1)
     num_rounds = check_int("num_rounds", num_rounds, low=1)
     rng = _generator(seed)

@@ -3,8 +3,10 @@
 :func:`run_with_liars` builds the federation of a validated :class:`~fedlib.training.config.ExperimentConfig` with the
 trainer (:class:`fedlib.training.trainer.Experiment`: data, partition, model, selector) and then, before round 1, turns
 the clients :func:`fedlib.label_only.adversarial.choose_liars` names into liars: their training labels become
-:func:`fedlib.label_only.adversarial.liar_labels` (e.g. flipped) and the counts the server sees become the fabricated reports
-of :func:`fedlib.label_only.adversarial.liar_counts`.  The table's entropy columns are measured on what the clients really
+:func:`fedlib.label_only.adversarial.liar_labels` (e.g. flipped) and the counts the server sees become the fabricated
+reports
+of :func:`fedlib.label_only.adversarial.liar_counts`.  The table's entropy columns are measured on what the clients
+really
 hold.  Aggregation weights stay the true sample counts (the liars lie to the selection only).  With no liars it
 is :func:`fedlib.training.trainer.run_experiment` itself.  No config field is added: the liars are a separate
 :class:`~fedlib.label_only.adversarial.LiarSpec`, and the stored key (:func:`liar_run_key`) covers both.
@@ -18,12 +20,14 @@ of K and #C = 2 with Q = 70 %), per partition and seed in :data:`SEEDS`:
   uniform report of ten times their size (threat a, :data:`THREAT`) at :data:`LIAR_SHARES` of K (1 % and 10 %;
   at least one liar), the same liars for every method (they depend on the seed only).
 
-Stored like every group (:mod:`fedlib.reproduction.results`): ``results/<tier>/lying_clients/<key>.csv`` and ``.json``; the CSV
+Stored like every group (:mod:`fedlib.reproduction.results`): ``results/<tier>/lying_clients/<key>.csv`` and ``.json``;
+the CSV
 adds ``liars_picked`` (how many liars were picked in the round) to the usual columns, the JSON adds ``liar_spec``,
 ``liar_ids`` and ``torch_threads``.  Every run is trained here, with one torch thread (:func:`liar_run_key`).
 :func:`paired_tests` compares two methods seed by seed (paired t-test with scipy, and the exact sign-flip
 permutation test).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -37,26 +41,44 @@ import numpy as np
 import pandas as pd
 
 from fedlib.label_only.adversarial import LiarSpec, choose_liars, liar_counts, liar_labels
-from fedlib.training.config import ExperimentConfig
 from fedlib.reproduction.significance import paired_test
+from fedlib.training.config import ExperimentConfig
 from fedlib.training.runs import last_rounds_mean
 
-__all__ = ["EXPERIMENT", "SEEDS", "LIAR_SHARES", "DEFENCE", "METHODS", "LiarRun", "lying_runs", "liar_run_key",
-           "run_with_liars", "liar_experiment", "ensure_lying_runs", "load_or_run_lying",
-           "paired_tests", "accuracy_summary"]
+__all__ = [
+    "EXPERIMENT",
+    "SEEDS",
+    "LIAR_SHARES",
+    "DEFENCE",
+    "METHODS",
+    "LiarRun",
+    "lying_runs",
+    "liar_run_key",
+    "run_with_liars",
+    "liar_experiment",
+    "ensure_lying_runs",
+    "load_or_run_lying",
+    "paired_tests",
+    "accuracy_summary",
+]
 
 EXPERIMENT = "lying_clients"
 #: Seeds of the group (more than the quick tier's two: the paired tests need them).
 SEEDS = (0, 1, 2, 3, 4)
 #: Liar shares of K; the number of liars is ``max(1, round(share * K))``.
 LIAR_SHARES = (0.01, 0.10)
-#: The defence of the group (:mod:`fedlib.selection.defence`): reported totals capped at 3x the median reported total, and
+#: The defence of the group (:mod:`fedlib.selection.defence`): reported totals capped at 3x the median reported total,
+#: and
 #: participation capped at 1.5x the fair share M/K; the strict variant caps participation at the fair share itself.
 DEFENCE = {"total_cap_quantile": 0.5, "total_cap_factor": 3.0, "share_cap": 1.5}
 STRICT_DEFENCE = {**DEFENCE, "share_cap": 1.0}
 #: Display name -> (Table I method whose config it uses, FedEntOpt parameters added to it).
-METHODS = {"FedEntOpt": ("FedEntOpt", {}), "FedEntOpt + defence": ("FedEntOpt", DEFENCE),
-           "FedEntOpt + strict defence": ("FedEntOpt", STRICT_DEFENCE), "Random": ("FedAvg", {})}
+METHODS = {
+    "FedEntOpt": ("FedEntOpt", {}),
+    "FedEntOpt + defence": ("FedEntOpt", DEFENCE),
+    "FedEntOpt + strict defence": ("FedEntOpt", STRICT_DEFENCE),
+    "Random": ("FedAvg", {}),
+}
 #: The liars of the group: label-flipped data, uniform report of ten times their size (threat a).
 THREAT = {"report": "uniform", "inflation": 10.0, "data": "flipped"}
 
@@ -78,9 +100,15 @@ def num_liars(share: float, num_clients: int) -> int:
     return 0 if share <= 0 else max(1, int(round(share * num_clients)))
 
 
-def lying_runs(tier: str = "quick", *, seeds: Sequence[int] = SEEDS, rounds: int | None = None,
-               partitions: Sequence[str] = ("Dir(0.1)", "C=2"), shares: Sequence[float] = (0.0, *LIAR_SHARES),
-               methods: Sequence[str] = tuple(METHODS)) -> list[LiarRun]:
+def lying_runs(
+    tier: str = "quick",
+    *,
+    seeds: Sequence[int] = SEEDS,
+    rounds: int | None = None,
+    partitions: Sequence[str] = ("Dir(0.1)", "C=2"),
+    shares: Sequence[float] = (0.0, *LIAR_SHARES),
+    methods: Sequence[str] = tuple(METHODS),
+) -> list[LiarRun]:
     """The runs of the group at ``tier`` (see the module docstring)."""
     from fedlib.reproduction.tiers import tier_config
 
@@ -101,18 +129,21 @@ def lying_runs(tier: str = "quick", *, seeds: Sequence[int] = SEEDS, rounds: int
 
 
 def liar_run_key(config: ExperimentConfig, spec: LiarSpec) -> str:
-    """16 hex digits: SHA-256 over the configuration fields of :func:`fedlib.reproduction.results.run_key` and the liar spec.
+    """16 hex digits: SHA-256 over the configuration fields of :func:`fedlib.reproduction.results.run_key` and the liar
+    spec.
 
     An honest run (no liars) gets a key of its own too, never the one Table I's run of the same config has: the
     group trains every run with one torch thread (:func:`ensure_lying_runs`), and on CPU the thread count changes
     the floating-point sums, so the same config trained with two threads gives other numbers (quick tier,
     #C = 2, seed 1: 38.1 % with one thread, 35.6 % with two).  The paired tests compare runs that differ by the
-    method only.  The configuration enters as :func:`fedlib.reproduction.results.key_fields`, as in ``run_key``, so that a new
+    method only.  The configuration enters as :func:`fedlib.reproduction.results.key_fields`, as in ``run_key``, so that
+    a new
     default of a field that does not change the run (``dp_negative`` without label DP) keeps the stored keys."""
     from fedlib.reproduction import results
 
-    payload = json.dumps({"config": results.key_fields(config), "liars": spec.to_dict()}, sort_keys=True,
-                         separators=(",", ":"))
+    payload = json.dumps(
+        {"config": results.key_fields(config), "liars": spec.to_dict()}, sort_keys=True, separators=(",", ":")
+    )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
@@ -175,19 +206,30 @@ def _liars_picked(table: pd.DataFrame, liars) -> list[int]:
     return [sum(int(k) in s for k in str(p).split()) if isinstance(p, str) and p else 0 for p in table["picked"]]
 
 
-def store_lying_run(table: pd.DataFrame, run: LiarRun, liars, tier: str, *, results_dir=None,
-                    wall_seconds: float | None = None):
-    """Write one run's compact table (with ``liars_picked``) and its JSON with :func:`fedlib.reproduction.results.store_run`
+def store_lying_run(
+    table: pd.DataFrame, run: LiarRun, liars, tier: str, *, results_dir=None, wall_seconds: float | None = None
+):
+    """Write one run's compact table (with ``liars_picked``) and its JSON with
+    :func:`fedlib.reproduction.results.store_run`
     under :func:`liar_run_key`; returns the CSV path."""
     from fedlib.reproduction import results
     from fedlib.training import float_env
 
     extra = {"liar_spec": run.spec.to_dict(), "liar_ids": [int(k) for k in liars], "torch_threads": THREADS}
-    return results.store_run(table, run.config, tier, EXPERIMENT, run.label, results_dir=results_dir,
-                             wall_seconds=wall_seconds, data_source=run.config.dataset,
-                             float_env=float_env.current(run.config.device, threads=THREADS),
-                             key=liar_run_key(run.config, run.spec),
-                             columns={"liars_picked": _liars_picked(table, liars)}, extra_meta=extra)
+    return results.store_run(
+        table,
+        run.config,
+        tier,
+        EXPERIMENT,
+        run.label,
+        results_dir=results_dir,
+        wall_seconds=wall_seconds,
+        data_source=run.config.dataset,
+        float_env=float_env.current(run.config.device, threads=THREADS),
+        key=liar_run_key(run.config, run.spec),
+        columns={"liars_picked": _liars_picked(table, liars)},
+        extra_meta=extra,
+    )
 
 
 def missing_lying_runs(runs: Sequence[LiarRun], tier: str, results_dir=None) -> list[LiarRun]:
@@ -223,7 +265,8 @@ def ensure_lying_runs(runs: Sequence[LiarRun], tier: str, *, results_dir=None, l
 
 
 def load_or_run_lying(tier: str = "quick", results_dir=None, *, run_missing: bool = False, log=print, **grid):
-    """The stored runs of the group (:func:`fedlib.reproduction.results.load_experiment`); with ``run_missing`` (quick tier
+    """The stored runs of the group (:func:`fedlib.reproduction.results.load_experiment`); with ``run_missing`` (quick
+    tier
     only) the missing runs of :func:`lying_runs` ``(tier, **grid)`` are trained first."""
     from fedlib.reproduction import results
 
@@ -236,6 +279,7 @@ def load_or_run_lying(tier: str = "quick", results_dir=None, *, run_missing: boo
 
 # ----------------------------------------------------------------------------------------------------
 # statistics
+
 
 def final_per_run(frame: pd.DataFrame, last: int = 10) -> pd.DataFrame:
     """Per run (partition, liars, method, seed): the mean test accuracy over its final ``last`` evaluated rounds,
@@ -255,9 +299,11 @@ def accuracy_summary(frame: pd.DataFrame, last: int = 10) -> pd.DataFrame:
     """Mean and std (ddof=0, the paper's) over seeds of the final accuracy (%) per partition, liars and method."""
     per = final_per_run(frame, last)
     keys = [c for c in ("partition", "liars", "liar_pct", "method") if c in per.columns]
-    agg = {"accuracy_mean": ("accuracy", lambda s: 100 * s.mean()),
-           "accuracy_std": ("accuracy", lambda s: 100 * float(np.std(s.to_numpy(dtype=float)))),
-           "n_seeds": ("accuracy", "size")}
+    agg = {
+        "accuracy_mean": ("accuracy", lambda s: 100 * s.mean()),
+        "accuracy_std": ("accuracy", lambda s: 100 * float(np.std(s.to_numpy(dtype=float)))),
+        "n_seeds": ("accuracy", "size"),
+    }
     if "liar_picks_per_round" in per.columns:
         agg["liar_picks_per_round"] = ("liar_picks_per_round", "mean")
     return per.groupby(keys, sort=False).agg(**agg).reset_index()
@@ -282,7 +328,8 @@ def paired_tests(frame: pd.DataFrame, comparisons: Sequence[tuple[str, str]], la
 
 
 def main(argv=None) -> int:
-    """``python -m fedlib.reproduction.adversarial_runs [--tier quick] [--seeds 0,1] [--dry-run]``: train the missing runs."""
+    """``python -m fedlib.reproduction.adversarial_runs [--tier quick] [--seeds 0,1] [--dry-run]``: train the missing
+    runs."""
     import argparse
 
     p = argparse.ArgumentParser(description="Train and store the missing runs of the lying_clients group.")
@@ -299,8 +346,7 @@ def main(argv=None) -> int:
         for r in missing:
             print("   ", r.label)
         return 0
-    info = ensure_lying_runs(runs, args.tier, results_dir=args.results_dir,
-                             log=lambda s: print("   " + s, flush=True))
+    info = ensure_lying_runs(runs, args.tier, results_dir=args.results_dir, log=lambda s: print("   " + s, flush=True))
     print(info)
     return 0
 

@@ -8,18 +8,49 @@ them, so a change that breaks a result breaks the build.
 Where our result is *expected* to differ from the paper, the claim carries ``expected=False`` and the reason
 (:data:`EXPECTED_DIFFERENCES`): the test then asserts the difference and its explanation, not the paper's value.
 """
+
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Claim", "frame", "all_hold", "expected_verdict", "why", "interval", "side", "z_within", "VERDICTS",
-           "ALPHA", "EXPECTED_DIFFERENCES", "EVIDENCE", "FINDINGS", "UNDECIDED", "TOLERANCES", "fig1", "table6_hnorm",
-           "coverage", "fine_label_coverage", "table5", "table1", "table1_best", "table2_changes",
-           "faster_than_every_method", "availability", "buffer_accuracy", "large_pools", "fedentropy",
-           "table1_directions", "table2_signs", "faster_than_fedavg", "participation", "adversary_buffer"]
+__all__ = [
+    "Claim",
+    "frame",
+    "all_hold",
+    "expected_verdict",
+    "why",
+    "interval",
+    "side",
+    "z_within",
+    "VERDICTS",
+    "ALPHA",
+    "EXPECTED_DIFFERENCES",
+    "EVIDENCE",
+    "FINDINGS",
+    "UNDECIDED",
+    "TOLERANCES",
+    "fig1",
+    "table6_hnorm",
+    "coverage",
+    "fine_label_coverage",
+    "table5",
+    "table1",
+    "table1_best",
+    "table2_changes",
+    "faster_than_every_method",
+    "availability",
+    "buffer_accuracy",
+    "large_pools",
+    "fedentropy",
+    "table1_directions",
+    "table2_signs",
+    "faster_than_fedavg",
+    "participation",
+    "adversary_buffer",
+]
 
 #: Tolerances of the numeric claims (absolute, in the claim's own unit).
 TOLERANCES = {
@@ -38,16 +69,19 @@ EXPECTED_DIFFERENCES: dict[str, str] = {
     "label_coverage/CIFAR-100/zero_everywhere": (
         "Our 20-superclass federations cover all labels clearly more often than 0 %; over CIFAR-100's 100 fine "
         "labels coverage is at most 2 % (claim 'fine_labels'), so the paper's figure looks like fine-label "
-        "coverage although its text names the superclasses. Our explanation, not a fact."),
+        "coverage although its text names the superclasses. Our explanation, not a fact."
+    ),
     "communication_cost/fedlib_model_sizes": (
         "The printed sizes are nominal parameter counts (LeNet-5 with one input channel, VGG-11 9.2 M, "
         "EfficientNet-B0/B3 with their 1000-class ImageNet head) shifted by the classifier width: that "
         "reconstruction gives every printed size at 3 decimals (claim 'model_sizes'), the models the paper "
-        "describes (and fedlib trains) do not."),
+        "describes (and fedlib trains) do not."
+    ),
     "communication_cost/orders_of_magnitude": (
         "The paper's own Table V prints 30.88x and 31.25x for LeNet-5 (CINIC-10, CIFAR-100): under two orders of "
         "magnitude. Label counts are cheaper than one model upload in every row, but not by several orders for "
-        "LeNet-5."),
+        "LeNet-5."
+    ),
 }
 
 #: The test that asserts each expected difference's evidence (a function of ``tests/test_claims.py``).
@@ -57,20 +91,35 @@ EVIDENCE: dict[str, str] = {
     "communication_cost/orders_of_magnitude": "test_table5_the_papers_own_ratios_are_under_two_orders_for_lenet",
 }
 
-_HNORM = ("H_norm lies below the paper's in most of the 16 cells (claim 'no_offset', a sign test: a systematic "
-          "difference, not a draw); the paper does not say how its partitions or first picks were drawn.")
-_COVER = ("Ours lies above the paper's in the CIFAR-10 cells; the paper (v1) does not say how many partitions it "
-          "drew or how.")
-_QUICK_FEDLC = ("On the quick tier's MNIST digits FedLC ends above FedEntOpt under Dir(0.1) at both seeds and gets "
-                "there sooner; a result of this tier's data. Where a retrain on another machine flips the verdict "
-                "(fedlib.reproduction.machine_spread.verdicts), the scorecard counts it undecided.")
+_HNORM = (
+    "H_norm lies below the paper's in most of the 16 cells (claim 'no_offset', a sign test: a systematic "
+    "difference, not a draw); the paper does not say how its partitions or first picks were drawn."
+)
+_COVER = (
+    "Ours lies above the paper's in the CIFAR-10 cells; the paper (v1) does not say how many partitions it drew or how."
+)
+_QUICK_FEDLC = (
+    "On the quick tier's MNIST digits FedLC ends above FedEntOpt under Dir(0.1) at both seeds and gets "
+    "there sooner; a result of this tier's data. Where a retrain on another machine flips the verdict "
+    "(fedlib.reproduction.machine_spread.verdicts), the scorecard counts it undecided."
+)
 #: Claims that miss with no explanation a test could assert: findings, shown as plain "does not reproduce".
 FINDINGS: dict[str, str] = {
-    **{f"buffer_diversity/{c}": _HNORM for c in ("CIFAR-10/C=2/Q25", "CIFAR-10/C=2/Q50", "CIFAR-10/C=2/Q75",
-                                                 "CIFAR-10/Dir(0.1)/Q75", "CIFAR-100/Dir(0.1)/Q25", "no_offset")},
+    **{
+        f"buffer_diversity/{c}": _HNORM
+        for c in (
+            "CIFAR-10/C=2/Q25",
+            "CIFAR-10/C=2/Q50",
+            "CIFAR-10/C=2/Q75",
+            "CIFAR-10/Dir(0.1)/Q75",
+            "CIFAR-100/Dir(0.1)/Q25",
+            "no_offset",
+        )
+    },
     "buffer_diversity/CIFAR-10/C=2/every_client_picked": (
         "Under CIFAR-10 #C=2 some client is never picked at some buffer size and seed (ours: the most never "
-        "picked); the paper says every client was selected at least once in all settings."),
+        "picked); the paper says every client was selected at least once in all settings."
+    ),
     **{f"label_coverage/CIFAR-10/{c}": _COVER for c in ("K150/M3", "K150/M7", "K200/M7")},
     "quick:table1/Dir(0.1)/best": _QUICK_FEDLC,
     "quick:accuracy_curves/Dir(0.1)/faster_than_every_method": _QUICK_FEDLC,
@@ -81,19 +130,36 @@ _FEW = "The 95 % interval over our seeds straddles the paper's side: the seeds c
 #: Claims our seeds cannot decide (fnmatch patterns of Claim keys -> why): the test asserts that they stay
 #: undecided, so a result that becomes decidable (more seeds, another tier) is noticed.
 UNDECIDED: dict[str, str] = {
-    **dict.fromkeys(("quick:availability/*", "quick:large_pools/*",
-                     "quick:fedentropy_entropy/fedavg_above_reselection"), _ONE_SEED),
-    **dict.fromkeys(("quick:table1/C=2/best", "quick:table1/*/dp_matches", "quick:table2/*",
-                     "quick:accuracy_curves/C=2/*", "quick:buffer_accuracy/*",
-                     "quick:fedentropy_entropy/random_above_reselection", "subset:table1/*/best",
-                     "subset:table1/Dir(0.1)/dp_matches", "quick:table1/*_below_fedavg", "subset:table1/*_below_fedavg",
-                     "quick:table1/*/dp_above_baselines", "subset:table1/C=2/dp_above_baselines",
-                     "*:table1/dp_sometimes_higher",
-                     "subset:accuracy_curves/*", "subset:table2/C=2/*",
-                     "subset:table2/Dir(0.1)/FedNova", "subset:table2/Dir(0.1)/FedProx", "subset:table2/Dir(0.1)/FedRS",
-                     "subset:table2/Dir(0.1)/SCAFFOLD", "subset:participation/C=2/keeps_accuracy",
-                     "subset:participation/*/others_lose_more",
-                     "subset:participation/*/best_at_every_rate"), _FEW),
+    **dict.fromkeys(
+        ("quick:availability/*", "quick:large_pools/*", "quick:fedentropy_entropy/fedavg_above_reselection"), _ONE_SEED
+    ),
+    **dict.fromkeys(
+        (
+            "quick:table1/C=2/best",
+            "quick:table1/*/dp_matches",
+            "quick:table2/*",
+            "quick:accuracy_curves/C=2/*",
+            "quick:buffer_accuracy/*",
+            "quick:fedentropy_entropy/random_above_reselection",
+            "subset:table1/*/best",
+            "subset:table1/Dir(0.1)/dp_matches",
+            "quick:table1/*_below_fedavg",
+            "subset:table1/*_below_fedavg",
+            "quick:table1/*/dp_above_baselines",
+            "subset:table1/C=2/dp_above_baselines",
+            "*:table1/dp_sometimes_higher",
+            "subset:accuracy_curves/*",
+            "subset:table2/C=2/*",
+            "subset:table2/Dir(0.1)/FedNova",
+            "subset:table2/Dir(0.1)/FedProx",
+            "subset:table2/Dir(0.1)/FedRS",
+            "subset:table2/Dir(0.1)/SCAFFOLD",
+            "subset:participation/C=2/keeps_accuracy",
+            "subset:participation/*/others_lose_more",
+            "subset:participation/*/best_at_every_rate",
+        ),
+        _FEW,
+    ),
 }
 
 #: Two-sided level of every interval and test of a claim (95 % intervals).
@@ -188,8 +254,18 @@ def frame(claims):
     verdict (a reason that several rows share is given in the first and named by its row number in the others)."""
     import pandas as pd
 
-    rows = [{"claim": c.claim, "paper": c.paper, "ours": c.ours, "tolerance": c.tolerance, "verdict": c.verdict,
-             "expected": expected_verdict(c.key), "note": why(c.key)} for c in claims]
+    rows = [
+        {
+            "claim": c.claim,
+            "paper": c.paper,
+            "ours": c.ours,
+            "tolerance": c.tolerance,
+            "verdict": c.verdict,
+            "expected": expected_verdict(c.key),
+            "note": why(c.key),
+        }
+        for c in claims
+    ]
     out = pd.DataFrame(rows, columns=["claim", "paper", "ours", "tolerance", "verdict", "expected", "note"])
     out["ours"] = out["ours"].astype(float).round(3)
     first = {}
@@ -206,6 +282,7 @@ def all_hold(claims) -> bool:
 
 
 # --------------------------------------------------------------------------------------------- label-only pages
+
 
 def _per_seed_gap(traces, a: str, b: str, stat: str = "mean"):
     """Per seed: ``stat`` of ``a``'s entropy over rounds minus that of ``b``'s (mean, std over seeds, n)."""
@@ -233,11 +310,18 @@ def adversary_buffer(study):
         drop = (per[qmin] - per[qmax]).dropna()
         mean, std, n = float(drop.mean()), float(drop.std(ddof=1)) if len(drop) > 1 else 0.0, int(len(drop))
         lo, hi = interval(mean, std, n)  # decided once the interval lies above 0, or at or below it
-        out.append(Claim(f"lying_clients/{part}/buffer_reduces_liar_share",
-                         f"a larger buffer reduces a single liar's share of the rounds ({part}, Q = {qmin} vs {qmax}; "
-                         "uniform report, no defence)", "reduces", mean,
-                         f"share at Q = {qmin} minus at Q = {qmax}: 95 % t-interval over {n} seeds above 0",
-                         lo > 0, lo > 0 or hi <= 0))
+        out.append(
+            Claim(
+                f"lying_clients/{part}/buffer_reduces_liar_share",
+                f"a larger buffer reduces a single liar's share of the rounds ({part}, Q = {qmin} vs {qmax}; "
+                "uniform report, no defence)",
+                "reduces",
+                mean,
+                f"share at Q = {qmin} minus at Q = {qmax}: 95 % t-interval over {n} seeds above 0",
+                lo > 0,
+                lo > 0 or hi <= 0,
+            )
+        )
     return out
 
 
@@ -252,23 +336,48 @@ def fig1(traces, num_classes: int):
     ours = traces[traces.method == "FedEntOpt"]
     share = float((ours.entropy > threshold).mean())
     pairs = traces[traces.method.isin(["FedEntOpt", "Random"])].pivot_table(
-        index=["seed", "round"], columns="method", values="entropy")
+        index=["seed", "round"], columns="method", values="entropy"
+    )
     every = float((pairs["FedEntOpt"] >= pairs["Random"]).mean())
     gap = _per_seed_gap(traces, "FedEntOpt", "Random")
     spread = _per_seed_gap(traces, "FedEntOpt", "Random", "std")
     s_gap, s_spread = side(*gap), side(*spread)
     seeds = f"95 % t-interval over {gap[2]} seeds"
     return [
-        Claim("entropy_trace/above_threshold", f"FedEntOpt's entropy exceeds log2({num_classes - 1}) = "
-              f"{threshold:.2f} bits in every round", "every round (share 1.0)", share,
-              "share of rounds, all seeds: exactly 1", share == 1.0),
-        Claim("entropy_trace/above_random_every_round", "FedEntOpt's entropy at least random selection's in "
-              "every round", "consistently the highest", every, "share of (seed, round): exactly 1", every == 1.0),
-        Claim("entropy_trace/random_below", "random selection stays below FedEntOpt (mean over rounds)",
-              "FedEntOpt - random > 0", gap[0], f"mean entropy gap (bits): {seeds} above 0", s_gap > 0, s_gap != 0),
-        Claim("entropy_trace/low_variance", "FedEntOpt's entropy varies less over rounds than random selection's",
-              "low variance", spread[0], f"std over rounds, FedEntOpt - random (bits): {seeds} below 0",
-              s_spread < 0, s_spread != 0),
+        Claim(
+            "entropy_trace/above_threshold",
+            f"FedEntOpt's entropy exceeds log2({num_classes - 1}) = {threshold:.2f} bits in every round",
+            "every round (share 1.0)",
+            share,
+            "share of rounds, all seeds: exactly 1",
+            share == 1.0,
+        ),
+        Claim(
+            "entropy_trace/above_random_every_round",
+            "FedEntOpt's entropy at least random selection's in every round",
+            "consistently the highest",
+            every,
+            "share of (seed, round): exactly 1",
+            every == 1.0,
+        ),
+        Claim(
+            "entropy_trace/random_below",
+            "random selection stays below FedEntOpt (mean over rounds)",
+            "FedEntOpt - random > 0",
+            gap[0],
+            f"mean entropy gap (bits): {seeds} above 0",
+            s_gap > 0,
+            s_gap != 0,
+        ),
+        Claim(
+            "entropy_trace/low_variance",
+            "FedEntOpt's entropy varies less over rounds than random selection's",
+            "low variance",
+            spread[0],
+            f"std over rounds, FedEntOpt - random (bits): {seeds} below 0",
+            s_spread < 0,
+            s_spread != 0,
+        ),
     ]
 
 
@@ -282,7 +391,8 @@ def table6_hnorm(table):
     sign test); H_norm rises with Q at every step (the step beyond 1.96 standard errors); every client picked at
     least once at every Q (§V-E, "in all settings, every client was selected at least once").
 
-    ``table``: :func:`fedlib.reproduction.label_tables.table6` (``hnorm_mean``, ``hnorm_std``, ``n_seeds``, ``never_picked``
+    ``table``: :func:`fedlib.reproduction.label_tables.table6` (``hnorm_mean``, ``hnorm_std``, ``n_seeds``,
+    ``never_picked``
     and the paper's ``paper_hnorm_mean``, ``paper_hnorm_std``).
     """
     from scipy import stats
@@ -294,14 +404,27 @@ def table6_hnorm(table):
         diff = float(r["hnorm_mean"] - r["paper_hnorm_mean"])
         se = math.hypot(_se(r["hnorm_std"], k), _se(r["paper_hnorm_std"], 3))
         below += diff < 0
-        out.append(Claim(f"buffer_diversity/{r['dataset']}/{r['partition']}/Q{int(r['buffer_pct'])}",
-                         f"H_norm, {r['dataset']} {r['partition']}, Q = {int(r['buffer_pct'])} % of K",
-                         f"{r['paper_hnorm_mean']:.3f} ± {r['paper_hnorm_std']:.3f}", float(r["hnorm_mean"]),
-                         f"|ours - paper| <= 1.96 SE (SE {se:.4f})", z_within(diff, se)))
+        out.append(
+            Claim(
+                f"buffer_diversity/{r['dataset']}/{r['partition']}/Q{int(r['buffer_pct'])}",
+                f"H_norm, {r['dataset']} {r['partition']}, Q = {int(r['buffer_pct'])} % of K",
+                f"{r['paper_hnorm_mean']:.3f} ± {r['paper_hnorm_std']:.3f}",
+                float(r["hnorm_mean"]),
+                f"|ours - paper| <= 1.96 SE (SE {se:.4f})",
+                z_within(diff, se),
+            )
+        )
     p = float(stats.binomtest(int(below), len(table)).pvalue) if len(table) else 1.0
-    out.append(Claim("buffer_diversity/no_offset", f"ours - paper has no systematic sign over the {len(table)} "
-                     f"cells ({int(below)} below the paper's)", "Table VI", p, f"two-sided sign test p >= {ALPHA}",
-                     p >= ALPHA))
+    out.append(
+        Claim(
+            "buffer_diversity/no_offset",
+            f"ours - paper has no systematic sign over the {len(table)} cells ({int(below)} below the paper's)",
+            "Table VI",
+            p,
+            f"two-sided sign test p >= {ALPHA}",
+            p >= ALPHA,
+        )
+    )
     for (ds, part), sub in table.groupby(["dataset", "partition"]):
         sub = sub.sort_values("buffer_pct")
         k = sub["n_seeds"].to_numpy() if "n_seeds" in sub else np.full(len(sub), 3)
@@ -310,13 +433,28 @@ def table6_hnorm(table):
             continue
         z = np.diff(m) / np.hypot(se[1:], se[:-1])
         up, down = bool(np.all(z > 1.96)), bool(np.any(z < -1.96))
-        out.append(Claim(f"buffer_diversity/{ds}/{part}/rises", f"H_norm rises with Q, {ds} {part}",
-                         "rises at every step", float(np.diff(m).min()), "every step above 0 by 1.96 SE",
-                         up, up or down))
+        out.append(
+            Claim(
+                f"buffer_diversity/{ds}/{part}/rises",
+                f"H_norm rises with Q, {ds} {part}",
+                "rises at every step",
+                float(np.diff(m).min()),
+                "every step above 0 by 1.96 SE",
+                up,
+                up or down,
+            )
+        )
         never = int(sub["never_picked"].max()) if "never_picked" in sub else 0
-        out.append(Claim(f"buffer_diversity/{ds}/{part}/every_client_picked", f"every client picked at least "
-                         f"once, every Q, every seed, {ds} {part}", "every client, every setting", float(never),
-                         "clients never picked (most over Q and seeds): 0", never == 0))
+        out.append(
+            Claim(
+                f"buffer_diversity/{ds}/{part}/every_client_picked",
+                f"every client picked at least once, every Q, every seed, {ds} {part}",
+                "every client, every setting",
+                float(never),
+                "clients never picked (most over Q and seeds): 0",
+                never == 0,
+            )
+        )
     return out
 
 
@@ -344,19 +482,31 @@ def coverage(table):
             r = sub.loc[sub["random_coverage"].idxmax()]
             worst = float(r["random_coverage"])
             se = math.hypot(_binomial_se(worst, r["draws"]), _binomial_se(3 / n0, n0))
-            out.append(Claim(f"label_coverage/{dataset}/zero_everywhere", f"P(random subset covers all labels), "
-                             f"{dataset}: 0 % for every K and M", "0.00 in every case", worst,
-                             f"largest of our cells within 1.96 SE of 0 (SE {se:.3f})", z_within(worst, se)))
+            out.append(
+                Claim(
+                    f"label_coverage/{dataset}/zero_everywhere",
+                    f"P(random subset covers all labels), {dataset}: 0 % for every K and M",
+                    "0.00 in every case",
+                    worst,
+                    f"largest of our cells within 1.96 SE of 0 (SE {se:.3f})",
+                    z_within(worst, se),
+                )
+            )
             continue
         for _, r in sub.iterrows():
             diff = float(r["random_coverage"] - r["paper_probability"])
-            se = math.hypot(_binomial_se(r["random_coverage"], r["draws"]),
-                            _binomial_se(r["paper_probability"], n0))
-            out.append(Claim(f"label_coverage/{dataset}/K{int(r['num_clients'])}/M{int(r['num_selected'])}",
-                             f"P(random subset covers all labels), {dataset}, K = {int(r['num_clients'])}, "
-                             f"M = {int(r['num_selected'])}", f"{r['paper_probability']:.2f}",
-                             float(r["random_coverage"]), f"|ours - paper| <= 1.96 SE (SE {se:.3f})",
-                             z_within(diff, se)))
+            se = math.hypot(_binomial_se(r["random_coverage"], r["draws"]), _binomial_se(r["paper_probability"], n0))
+            out.append(
+                Claim(
+                    f"label_coverage/{dataset}/K{int(r['num_clients'])}/M{int(r['num_selected'])}",
+                    f"P(random subset covers all labels), {dataset}, K = {int(r['num_clients'])}, "
+                    f"M = {int(r['num_selected'])}",
+                    f"{r['paper_probability']:.2f}",
+                    float(r["random_coverage"]),
+                    f"|ours - paper| <= 1.96 SE (SE {se:.3f})",
+                    z_within(diff, se),
+                )
+            )
     return out
 
 
@@ -364,14 +514,22 @@ def fine_label_coverage(fine_means):
     """Our explanation of the paper's 0 % for CIFAR-100: over its 100 fine labels, coverage is at most 2 %."""
     tol = TOLERANCES["fine_label_coverage"]
     worst = float(fine_means["random_coverage"].max())
-    return [Claim("label_coverage/CIFAR-100/fine_labels", "CIFAR-100: P(random subset covers all labels) is 0 % "
-                  "(our reading: over the 100 fine labels)", "0.00 in every case", worst,
-                  f"largest over all cells <= {tol}", worst <= tol)]
+    return [
+        Claim(
+            "label_coverage/CIFAR-100/fine_labels",
+            "CIFAR-100: P(random subset covers all labels) is 0 % (our reading: over the 100 fine labels)",
+            "0.00 in every case",
+            worst,
+            f"largest over all cells <= {tol}",
+            worst <= tol,
+        )
+    ]
 
 
 def table5(table, rebuilt_params, decimals: int = 3):
     """Table V: the label upload (4CK bytes) equals the printed MB in every row; the nominal parameter counts
-    (:func:`fedlib.reproduction.communication.paper_count_reconstruction`) reproduce every printed model size; fedlib's own
+    (:func:`fedlib.reproduction.communication.paper_count_reconstruction`) reproduce every printed model size; fedlib's
+    own
     models (``model_mb``) give the printed sizes; label counts are "several orders of magnitude cheaper" than one
     model upload (ratio at least 10^2 in every row). Parameter and byte counts are exact: no spread.
     """
@@ -382,22 +540,44 @@ def table5(table, rebuilt_params, decimals: int = 3):
     ratio = table["ratio"].to_numpy()
     worst = table.loc[table["model_mb_rel_diff"].abs().idxmax()]
     return [
-        Claim("communication_cost/labels", "label upload 4CK bytes, as printed", f"{len(table)} rows",
-              float(labels_equal.sum()), "rows equal at the printed precision: all", bool(labels_equal.all())),
-        Claim("communication_cost/model_sizes", "model sizes as printed (nominal parameter counts)",
-              f"{len(table)} rows", float((printed == rebuilt).sum()), "rows equal at 3 decimals: all",
-              bool(np.all(printed == rebuilt))),
-        Claim("communication_cost/fedlib_model_sizes", f"model sizes as printed, from the models fedlib trains "
-              f"(largest gap: {worst['model']}, C = {int(worst['C'])}, {100 * worst['model_mb_rel_diff']:+.0f} %)",
-              f"{len(table)} rows", float((printed == ours).sum()), "rows equal at 3 decimals: all",
-              bool(np.all(printed == ours))),
-        Claim("communication_cost/orders_of_magnitude", "label counts of all K clients are several orders of "
-              "magnitude cheaper than one model upload", "several orders of magnitude", float(ratio.min()),
-              "smallest ratio >= 10^2", bool(ratio.min() >= 100)),
+        Claim(
+            "communication_cost/labels",
+            "label upload 4CK bytes, as printed",
+            f"{len(table)} rows",
+            float(labels_equal.sum()),
+            "rows equal at the printed precision: all",
+            bool(labels_equal.all()),
+        ),
+        Claim(
+            "communication_cost/model_sizes",
+            "model sizes as printed (nominal parameter counts)",
+            f"{len(table)} rows",
+            float((printed == rebuilt).sum()),
+            "rows equal at 3 decimals: all",
+            bool(np.all(printed == rebuilt)),
+        ),
+        Claim(
+            "communication_cost/fedlib_model_sizes",
+            f"model sizes as printed, from the models fedlib trains "
+            f"(largest gap: {worst['model']}, C = {int(worst['C'])}, {100 * worst['model_mb_rel_diff']:+.0f} %)",
+            f"{len(table)} rows",
+            float((printed == ours).sum()),
+            "rows equal at 3 decimals: all",
+            bool(np.all(printed == ours)),
+        ),
+        Claim(
+            "communication_cost/orders_of_magnitude",
+            "label counts of all K clients are several orders of magnitude cheaper than one model upload",
+            "several orders of magnitude",
+            float(ratio.min()),
+            "smallest ratio >= 10^2",
+            bool(ratio.min() >= 100),
+        ),
     ]
 
 
 # ---------------------------------------------------------------------------------------------- training pages
+
 
 def _paper_t1(part: str) -> dict:
     from fedlib.reproduction import paper_values as paper
@@ -415,11 +595,20 @@ def _best(key: str, what: str, rivals, paper_text: str, unit: str = "pp", draws:
     open_ = [m for m, s in sides.items() if s == 0]
     note = f"; below: {', '.join(below)}" if below else f"; undecided: {', '.join(open_)}" if open_ else ""
     n = int(rivals["n"].min())
-    gap = (f"gap {closest['mean_diff']:+.2f} {unit}" if len(rivals) == 1 else
-           f"closest: {closest['b']}, {closest['mean_diff']:+.2f} {unit}{note}")
-    return Claim(key, f"{what} ({gap})", paper_text,
-                 float(closest["mean_diff"]), f"95 % t-interval of each paired gap ({unit}) above 0 ({n} {draws})",
-                 not below and not open_, bool(below) or not open_)
+    gap = (
+        f"gap {closest['mean_diff']:+.2f} {unit}"
+        if len(rivals) == 1
+        else f"closest: {closest['b']}, {closest['mean_diff']:+.2f} {unit}{note}"
+    )
+    return Claim(
+        key,
+        f"{what} ({gap})",
+        paper_text,
+        float(closest["mean_diff"]),
+        f"95 % t-interval of each paired gap ({unit}) above 0 ({n} {draws})",
+        not below and not open_,
+        bool(below) or not open_,
+    )
 
 
 def table1_best(paired, tier: str, reference: str = "FedEntOpt", variant: str = "FedEntOpt (DP)"):
@@ -440,17 +629,31 @@ def table1_best(paired, tier: str, reference: str = "FedEntOpt", variant: str = 
         rivals = sub[sub["b"] != variant]
         if len(rivals):
             second = max((v[0], m) for m, v in p.items() if m not in (reference, variant)) if p else (np.nan, "")
-            out.append(_best(f"{tier}:table1/{part}/best", f"{reference} best of {len(rivals) + 1} methods, {part}",
-                             rivals, f"best, +{p[reference][0] - second[0]:.2f} pp over {second[1]}" if p else "best"))
+            out.append(
+                _best(
+                    f"{tier}:table1/{part}/best",
+                    f"{reference} best of {len(rivals) + 1} methods, {part}",
+                    rivals,
+                    f"best, +{p[reference][0] - second[0]:.2f} pp over {second[1]}" if p else "best",
+                )
+            )
         dp = sub[sub["b"] == variant]
         if len(dp):
             r = dp.iloc[0]
             lo, hi = interval(r["mean_diff"], r["std_diff"], int(r["n"]))
             inside, outside = -tol <= lo and hi <= tol, lo > tol or hi < -tol
             theirs = p[reference][0] - p[variant][0] if p else np.nan
-            out.append(Claim(f"{tier}:table1/{part}/dp_matches", f"{variant} matches {reference}, {part}",
-                             f"{theirs:+.2f} pp (non-DP - DP)", float(r["mean_diff"]),
-                             f"95 % t-interval [{lo:.2f}, {hi:.2f}] inside ± {tol:.2f} pp", inside, inside or outside))
+            out.append(
+                Claim(
+                    f"{tier}:table1/{part}/dp_matches",
+                    f"{variant} matches {reference}, {part}",
+                    f"{theirs:+.2f} pp (non-DP - DP)",
+                    float(r["mean_diff"]),
+                    f"95 % t-interval [{lo:.2f}, {hi:.2f}] inside ± {tol:.2f} pp",
+                    inside,
+                    inside or outside,
+                )
+            )
     return out
 
 
@@ -479,32 +682,51 @@ def _dp_readings(per_run, tier: str, dp: str = "FedEntOpt (DP)", several: int = 
         sides = {r.b: side(r.mean_diff, r.std_diff, r.n) for r in sub.itertuples()}
         ups[part] = sides.pop("FedEntOpt", None), sub[sub["b"] == "FedEntOpt"]["mean_diff"]
         above, possible = sum(v > 0 for v in sides.values()), sum(v >= 0 for v in sides.values())
-        out.append(Claim(f"{tier}:table1/{part}/dp_above_baselines", f"{dp} above at least {several} of the "
-                         f"{len(sides)} baselines, {part} ({above} above, {possible - above} undecided)",
-                         "several baselines", float(above), "95 % t-interval of each seed-paired gap above 0",
-                         above >= several, above >= several or possible < several))
+        out.append(
+            Claim(
+                f"{tier}:table1/{part}/dp_above_baselines",
+                f"{dp} above at least {several} of the "
+                f"{len(sides)} baselines, {part} ({above} above, {possible - above} undecided)",
+                "several baselines",
+                float(above),
+                "95 % t-interval of each seed-paired gap above 0",
+                above >= several,
+                above >= several or possible < several,
+            )
+        )
     found = [(part, s_, float(g.iloc[0])) for part, (s_, g) in ups.items() if s_ is not None and len(g)]
     if found:
         best = max(found, key=lambda x: x[2])
         up, all_down = any(s_ > 0 for _, s_, _ in found), all(s_ < 0 for _, s_, _ in found)
-        out.append(Claim(f"{tier}:table1/dp_sometimes_higher", f"{dp} above FedEntOpt in some partition (largest: "
-                         f"{best[0]}, {best[2]:+.2f} pp)", "above in 7 of 12 settings", best[2],
-                         "95 % t-interval of DP - non-DP above 0 somewhere", up, up or all_down))
+        out.append(
+            Claim(
+                f"{tier}:table1/dp_sometimes_higher",
+                f"{dp} above FedEntOpt in some partition (largest: {best[0]}, {best[2]:+.2f} pp)",
+                "above in 7 of 12 settings",
+                best[2],
+                "95 % t-interval of DP - non-DP above 0 somewhere",
+                up,
+                up or all_down,
+            )
+        )
     return out
 
 
 def table1(per_run, tier: str):
-    """Table I and §V-B1 from the per-run final accuracies (``per_run``: :func:`fedlib.reproduction.significance.per_run_final`,
+    """Table I and §V-B1 from the per-run final accuracies (``per_run``:
+    :func:`fedlib.reproduction.significance.per_run_final`,
     % per partition, method and seed): :func:`table1_best`, and the paper's readings of the baselines, each seed
     by seed against FedAvg: "FedConcat consistently underperformed", "KL converges at a low accuracy", and
     "FedNova and SCAFFOLD ... suffer from low classification accuracy, especially in the case of Dir(0.1)"."""
     from fedlib.reproduction import significance
 
     out = table1_best(significance.paired_against(per_run, "FedEntOpt"), tier)
-    readings = (("FedConcat", "fedconcat_below_fedavg", "FedConcat below FedAvg", None),
-                ("KL", "kl_below_fedavg", "KL below FedAvg", None),
-                ("FedNova", "fednova_below_fedavg", "FedNova below FedAvg", "Dir(0.1)"),
-                ("SCAFFOLD", "scaffold_below_fedavg", "SCAFFOLD below FedAvg", "Dir(0.1)"))
+    readings = (
+        ("FedConcat", "fedconcat_below_fedavg", "FedConcat below FedAvg", None),
+        ("KL", "kl_below_fedavg", "KL below FedAvg", None),
+        ("FedNova", "fednova_below_fedavg", "FedNova below FedAvg", "Dir(0.1)"),
+        ("SCAFFOLD", "scaffold_below_fedavg", "SCAFFOLD below FedAvg", "Dir(0.1)"),
+    )
     out += _dp_readings(per_run, tier)
     for part in dict.fromkeys(per_run["partition"]):
         p = _paper_t1(part)
@@ -529,10 +751,17 @@ def table2_changes(paired, tier: str):
     for _, r in paired.dropna(subset=["paper_change"]).iterrows():
         n = int(r["n"])
         s, lo_hi = side(r["mean_diff"], r["std_diff"], n), interval(r["mean_diff"], r["std_diff"], n)
-        out.append(Claim(f"{tier}:table2/{r['partition']}/{r['b']}", f"FedEntOpt+{r['b']} - {r['b']}, "
-                         f"{r['partition']}", f"{r['paper_change']:+.2f} pp", float(r["mean_diff"]),
-                         f"95 % t-interval [{lo_hi[0]:.2f}, {lo_hi[1]:.2f}] on the paper's side of 0 "
-                         f"({n} seeds)", s == np.sign(r["paper_change"]), s != 0))
+        out.append(
+            Claim(
+                f"{tier}:table2/{r['partition']}/{r['b']}",
+                f"FedEntOpt+{r['b']} - {r['b']}, {r['partition']}",
+                f"{r['paper_change']:+.2f} pp",
+                float(r["mean_diff"]),
+                f"95 % t-interval [{lo_hi[0]:.2f}, {lo_hi[1]:.2f}] on the paper's side of 0 ({n} seeds)",
+                s == np.sign(r["paper_change"]),
+                s != 0,
+            )
+        )
     return out
 
 
@@ -546,13 +775,20 @@ def faster_than_every_method(races, tier: str):
     out = []
     for part, sub in races.groupby("partition", sort=False):
         rivals = sub.groupby("method", sort=False)["saved"].agg(
-            mean_diff="mean", std_diff=lambda s: float(s.std(ddof=1)) if len(s) > 1 else 0.0, n="count")
+            mean_diff="mean", std_diff=lambda s: float(s.std(ddof=1)) if len(s) > 1 else 0.0, n="count"
+        )
         rivals = rivals.reset_index().rename(columns={"method": "b"})
         if rivals.empty:
             continue
-        out.append(_best(f"{tier}:accuracy_curves/{part}/faster_than_every_method",
-                         f"FedEntOpt reaches each method's final accuracy in fewer rounds, {part}", rivals,
-                         "significantly faster (no number)", unit="rounds"))
+        out.append(
+            _best(
+                f"{tier}:accuracy_curves/{part}/faster_than_every_method",
+                f"FedEntOpt reaches each method's final accuracy in fewer rounds, {part}",
+                rivals,
+                "significantly faster (no number)",
+                unit="rounds",
+            )
+        )
     return out
 
 
@@ -567,8 +803,14 @@ def availability(paired, tier: str):
     for (scenario, part), sub in paired.groupby(["scenario", "partition"], sort=False):
         p = paper.TABLE_III.get((scenario, "CIFAR-10", part, "LeNet-5"), {})
         lead = p["FedEntOpt"][0] - max(p["FedAvg"][0], p["FedProx"][0]) if p else np.nan
-        out.append(_best(f"{tier}:availability/{scenario}/{part}/best", f"FedEntOpt above FedAvg and FedProx, "
-                         f"{scenario.lower()}, {part}", sub, f"best, {lead:+.2f} pp (CIFAR-10, LeNet-5)"))
+        out.append(
+            _best(
+                f"{tier}:availability/{scenario}/{part}/best",
+                f"FedEntOpt above FedAvg and FedProx, {scenario.lower()}, {part}",
+                sub,
+                f"best, {lead:+.2f} pp (CIFAR-10, LeNet-5)",
+            )
+        )
     return out
 
 
@@ -593,15 +835,33 @@ def buffer_accuracy(per_run, tier: str):
         key = f"{tier}:buffer_accuracy/{part}"
         steps = _concat([gap(a, b) for a, b in zip(qs, qs[1:])])
         if part == "C=2":
-            out.append(_best(f"{key}/rises", f"accuracy rises at every step of Q, {part}", steps,
-                             " / ".join(f"{p[q]:.2f}" for q in qs) + " (CIFAR-10)"))
+            out.append(
+                _best(
+                    f"{key}/rises",
+                    f"accuracy rises at every step of Q, {part}",
+                    steps,
+                    " / ".join(f"{p[q]:.2f}" for q in qs) + " (CIFAR-10)",
+                )
+            )
         elif len(qs) > 1:
             top = gap(qs[-1], qs[-2])
-            out.append(_best(f"{key}/largest_degrades", f"accuracy at Q = {int(qs[-1])} % below Q = {int(qs[-2])} "
-                             f"%, {part}", top, f"{p[qs[-1]] - p[qs[-2]]:+.2f} pp (CIFAR-10)"))
+            out.append(
+                _best(
+                    f"{key}/largest_degrades",
+                    f"accuracy at Q = {int(qs[-1])} % below Q = {int(qs[-2])} %, {part}",
+                    top,
+                    f"{p[qs[-1]] - p[qs[-2]]:+.2f} pp (CIFAR-10)",
+                )
+            )
         worst = _concat([gap(qs[0], q) for q in qs[1:]])
-        out.append(_best(f"{key}/q0_worst", f"Q = 0 gives the lowest accuracy, {part}", worst,
-                         f"lowest ({p[qs[0]]:.2f} %, CIFAR-10)"))
+        out.append(
+            _best(
+                f"{key}/q0_worst",
+                f"Q = 0 gives the lowest accuracy, {part}",
+                worst,
+                f"lowest ({p[qs[0]]:.2f} %, CIFAR-10)",
+            )
+        )
     return out
 
 
@@ -610,8 +870,14 @@ def _gap_frame(name, diffs):
     import pandas as pd
 
     d = np.asarray(diffs, dtype=float)
-    return pd.DataFrame({"b": [name], "mean_diff": [float(d.mean())],
-                         "std_diff": [float(d.std(ddof=1)) if d.size > 1 else 0.0], "n": [int(d.size)]})
+    return pd.DataFrame(
+        {
+            "b": [name],
+            "mean_diff": [float(d.mean())],
+            "std_diff": [float(d.std(ddof=1)) if d.size > 1 else 0.0],
+            "n": [int(d.size)],
+        }
+    )
 
 
 def _concat(frames):
@@ -625,9 +891,15 @@ def large_pools(paired, tier: str):
     performance degradation, even in cases where many baseline algorithms fail": FedEntOpt above FedAvg at every
     (K, M), seed by seed.  ``paired``: :func:`fedlib.reproduction.significance.paired_against` by num_clients and
     clients_per_round."""
-    return [_best(f"{tier}:large_pools/K{int(k)}/M{int(m)}/above_fedavg", f"FedEntOpt above random selection "
-                  f"(FedAvg), K = {int(k)}, M = {int(m)}", sub, "above (Fig. 4, no numbers)")
-            for (k, m), sub in paired.groupby(["num_clients", "clients_per_round"], sort=True)]
+    return [
+        _best(
+            f"{tier}:large_pools/K{int(k)}/M{int(m)}/above_fedavg",
+            f"FedEntOpt above random selection (FedAvg), K = {int(k)}, M = {int(m)}",
+            sub,
+            "above (Fig. 4, no numbers)",
+        )
+        for (k, m), sub in paired.groupby(["num_clients", "clients_per_round"], sort=True)
+    ]
 
 
 def fedentropy(frame, tier: str, column: str = "reselection_entropy_bits"):
@@ -638,24 +910,53 @@ def fedentropy(frame, tier: str, column: str = "reselection_entropy_bits"):
     f = frame[frame["round"] >= 1]
     wide = f.pivot_table(index=["seed", "round"], columns="method", values=column)
     out = []
-    for a, b, key, what in (("FedEntOpt", "FedEntropy", "fedentopt_above_reselection",
-                             "FedEntOpt's pooled entropy above FedEntropy's re-selection"),
-                            ("FedAvg", "FedEntropy", "random_above_reselection",
-                             "random selection's pooled entropy above the re-selection's")):
+    for a, b, key, what in (
+        (
+            "FedEntOpt",
+            "FedEntropy",
+            "fedentopt_above_reselection",
+            "FedEntOpt's pooled entropy above FedEntropy's re-selection",
+        ),
+        (
+            "FedAvg",
+            "FedEntropy",
+            "random_above_reselection",
+            "random selection's pooled entropy above the re-selection's",
+        ),
+    ):
         if {a, b} <= set(wide.columns):
             d = (wide[a] - wide[b]).dropna()
-            out.append(_best(f"{tier}:fedentropy_entropy/{key}", what, _gap_frame(b, d), "above (Fig. 1, no numbers)",
-                             unit="bits", draws="rounds"))
-    finals = f.sort_values("round").groupby(["method", "seed"])["test_accuracy"].apply(
-        lambda s: 100 * s.tail(10).mean()).unstack("method")
+            out.append(
+                _best(
+                    f"{tier}:fedentropy_entropy/{key}",
+                    what,
+                    _gap_frame(b, d),
+                    "above (Fig. 1, no numbers)",
+                    unit="bits",
+                    draws="rounds",
+                )
+            )
+    finals = (
+        f.sort_values("round")
+        .groupby(["method", "seed"])["test_accuracy"]
+        .apply(lambda s: 100 * s.tail(10).mean())
+        .unstack("method")
+    )
     if {"FedAvg", "FedEntropy"} <= set(finals.columns):
         d = (finals["FedAvg"] - finals["FedEntropy"]).dropna()
-        out.append(_best(f"{tier}:fedentropy_entropy/fedavg_above_reselection", "FedAvg's final accuracy above "
-                         "FedEntropy's", _gap_frame("FedEntropy", d), "worse than FedAvg (no number)"))
+        out.append(
+            _best(
+                f"{tier}:fedentropy_entropy/fedavg_above_reselection",
+                "FedAvg's final accuracy above FedEntropy's",
+                _gap_frame("FedEntropy", d),
+                "worse than FedAvg (no number)",
+            )
+        )
     return out
 
 
 # ------------------------------------------------------------- superseded, kept while a page calls them
+
 
 def table1_directions(summary, tier: str):
     """Table I: FedEntOpt above FedAvg in each partition (the paper: in every setting). Superseded by
@@ -670,8 +971,16 @@ def table1_directions(summary, tier: str):
             continue
         ours = float(sub.loc["FedEntOpt", "ours_mean"] - sub.loc["FedAvg", "ours_mean"])
         theirs = float(sub.loc["FedEntOpt", "paper_mean"] - sub.loc["FedAvg", "paper_mean"])
-        out.append(Claim(f"{tier}:table1/{part}/fedentopt_over_fedavg", f"FedEntOpt - FedAvg > 0, {part}",
-                         f"{theirs:+.2f} pp", ours, "ours > 0 pp", ours > 0))
+        out.append(
+            Claim(
+                f"{tier}:table1/{part}/fedentopt_over_fedavg",
+                f"FedEntOpt - FedAvg > 0, {part}",
+                f"{theirs:+.2f} pp",
+                ours,
+                "ours > 0 pp",
+                ours > 0,
+            )
+        )
     return out
 
 
@@ -680,14 +989,22 @@ def table2_signs(summary, tier: str):
     only). Superseded by :func:`table2_changes` (seed-paired, undecided where the seeds cannot tell); kept while a
     page still calls it.
 
-    ``summary``: :func:`fedlib.reproduction.reporting.table2_summary` (ours_change, paper_change per partition and baseline).
+    ``summary``: :func:`fedlib.reproduction.reporting.table2_summary` (ours_change, paper_change per partition and
+    baseline).
     """
     out = []
     for _, r in summary.dropna(subset=["paper_change"]).iterrows():
         same = np.sign(r["ours_change"]) == np.sign(r["paper_change"])
-        out.append(Claim(f"{tier}:table2/{r['partition']}/{r['baseline']}", f"FedEntOpt+{r['baseline']} - "
-                         f"{r['baseline']}, {r['partition']}", f"{r['paper_change']:+.2f} pp",
-                         float(r["ours_change"]), "same sign as the paper", bool(same)))
+        out.append(
+            Claim(
+                f"{tier}:table2/{r['partition']}/{r['baseline']}",
+                f"FedEntOpt+{r['baseline']} - {r['baseline']}, {r['partition']}",
+                f"{r['paper_change']:+.2f} pp",
+                float(r["ours_change"]),
+                "same sign as the paper",
+                bool(same),
+            )
+        )
     return out
 
 
@@ -704,16 +1021,23 @@ def faster_than_fedavg(to_fedavg, tier: str):
         if fe.empty:
             continue
         speedup = float(fe["speedup"].iloc[0])
-        out.append(Claim(f"{tier}:accuracy_curves/{part}/faster_than_fedavg",
-                         f"FedEntOpt reaches FedAvg's final accuracy sooner, {part}", "faster (no number)",
-                         speedup, "speed-up > 1 (NaN: never reached)", bool(speedup > 1)))
+        out.append(
+            Claim(
+                f"{tier}:accuracy_curves/{part}/faster_than_fedavg",
+                f"FedEntOpt reaches FedAvg's final accuracy sooner, {part}",
+                "faster (no number)",
+                speedup,
+                "speed-up > 1 (NaN: never reached)",
+                bool(speedup > 1),
+            )
+        )
     return out
 
 
 def _settings(change, split: str):
     """(label, rows) per setting of a rate_change table, the setting's columns without ``split``; a label names
     the columns that take more than one value (plus ``split``'s value by the caller)."""
-    keys = [c for c in change.columns[:list(change.columns).index("method")] if c != split]
+    keys = [c for c in change.columns[: list(change.columns).index("method")] if c != split]
     varying = [c for c in keys if change[c].nunique() > 1]
     groups = change.groupby(keys, sort=False) if keys else [((), change)]
     for key, sub in groups:
@@ -734,22 +1058,34 @@ def _interval_from_p(mean: float, p: float, n: int) -> tuple[float, float]:
 
 def _best_at_every_rate(key, where, r, reference, gaps, sub):
     """``best_at_every_rate`` of :func:`participation`: without ``gaps``, the reference's mean is the highest at
-    every rate; with them (:func:`fedlib.reproduction.significance.paired_against` by rate), every seed-paired gap to every
+    every rate; with them (:func:`fedlib.reproduction.significance.paired_against` by rate), every seed-paired gap to
+    every
     other method at every rate has its 95 % t-interval above 0 (one below: does not reproduce)."""
     text = f"{reference} has the highest mean at every rate, {where}"
     if gaps is None:
-        return Claim(f"{key}/best_at_every_rate", text, "Fig. 2 (no numbers)", float(r["best_at"]),
-                     f"best at all {int(r['rates'])} rates", bool(r["best_at"] == r["rates"]))
+        return Claim(
+            f"{key}/best_at_every_rate",
+            text,
+            "Fig. 2 (no numbers)",
+            float(r["best_at"]),
+            f"best at all {int(r['rates'])} rates",
+            bool(r["best_at"] == r["rates"]),
+        )
     g = gaps
-    for c in sub.columns[:list(sub.columns).index("method")]:
+    for c in sub.columns[: list(sub.columns).index("method")]:
         g = g[g[c] == sub[c].iloc[0]] if c in g.columns else g
     sides = [side(x.mean_diff, x.std_diff, x.n) for x in g.itertuples()]
     below, open_ = sum(v < 0 for v in sides), sum(v == 0 for v in sides)
     text = f"{reference} above every other method at every rate, {where}"
-    return Claim(f"{key}/best_at_every_rate", f"{text} (of {len(sides)} seed-paired gaps: {below} below 0, "
-                 f"{open_} undecided)", "Fig. 2 (no numbers)", float(r["best_at"]),
-                 "95 % t-interval of every gap (method, rate) above 0", below == 0 and open_ == 0 and bool(sides),
-                 below > 0 or open_ == 0)
+    return Claim(
+        f"{key}/best_at_every_rate",
+        f"{text} (of {len(sides)} seed-paired gaps: {below} below 0, {open_} undecided)",
+        "Fig. 2 (no numbers)",
+        float(r["best_at"]),
+        "95 % t-interval of every gap (method, rate) above 0",
+        below == 0 and open_ == 0 and bool(sides),
+        below > 0 or open_ == 0,
+    )
 
 
 def participation(change, tier: str, reference: str = "FedEntOpt", rate_gaps=None):
@@ -769,7 +1105,8 @@ def participation(change, tier: str, reference: str = "FedEntOpt", rate_gaps=Non
     - and across partitions, ``dir_more_pronounced``: the reference's mean gap to the other methods (over rates)
       is larger under Dir(0.1) than under C=2.
 
-    ``change``: :func:`fedlib.reproduction.participation.rate_change`.  A setting where fewer than two seeds have every method
+    ``change``: :func:`fedlib.reproduction.participation.rate_change`.  A setting where fewer than two seeds have every
+    method
     and rate gives no claim: one seed cannot tell a drop from noise.
     """
     tol, out = TOLERANCES["participation_pp"], []
@@ -782,26 +1119,47 @@ def participation(change, tier: str, reference: str = "FedEntOpt", rate_gaps=Non
             r, key = ref.iloc[0], f"{tier}:participation/{label}{part}"
             span = f"{r['high']:g} % to {r['low']:g} %, {label}{part}"
             lo, hi = interval(r["change"], r["change_std"], int(r["n"]))
-            out.append(Claim(f"{key}/keeps_accuracy", f"{reference} keeps its accuracy from {span}",
-                             "maintains (no number)", float(r["change"]),
-                             f"95 % t-interval [{lo:.2f}, {hi:.2f}] of the change above -{tol:g} pp",
-                             bool(lo >= -tol), bool(lo >= -tol or hi < -tol)))
+            out.append(
+                Claim(
+                    f"{key}/keeps_accuracy",
+                    f"{reference} keeps its accuracy from {span}",
+                    "maintains (no number)",
+                    float(r["change"]),
+                    f"95 % t-interval [{lo:.2f}, {hi:.2f}] of the change above -{tol:g} pp",
+                    bool(lo >= -tol),
+                    bool(lo >= -tol or hi < -tol),
+                )
+            )
             if others.empty:
                 continue
             worst = others.loc[others["extra_loss"].idxmax()]
             lo, hi = _interval_from_p(worst["extra_loss"], worst["p_extra_loss"], int(r["n"]))
             out += [
-                Claim(f"{key}/others_lose_more", f"another method loses more than {reference} from {span} (most: "
-                      f"{worst['method']}, paired t p = {worst['p_extra_loss']:.2f})", "others partially degrade",
-                      float(worst["extra_loss"]), f"95 % t-interval [{lo:.2f}, {hi:.2f}] of the largest extra loss "
-                      "above 0 pp", bool(lo > 0), bool(lo > 0 or hi < 0)),
+                Claim(
+                    f"{key}/others_lose_more",
+                    f"another method loses more than {reference} from {span} (most: "
+                    f"{worst['method']}, paired t p = {worst['p_extra_loss']:.2f})",
+                    "others partially degrade",
+                    float(worst["extra_loss"]),
+                    f"95 % t-interval [{lo:.2f}, {hi:.2f}] of the largest extra loss above 0 pp",
+                    bool(lo > 0),
+                    bool(lo > 0 or hi < 0),
+                ),
                 _best_at_every_rate(key, f"{label}{part}", r, reference, rate_gaps, sub),
             ]
             gaps[part] = float(others["gap"].mean())
         if {"Dir(0.1)", "C=2"} <= set(gaps):
             diff = gaps["Dir(0.1)"] - gaps["C=2"]
-            out.append(Claim(f"{tier}:participation/{label}dir_more_pronounced", f"{reference}'s mean gap to the "
-                             f"other methods is larger under Dir(0.1) than under C=2"
-                             + (f", {label.rstrip('/')}" if label else ""),
-                             "particularly pronounced in Dir(0.1)", diff, "Dir(0.1) gap - C=2 gap > 0 pp", diff > 0))
+            out.append(
+                Claim(
+                    f"{tier}:participation/{label}dir_more_pronounced",
+                    f"{reference}'s mean gap to the "
+                    f"other methods is larger under Dir(0.1) than under C=2"
+                    + (f", {label.rstrip('/')}" if label else ""),
+                    "particularly pronounced in Dir(0.1)",
+                    diff,
+                    "Dir(0.1) gap - C=2 gap > 0 pp",
+                    diff > 0,
+                )
+            )
     return out

@@ -1,4 +1,6 @@
-"""Communication cost of FedEntOpt (§V-D1, Table V): one-time label-count upload 4CK bytes vs. per-round model 4p bytes."""
+"""Communication cost of FedEntOpt (§V-D1, Table V): one-time label-count upload 4CK bytes vs. per-round model 4p
+bytes."""
+
 from __future__ import annotations
 
 from fedlib._validate import check_int
@@ -21,9 +23,14 @@ BYTES_PER_SCALAR = 4
 BYTES_PER_MB = 10**6
 
 #: Rows of the paper's Table V: (dataset, C, K, model name for :func:`fedlib.training.models.make_model`,
-#: paper's Labels MB, paper's Model MB, paper's Model/Labels ratio). The paper's values live in fedlib.reproduction.paper_values.
-_MODEL_NAMES = {"LeNet-5": "lenet5", "VGG-11": "vgg11", "EfficientNet-B0": "efficientnet-b0",
-                "EfficientNet-B3": "efficientnet-b3"}
+#: paper's Labels MB, paper's Model MB, paper's Model/Labels ratio). The paper's values live in
+#: fedlib.reproduction.paper_values.
+_MODEL_NAMES = {
+    "LeNet-5": "lenet5",
+    "VGG-11": "vgg11",
+    "EfficientNet-B0": "efficientnet-b0",
+    "EfficientNet-B3": "efficientnet-b3",
+}
 TABLE_V_ROWS = tuple((d, c, k, _MODEL_NAMES[m], *vals) for (d, c, k, m), vals in TABLE_V.items())
 
 # Reconstruction of how the paper's Table V model sizes were obtained (a finding, not used by table_v):

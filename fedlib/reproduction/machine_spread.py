@@ -2,7 +2,8 @@
 
 The stored runs of a tier (``results/<tier>/<group>/``) were trained on one machine.  The same configurations
 retrained under another floating-point environment (another CPU capability, oneDNN cap, thread count; see
-:mod:`fedlib.training.float_env`) are stored under ``results/machines/<machine>/<tier>/<group>/`` with the same keys, so each
+:mod:`fedlib.training.float_env`) are stored under ``results/machines/<machine>/<tier>/<group>/`` with the same keys, so
+each
 retrained run pairs with its stored twin.  From the pairs:
 
 - :func:`paired_final`: each run's final accuracy (mean of the last 10 evaluated rounds) stored and retrained;
@@ -12,6 +13,7 @@ retrained run pairs with its stored twin.  From the pairs:
 - :func:`verdicts`: every checked claim of a page (:data:`STORED_CLAIMS`) recomputed from each machine's runs, and
   whether its verdict flips.  A verdict that flips with the machine is no finding at that tier.
 """
+
 from __future__ import annotations
 
 import math
@@ -24,9 +26,21 @@ from fedlib.reproduction import claims, participation, reporting, significance
 from fedlib.reproduction.results import RESULTS_DIR, load_experiment
 from fedlib.training.runs import last_rounds_mean
 
-__all__ = ["MACHINES_DIR", "STORED_CLAIMS", "machines", "machine_env", "paired_final", "seed_std", "spread",
-           "claims_at", "verdicts", "page_note", "page_section", "flip_note",
-           "claims_frame"]
+__all__ = [
+    "MACHINES_DIR",
+    "STORED_CLAIMS",
+    "machines",
+    "machine_env",
+    "paired_final",
+    "seed_std",
+    "spread",
+    "claims_at",
+    "verdicts",
+    "page_note",
+    "page_section",
+    "flip_note",
+    "claims_frame",
+]
 
 #: Folder of the retrained copies: ``<MACHINES_DIR>/<machine>/<tier>/<group>/<key>.csv``.
 MACHINES_DIR = RESULTS_DIR / "machines"
@@ -67,8 +81,7 @@ def _judge_participation(summary, tier):
 
 
 def _availability(stored, last, results_dir):
-    return significance.paired_against(_finals(stored.frame, last, by=["scenario"]), "FedEntOpt",
-                                       by=["scenario"])
+    return significance.paired_against(_finals(stored.frame, last, by=["scenario"]), "FedEntOpt", by=["scenario"])
 
 
 def _buffer(stored, last, results_dir):
@@ -89,7 +102,8 @@ def _fedentropy(stored, last, results_dir):  # the page's curve: runs stored bef
 
 
 #: page -> (experiment group, summary of its stored runs ``(stored, last, results_dir)``, the page's claims): what
-#: ``tests/test_claims.py`` asserts, what :func:`verdicts` recomputes per machine and what ``fedlib.reproduction.scorecard``
+#: ``tests/test_claims.py`` asserts, what :func:`verdicts` recomputes per machine and what
+#: ``fedlib.reproduction.scorecard``
 #: shows.
 STORED_CLAIMS = {
     "table1": ("table1", _table1, claims.table1),
@@ -124,13 +138,16 @@ def machine_env(tier: str, experiment: str, machine: str, machines_dir=None, sho
 
 def _per_run(stored, last: int) -> pd.DataFrame:
     labels = [c for c in stored.meta.columns if c in stored.frame.columns and c != "key"]
-    rows = [{**dict(zip(labels, sub[labels].iloc[0])), "key": key,
-             "final": last_rounds_mean(sub, last)} for key, sub in stored.frame.groupby("key", sort=True)]
+    rows = [
+        {**dict(zip(labels, sub[labels].iloc[0])), "key": key, "final": last_rounds_mean(sub, last)}
+        for key, sub in stored.frame.groupby("key", sort=True)
+    ]
     return pd.DataFrame(rows)
 
 
-def paired_final(tier: str, experiment: str, machine: str, last: int = 10, results_dir=None,
-                 machines_dir=None) -> pd.DataFrame:
+def paired_final(
+    tier: str, experiment: str, machine: str, last: int = 10, results_dir=None, machines_dir=None
+) -> pd.DataFrame:
     """One row per retrained run: its label columns, ``key``, ``stored`` and ``retrained`` final accuracy and
     ``change`` (retrained - stored), all in percentage points.  Runs of the machine with no stored twin are
     left out."""
@@ -163,14 +180,22 @@ def spread(tier: str, experiment: str, last: int = 10, results_dir=None, machine
             continue
         if not rows:
             every = _per_run(load_experiment(tier, experiment, results_dir), last)
-            seeds = seed_std(every.drop(columns="key").rename(columns={"final": "stored"}).assign(
-                stored=lambda d: d["stored"] * 100))
-        rows.append({"machine": m, "environment": machine_env(tier, experiment, m, machines_dir),
-                     "kernels": machine_env(tier, experiment, m, machines_dir, short=True), "runs": len(p),
-                     "median_abs": float(p["change"].abs().median()), "max_abs": float(p["change"].abs().max()),
-                     "identical": int((p["change"] == 0).sum()),
-                     "machine_std": float(p["change"].std(ddof=1) / math.sqrt(2)) if len(p) > 1 else math.nan,
-                     "seed_std": seeds})
+            seeds = seed_std(
+                every.drop(columns="key").rename(columns={"final": "stored"}).assign(stored=lambda d: d["stored"] * 100)
+            )
+        rows.append(
+            {
+                "machine": m,
+                "environment": machine_env(tier, experiment, m, machines_dir),
+                "kernels": machine_env(tier, experiment, m, machines_dir, short=True),
+                "runs": len(p),
+                "median_abs": float(p["change"].abs().median()),
+                "max_abs": float(p["change"].abs().max()),
+                "identical": int((p["change"] == 0).sum()),
+                "machine_std": float(p["change"].std(ddof=1) / math.sqrt(2)) if len(p) > 1 else math.nan,
+                "seed_std": seeds,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -196,8 +221,9 @@ def claims_frame(tier: str, page: str, results_dir=None, machines_dir=None) -> p
         return out
     v = verdicts(tier, page, results_dir, machines_dir).set_index("key")
     others = [c for c in v.columns if c.startswith("verdict@")]
-    out["other machines"] = ["; ".join(f"{col.split('@', 1)[1]}: {v.loc[c.key, col]}" for col in others)
-                             or "not retrained" for c in found]
+    out["other machines"] = [
+        "; ".join(f"{col.split('@', 1)[1]}: {v.loc[c.key, col]}" for col in others) or "not retrained" for c in found
+    ]
     flips = [bool(v.loc[c.key, "flips"]) for c in found]
     out.loc[flips, "verdict"] = "undecided (flips with the machine)"
     return out
@@ -210,8 +236,14 @@ def verdicts(tier: str, page: str, results_dir=None, machines_dir=None) -> pd.Da
     experiment = STORED_CLAIMS[page][0]
     root = Path(machines_dir if machines_dir is not None else MACHINES_DIR)
     base = claims_at(tier, page, results_dir)
-    out = pd.DataFrame({"key": [c.key for c in base], "ours": [c.ours for c in base],
-                        "holds": [c.holds for c in base], "verdict": [c.verdict for c in base]})
+    out = pd.DataFrame(
+        {
+            "key": [c.key for c in base],
+            "ours": [c.ours for c in base],
+            "holds": [c.holds for c in base],
+            "verdict": [c.verdict for c in base],
+        }
+    )
     out["flips"] = False
     n_stored = len(load_experiment(tier, experiment, results_dir))
     for m in machines(tier, experiment, machines_dir):
@@ -230,31 +262,45 @@ def page_note(tier: str, experiment: str, results_dir=None, machines_dir=None) -
     ``experiment``, beside their seed std (Markdown)."""
     table = spread(tier, experiment, results_dir=results_dir, machines_dir=machines_dir)
     if table.empty:
-        text = (f"No run of `{experiment}` at tier `{tier}` has been retrained on another machine, so how far "
-                "another CPU moves these numbers is not measured for this page.")
+        text = (
+            f"No run of `{experiment}` at tier `{tier}` has been retrained on another machine, so how far "
+            "another CPU moves these numbers is not measured for this page."
+        )
         for other in _measured_groups(tier, machines_dir):
             t = spread(tier, other, results_dir=results_dir, machines_dir=machines_dir)
             if not t.empty:
                 r = t.loc[t["machine_std"].idxmax()]
-                text += (f" At this tier, {int(r['runs'])} runs of `{other}` retrained under {r['environment']} "
-                         f"moved by up to {r['max_abs']:.2f} pp (a spread of {r['machine_std']:.2f} pp per run, "
-                         f"seed std {r['seed_std']:.2f} pp): the page of `{other}` shows them.")
+                text += (
+                    f" At this tier, {int(r['runs'])} runs of `{other}` retrained under {r['environment']} "
+                    f"moved by up to {r['max_abs']:.2f} pp (a spread of {r['machine_std']:.2f} pp per run, "
+                    f"seed std {r['seed_std']:.2f} pp): the page of `{other}` shows them."
+                )
                 break
         return text
-    rows = [f"| {r.kernels} | {r.runs} | {r.median_abs:.2f} | {r.max_abs:.2f} | {r.identical} "
-            f"| {r.machine_std:.2f} | {r.seed_std:.2f} |".replace("| nan |", "| – |") for r in table.itertuples()]
+    rows = [
+        f"| {r.kernels} | {r.runs} | {r.median_abs:.2f} | {r.max_abs:.2f} | {r.identical} "
+        f"| {r.machine_std:.2f} | {r.seed_std:.2f} |".replace("| nan |", "| – |")
+        for r in table.itertuples()
+    ]
     worst = table.loc[table["machine_std"].idxmax()]
-    versus = (f", {worst['machine_std'] / worst['seed_std']:.2f} times the seed std of {worst['seed_std']:.2f} pp"
-              if worst["seed_std"] == worst["seed_std"] else " (the group has one seed per setting here: no seed "
-              "std to set beside it)")
-    return ("**Another machine.** These runs were trained on one CPU; on another CPU floats differ in the last "
-            "digits and training grows that into points. The runs below were retrained under another "
-            f"floating-point environment (`results/machines/`). The largest per-run spread a machine change drew "
-            f"is {worst['machine_std']:.2f} pp{versus}: one run's final accuracy moves by about that on another "
-            "computer (a mean over n seeds by that over the square root of n).\n\n"
-            "| retrained with | runs | median \\|Δ\\| pp | largest \\|Δ\\| pp | unchanged | spread per run, pp "
-            "| seed std, pp |\n|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\nThe retrains: "
-            + "; ".join(f"`results/machines/{r.machine}`: {r.environment}" for r in table.itertuples()) + ".")
+    versus = (
+        f", {worst['machine_std'] / worst['seed_std']:.2f} times the seed std of {worst['seed_std']:.2f} pp"
+        if worst["seed_std"] == worst["seed_std"]
+        else " (the group has one seed per setting here: no seed std to set beside it)"
+    )
+    return (
+        "**Another machine.** These runs were trained on one CPU; on another CPU floats differ in the last "
+        "digits and training grows that into points. The runs below were retrained under another "
+        f"floating-point environment (`results/machines/`). The largest per-run spread a machine change drew "
+        f"is {worst['machine_std']:.2f} pp{versus}: one run's final accuracy moves by about that on another "
+        "computer (a mean over n seeds by that over the square root of n).\n\n"
+        "| retrained with | runs | median \\|Δ\\| pp | largest \\|Δ\\| pp | unchanged | spread per run, pp "
+        "| seed std, pp |\n|---|---|---|---|---|---|---|\n"
+        + "\n".join(rows)
+        + "\n\nThe retrains: "
+        + "; ".join(f"`results/machines/{r.machine}`: {r.environment}" for r in table.itertuples())
+        + "."
+    )
 
 
 def flip_note(tier: str, page: str, results_dir=None, machines_dir=None) -> str:
@@ -264,15 +310,18 @@ def flip_note(tier: str, page: str, results_dir=None, machines_dir=None) -> str:
     if v.empty:
         return f"The page judges no claim at tier `{tier}`."
     if not others:
-        return (f"Its {len(v)} claims were not recomputed on another machine (no machine retrained every run of "
-                "the group).")
+        return (
+            f"Its {len(v)} claims were not recomputed on another machine (no machine retrained every run of the group)."
+        )
     flipped = v[v["flips"]]
     where = ", ".join(f"`{m}`" for m in others)
     if flipped.empty:
         return f"The page's {len(v)} claims, recomputed from the runs retrained on {where}: no verdict flips."
     keys = ", ".join(f"`{k}`" for k in flipped["key"])
-    return (f"Of {len(v)} claims recomputed from the runs retrained on {where}, {len(flipped)} flip: {keys}. "
-            "A verdict that flips with the machine is no finding at this tier.")
+    return (
+        f"Of {len(v)} claims recomputed from the runs retrained on {where}, {len(flipped)} flip: {keys}. "
+        "A verdict that flips with the machine is no finding at this tier."
+    )
 
 
 def page_section(tier: str, experiment: str, page: str | None = None, results_dir=None, machines_dir=None) -> str:

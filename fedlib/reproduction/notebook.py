@@ -5,6 +5,7 @@
 into nothing: Agg is a non-interactive backend, so the figure is neither shown nor stored as an output. Inside an
 IPython kernel the inline backend is selected explicitly; outside one (a script, a test) nothing is changed.
 """
+
 from __future__ import annotations
 
 import re
@@ -42,8 +43,10 @@ def setup(*, dpi: int = 100) -> None:
         get_ipython().run_line_magic("matplotlib", "inline")
         # matplotlib-inline >= 0.2 registers itself under the short name "inline"
         if matplotlib.get_backend() not in (INLINE_BACKEND, "inline"):
-            raise RuntimeError(f"fedlib.reproduction.notebook.setup: matplotlib's backend is {matplotlib.get_backend()!r} "
-                               f"after %matplotlib inline; figures would not reach the notebook.")
+            raise RuntimeError(
+                f"fedlib.reproduction.notebook.setup: matplotlib's backend is {matplotlib.get_backend()!r} "
+                f"after %matplotlib inline; figures would not reach the notebook."
+            )
     matplotlib.rcParams["figure.dpi"] = dpi
     if in_kernel():
         from IPython import get_ipython
@@ -72,10 +75,19 @@ def frame_html(frame) -> str:
     """
     import pandas as pd
 
-    bare = isinstance(frame.index, pd.RangeIndex) and frame.index.name is None and frame.index.start == 0 \
+    bare = (
+        isinstance(frame.index, pd.RangeIndex)
+        and frame.index.name is None
+        and frame.index.start == 0
         and frame.index.step == 1
-    html = frame.to_html(index=not bare, classes="fitted", border=0, max_rows=pd.get_option("display.max_rows"),
-                         max_cols=pd.get_option("display.max_columns"))
+    )
+    html = frame.to_html(
+        index=not bare,
+        classes="fitted",
+        border=0,
+        max_rows=pd.get_option("display.max_rows"),
+        max_cols=pd.get_option("display.max_columns"),
+    )
     return _HEADER_CELL.sub(lambda m: m.group(1) + re.sub(r"([_/])", r"\1<wbr>", m.group(2)) + m.group(3), html)
 
 
@@ -134,18 +146,25 @@ def draws_figure(cell) -> bool:
 
 def shown_code_cells(nb) -> list[tuple[int, dict]]:
     """(index, cell) of the code cells the book renders: every code cell but those tagged ``remove-cell``."""
-    return [(i, c) for i, c in enumerate(nb["cells"]) if c.get("cell_type") == "code"
-            and "remove-cell" not in c.get("metadata", {}).get("tags", [])]
+    return [
+        (i, c)
+        for i, c in enumerate(nb["cells"])
+        if c.get("cell_type") == "code" and "remove-cell" not in c.get("metadata", {}).get("tags", [])
+    ]
 
 
 def missing_figures(nb) -> list[str]:
     """One line per cell that draws a figure but holds no picture: ``cell <index>: <first source line>``."""
-    return [f"cell {i}: {_text(c['source']).strip().splitlines()[0][:80] if _text(c['source']).strip() else ''}"
-            for i, c in enumerate(nb["cells"]) if draws_figure(c) and cell_images(c) == 0]
+    return [
+        f"cell {i}: {_text(c['source']).strip().splitlines()[0][:80] if _text(c['source']).strip() else ''}"
+        for i, c in enumerate(nb["cells"])
+        if draws_figure(c) and cell_images(c) == 0
+    ]
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # The book's API reference page (notebooks/api.ipynb)
+
 
 def _first_paragraph(doc: str) -> str:
     return " ".join(doc.strip().split("\n\n", 1)[0].split()) if doc else ""
@@ -183,8 +202,10 @@ def api_markdown(package) -> str:
         doc = inspect.getdoc(obj) if kind != "constant" else ""
         value = repr(obj) if kind == "constant" else ""
         value = f"`{value[:160]}{' ...' if len(value) > 160 else ''}`" if value else ""
-        out.append(f"### `{package.__name__}.{name}{signature}`\n\n*{kind}*, defined in `{module}`. {value}"
-                   f"{html.escape(_first_paragraph(doc))}\n")
+        out.append(
+            f"### `{package.__name__}.{name}{signature}`\n\n*{kind}*, defined in `{module}`. {value}"
+            f"{html.escape(_first_paragraph(doc))}\n"
+        )
         if doc and doc.strip() != _first_paragraph(doc):
             out.append(f"<details><summary>docstring</summary><pre>{html.escape(doc)}</pre></details>\n")
     out.append("## The subpackages\n")

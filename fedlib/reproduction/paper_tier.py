@@ -2,14 +2,16 @@
 
 ``python -m fedlib paper --dry-run`` (``dry_run``) walks the paper tier before anyone spends GPU hours on it:
 
-1. every run of every experiment group (``fedlib.reproduction.tiers.tier_experiments("paper")``: Tables I-IV, Fig. 2, large
+1. every run of every experiment group (``fedlib.reproduction.tiers.tier_experiments("paper")``: Tables I-IV, Fig. 2,
+   large
    pools, the buffer study, FedEntropy) is built and validated (``ExperimentConfig.validate``);
 2. every Dir(β) federation is partitioned on the data set's real label counts (``fedlib.data.profiles``) with the
    tier's ``min_partition_size``, for every seed the tier runs, through the trainer's random stream;
 3. tiny fake files are written in each data set's real on-disk format (``fedlib.data.fake_data``), and a covering set
    of runs -- every data set, every (data set, model), every (data set, K), every method, every (algorithm,
    model) pair, DP, dropout, stragglers, FedConcat, FedEntropy -- trains ONE round on them on the CPU through
-   the path the real run takes (``fedlib.reproduction.results.ensure_runs``: run cache, checkpoint, stored table).  The fake
+   the path the real run takes (``fedlib.reproduction.results.ensure_runs``: run cache, checkpoint, stored table).  The
+   fake
    round changes only what tiny files and a CPU force: ``rounds = 1`` (FedConcat: 1 encoder + 1 classifier
    round), ``local_epochs = 1`` (no code path depends on E; stragglers then draw 1 epoch), ``min_partition_size =
    0`` (the real minimum is checked in step 2), the fake data root, ``device="cpu"``;
@@ -18,7 +20,8 @@
    The first problem raises ``DryRunError`` naming the experiment and the run.
 
 ``tier_size`` counts the tier (runs, distinct runs -- Table II's baselines are Table I's runs --, rounds, local
-sample passes, client steps) and estimates its GPU hours with ``fedlib.training.cost_model``: a step model (per client step
+sample passes, client steps) and estimates its GPU hours with ``fedlib.training.cost_model``: a step model (per client
+step
 the larger of its kernel-launch time and its arithmetic time; evaluation per test sample likewise) with counted
 ops and FLOPs and ASSUMED per-op and FLOP rates, replaced by the seconds per step measured by
 ``python -m fedlib gpu-check`` where a record exists under ``benchmarks/results/`` (LeNet-5 and VGG-11).  The
@@ -31,6 +34,7 @@ VGG-11 only).
 interrupted resumes from its last checkpoint in ``run_root`` (every ``checkpoint_every`` rounds), so starting the
 command again after a crash continues where it stopped (``tests/test_paper_tier.py`` kills it mid-sweep).
 """
+
 from __future__ import annotations
 
 import json
@@ -43,8 +47,16 @@ import pandas as pd
 
 from fedlib.reproduction import tiers
 
-__all__ = ["DryRunError", "CPU_SAMPLES_PER_SECOND", "tier_runs", "tier_size",
-           "dry_run_plan", "dry_run", "run_tier", "format_size"]
+__all__ = [
+    "DryRunError",
+    "CPU_SAMPLES_PER_SECOND",
+    "tier_runs",
+    "tier_size",
+    "dry_run_plan",
+    "dry_run",
+    "run_tier",
+    "format_size",
+]
 
 #: Measured on a quiet 2-core CPU (benchmarks/README.md): LeNet-5, paper round (10 clients x 5 epochs x ~500
 #: images) in 1.824 s; VGG-11, 10 clients x 1 epoch x 128 images in 4.329 s.
@@ -98,12 +110,13 @@ def _sample_passes(c) -> tuple[float, float]:
 
 def tier_size(tier: str = "paper", groups=None, records_dir=None) -> pd.DataFrame:
     """One row per experiment group and a ``total`` row: runs, distinct runs, rounds, training sample passes and
-    client steps (millions), the estimated hours on one GPU (``fedlib.training.cost_model``: the tier's engines, of which
+    client steps (millions), the estimated hours on one GPU (``fedlib.training.cost_model``: the tier's engines, of
+    which
     evaluation, and the reference engine alone) and on a 2-core CPU (where measured).  Measured step times come
     from the newest ``gpu-check`` record in ``records_dir`` (default ``benchmarks/results``); ``df.attrs`` says
     which models used them."""
-    from fedlib.training.cost_model import measured_step_times, run_seconds, run_steps
     from fedlib.reproduction.results import run_key
+    from fedlib.training.cost_model import measured_step_times, run_seconds, run_steps
 
     measured = measured_step_times(records_dir)
     rows, seen, sources = [], set(), {}
@@ -118,25 +131,42 @@ def tier_size(tier: str = "paper", groups=None, records_dir=None) -> pd.DataFram
         ref_train, ref_eval, _ = run_seconds(c, n_train, test, "reference", measured)
         sources[c.model] = src
         cpu = CPU_SAMPLES_PER_SECOND.get(c.model)
-        rows.append({"group": r.experiment, "model": c.model, "runs": 1, "distinct runs": int(new),
-                     "rounds": _table_rounds(c) if new else 0, "sample passes (M)": train / 1e6,
-                     "steps (M)": run_steps(c, n_train) / 1e6 if new else 0.0,
-                     "GPU hours": (fast_train + fast_eval) / 3600 if new else 0.0,
-                     "of which eval": fast_eval / 3600 if new else 0.0,
-                     "GPU hours, reference engine": (ref_train + ref_eval) / 3600 if new else 0.0,
-                     "CPU hours (2 cores)": (train + _EVAL_COST * test) / cpu / 3600 if cpu else math.nan})
+        rows.append(
+            {
+                "group": r.experiment,
+                "model": c.model,
+                "runs": 1,
+                "distinct runs": int(new),
+                "rounds": _table_rounds(c) if new else 0,
+                "sample passes (M)": train / 1e6,
+                "steps (M)": run_steps(c, n_train) / 1e6 if new else 0.0,
+                "GPU hours": (fast_train + fast_eval) / 3600 if new else 0.0,
+                "of which eval": fast_eval / 3600 if new else 0.0,
+                "GPU hours, reference engine": (ref_train + ref_eval) / 3600 if new else 0.0,
+                "CPU hours (2 cores)": (train + _EVAL_COST * test) / cpu / 3600 if cpu else math.nan,
+            }
+        )
     df = pd.DataFrame(rows)
     by_model = df.groupby("model", sort=False)[["GPU hours", "GPU hours, reference engine"]].sum()
     out = df.drop(columns="model").groupby("group", sort=False).sum(min_count=1)
     out.loc["total"] = out.sum(min_count=1)
-    out.attrs = {"sources": sources, "by_model": by_model.to_dict("index"),
-                 "record": None if measured is None else measured["file"],
-                 "record_device": None if measured is None else measured["device"]}
+    out.attrs = {
+        "sources": sources,
+        "by_model": by_model.to_dict("index"),
+        "record": None if measured is None else measured["file"],
+        "record_device": None if measured is None else measured["device"],
+    }
     return out
 
 
-_FLOAT_COLUMNS = ("sample passes (M)", "steps (M)", "GPU hours", "of which eval", "GPU hours, reference engine",
-                  "CPU hours (2 cores)")
+_FLOAT_COLUMNS = (
+    "sample passes (M)",
+    "steps (M)",
+    "GPU hours",
+    "of which eval",
+    "GPU hours, reference engine",
+    "CPU hours (2 cores)",
+)
 
 
 def format_size(size: pd.DataFrame, tier: str = "paper") -> str:
@@ -150,21 +180,35 @@ def format_size(size: pd.DataFrame, tier: str = "paper") -> str:
     src = size.attrs.get("sources", {})
     modelled = sorted(m for m, v in src.items() if v == "step model")
     measured = sorted(m for m, v in src.items() if v == "measured")
-    how = (f"measured by gpu-check on {size.attrs['record_device']} ({size.attrs['record']}) for "
-           f"{', '.join(measured)}; " if measured else "no gpu-check record (benchmarks/results/): ")
-    return (f"tier '{tier}': {int(tot['runs'])} runs ({int(tot['distinct runs'])} distinct), "
-            f"{int(tot['rounds']):,} rounds, {tot['steps (M)']:,.0f} M client steps, ~{tot['GPU hours']:,.0f} GPU "
-            f"hours on one GPU (~{tot['GPU hours, reference engine']:,.0f} on the reference engine alone)\n"
-            + shown.to_string() + "\nGPU hours by model (tier's engines / reference engine): "
-            + ", ".join(f"{m} {v['GPU hours']:,.0f} / {v['GPU hours, reference engine']:,.0f}"
-                        for m, v in size.attrs.get("by_model", {}).items())
-            + "\nGPU hours: training with the batched engine for LeNet-5 and VGG-11 and the "
-            "reference engine for EfficientNet, plus evaluating the test set every round; " + how +
-            (f"step model for {', '.join(modelled)} (fedlib.training.cost_model: per client step the larger of counted ops x "
-             f"{STEP_MODEL.t_op * 1e6:.0f} us and 3 x counted forward FLOPs x B over an ASSUMED rate, "
-             f"{STEP_MODEL.gpu}). " if modelled else "") +
-            "CPU hours: LeNet-5 and VGG-11 figures measured on a quiet 2-core CPU (benchmarks/README.md); – where "
-            "none was measured.")
+    how = (
+        f"measured by gpu-check on {size.attrs['record_device']} ({size.attrs['record']}) for {', '.join(measured)}; "
+        if measured
+        else "no gpu-check record (benchmarks/results/): "
+    )
+    return (
+        f"tier '{tier}': {int(tot['runs'])} runs ({int(tot['distinct runs'])} distinct), "
+        f"{int(tot['rounds']):,} rounds, {tot['steps (M)']:,.0f} M client steps, ~{tot['GPU hours']:,.0f} GPU "
+        f"hours on one GPU (~{tot['GPU hours, reference engine']:,.0f} on the reference engine alone)\n"
+        + shown.to_string()
+        + "\nGPU hours by model (tier's engines / reference engine): "
+        + ", ".join(
+            f"{m} {v['GPU hours']:,.0f} / {v['GPU hours, reference engine']:,.0f}"
+            for m, v in size.attrs.get("by_model", {}).items()
+        )
+        + "\nGPU hours: training with the batched engine for LeNet-5 and VGG-11 and the "
+        "reference engine for EfficientNet, plus evaluating the test set every round; "
+        + how
+        + (
+            f"step model for {', '.join(modelled)} (fedlib.training.cost_model: per client step the larger of counted "
+            f"ops x "
+            f"{STEP_MODEL.t_op * 1e6:.0f} us and 3 x counted forward FLOPs x B over an ASSUMED rate, "
+            f"{STEP_MODEL.gpu}). "
+            if modelled
+            else ""
+        )
+        + "CPU hours: LeNet-5 and VGG-11 figures measured on a quiet 2-core CPU (benchmarks/README.md); – where "
+        "none was measured."
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- dry run
@@ -172,11 +216,19 @@ def _features(r) -> set:
     c = r.config
     params = {k: v for k, v in c.algorithm_params.items() if k != "classifier_rounds"}
     method = r.label.get("method", c.algorithm)
-    return {("group", r.experiment), ("dataset", c.dataset), ("dataset-model", c.dataset, c.model),
-            ("dataset-K", c.dataset, c.num_clients), ("method", method), ("selector", c.selector),
-            ("algorithm-model", c.algorithm, json.dumps(params, sort_keys=True), c.model.split("-")[0]),
-            ("partition", c.partition), ("dp", c.label_dp_epsilon is not None), ("dropout", c.dropout_prob > 0),
-            ("stragglers", c.straggler_fraction > 0)}
+    return {
+        ("group", r.experiment),
+        ("dataset", c.dataset),
+        ("dataset-model", c.dataset, c.model),
+        ("dataset-K", c.dataset, c.num_clients),
+        ("method", method),
+        ("selector", c.selector),
+        ("algorithm-model", c.algorithm, json.dumps(params, sort_keys=True), c.model.split("-")[0]),
+        ("partition", c.partition),
+        ("dp", c.label_dp_epsilon is not None),
+        ("dropout", c.dropout_prob > 0),
+        ("stragglers", c.straggler_fraction > 0),
+    }
 
 
 def dry_run_plan(tier: str = "paper", groups=None) -> list:
@@ -198,8 +250,13 @@ def _check_partitions(runs, log) -> int:
     from fedlib.data.profiles import PROFILES
     from fedlib.seeds import stream_rng
 
-    feds = sorted({(r.config.dataset, r.config.num_clients, r.config.beta, r.config.min_partition_size,
-                    r.config.seed) for r in runs if r.config.partition == "dirichlet"})
+    feds = sorted(
+        {
+            (r.config.dataset, r.config.num_clients, r.config.beta, r.config.min_partition_size, r.config.seed)
+            for r in runs
+            if r.config.partition == "dirichlet"
+        }
+    )
     skipped = sorted({f[0] for f in feds if f[0] not in PROFILES})
     checked = 0
     for ds, k, beta, min_size, seed in feds:
@@ -207,25 +264,40 @@ def _check_partitions(runs, log) -> int:
             continue
         t0 = time.perf_counter()
         try:
-            parts = dirichlet_partition(class_counts=PROFILES[ds].train_counts, num_clients=k, beta=beta,
-                                        rng=stream_rng(seed, "partition"), min_partition_size=min_size)
+            parts = dirichlet_partition(
+                class_counts=PROFILES[ds].train_counts,
+                num_clients=k,
+                beta=beta,
+                rng=stream_rng(seed, "partition"),
+                min_partition_size=min_size,
+            )
         except ValueError as exc:
-            raise DryRunError(f"partition of {ds} (K={k}, Dir({beta}), min_partition_size={min_size}, seed {seed}) "
-                              f"fails: {exc}") from exc
+            raise DryRunError(
+                f"partition of {ds} (K={k}, Dir({beta}), min_partition_size={min_size}, seed {seed}) fails: {exc}"
+            ) from exc
         checked += 1
         if time.perf_counter() - t0 > 1.0:
             log(f"   partition {ds} K={k} seed {seed}: {time.perf_counter() - t0:.1f} s")
         assert min(p.size for p in parts) >= min_size
     if skipped:
-        log(f"   no label profile, partitions not checked on real counts: {', '.join(skipped)} "
-            "(fedlib.data.profiles.UNAVAILABLE_PROFILES)")
+        log(
+            f"   no label profile, partitions not checked on real counts: {', '.join(skipped)} "
+            "(fedlib.data.profiles.UNAVAILABLE_PROFILES)"
+        )
     return checked
 
 
 def _fake_config(r, data_root: Path, small_images: bool):
     c = r.config
-    changes = dict(rounds=1, local_epochs=1, data_root=str(data_root), download=False, device="cpu",
-                   min_partition_size=0, checkpoint_every=1)
+    changes = dict(
+        rounds=1,
+        local_epochs=1,
+        data_root=str(data_root),
+        download=False,
+        device="cpu",
+        min_partition_size=0,
+        checkpoint_every=1,
+    )
     if c.algorithm == "fedconcat":
         changes["algorithm_params"] = {**c.algorithm_params, "encoder_rounds": 1, "classifier_rounds": 1}
     if small_images and c.dataset in ("pathmnist", "tissuemnist", "brain-tumor-mri"):
@@ -246,8 +318,7 @@ def _write_fake_data(plan, root: Path) -> None:
     for (ds, size), k in sorted(needed.items()):
         classes = PROFILES[ds].num_classes if ds in PROFILES else 8
         # ~3 images per client, so that some of the M picked clients of a round hold data under Dir(0.1)
-        write_fake_dataset(ds, root, train_per_class=max(4, math.ceil(3 * k / classes)), test_per_class=2,
-                           size=size)
+        write_fake_dataset(ds, root, train_per_class=max(4, math.ceil(3 * k / classes)), test_per_class=2, size=size)
         load_dataset(ds, data_root=root, **({"size": size} if size != 28 else {}))  # the real loader reads it
 
 
@@ -258,8 +329,10 @@ def dry_run(tier: str = "paper", *, workdir=None, groups=None, small_images: boo
 
     t_start = time.perf_counter()
     runs = tier_runs(tier, groups)
-    log(f"dry run of tier '{tier}': {len(runs)} runs in {len(dict.fromkeys(r.experiment for r in runs))} groups "
-        "validated")
+    log(
+        f"dry run of tier '{tier}': {len(runs)} runs in {len(dict.fromkeys(r.experiment for r in runs))} groups "
+        "validated"
+    )
     n = _check_partitions(runs, log)
     log(f"   {n} Dir(beta) partitions of the real label counts reach the tier's minimum client size")
     plan = dry_run_plan(tier, groups)
@@ -274,14 +347,26 @@ def dry_run(tier: str = "paper", *, workdir=None, groups=None, small_images: boo
             name = f"{r.experiment} {r.label}"
             t0 = time.perf_counter()
             try:
-                info = ensure_runs([tiers.Run(r.experiment, r.label, cfg)], tier, results_dir=work / "results",
-                                   run_root=str(work / "runs"), log=lambda s: None)
+                info = ensure_runs(
+                    [tiers.Run(r.experiment, r.label, cfg)],
+                    tier,
+                    results_dir=work / "results",
+                    run_root=str(work / "runs"),
+                    log=lambda s: None,
+                )
             except Exception as exc:  # noqa: BLE001 -- re-raised with the run's name
                 raise DryRunError(f"{name}: {type(exc).__name__}: {exc}") from exc
             if info["skipped"]:
                 raise DryRunError(f"{name}: {info['skipped'][0][1]}")
-            rows.append({"group": r.experiment, "run": json.dumps(r.label), "dataset": cfg.dataset,
-                         "model": cfg.model, "seconds": time.perf_counter() - t0})
+            rows.append(
+                {
+                    "group": r.experiment,
+                    "run": json.dumps(r.label),
+                    "dataset": cfg.dataset,
+                    "model": cfg.model,
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
             log(f"   [{i}/{len(plan)}] {name}: ok, {rows[-1]['seconds']:.1f} s")
         done = pd.DataFrame(rows)
         _check_trained(plan, tier, work / "results")
@@ -303,15 +388,26 @@ def _check_trained(plan, tier: str, results_dir: Path) -> None:
                 continue
             last = table[table["round"] >= 1]
             if not (last["num_trained"] > 0).any():
-                raise DryRunError(f"{r.experiment} {r.label}: no picked client held fake data, so the round trained "
-                                  "nothing; enlarge the fake data (fedlib.reproduction.paper_tier._write_fake_data)")
+                raise DryRunError(
+                    f"{r.experiment} {r.label}: no picked client held fake data, so the round trained "
+                    "nothing; enlarge the fake data (fedlib.reproduction.paper_tier._write_fake_data)"
+                )
             if not last["test_accuracy"].notna().any():
                 raise DryRunError(f"{r.experiment} {r.label}: the round was not evaluated")
 
 
 # ------------------------------------------------------------------------------------------------ the real run
-def run_tier(tier: str = "paper", *, results_dir=None, run_root="runs", groups=None, rounds: int | None = None,
-             overrides: dict | None = None, workers: int = 1, log=print) -> dict:
+def run_tier(
+    tier: str = "paper",
+    *,
+    results_dir=None,
+    run_root="runs",
+    groups=None,
+    rounds: int | None = None,
+    overrides: dict | None = None,
+    workers: int = 1,
+    log=print,
+) -> dict:
     """Train every missing run of ``tier`` group by group and store it (``fedlib.reproduction.results.ensure_runs``).
 
     Restartable: stored runs are read back, an interrupted run resumes from its last checkpoint under
@@ -320,14 +416,17 @@ def run_tier(tier: str = "paper", *, results_dir=None, run_root="runs", groups=N
     from fedlib.reproduction.results import ensure_runs
 
     out = {}
-    for g in (tiers.tier_experiments(tier) if groups is None else tuple(groups)):
+    for g in tiers.tier_experiments(tier) if groups is None else tuple(groups):
         runs = tier_runs(tier, [g], rounds)
         if overrides:
             runs = [tiers.Run(r.experiment, r.label, r.config.replace(**overrides).validate()) for r in runs]
         log(f"== {tier}/{g}: {len(runs)} runs")
-        info = ensure_runs(runs, tier, results_dir=results_dir, run_root=str(run_root), workers=workers,
-                           log=lambda s: log("   " + s))
-        log(f"   trained {info['trained']}, copied {info['copied']}, already stored {info['already']}, "
-            f"skipped {len(info['skipped'])}; {info['wall_seconds']:.1f} s")
+        info = ensure_runs(
+            runs, tier, results_dir=results_dir, run_root=str(run_root), workers=workers, log=lambda s: log("   " + s)
+        )
+        log(
+            f"   trained {info['trained']}, copied {info['copied']}, already stored {info['already']}, "
+            f"skipped {len(info['skipped'])}; {info['wall_seconds']:.1f} s"
+        )
         out[g] = info
     return out

@@ -19,6 +19,7 @@ statistics over the stored runs, seed by seed (at one seed every method and rate
 
 :func:`fedlib.reproduction.claims.participation` judges the paper's reading on :func:`rate_change`'s table.
 """
+
 from __future__ import annotations
 
 import json
@@ -98,12 +99,24 @@ def _group_rows(key: dict, wide: pd.DataFrame, reference: str) -> list[dict]:
         w = wide[m]
         test = significance.paired_test(w[lo].to_numpy(), w[hi].to_numpy())
         x = w.columns.to_numpy(float)
-        row = {**key, "method": m, "high": hi, "low": lo, "n": len(wide), "acc_high": w[hi].mean(),
-               "acc_low": w[lo].mean(), "change": test["mean_diff"], "change_std": test["std_diff"],
-               "p_change": test["p_ttest"], "slope": float(np.mean([np.polyfit(x, r.to_numpy(float), 1)[0]
-                                                                   for _, r in w.iterrows()])),
-               "gap": np.nan, "extra_loss": np.nan, "p_extra_loss": np.nan, "best_at": int((best == m).sum()),
-               "rates": len(best)}
+        row = {
+            **key,
+            "method": m,
+            "high": hi,
+            "low": lo,
+            "n": len(wide),
+            "acc_high": w[hi].mean(),
+            "acc_low": w[lo].mean(),
+            "change": test["mean_diff"],
+            "change_std": test["std_diff"],
+            "p_change": test["p_ttest"],
+            "slope": float(np.mean([np.polyfit(x, r.to_numpy(float), 1)[0] for _, r in w.iterrows()])),
+            "gap": np.nan,
+            "extra_loss": np.nan,
+            "p_extra_loss": np.nan,
+            "best_at": int((best == m).sum()),
+            "rates": len(best),
+        }
         if m != reference:
             shared = [r for r in w.columns if (reference, r) in wide]
             row["gap"] = float((wide[reference][shared] - w[shared]).to_numpy().mean())
@@ -130,7 +143,7 @@ def rate_change(runs: pd.DataFrame, reference: str = "FedEntOpt") -> pd.DataFram
         raise ValueError(f"reference must be a method with stored runs (got {reference!r}).")
     keys = group_columns(runs)
     rows = []
-    for key, grp in (runs.groupby(keys, sort=False) if keys else [((), runs)]):
+    for key, grp in runs.groupby(keys, sort=False) if keys else [((), runs)]:
         key = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
         try:
             wide = grp.pivot(index="seed", columns=["method", "rate"], values="accuracy").dropna()
@@ -141,8 +154,9 @@ def rate_change(runs: pd.DataFrame, reference: str = "FedEntOpt") -> pd.DataFram
     return pd.DataFrame(rows)
 
 
-def summary(stored: results.StoredExperiment, last: int = 10, reference: str = "FedEntOpt",
-            results_dir=None) -> pd.DataFrame:
+def summary(
+    stored: results.StoredExperiment, last: int = 10, reference: str = "FedEntOpt", results_dir=None
+) -> pd.DataFrame:
     """:func:`rate_change` of the stored participation runs with the full-rate point (:func:`with_full_rate`)."""
     frame, _ = with_full_rate(stored, results_dir)
     return rate_change(per_run(frame, last), reference)

@@ -5,6 +5,7 @@ round R (at least ``min_round``) after which the seed-mean of the trailing ``win
 much as its standard deviation over the seeds: for every later round R', |m(R') - m(R)| < s(R'). The subset tier's
 round count is the largest such R over the curves measured (``tiers``' module docstring says which).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,8 +26,9 @@ def trailing_stats(curves, window: int = 10):
     window = check_int("window", window, low=1)
     wide = curves.pivot_table(index="round", columns="seed", values="test_accuracy").sort_index()
     rolled = wide.rolling(window).mean().dropna(how="all")
-    return pd.DataFrame({"mean": rolled.mean(axis=1), "std": rolled.std(axis=1, ddof=1),
-                         "n_seeds": rolled.notna().sum(axis=1)})
+    return pd.DataFrame(
+        {"mean": rolled.mean(axis=1), "std": rolled.std(axis=1, ddof=1), "n_seeds": rolled.notna().sum(axis=1)}
+    )
 
 
 def plateau_round(curves, *, min_round: int = 150, window: int = 10):
@@ -50,7 +52,7 @@ def plateau_round(curves, *, min_round: int = 150, window: int = 10):
     for i, r in enumerate(rounds):
         if r < min_round:
             continue
-        if np.all(np.abs(mean[i + 1:] - mean[i]) < std[i + 1:]):
+        if np.all(np.abs(mean[i + 1 :] - mean[i]) < std[i + 1 :]):
             return int(r)
     return None
 
@@ -65,10 +67,16 @@ def plateau_table(frame, *, by=("partition", "method"), min_round: int = 150, wi
         stats = trailing_stats(curves, window)
         r = plateau_round(curves, min_round=min_round, window=window)
         last = stats.index.max()
-        rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))), "n_seeds": int(stats["n_seeds"].max()),
-                     "plateau_round": r,
-                     "mean_at_plateau": 100 * stats.loc[r, "mean"] if r is not None else np.nan,
-                     "std_at_plateau": 100 * stats.loc[r, "std"] if r is not None else np.nan,
-                     "last_round": int(last), "mean_at_last": 100 * stats.loc[last, "mean"],
-                     "std_at_last": 100 * stats.loc[last, "std"]})
+        rows.append(
+            {
+                **dict(zip(by, key if isinstance(key, tuple) else (key,))),
+                "n_seeds": int(stats["n_seeds"].max()),
+                "plateau_round": r,
+                "mean_at_plateau": 100 * stats.loc[r, "mean"] if r is not None else np.nan,
+                "std_at_plateau": 100 * stats.loc[r, "std"] if r is not None else np.nan,
+                "last_round": int(last),
+                "mean_at_last": 100 * stats.loc[last, "mean"],
+                "std_at_last": 100 * stats.loc[last, "std"],
+            }
+        )
     return pd.DataFrame(rows)

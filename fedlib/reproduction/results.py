@@ -3,14 +3,18 @@
 Layout: ``<results_dir>/<tier>/<experiment>/<key>.csv`` (the per-round table in its stored form,
 ``fedlib.training.runs.compact_table``: ``STORED_COLUMNS``, floats rounded to 5 decimals) and ``<key>.json`` beside it
 (``label``: the run's table coordinates such as method, partition and seed; ``config``; ``code_version``;
-``git_commit``; ``device``; ``wall_seconds``; ``data_source``; ``stored_at``).  ``key = run_key(config)``: 16 hex digits of SHA-256 over the configuration without the fields
+``git_commit``; ``device``; ``wall_seconds``; ``data_source``; ``stored_at``).  ``key = run_key(config)``: 16 hex digits
+of SHA-256 over the configuration without the fields
 that do not change the numbers' meaning (``device``, ``data_root``, ``download``, ``eval_batch_size``,
 ``checkpoint_every``), so a stored table is found again after a new commit (the commit it came from is in the
 JSON and on every page).
 
-Tables are read back with ``fedlib.training.runs.read_table``; ``ensure_runs`` trains what is missing and ``load_or_run``
-gives a page its runs.  Statistics over them and the paper's values beside ours are in ``fedlib.reproduction.reporting``.
+Tables are read back with ``fedlib.training.runs.read_table``; ``ensure_runs`` trains what is missing and
+``load_or_run``
+gives a page its runs.  Statistics over them and the paper's values beside ours are in
+``fedlib.reproduction.reporting``.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -27,12 +31,25 @@ from pathlib import Path
 import pandas as pd
 
 from fedlib.training.config import ExperimentConfig
-from fedlib.training.runs import STORED_COLUMNS, atomic_write_text, compact_table, read_table
-from fedlib.training.runs import last_rounds_mean
+from fedlib.training.runs import STORED_COLUMNS, atomic_write_text, compact_table, last_rounds_mean, read_table
 
-__all__ = ["RESULTS_DIR", "run_key", "key_fields", "store_run", "load_run", "labelled_run", "load_experiment",
-           "find_stored", "StoredExperiment", "missing_runs", "experiment_dir", "ensure_runs", "load_or_run",
-           "device_description", "git_commit"]
+__all__ = [
+    "RESULTS_DIR",
+    "run_key",
+    "key_fields",
+    "store_run",
+    "load_run",
+    "labelled_run",
+    "load_experiment",
+    "find_stored",
+    "StoredExperiment",
+    "missing_runs",
+    "experiment_dir",
+    "ensure_runs",
+    "load_or_run",
+    "device_description",
+    "git_commit",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Default folder of the stored tables (``results/`` of the repository).
@@ -43,6 +60,7 @@ _KEY_EXCLUDE = ("device", "engine", "data_root", "download", "eval_batch_size", 
 
 # ----------------------------------------------------------------------------------------------------
 # keys, provenance
+
 
 def key_fields(config: ExperimentConfig) -> dict:
     """The configuration fields that enter every run key (this one and the lying-clients group's)."""
@@ -77,11 +95,23 @@ def experiment_dir(results_dir, tier: str, experiment: str) -> Path:
     return Path(results_dir if results_dir is not None else RESULTS_DIR) / tier / experiment
 
 
-def store_run(table: pd.DataFrame, config: ExperimentConfig, tier: str, experiment: str, label: dict, *,
-              results_dir=None, wall_seconds: float | None = None, device: str | None = None,
-              data_source: str | None = None, code_version: str | None = None,
-              float_env: dict | str | None = "here", key: str | None = None, columns: dict | None = None,
-              extra_meta: dict | None = None) -> Path:
+def store_run(
+    table: pd.DataFrame,
+    config: ExperimentConfig,
+    tier: str,
+    experiment: str,
+    label: dict,
+    *,
+    results_dir=None,
+    wall_seconds: float | None = None,
+    device: str | None = None,
+    data_source: str | None = None,
+    code_version: str | None = None,
+    float_env: dict | str | None = "here",
+    key: str | None = None,
+    columns: dict | None = None,
+    extra_meta: dict | None = None,
+) -> Path:
     """Write one run's compact table and its JSON; returns the CSV path.  ``float_env``: what the run's floats
     depended on (``fedlib.training.float_env.current`` in the process that trained it; ``"here"``: this process's; None:
     not known, e.g. a run read back from the run cache).
@@ -93,12 +123,20 @@ def store_run(table: pd.DataFrame, config: ExperimentConfig, tier: str, experime
     from fedlib.training.runs import code_version as _cv
 
     key = run_key(config) if key is None else key
-    meta = {"key": key, "tier": tier, "experiment": experiment, "label": label, "config": config.to_dict(),
-            "code_version": code_version or _cv(), "git_commit": git_commit(),
-            "device": device or device_description(config.device),
-            "float_env": _fe.current(config.device) if float_env == "here" else float_env,
-            "wall_seconds": None if wall_seconds is None else round(float(wall_seconds), 2),
-            "data_source": data_source, "stored_at": datetime.datetime.now().isoformat(timespec="seconds")}
+    meta = {
+        "key": key,
+        "tier": tier,
+        "experiment": experiment,
+        "label": label,
+        "config": config.to_dict(),
+        "code_version": code_version or _cv(),
+        "git_commit": git_commit(),
+        "device": device or device_description(config.device),
+        "float_env": _fe.current(config.device) if float_env == "here" else float_env,
+        "wall_seconds": None if wall_seconds is None else round(float(wall_seconds), 2),
+        "data_source": data_source,
+        "stored_at": datetime.datetime.now().isoformat(timespec="seconds"),
+    }
     clash = sorted(set(extra_meta or {}) & set(meta))
     if clash:
         raise ValueError(f"extra_meta must not replace the stored fields {clash}.")
@@ -164,11 +202,19 @@ def load_experiment(tier: str, experiment: str, results_dir=None) -> StoredExper
         label = meta["label"]
         frames.append(table)
         labels.append((label, meta["key"]))
-        metas.append({**label, "key": meta["key"], "code_version": meta.get("code_version"),
-                      "git_commit": meta.get("git_commit"), "device": meta.get("device"),
-                      "wall_seconds": meta.get("wall_seconds"), "data_source": meta.get("data_source"),
-                      "dataset": meta["config"]["dataset"] if "dataset" not in label else label["dataset"],
-                      "rounds": meta["config"]["rounds"]})
+        metas.append(
+            {
+                **label,
+                "key": meta["key"],
+                "code_version": meta.get("code_version"),
+                "git_commit": meta.get("git_commit"),
+                "device": meta.get("device"),
+                "wall_seconds": meta.get("wall_seconds"),
+                "data_source": meta.get("data_source"),
+                "dataset": meta["config"]["dataset"] if "dataset" not in label else label["dataset"],
+                "rounds": meta["config"]["rounds"],
+            }
+        )
     _check_one_run_per_label(labels, d)
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["key", *STORED_COLUMNS])
     return StoredExperiment(tier, experiment, frame, pd.DataFrame(metas))
@@ -181,8 +227,10 @@ def _check_one_run_per_label(runs: list[tuple[dict, str]], folder) -> None:
     for label, key in runs:
         text = json.dumps(label, sort_keys=True, default=str)
         if text in seen:
-            raise ValueError(f"{folder}: runs {seen[text]} and {key} are stored with the same label {text}; "
-                             "keep one (a run stored under an older key is the usual cause).")
+            raise ValueError(
+                f"{folder}: runs {seen[text]} and {key} are stored with the same label {text}; "
+                "keep one (a run stored under an older key is the usual cause)."
+            )
         seen[text] = key
 
 
@@ -190,8 +238,11 @@ def find_stored(config: ExperimentConfig, tier: str, results_dir=None, experimen
     """Path of a stored CSV for ``config`` in any experiment folder of ``tier`` (None if there is none)."""
     root = Path(results_dir if results_dir is not None else RESULTS_DIR) / tier
     key = run_key(config)
-    names = list(experiments) if experiments is not None else (
-        sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else [])
+    names = (
+        list(experiments)
+        if experiments is not None
+        else (sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else [])
+    )
     for name in names:
         p = root / name / f"{key}.csv"
         if p.exists() and p.with_suffix(".json").exists():
@@ -201,12 +252,14 @@ def find_stored(config: ExperimentConfig, tier: str, results_dir=None, experimen
 
 def missing_runs(runs: Sequence, tier: str, results_dir=None) -> list:
     """The runs (``fedlib.reproduction.tiers.Run``) with no stored table in their own experiment folder."""
-    return [r for r in runs
-            if not (experiment_dir(results_dir, tier, r.experiment) / f"{run_key(r.config)}.csv").exists()]
+    return [
+        r for r in runs if not (experiment_dir(results_dir, tier, r.experiment) / f"{run_key(r.config)}.csv").exists()
+    ]
 
 
 # ----------------------------------------------------------------------------------------------------
 # running what is missing
+
 
 def _train_one(config_dict: dict, run_root: str | None, threads: int):
     """Train one run in this process; returns (table, wall seconds, data source, float environment), or (None,
@@ -214,11 +267,10 @@ def _train_one(config_dict: dict, run_root: str | None, threads: int):
     import torch
 
     torch.set_num_threads(threads)
-    from fedlib.training import float_env
     from fedlib.data.datasets import load_dataset
-    from fedlib.training.trainer import run_experiment
-
+    from fedlib.training import float_env
     from fedlib.training.config import ConfigError
+    from fedlib.training.trainer import run_experiment
 
     config = ExperimentConfig.from_dict(config_dict)
     t0 = time.perf_counter()
@@ -230,8 +282,9 @@ def _train_one(config_dict: dict, run_root: str | None, threads: int):
     if res.from_cache:  # the run cache holds it: the stored wall time is the training time it took
         wall = float(res.table["seconds"].sum())
     try:
-        source = load_dataset(config.dataset, data_root=config.data_root, download=False,
-                              **config.dataset_options).source
+        source = load_dataset(
+            config.dataset, data_root=config.data_root, download=False, **config.dataset_options
+        ).source
     except Exception:  # noqa: BLE001 -- provenance only
         source = config.dataset
     env = float_env.current(config.device)
@@ -241,7 +294,7 @@ def _train_one(config_dict: dict, run_root: str | None, threads: int):
 
 
 def _pool_context(configs):
-    """"spawn" when a run trains on CUDA (a forked child of a parent that touched CUDA -- ``validate()`` asks
+    """ "spawn" when a run trains on CUDA (a forked child of a parent that touched CUDA -- ``validate()`` asks
     ``torch.cuda.is_available()`` -- cannot initialise CUDA), else the platform's default (fork on Linux: CPU runs
     start without importing torch again)."""
     import multiprocessing
@@ -250,8 +303,17 @@ def _pool_context(configs):
     return multiprocessing.get_context("spawn" if cuda else None)
 
 
-def ensure_runs(runs: Sequence, tier: str, *, results_dir=None, run_root="runs", workers: int = 1,
-                threads: int | None = None, log=print, ray=None) -> dict:
+def ensure_runs(
+    runs: Sequence,
+    tier: str,
+    *,
+    results_dir=None,
+    run_root="runs",
+    workers: int = 1,
+    threads: int | None = None,
+    log=print,
+    ray=None,
+) -> dict:
     """Make sure every run has a stored table: copy one stored for another experiment of the tier, else train
     (``fedlib.training.trainer.run_experiment`` with the run cache ``run_root``) and store.  ``workers`` processes train
     in parallel with ``threads`` torch threads each (default: cores // workers).  With ``ray`` (a
@@ -287,8 +349,17 @@ def ensure_runs(runs: Sequence, tier: str, *, results_dir=None, run_root="runs",
             skipped.append((r.label, wall))
             log(f"skipped {r.experiment} {r.label}: {wall}")
             return
-        store_run(table, r.config, tier, r.experiment, r.label, results_dir=results_dir, wall_seconds=wall,
-                  data_source=source, float_env=env)
+        store_run(
+            table,
+            r.config,
+            tier,
+            r.experiment,
+            r.label,
+            results_dir=results_dir,
+            wall_seconds=wall,
+            data_source=source,
+            float_env=env,
+        )
         trained += 1
         acc = last_rounds_mean(table, 10)
         log(f"[{trained + len(skipped)}/{len(todo)}] {r.experiment} {r.label}: last-10 acc {acc:.4f}, {wall:.1f} s")
@@ -300,8 +371,9 @@ def ensure_runs(runs: Sequence, tier: str, *, results_dir=None, run_root="runs",
             check_config(r.config, i)
         root = str(Path(run_root).resolve())
         with ray_session(ray):
-            for i, out, err in submit_runs(_train_one, [r.config for r in todo], root, ray,
-                                           args=(root, ray.torch_threads)):
+            for i, out, err in submit_runs(
+                _train_one, [r.config for r in todo], root, ray, args=(root, ray.torch_threads)
+            ):
                 _done(todo[i], out if err is None else (None, err, None, None))
     elif workers <= 1:
         for r in todo:
@@ -311,15 +383,29 @@ def ensure_runs(runs: Sequence, tier: str, *, results_dir=None, run_root="runs",
             futs = {pool.submit(_train_one, r.config.to_dict(), run_root, threads): r for r in todo}
             for fut in as_completed(futs):
                 _done(futs[fut], fut.result())
-    return {"copied": copied, "trained": trained, "already": len(runs) - copied - len(todo),
-            "skipped": skipped, "wall_seconds": time.perf_counter() - t0}
+    return {
+        "copied": copied,
+        "trained": trained,
+        "already": len(runs) - copied - len(todo),
+        "skipped": skipped,
+        "wall_seconds": time.perf_counter() - t0,
+    }
 
 
 # ----------------------------------------------------------------------------------------------------
 # for the notebooks: load (or, in the quick tier, train what is missing)
 
-def load_or_run(tier: str, experiment: str, results_dir=None, *, run_missing: bool = False,
-                run_root: str | None = None, workers: int = 1, log=print) -> StoredExperiment:
+
+def load_or_run(
+    tier: str,
+    experiment: str,
+    results_dir=None,
+    *,
+    run_missing: bool = False,
+    run_root: str | None = None,
+    workers: int = 1,
+    log=print,
+) -> StoredExperiment:
     """The stored runs of ``experiment`` at ``tier``; with ``run_missing`` (honoured for the quick tier only:
     the other tiers take hours, use ``scripts/run_experiments.py``) the missing ones are trained first."""
     from fedlib.reproduction import tiers

@@ -27,6 +27,7 @@ runs at that seed, so methods are compared seed by seed:
 units, the one definition every module uses: the trainer's run summary, the reporting tables, the lying-clients
 group).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -37,8 +38,16 @@ import pandas as pd
 
 from fedlib.training.runs import last_rounds_mean
 
-__all__ = ["sign_flip_p", "paired_test", "per_run_final", "paired_against", "paired_pairs",
-           "rank_correlation", "rounds_to_reference", "races"]
+__all__ = [
+    "sign_flip_p",
+    "paired_test",
+    "per_run_final",
+    "paired_against",
+    "paired_pairs",
+    "rank_correlation",
+    "rounds_to_reference",
+    "races",
+]
 
 _KEYS = ("model", "dataset", "partition", "liars", "liar_pct", "method", "seed")
 
@@ -76,8 +85,13 @@ def paired_test(a, b) -> dict:
             p_t = float(stats.ttest_rel(a, b).pvalue)
         except ImportError:  # pragma: no cover
             pass
-    return {"n": int(d.size), "mean_diff": float(d.mean()), "std_diff": float(d.std(ddof=1)) if d.size > 1 else 0.0,
-            "p_ttest": p_t, "p_signflip": sign_flip_p(d)}
+    return {
+        "n": int(d.size),
+        "mean_diff": float(d.mean()),
+        "std_diff": float(d.std(ddof=1)) if d.size > 1 else 0.0,
+        "p_ttest": p_t,
+        "p_signflip": sign_flip_p(d),
+    }
 
 
 def _check_by(table: pd.DataFrame, by: Sequence[str], what: str) -> None:
@@ -93,16 +107,21 @@ def per_run_final(frame: pd.DataFrame, last: int = 10, *, by: Sequence[str] = ()
     if last < 1:
         raise ValueError(f"last must be a positive number of rounds (got {last!r}).")
     _check_by(frame, by, "the frame")
-    keys = [*(c for c in _KEYS[:-2] if c in frame.columns), *(c for c in by if c not in _KEYS),
-            *(c for c in _KEYS[-2:] if c in frame.columns)]
+    keys = [
+        *(c for c in _KEYS[:-2] if c in frame.columns),
+        *(c for c in by if c not in _KEYS),
+        *(c for c in _KEYS[-2:] if c in frame.columns),
+    ]
     acc = 100 * last_rounds_mean(frame, last, by=keys)  # fractions -> %
     return acc.rename("accuracy").reset_index()
 
 
 def _groups(per_run: pd.DataFrame, by: Sequence[str] = ()):
     _check_by(per_run, by, "per_run")
-    keys = [*(c for c in _KEYS if c in per_run.columns and c not in ("method", "seed")),
-            *(c for c in by if c not in _KEYS)]
+    keys = [
+        *(c for c in _KEYS if c in per_run.columns and c not in ("method", "seed")),
+        *(c for c in by if c not in _KEYS),
+    ]
     if not keys:
         return [((), per_run)], keys
     return [(k if isinstance(k, tuple) else (k,), g) for k, g in per_run.groupby(keys, sort=False)], keys
@@ -132,8 +151,9 @@ def paired_pairs(per_run: pd.DataFrame, pairs: Sequence[tuple[str, str]], *, by:
     return pd.DataFrame(rows)
 
 
-def paired_against(per_run: pd.DataFrame, reference: str, methods: Sequence[str] | None = None, *,
-                   by: Sequence[str] = ()) -> pd.DataFrame:
+def paired_against(
+    per_run: pd.DataFrame, reference: str, methods: Sequence[str] | None = None, *, by: Sequence[str] = ()
+) -> pd.DataFrame:
     """``reference`` minus each other method (``methods``, default: all in ``per_run``), per group: see
     :func:`paired_pairs`.  Raises ``ValueError`` when ``reference`` has no run."""
     present = list(dict.fromkeys(per_run["method"]))
@@ -143,8 +163,14 @@ def paired_against(per_run: pd.DataFrame, reference: str, methods: Sequence[str]
     return paired_pairs(per_run, [(reference, m) for m in others], by=by)
 
 
-def rank_correlation(summary: pd.DataFrame, *, by: str = "partition", ours: str = "ours_mean",
-                     paper: str = "paper_mean", label: str = "method") -> pd.DataFrame:
+def rank_correlation(
+    summary: pd.DataFrame,
+    *,
+    by: str = "partition",
+    ours: str = "ours_mean",
+    paper: str = "paper_mean",
+    label: str = "method",
+) -> pd.DataFrame:
     """Per ``by`` group: Spearman's rho and Kendall's tau (with their p-values, scipy) between our means and the
     paper's over the rows where both exist; ``n`` rows, and the ``label`` ranked first by each."""
     from scipy import stats
@@ -152,14 +178,27 @@ def rank_correlation(summary: pd.DataFrame, *, by: str = "partition", ours: str 
     rows = []
     for k, sub in summary.groupby(by, sort=False):
         sub = sub.dropna(subset=[ours, paper])
-        row = {by: k, "n": len(sub), "spearman_rho": np.nan, "spearman_p": np.nan, "kendall_tau": np.nan,
-               "kendall_p": np.nan, "ours_first": None, "paper_first": None}
+        row = {
+            by: k,
+            "n": len(sub),
+            "spearman_rho": np.nan,
+            "spearman_p": np.nan,
+            "kendall_tau": np.nan,
+            "kendall_p": np.nan,
+            "ours_first": None,
+            "paper_first": None,
+        }
         if len(sub) >= 3:
             rho, p_rho = stats.spearmanr(sub[ours], sub[paper])
             tau, p_tau = stats.kendalltau(sub[ours], sub[paper])
-            row.update(spearman_rho=float(rho), spearman_p=float(p_rho), kendall_tau=float(tau),
-                       kendall_p=float(p_tau), ours_first=sub.loc[sub[ours].idxmax(), label],
-                       paper_first=sub.loc[sub[paper].idxmax(), label])
+            row.update(
+                spearman_rho=float(rho),
+                spearman_p=float(p_rho),
+                kendall_tau=float(tau),
+                kendall_p=float(p_tau),
+                ours_first=sub.loc[sub[ours].idxmax(), label],
+                paper_first=sub.loc[sub[paper].idxmax(), label],
+            )
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -169,8 +208,9 @@ def _first_reach(curve: pd.Series, target: float) -> float:
     return float(hit.min()) if len(hit) else np.nan
 
 
-def rounds_to_reference(frame: pd.DataFrame, reference: str = "FedAvg", *, window: int = 10,
-                        by: Sequence[str] = ("partition",)) -> pd.DataFrame:
+def rounds_to_reference(
+    frame: pd.DataFrame, reference: str = "FedAvg", *, window: int = 10, by: Sequence[str] = ("partition",)
+) -> pd.DataFrame:
     """Rounds each method needs to reach ``reference``'s final accuracy, per ``by`` group, seed by seed.
 
     At each seed the target is ``reference``'s mean test accuracy over its last ``window`` rounds at that seed
@@ -188,8 +228,10 @@ def rounds_to_reference(frame: pd.DataFrame, reference: str = "FedAvg", *, windo
     rows = []
     for k, grp in t.groupby(by, sort=False):
         k = k if isinstance(k, tuple) else (k,)
-        targets = {s: 100 * run.sort_values("round")["test_accuracy"].tail(window).mean()
-                   for s, run in grp[grp["method"] == reference].groupby("seed")}
+        targets = {
+            s: 100 * run.sort_values("round")["test_accuracy"].tail(window).mean()
+            for s, run in grp[grp["method"] == reference].groupby("seed")
+        }
         if not targets:
             continue
         for m, runs in grp.groupby("method", sort=False):
@@ -201,14 +243,23 @@ def rounds_to_reference(frame: pd.DataFrame, reference: str = "FedAvg", *, windo
                 firsts.append(_first_reach(curve.dropna(), targets[s]))
             firsts = np.array(firsts, dtype=float)
             reached = firsts[~np.isnan(firsts)]
-            rows.append({**dict(zip(by, k)), "method": m, "target": float(np.mean(list(targets.values()))),
-                         "rounds_mean": float(reached.mean()) if reached.size else np.nan,
-                         "reached": int(reached.size), "runs": int(firsts.size)})
+            rows.append(
+                {
+                    **dict(zip(by, k)),
+                    "method": m,
+                    "target": float(np.mean(list(targets.values()))),
+                    "rounds_mean": float(reached.mean()) if reached.size else np.nan,
+                    "reached": int(reached.size),
+                    "runs": int(firsts.size),
+                }
+            )
     out = pd.DataFrame(rows)
     if len(out):
         ref_rounds = out[out["method"] == reference].set_index(by)["rounds_mean"]
-        out["speedup"] = [ref_rounds.get(tuple(r[c] for c in by) if len(by) > 1 else r[by[0]], np.nan)
-                          / r["rounds_mean"] for _, r in out.iterrows()]
+        out["speedup"] = [
+            ref_rounds.get(tuple(r[c] for c in by) if len(by) > 1 else r[by[0]], np.nan) / r["rounds_mean"]
+            for _, r in out.iterrows()
+        ]
     return out
 
 
@@ -217,8 +268,14 @@ def _rounds_to(curve: pd.Series, target: float, never: float) -> float:
     return never if np.isnan(first) else first
 
 
-def races(frame: pd.DataFrame, reference: str = "FedEntOpt", *, window: int = 10, by: Sequence[str] = ("partition",),
-          exclude: Sequence[str] = ("FedEntOpt (DP)",)) -> pd.DataFrame:
+def races(
+    frame: pd.DataFrame,
+    reference: str = "FedEntOpt",
+    *,
+    window: int = 10,
+    by: Sequence[str] = ("partition",),
+    exclude: Sequence[str] = ("FedEntOpt (DP)",),
+) -> pd.DataFrame:
     """Seed by seed, ``reference`` against every other method X (but ``exclude``), per ``by`` group: the target is
     X's final accuracy at that seed (its last-``window``-round mean, %); ``rounds_method`` and ``rounds_reference``
     are the first rounds at which each run's trailing ``window``-round mean reaches it (never: the run's last round
@@ -230,8 +287,10 @@ def races(frame: pd.DataFrame, reference: str = "FedEntOpt", *, window: int = 10
     rows = []
     for k, grp in t.groupby(by, sort=False):
         k = k if isinstance(k, tuple) else (k,)
-        curves = {(m, s): 100 * run.set_index("round")["test_accuracy"].sort_index()
-                  for (m, s), run in grp.groupby(["method", "seed"], sort=False)}
+        curves = {
+            (m, s): 100 * run.set_index("round")["test_accuracy"].sort_index()
+            for (m, s), run in grp.groupby(["method", "seed"], sort=False)
+        }
         for (m, s), acc in curves.items():
             if m == reference or m in exclude or (reference, s) not in curves:
                 continue
@@ -239,6 +298,15 @@ def races(frame: pd.DataFrame, reference: str = "FedEntOpt", *, window: int = 10
             target = float(acc.tail(window).mean())
             own = _rounds_to(acc.rolling(window).mean(), target, acc.index.max() + 1)
             theirs = _rounds_to(ref.rolling(window).mean(), target, ref.index.max() + 1)
-            rows.append({**dict(zip(by, k)), "method": m, "seed": s, "target": target, "rounds_method": own,
-                         "rounds_reference": theirs, "saved": own - theirs})
+            rows.append(
+                {
+                    **dict(zip(by, k)),
+                    "method": m,
+                    "seed": s,
+                    "target": target,
+                    "rounds_method": own,
+                    "rounds_reference": theirs,
+                    "saved": own - theirs,
+                }
+            )
     return pd.DataFrame(rows)

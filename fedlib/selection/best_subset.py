@@ -19,6 +19,7 @@ FedEntOpt (Algorithm 1 of v2) builds a round's subset greedily. This module find
 A round's candidates under FedEntOpt's FIFO buffer are :func:`round_candidates`: every M-subset of them can be
 picked by Algorithm 1 in some order, and none other.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -27,11 +28,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fedlib.selection._count_layout import ENTROPY_TIE_TOL
 from fedlib._validate import check_count_matrix, check_int
+from fedlib.selection._count_layout import ENTROPY_TIE_TOL
 
-__all__ = ["GAP_TOL", "SubsetResult", "round_candidates", "subset_entropy", "brute_force_subset",
-           "swap_search", "best_subset"]
+__all__ = [
+    "GAP_TOL",
+    "SubsetResult",
+    "round_candidates",
+    "subset_entropy",
+    "brute_force_subset",
+    "swap_search",
+    "best_subset",
+]
 
 #: Subsets within this many bits of the best are optimal ("ties"); the exact search proves the best to this
 #: accuracy. Far below any gap worth reporting, far above floating-point rounding of entropies (~1e-15).
@@ -113,8 +121,9 @@ def _check_problem(counts, num_selected, candidates):
         if cand.ndim != 1 or cand.size == 0 or not np.issubdtype(cand.dtype, np.integer):
             raise ValueError(f"candidates must be a non-empty 1-D array of client indices (got {candidates!r}).")
         if cand.min() < 0 or cand.max() >= arr.shape[0] or np.unique(cand).size != cand.size:
-            raise ValueError(f"candidates must be distinct client indices in [0, {arr.shape[0] - 1}] "
-                             f"(got {cand.tolist()}).")
+            raise ValueError(
+                f"candidates must be distinct client indices in [0, {arr.shape[0] - 1}] (got {cand.tolist()})."
+            )
         cand = np.sort(cand.astype(np.int64))
     num_selected = check_int("num_selected", num_selected, low=1)
     if num_selected > cand.size:
@@ -278,7 +287,7 @@ class _BranchAndBound:
         self._visit(i + 1, r - 1, pooled + self.rows[i], chosen + [i], weights[1:] * ((r - 1) / (r - weights[0])))
         j = int(self.group_end[i])
         if n - j >= r:
-            rest = weights[j - i:]
+            rest = weights[j - i :]
             slack = 1.0 - rest
             if slack.sum() > 0:
                 rest = rest + (r - rest.sum()) * slack / slack.sum()
@@ -318,9 +327,9 @@ class _BranchAndBound:
             logs = np.where(active, -np.log2(np.maximum(frac / frac[active].sum(), _TINY)), 0.0)
             b = tail @ logs
             slack = target * pooled.sum() - pooled @ logs
-            if np.partition(b - target * sizes, rest - r)[rest - r:].sum() <= slack:
+            if np.partition(b - target * sizes, rest - r)[rest - r :].sum() <= slack:
                 return None
-            corner = np.argpartition(b - float(_entropies(frac)) * sizes, rest - r)[rest - r:]
+            corner = np.argpartition(b - float(_entropies(frac)) * sizes, rest - r)[rest - r :]
             gamma = _line_search(frac, pooled + tail[corner].sum(axis=0))
             weights = (1.0 - gamma) * weights
             weights[corner] += gamma
@@ -348,8 +357,9 @@ def _search_order(rows: np.ndarray):
     return order, group_end
 
 
-def best_subset(counts, num_selected: int, *, candidates=None, node_limit: int | None = None,
-                bound_steps: int = 2, start=None) -> SubsetResult:
+def best_subset(
+    counts, num_selected: int, *, candidates=None, node_limit: int | None = None, bound_steps: int = 2, start=None
+) -> SubsetResult:
     """The M-subset of ``candidates`` (default: all clients) with the highest pooled entropy, by branch and bound.
 
     Exact up to :data:`GAP_TOL` bits: ``result.entropy >= max_S H(S) - GAP_TOL`` when ``result.optimal``. The

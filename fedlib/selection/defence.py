@@ -2,7 +2,8 @@
 
 FedEntOpt trusts the label counts the clients upload (§VI of the v2 paper: "adversarial clients could still
 misguide the client selection ... dedicated defenses are needed").  Two server-side rules, both options of
-:class:`fedlib.selection.selectors.FedEntOptSelector` and both off by default (then the selector is Algorithm 1 exactly):
+:class:`fedlib.selection.selectors.FedEntOptSelector` and both off by default (then the selector is Algorithm 1
+exactly):
 
 ``total_cap_quantile`` q, ``total_cap_factor`` f  (:func:`cap_totals`)
     Before scoring, every client whose reported total ``n_k`` exceeds ``cap = f * quantile_q(n_1..n_K)`` has its
@@ -22,6 +23,7 @@ misguide the client selection ... dedicated defenses are needed").  Two server-s
 
 Neither rule uses the clients' data; both see only what the server sees.
 """
+
 from __future__ import annotations
 
 import math

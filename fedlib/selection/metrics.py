@@ -1,4 +1,5 @@
 """Label metrics of the FedEntOpt paper (v2): Shannon entropy (eq. 5), coverage and H_norm (§V-E)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -77,9 +78,7 @@ def _picked_indices(picked, num_clients: int) -> np.ndarray:
     if not np.issubdtype(idx.dtype, np.integer):
         raise TypeError(f"picked must hold integer client indices (got dtype {idx.dtype}).")
     if idx.min() < 0 or idx.max() >= num_clients:
-        raise ValueError(
-            f"picked must hold client indices in [0, {num_clients - 1}] (got {idx.min()}..{idx.max()})."
-        )
+        raise ValueError(f"picked must hold client indices in [0, {num_clients - 1}] (got {idx.min()}..{idx.max()}).")
     return idx.astype(np.int64)
 
 
@@ -150,4 +149,3 @@ def selection_entropy_norm(picked_history: Iterable, num_clients: int) -> float:
     idx = _picked_indices(flat, num_clients)
     times = np.bincount(idx, minlength=num_clients)
     return float(entropy_bits(times) / np.log2(num_clients))
-

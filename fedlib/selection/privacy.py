@@ -1,4 +1,5 @@
 """Label DP of FedEntOpt (Lutz et al., v2 §V-B2): the Laplace mechanism of eq. (7) applied to label counts."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +10,8 @@ __all__ = ["SENSITIVITY", "NEGATIVE_MODES", "laplace_counts"]
 
 #: L1 sensitivity of a label-count vector under Definition 1 (neighbours differ by one sample: ||d - d'||_1 = 1).
 SENSITIVITY = 1.0
-#: How negative noisy counts are handled: "keep" leaves them (default, as the paper uploads them), "clip" sets them to 0.
+#: How negative noisy counts are handled: "keep" leaves them (default, as the paper uploads them), "clip" sets them to
+#: 0.
 NEGATIVE_MODES = ("clip", "keep")
 
 

@@ -14,6 +14,7 @@ picks the scorer:
 Both accept a dense ``(K, C)`` array or a ``scipy.sparse`` matrix; the incremental scorer never builds a dense
 ``K x C`` array from a sparse one.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,8 +22,8 @@ import contextlib
 import numpy as np
 import scipy.sparse as sp
 
-from fedlib.selection._count_layout import ENTROPY_TIE_TOL, _class_columns, _group_by_value, _row_reader
 from fedlib._validate import check_choice
+from fedlib.selection._count_layout import ENTROPY_TIE_TOL, _class_columns, _group_by_value, _row_reader
 
 _TINY = 1e-300  # log2 argument floor: T * log2(max(T, tiny)) is exactly 0 at T = 0 and needs no masked ufunc
 
@@ -270,8 +271,9 @@ def _load_csc_matvec():
         from scipy.sparse import _sparsetools
 
         y = np.array([1.0, 0.0, 0.0])
-        _sparsetools.csc_matvec(3, 2, np.array([0, 2, 3], np.int32), np.array([0, 2, 1], np.int32),
-                                np.ones(3), np.array([2.0, 5.0]), y)
+        _sparsetools.csc_matvec(
+            3, 2, np.array([0, 2, 3], np.int32), np.array([0, 2, 1], np.int32), np.ones(3), np.array([2.0, 5.0]), y
+        )
         return _sparsetools.csc_matvec if y.tolist() == [3.0, 5.0, 2.0] else None
     except Exception:  # noqa: BLE001 - any failure means: use the numpy fallback
         return None
@@ -330,7 +332,7 @@ class _IncrementalScorer:
             self._ones = None
         self._rows, self._slot_ptr = rows, slot_ptr
         cs = self._class_slots.tolist()
-        self._ptr_of = [slot_ptr[cs[c]: cs[c + 1] + 1] for c in range(len(cs) - 1)]  # slot pointers per class
+        self._ptr_of = [slot_ptr[cs[c] : cs[c + 1] + 1] for c in range(len(cs) - 1)]  # slot pointers per class
         self._row_of = _row_reader(counts)
         self._h = np.empty(num_clients)
         if self._outside is not None:  # sizes of the clients left out of the structure (scored from their rows)
@@ -374,9 +376,9 @@ class _IncrementalScorer:
                 continue
             ptr = self._ptr_of[c]
             if ones is not None:  # d[rows of slot j] += delta[off + j]
-                _CSC_MATVEC(num_clients, k, ptr, rows, ones, delta[off: off + k], d)
+                _CSC_MATVEC(num_clients, k, ptr, rows, ones, delta[off : off + k], d)
             else:
-                np.add.at(d, rows[ptr[0]: ptr[-1]], np.repeat(delta[off: off + k], np.diff(ptr)))
+                np.add.at(d, rows[ptr[0] : ptr[-1]], np.repeat(delta[off : off + k], np.diff(ptr)))
         self._pooled[cls] = b
         self._total += float(x.sum())
 
@@ -467,9 +469,9 @@ class _Rows:
         if end > self._cls.size:
             grow = max(2 * self._cls.size, end)
             self._owner, self._cls, self._val = (np.resize(a, grow) for a in (self._owner, self._cls, self._val))
-        self._owner[self._size: end] = len(self.ids)
-        self._cls[self._size: end] = cls
-        self._val[self._size: end] = val
+        self._owner[self._size : end] = len(self.ids)
+        self._cls[self._size : end] = cls
+        self._val[self._size : end] = val
         self._size = end
         self._member[m] = True
         self.ids.append(m)

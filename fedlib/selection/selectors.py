@@ -1,4 +1,5 @@
 """Client selectors: FedEntOpt (Algorithm 1, eq. 5 of the v2 paper), random, the KL baseline, DC (Düsing & Cimiano)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -10,10 +11,18 @@ from typing import ClassVar
 
 import numpy as np
 
+from fedlib._validate import (
+    ParameterError,
+    check_choice,
+    check_count_matrix,
+    check_float,
+    check_int,
+    check_parameter_names,
+    check_rng,
+    parameter_checks,
+)
 from fedlib.selection import defence
 from fedlib.selection.best_subset import round_candidates, swap_search
-from fedlib._validate import (ParameterError, check_choice, check_count_matrix, check_float, check_int,
-                        check_parameter_names, check_rng, parameter_checks)
 from fedlib.selection.scoring import ENTROPY_TIE_TOL, _EntropyScorer
 
 __all__ = [
@@ -28,6 +37,7 @@ __all__ = [
     "make_selector",
     "buffer_size_from_fraction",
 ]
+
 
 def _cosine_distances(vectors: np.ndarray, target: np.ndarray) -> np.ndarray:
     """``1 - cos(max(v, 0), target)`` for every row v (eq. 2 of Düsing & Cimiano); an all-zero row scores 1."""
@@ -107,9 +117,7 @@ class Selector(ABC):
         num_clients = arr.shape[0]
         num_selected = check_int("num_selected", num_selected, low=1)
         if num_selected > num_clients:
-            raise ValueError(
-                f"num_selected must be <= the number of clients K={num_clients} (got {num_selected})."
-            )
+            raise ValueError(f"num_selected must be <= the number of clients K={num_clients} (got {num_selected}).")
         rng = check_rng("rng", rng)
         state = self._check_state(state, num_clients, num_selected)
         picked, new_state = self._select(arr, num_selected, state, rng)
@@ -198,10 +206,17 @@ class FedEntOptSelector(Selector):
     def __post_init__(self):
         if (self.buffer_size is None) == (self.buffer_fraction is None):
             given = self.buffer_fraction is not None
-            allowed = (f"None, as buffer_fraction={self.buffer_fraction!r} is given" if given
-                       else "an integer Q >= 0, as buffer_fraction is None")
-            raise ParameterError(f"selector {self.name!r}", "buffer_size", self.buffer_size,
-                                 f"{allowed} (give exactly one of buffer_size, buffer_fraction)")
+            allowed = (
+                f"None, as buffer_fraction={self.buffer_fraction!r} is given"
+                if given
+                else "an integer Q >= 0, as buffer_fraction is None"
+            )
+            raise ParameterError(
+                f"selector {self.name!r}",
+                "buffer_size",
+                self.buffer_size,
+                f"{allowed} (give exactly one of buffer_size, buffer_fraction)",
+            )
         with self._parameter_checks():
             if self.buffer_size is not None:
                 check_int("buffer_size", self.buffer_size, low=0)
@@ -264,7 +279,7 @@ class FedEntOptSelector(Selector):
         # The newest buffered clients stay buffered all round (each pick evicts at most the oldest one): the
         # scorer can leave them out of its work.
         stays = np.zeros_like(blocked)
-        stays[list(state)[max(0, len(state) + num_selected - q):]] = True
+        stays[list(state)[max(0, len(state) + num_selected - q) :]] = True
         scorer = _EntropyScorer(counts, active=~stays)
         picked: list[int] = []
         in_round: set[int] = set()
@@ -297,17 +312,25 @@ def _check_share_state(selector: FedEntOptSelector, state, num_clients: int, num
     if state == ():
         state = selector.initial_state(num_clients)
     if not (isinstance(state, tuple) and len(state) == 3):
-        raise ValueError(f"state of FedEntOptSelector with share_cap must be () or (buffer, rounds_done, picks) "
-                         f"(got {state!r}).")
+        raise ValueError(
+            f"state of FedEntOptSelector with share_cap must be () or (buffer, rounds_done, picks) (got {state!r})."
+        )
     buffer, rounds_done, picks = state
     buffer = FedEntOptSelector._check_state(
-        dataclasses.replace(selector, share_cap=None), tuple(buffer) if isinstance(buffer, (tuple, list)) else buffer,
-        num_clients, num_selected)
+        dataclasses.replace(selector, share_cap=None),
+        tuple(buffer) if isinstance(buffer, (tuple, list)) else buffer,
+        num_clients,
+        num_selected,
+    )
     rounds_done = check_int("rounds_done (state[1])", rounds_done, low=0)
-    if not isinstance(picks, (tuple, list)) or len(picks) != num_clients or any(
-            isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in picks):
-        raise ValueError(f"picks (state[2]) must hold one non-negative int per client, {num_clients} in all "
-                         f"(got {picks!r}).")
+    if (
+        not isinstance(picks, (tuple, list))
+        or len(picks) != num_clients
+        or any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in picks)
+    ):
+        raise ValueError(
+            f"picks (state[2]) must hold one non-negative int per client, {num_clients} in all (got {picks!r})."
+        )
     return buffer, rounds_done, tuple(int(n) for n in picks)
 
 
@@ -458,11 +481,13 @@ def _fifo_push(buffer: deque, picks, buffer_size: int) -> None:
 
 @dataclass(frozen=True)
 class SwapImprovedSelector(FedEntOptSelector):
-    """FedEntOpt (Algorithm 1 of v2) with each round's greedy pick improved by :func:`fedlib.selection.best_subset.swap_search`
+    """FedEntOpt (Algorithm 1 of v2) with each round's greedy pick improved by
+    :func:`fedlib.selection.best_subset.swap_search`
     among the round's candidates (issue 24; not in the paper). The rng is drawn from exactly as by FedEntOpt.
 
     The picks enter the FIFO buffer unbuffered clients first (ascending), then the buffered ones oldest first, an
-    order Algorithm 1 can pick them in (:func:`fedlib.selection.best_subset.round_candidates`); they are returned in that
+    order Algorithm 1 can pick them in (:func:`fedlib.selection.best_subset.round_candidates`); they are returned in
+    that
     order. Takes ``buffer_size`` or ``buffer_fraction`` as FedEntOpt, no defence options.
 
     Examples
@@ -478,8 +503,12 @@ class SwapImprovedSelector(FedEntOptSelector):
         super().__post_init__()
         for name in ("total_cap_quantile", "share_cap"):
             if getattr(self, name) is not None:
-                raise ParameterError(f"selector {self.name!r}", name, getattr(self, name),
-                                     "None (the swap-improved selector takes no defence options)")
+                raise ParameterError(
+                    f"selector {self.name!r}",
+                    name,
+                    getattr(self, name),
+                    "None (the swap-improved selector takes no defence options)",
+                )
 
     def __repr__(self):
         return super().__repr__().replace("FedEntOptSelector", "SwapImprovedSelector")

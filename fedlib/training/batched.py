@@ -49,6 +49,7 @@ host syncs of a round are one per client that finishes (compact shrinking) and o
 
 :func:`evaluate` scores one model on a test set in large batches on the device.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -60,8 +61,14 @@ import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
 from fedlib.data.augment import Preprocessor
-from fedlib.training.local import (LocalHyperParams, LocalResult, client_batch_order, local_train, sgd_update,
-                          trainable_keys)
+from fedlib.training.local import (
+    LocalHyperParams,
+    LocalResult,
+    client_batch_order,
+    local_train,
+    sgd_update,
+    trainable_keys,
+)
 
 __all__ = [
     "BatchedOptions",
@@ -131,13 +138,15 @@ class BatchedOptions:
         if self.kernel not in _KERNELS:
             raise ValueError(f"kernel must be one of {', '.join(map(repr, _KERNELS))} (got {self.kernel!r}).")
         if self.compile and self.kernel in ("loop", "sequential"):
-            raise ValueError(f"compile=True needs kernel='vmap' or 'auto' (the {self.kernel!r} kernel is not "
-                             "compiled).")
+            raise ValueError(
+                f"compile=True needs kernel='vmap' or 'auto' (the {self.kernel!r} kernel is not compiled)."
+            )
         if self.shrink not in _SHRINK:
             raise ValueError(f"shrink must be one of {', '.join(map(repr, _SHRINK))} (got {self.shrink!r}).")
         if self.cuda_graphs and not self.compile:
-            raise ValueError("cuda_graphs=True needs compile=True (CUDA graphs come from "
-                             "torch.compile(mode='reduce-overhead')).")
+            raise ValueError(
+                "cuda_graphs=True needs compile=True (CUDA graphs come from torch.compile(mode='reduce-overhead'))."
+            )
         if self.amp_dtype not in (None, torch.bfloat16, torch.float16):
             raise ValueError(f"amp_dtype must be None, torch.bfloat16 or torch.float16 (got {self.amp_dtype!r}).")
         if self.chunk_size is not None and (not isinstance(self.chunk_size, int) or self.chunk_size < 1):
@@ -156,8 +165,7 @@ def options_from_config(engine_options: Mapping) -> BatchedOptions:
     kw = {k: v for k, v in dict(engine_options).items() if k not in _NUMERICS_KEYS}
     if "amp_dtype" in kw:
         if kw["amp_dtype"] not in _AMP_DTYPES:
-            raise ValueError(f"amp_dtype must be one of {', '.join(map(repr, _AMP_DTYPES))} "
-                             f"(got {kw['amp_dtype']!r}).")
+            raise ValueError(f"amp_dtype must be one of {', '.join(map(repr, _AMP_DTYPES))} (got {kw['amp_dtype']!r}).")
         kw["amp_dtype"] = _AMP_DTYPES[kw["amp_dtype"]]
     return BatchedOptions(**kw)
 
@@ -167,8 +175,9 @@ def _algorithm_name(algorithm) -> str:
     return str(getattr(algorithm, "name", type(algorithm).__name__))
 
 
-def batching_unsupported_reason(model: torch.nn.Module, algorithm, hps: Sequence[LocalHyperParams] = (),
-                                generators: Sequence[torch.Generator] = ()) -> str | None:
+def batching_unsupported_reason(
+    model: torch.nn.Module, algorithm, hps: Sequence[LocalHyperParams] = (), generators: Sequence[torch.Generator] = ()
+) -> str | None:
     """Why these clients cannot be trained by the batched engine, or None if they can.
 
     Checks the model (no buffers, no random layers), the algorithm (one of :data:`BATCHABLE_ALGORITHMS` or
@@ -180,18 +189,25 @@ def batching_unsupported_reason(model: torch.nn.Module, algorithm, hps: Sequence
     if flag is False or (flag is None and name not in BATCHABLE_ALGORITHMS):
         if flag is False:
             return f"algorithm {name!r} is not batchable in this form ({algorithm!r} sets supports_batched = False)"
-        return (f"algorithm {name!r} is not batchable (batched: {', '.join(BATCHABLE_ALGORITHMS)}; "
-                f"others need supports_batched = True and vmappable client hooks)")
+        return (
+            f"algorithm {name!r} is not batchable (batched: {', '.join(BATCHABLE_ALGORITHMS)}; "
+            f"others need supports_batched = True and vmappable client hooks)"
+        )
     buffers = [k for k, _ in model.named_buffers()]
     if buffers:
-        return (f"model {type(model).__name__} has buffers ({', '.join(buffers[:3])}{', ...' if len(buffers) > 3 else ''}"
-                f"), e.g. BatchNorm running statistics, which a vmapped forward cannot update per client")
+        return (
+            f"model {type(model).__name__} has buffers ({', '.join(buffers[:3])}{', ...' if len(buffers) > 3 else ''}"
+            f"), e.g. BatchNorm running statistics, which a vmapped forward cannot update per client"
+        )
     for mod_name, module in model.named_modules():
-        random_layer = (isinstance(module, torch.nn.modules.dropout._DropoutNd) and module.p > 0) or \
-            "StochasticDepth" in type(module).__name__
+        random_layer = (
+            isinstance(module, torch.nn.modules.dropout._DropoutNd) and module.p > 0
+        ) or "StochasticDepth" in type(module).__name__
         if random_layer:
-            return (f"model {type(model).__name__} has a random layer ({mod_name or 'root'}: "
-                    f"{type(module).__name__}) whose masks could not match the reference path")
+            return (
+                f"model {type(model).__name__} has a random layer ({mod_name or 'root'}: "
+                f"{type(module).__name__}) whose masks could not match the reference path"
+            )
     if hps:
         for field_name in ("lr", "momentum", "weight_decay", "batch_size"):
             values = {getattr(hp, field_name) for hp in hps}
@@ -269,8 +285,9 @@ class _ClientPlan:
     u: torch.Tensor | None  # (τ, B, 7) augmentation uniforms (zeros in padding), fast path only
 
 
-def _plan_client(indices: torch.Tensor, hp: LocalHyperParams, generator, aug_generator, *, draw_uniforms: bool,
-                 device) -> _ClientPlan:
+def _plan_client(
+    indices: torch.Tensor, hp: LocalHyperParams, generator, aug_generator, *, draw_uniforms: bool, device
+) -> _ClientPlan:
     """Draw the client's batch order and (fast path) its augmentation uniforms in the reference order."""
     n, bsz = int(indices.shape[0]), hp.batch_size
     batches = client_batch_order(n, bsz, hp.epochs, generator)
@@ -310,8 +327,10 @@ def _stack_ctx(ctxs: Sequence[Mapping[str, torch.Tensor]], device) -> Params:
     keys = list(ctxs[0].keys()) if ctxs else []
     for i, c in enumerate(ctxs):
         if list(c.keys()) != keys:
-            raise ValueError(f"client context {i} has keys {sorted(c)}, client 0 has {sorted(keys)}; "
-                             "all clients of a round must share the context keys.")
+            raise ValueError(
+                f"client context {i} has keys {sorted(c)}, client 0 has {sorted(keys)}; "
+                "all clients of a round must share the context keys."
+            )
     return {k: torch.stack([c[k].to(device) for c in ctxs]) for k in keys}
 
 
@@ -327,8 +346,10 @@ def cpu_compile_unsupported_reason() -> str | None:
     if pick_vec_isa():
         return None
     cap = torch.backends.cpu.get_cpu_capability()
-    return (f"torch.compile on this CPU (torch capability {cap}) has no vector instruction set, and torch "
-            f"{torch.__version__}'s C++ backend then generates code that does not compile")
+    return (
+        f"torch.compile on this CPU (torch capability {cap}) has no vector instruction set, and torch "
+        f"{torch.__version__}'s C++ backend then generates code that does not compile"
+    )
 
 
 def _compile_cache_per_capability() -> None:
@@ -369,15 +390,22 @@ def _grad_fn(model, algorithm, partial, options: BatchedOptions, device_type):
     return _COMPILED[key]
 
 
-def train_clients_batched(model: torch.nn.Module, global_params: Mapping[str, torch.Tensor], data_x: torch.Tensor,
-                          data_y: torch.Tensor, client_indices: Sequence[torch.Tensor],
-                          ctxs: Sequence[Mapping[str, torch.Tensor]], algorithm,
-                          hp: LocalHyperParams | Sequence[LocalHyperParams],
-                          generators: Sequence[torch.Generator], *,
-                          transform: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None,
-                          aug_generators: Sequence[torch.Generator] | None = None,
-                          client_ids: Sequence[int] | None = None,
-                          options: BatchedOptions | None = None) -> list[LocalResult]:
+def train_clients_batched(
+    model: torch.nn.Module,
+    global_params: Mapping[str, torch.Tensor],
+    data_x: torch.Tensor,
+    data_y: torch.Tensor,
+    client_indices: Sequence[torch.Tensor],
+    ctxs: Sequence[Mapping[str, torch.Tensor]],
+    algorithm,
+    hp: LocalHyperParams | Sequence[LocalHyperParams],
+    generators: Sequence[torch.Generator],
+    *,
+    transform: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None,
+    aug_generators: Sequence[torch.Generator] | None = None,
+    client_ids: Sequence[int] | None = None,
+    options: BatchedOptions | None = None,
+) -> list[LocalResult]:
     """Train M clients from ``global_params`` at once; returns what ``local_train`` returns for each client.
 
     Parameters
@@ -431,16 +459,32 @@ def train_clients_batched(model: torch.nn.Module, global_params: Mapping[str, to
     if reason is None and aug_generators is not None and len({id(g) for g in aug_gens}) < m:
         reason = "two clients share one augmentation generator"
     if reason is not None:
-        warnings.warn(f"fedlib.training.batched: falling back to the reference path (local_train per client): {reason}.",
-                      UserWarning, stacklevel=2)
+        warnings.warn(
+            f"fedlib.training.batched: falling back to the reference path (local_train per client): {reason}.",
+            UserWarning,
+            stacklevel=2,
+        )
     device = data_x.device
     if options.compile and device.type == "cpu":
         _check_cpu_compile()
     kernel = resolve_kernel(options, model, device)
     if reason is not None or kernel == "sequential":
-        return [local_train(model, global_params, data_x[ci], data_y[ci], ctxs[i], algorithm, hps[i], gens[i],
-                            transform=transform, aug_generator=aug_gens[i], client_id=ids[i])
-                for i, ci in enumerate(client_indices)]
+        return [
+            local_train(
+                model,
+                global_params,
+                data_x[ci],
+                data_y[ci],
+                ctxs[i],
+                algorithm,
+                hps[i],
+                gens[i],
+                transform=transform,
+                aug_generator=aug_gens[i],
+                client_id=ids[i],
+            )
+            for i, ci in enumerate(client_indices)
+        ]
 
     keys = algorithm.trainable if algorithm.trainable else trainable_keys(model)
     gp = {k: global_params[k].detach() for k in keys}
@@ -448,17 +492,37 @@ def train_clients_batched(model: torch.nn.Module, global_params: Mapping[str, to
     h0 = hps[0]
     bsz = h0.batch_size
     pre = _preprocessor_of(transform)
-    plans = [_plan_client(ci, hps[i], gens[i], aug_gens[i], draw_uniforms=pre is not None and pre.augment,
-                          device=device) for i, ci in enumerate(client_indices)]
+    plans = [
+        _plan_client(ci, hps[i], gens[i], aug_gens[i], draw_uniforms=pre is not None and pre.augment, device=device)
+        for i, ci in enumerate(client_indices)
+    ]
     tau = [len(p.count) for p in plans]
     trained = [i for i in range(m) if tau[i] > 0]
 
     final: dict[int, Params] = {}
     loss_sum: dict[int, torch.Tensor] = {}
     if trained:
-        final, loss_sum = _run(model, algorithm, keys, gp, other, data_x, data_y, plans, tau, trained,
-                               [ctxs[i] for i in trained], transform, pre, [aug_gens[i] for i in trained],
-                               h0, bsz, options, device, kernel)
+        final, loss_sum = _run(
+            model,
+            algorithm,
+            keys,
+            gp,
+            other,
+            data_x,
+            data_y,
+            plans,
+            tau,
+            trained,
+            [ctxs[i] for i in trained],
+            transform,
+            pre,
+            [aug_gens[i] for i in trained],
+            h0,
+            bsz,
+            options,
+            device,
+            kernel,
+        )
     results = []
     for i in range(m):
         if tau[i] > 0:
@@ -467,9 +531,19 @@ def train_clients_batched(model: torch.nn.Module, global_params: Mapping[str, to
         else:
             out = {k: v.detach().clone() for k, v in global_params.items()}
             loss = float("nan")
-        results.append(LocalResult(params=out, num_steps=tau[i], num_samples=int(client_indices[i].shape[0]),
-                                   epochs=hps[i].epochs, train_loss=loss, lr=h0.lr, momentum=h0.momentum,
-                                   weight_decay=h0.weight_decay, client_id=ids[i]))
+        results.append(
+            LocalResult(
+                params=out,
+                num_steps=tau[i],
+                num_samples=int(client_indices[i].shape[0]),
+                epochs=hps[i].epochs,
+                train_loss=loss,
+                lr=h0.lr,
+                momentum=h0.momentum,
+                weight_decay=h0.weight_decay,
+                client_id=ids[i],
+            )
+        )
     return results
 
 
@@ -483,8 +557,27 @@ def resolve_kernel(options: BatchedOptions, model: torch.nn.Module, device: torc
     return "loop" if size <= options.cpu_loop_max_params else "sequential"
 
 
-def _run(model, algorithm, keys, gp, other, data_x, data_y, plans, tau, trained, ctxs, transform, pre, aug_gens,
-         h0, bsz, options, device, kernel):
+def _run(
+    model,
+    algorithm,
+    keys,
+    gp,
+    other,
+    data_x,
+    data_y,
+    plans,
+    tau,
+    trained,
+    ctxs,
+    transform,
+    pre,
+    aug_gens,
+    h0,
+    bsz,
+    options,
+    device,
+    kernel,
+):
     """The step loop over the clients in ``trained`` (positions into ``plans``) with the resolved ``kernel``."""
     compact = options.shrink == "compact"
     fixed_width = not compact or options.compile
@@ -496,14 +589,33 @@ def _run(model, algorithm, keys, gp, other, data_x, data_y, plans, tau, trained,
     u = torch.zeros(width, steps, bsz, 7, device=device) if plans[trained[0]].u is not None else None
     for j, i in enumerate(trained):
         idx[j, : tau[i]] = plans[i].idx
-        idx[j, tau[i]:] = plans[i].idx[0, 0]
+        idx[j, tau[i] :] = plans[i].idx[0, 0]
         count[j, : tau[i]] = torch.tensor(plans[i].count)
         if u is not None:
             u[j, : tau[i]] = plans[i].u
     tau_t = torch.tensor([tau[i] for i in trained])
     if kernel == "loop":
-        return _run_loop(model, algorithm, keys, gp, other, data_x, data_y, idx, count, u, tau_t, trained, ctxs,
-                         transform, pre, aug_gens, h0, options, device)
+        return _run_loop(
+            model,
+            algorithm,
+            keys,
+            gp,
+            other,
+            data_x,
+            data_y,
+            idx,
+            count,
+            u,
+            tau_t,
+            trained,
+            ctxs,
+            transform,
+            pre,
+            aug_gens,
+            h0,
+            options,
+            device,
+        )
     ctx = _stack_ctx(ctxs, device)
     params = [gp[k].unsqueeze(0).repeat(width, *([1] * gp[k].dim())) for k in keys]
     bufs = None
@@ -551,12 +663,12 @@ def _run(model, algorithm, keys, gp, other, data_x, data_y, plans, tau, trained,
             scale = span / cnt_dev.to(torch.float32)
             if partial not in grad_fns:
                 grad_fns[partial] = _grad_fn(model, algorithm, partial, options, device_type)
-            grads, value = grad_fns[partial]({k: p for k, p in zip(keys, params)}, other, gp, xb, yb,
-                                             rmask, scale, ctx)
+            grads, value = grad_fns[partial]({k: p for k, p in zip(keys, params)}, other, gp, xb, yb, rmask, scale, ctx)
             with torch.no_grad():
                 g_list = [grads[k] for k in keys]
-                new_params, new_bufs = sgd_update(params, g_list, bufs, lr=h0.lr, momentum=h0.momentum,
-                                                   weight_decay=h0.weight_decay)
+                new_params, new_bufs = sgd_update(
+                    params, g_list, bufs, lr=h0.lr, momentum=h0.momentum, weight_decay=h0.weight_decay
+                )
                 if algorithm.has_after_step:  # stacked params and ctx: the same elementwise ops per client
                     stepped = algorithm.after_step(dict(zip(keys, new_params)), ctx=ctx, lr=h0.lr)
                     new_params = [stepped[k] for k in keys]
@@ -565,11 +677,17 @@ def _run(model, algorithm, keys, gp, other, data_x, data_y, plans, tau, trained,
                     losses = losses + value
                 else:
                     act = active_dev
-                    params = [torch.where(act.view(-1, *[1] * (p.dim() - 1)), pn, p)
-                              for p, pn in zip(params, new_params)]
+                    params = [
+                        torch.where(act.view(-1, *[1] * (p.dim() - 1)), pn, p) for p, pn in zip(params, new_params)
+                    ]
                     if new_bufs is not None:
-                        bufs = new_bufs if bufs is None else [
-                            torch.where(act.view(-1, *[1] * (b.dim() - 1)), bn, b) for b, bn in zip(bufs, new_bufs)]
+                        bufs = (
+                            new_bufs
+                            if bufs is None
+                            else [
+                                torch.where(act.view(-1, *[1] * (b.dim() - 1)), bn, b) for b, bn in zip(bufs, new_bufs)
+                            ]
+                        )
                     losses = torch.where(act, losses + value, losses)
     finally:
         model.train(was_training)
@@ -581,8 +699,27 @@ def _run(model, algorithm, keys, gp, other, data_x, data_y, plans, tau, trained,
     return final, loss_sum
 
 
-def _run_loop(model, algorithm, keys, gp, other, data_x, data_y, idx, count, u, tau_t, trained, ctxs, transform,
-              pre, aug_gens, h0, options, device):
+def _run_loop(
+    model,
+    algorithm,
+    keys,
+    gp,
+    other,
+    data_x,
+    data_y,
+    idx,
+    count,
+    u,
+    tau_t,
+    trained,
+    ctxs,
+    transform,
+    pre,
+    aug_gens,
+    h0,
+    options,
+    device,
+):
     """The "loop" kernel: per step one gather + augmentation for all clients, then per client exactly
     ``local_train``'s forward/backward on its real rows, then one ``_foreach`` SGD update over all clients'
     tensors (per-client parameter lists, nothing stacked). Finished clients are skipped (no masking needed)."""
@@ -626,17 +763,18 @@ def _run_loop(model, algorithm, keys, gp, other, data_x, data_y, idx, count, u, 
                 losses[j] = loss.detach() if losses[j] is None else losses[j] + loss.detach()
             with torch.no_grad():
                 prev = None if t == 0 else [b for j in act for b in bufs[j]]
-                new_p, new_b = sgd_update(all_p, all_g, prev, lr=h0.lr, momentum=h0.momentum,
-                                           weight_decay=h0.weight_decay)
+                new_p, new_b = sgd_update(
+                    all_p, all_g, prev, lr=h0.lr, momentum=h0.momentum, weight_decay=h0.weight_decay
+                )
             n = len(keys)
             for pos, j in enumerate(act):
-                params[j] = list(new_p[pos * n:(pos + 1) * n])
+                params[j] = list(new_p[pos * n : (pos + 1) * n])
                 if algorithm.has_after_step:
                     with torch.no_grad():
                         stepped = algorithm.after_step(dict(zip(keys, params[j])), ctx=ctxs[j], lr=h0.lr)
                     params[j] = [stepped[k] for k in keys]
                 if new_b is not None:
-                    bufs[j] = list(new_b[pos * n:(pos + 1) * n])
+                    bufs[j] = list(new_b[pos * n : (pos + 1) * n])
     finally:
         model.train(was_training)
     final = {i: dict(zip(keys, params[j])) for j, i in enumerate(trained)}
@@ -662,9 +800,16 @@ def _transform_per_client(transform, xb, cnt, gens, active):
 
 # ------------------------------------------------------------------------------------------------ evaluation
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, params: Mapping[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor, *,
-             transform: Callable[[torch.Tensor], torch.Tensor] | None = None, batch_size: int = 4096,
-             amp_dtype: torch.dtype | None = None) -> tuple[float, float]:
+def evaluate(
+    model: torch.nn.Module,
+    params: Mapping[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    batch_size: int = 4096,
+    amp_dtype: torch.dtype | None = None,
+) -> tuple[float, float]:
     """Accuracy and mean cross-entropy of ``model`` with state ``params`` on ``(x, y)``, in large batches.
 
     ``transform`` is the test-time preprocessing (e.g. ``Preprocessor.test``); the model runs in eval mode.
@@ -677,8 +822,8 @@ def evaluate(model: torch.nn.Module, params: Mapping[str, torch.Tensor], x: torc
     loss_sum = torch.zeros((), dtype=torch.float64, device=x.device)
     try:
         for start in range(0, int(y.shape[0]), batch_size):
-            xb = x[start:start + batch_size]
-            yb = y[start:start + batch_size]
+            xb = x[start : start + batch_size]
+            yb = y[start : start + batch_size]
             if transform is not None:
                 xb = transform(xb)
             if amp_dtype is None:

@@ -12,6 +12,7 @@ loading any data.  A configuration is validated once: ``validate()`` remembers t
 changes) and keeps the selector and the algorithm it built for the check, which the trainer then takes
 (``build_selector_and_algorithm``) instead of building them again.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,13 +39,21 @@ DEFAULT_BETA = 0.1
 
 ENGINES = ("reference", "batched")
 
-#: ``engine_options`` keys -> what each allows.  The first seven are ``fedlib.training.batched.BatchedOptions`` (used with
+#: ``engine_options`` keys -> what each allows.  The first seven are ``fedlib.training.batched.BatchedOptions`` (used
+#: with
 #: ``engine="batched"``; ``amp_dtype`` as a name); ``tf32`` and ``deterministic`` are the CUDA numerics of any run
 #: on a GPU (``fedlib.training.numerics.configure``).  Missing keys take the defaults: fp32 without TF32, deterministic.
-ENGINE_OPTIONS = {"kernel": ("auto", "vmap", "loop", "sequential"), "shrink": ("compact", "mask"),
-                  "compile": (True, False), "cuda_graphs": (True, False), "amp_dtype": (None, "bfloat16", "float16"),
-                  "chunk_size": "None or an integer >= 1", "cpu_loop_max_params": "an integer >= 0",
-                  "tf32": (True, False), "deterministic": (True, False)}
+ENGINE_OPTIONS = {
+    "kernel": ("auto", "vmap", "loop", "sequential"),
+    "shrink": ("compact", "mask"),
+    "compile": (True, False),
+    "cuda_graphs": (True, False),
+    "amp_dtype": (None, "bfloat16", "float16"),
+    "chunk_size": "None or an integer >= 1",
+    "cpu_loop_max_params": "an integer >= 0",
+    "tf32": (True, False),
+    "deterministic": (True, False),
+}
 #: ``engine_options`` that change what a run computes (reduced-precision training): they enter the run keys.
 KEYED_ENGINE_OPTIONS = ("amp_dtype",)
 
@@ -88,7 +97,8 @@ class ExperimentConfig:
     Bookkeeping: ``eval_every`` (rounds between test evaluations; the last round is always evaluated),
     ``eval_batch_size``, ``checkpoint_every`` (rounds between checkpoints when a run directory is used),
     ``seed``, ``device`` ("cpu", "cuda", "cuda:N"), ``engine`` ("reference": one client after the other;
-    "batched": all clients of a round in one call of :mod:`fedlib.training.batched`, the same numbers bit for bit on CPU,
+    "batched": all clients of a round in one call of :mod:`fedlib.training.batched`, the same numbers bit for bit on
+    CPU,
     falling back to "reference" with a warning where it cannot batch), ``engine_options`` (``ENGINE_OPTIONS``:
     the batched engine's kernel, shrinking, ``torch.compile``, CUDA graphs, bf16 autocast, and the CUDA numerics
     ``tf32``/``deterministic``; empty = the defaults; only ``amp_dtype`` enters the run keys).
@@ -152,8 +162,11 @@ class ExperimentConfig:
     def replace(self, **changes) -> "ExperimentConfig":
         """A copy with ``changes`` applied (``weight_decay`` is re-derived if the model changes and it was the
         default)."""
-        if "model" in changes and "weight_decay" not in changes and self.weight_decay == DEFAULT_WEIGHT_DECAY.get(
-                self.model):
+        if (
+            "model" in changes
+            and "weight_decay" not in changes
+            and self.weight_decay == DEFAULT_WEIGHT_DECAY.get(self.model)
+        ):
             changes["weight_decay"] = None
         if changes.get("partition", self.partition) != self.partition:
             changes.setdefault("beta", None)
@@ -188,8 +201,9 @@ class ExperimentConfig:
         names = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(data) - set(names))
         if unknown:
-            raise ConfigError(f"unknown config field(s) {', '.join(map(repr, unknown))}; allowed fields: "
-                              f"{', '.join(names)}.")
+            raise ConfigError(
+                f"unknown config field(s) {', '.join(map(repr, unknown))}; allowed fields: {', '.join(names)}."
+            )
         return cls(**data)
 
     # ------------------------------------------------------------------------------------------------
@@ -222,11 +236,13 @@ class ExperimentConfig:
         built = self.__dict__.pop("_built", None)
         if built is not None:
             return built
-        from fedlib.selection import selectors as selection
         from fedlib.algorithms import make_algorithm
+        from fedlib.selection import selectors as selection
 
-        return (selection.make_selector(self.selector, **self.selector_params),
-                make_algorithm(self.algorithm, **self.algorithm_params))
+        return (
+            selection.make_selector(self.selector, **self.selector_params),
+            make_algorithm(self.algorithm, **self.algorithm_params),
+        )
 
     def validate(self) -> "ExperimentConfig":
         """Check every field; return ``self`` or raise ``ConfigError``/``TypeError`` naming field and value.
@@ -236,10 +252,10 @@ class ExperimentConfig:
         fingerprint = self._fingerprint()
         if fingerprint is not None and self.__dict__.get("_validated") == fingerprint:
             return self
+        from fedlib.algorithms import ALGORITHMS, make_algorithm
         from fedlib.data import datasets, partition
         from fedlib.selection import selectors as selection
         from fedlib.training import models
-        from fedlib.algorithms import ALGORITHMS, make_algorithm
 
         def checked(name, check, optional, *args, **kw):  # a fedlib._validate check of field ``name``
             v = getattr(self, name)
@@ -276,8 +292,12 @@ class ExperimentConfig:
         allowed_opts = datasets.dataset_options(self.dataset)
         unknown = sorted(set(opts) - set(allowed_opts))
         if unknown:
-            raise _err("dataset_options", opts, f"unknown option {unknown[0]!r} for dataset {self.dataset!r}; "
-                       f"allowed options: {', '.join(allowed_opts) or '(none)'}")
+            raise _err(
+                "dataset_options",
+                opts,
+                f"unknown option {unknown[0]!r} for dataset {self.dataset!r}; "
+                f"allowed options: {', '.join(allowed_opts) or '(none)'}",
+            )
         if self.data_root is not None and not isinstance(self.data_root, str):
             raise _err("data_root", self.data_root, "allowed: a path string or None")
         boolean("download")
@@ -286,13 +306,15 @@ class ExperimentConfig:
         if self.partition == "dirichlet":
             real("beta", low=0.0, low_open=True)
             if self.classes_per_client is not None:
-                raise _err("classes_per_client", self.classes_per_client,
-                           "must be None for partition 'dirichlet' (it takes beta)")
+                raise _err(
+                    "classes_per_client",
+                    self.classes_per_client,
+                    "must be None for partition 'dirichlet' (it takes beta)",
+                )
         elif self.partition == "quantity":
             integer("classes_per_client", low=1)
             if self.beta is not None:
-                raise _err("beta", self.beta, "must be None for partition 'quantity' (it takes "
-                           "classes_per_client)")
+                raise _err("beta", self.beta, "must be None for partition 'quantity' (it takes classes_per_client)")
         else:
             for name in ("beta", "classes_per_client"):
                 if getattr(self, name) is not None:
@@ -349,14 +371,18 @@ class ExperimentConfig:
         integer("checkpoint_every", low=1)
         integer("seed", low=0)
         dev = self.device
-        if not isinstance(dev, str) or not (dev == "cpu" or dev == "cuda" or dev.startswith("cuda:")
-                                            and dev[5:].isdigit()):
+        if not isinstance(dev, str) or not (
+            dev == "cpu" or dev == "cuda" or dev.startswith("cuda:") and dev[5:].isdigit()
+        ):
             raise _err("device", dev, "allowed: 'cpu', 'cuda' or 'cuda:N'")
         choice("engine", ENGINES)
         self._check_engine_options(mapping("engine_options"))
         if self.engine_options.get("amp_dtype") is not None and self.engine != "batched":
-            raise _err("engine_options", self.engine_options, "amp_dtype needs engine='batched' (the reference "
-                       "engine trains in fp32)")
+            raise _err(
+                "engine_options",
+                self.engine_options,
+                "amp_dtype needs engine='batched' (the reference engine trains in fp32)",
+            )
         if dev.startswith("cuda"):
             import torch
 
@@ -377,8 +403,9 @@ def engine_option_error(name: str, value) -> str | None:
         ok = any(value is a if a is None or isinstance(a, bool) else value == a for a in allowed)
         return None if ok else f"option {name!r}: got {value!r}; allowed: {', '.join(map(repr, allowed))}"
     low = 1 if name == "chunk_size" else 0
-    if (value is None and name == "chunk_size") or (isinstance(value, int) and not isinstance(value, bool)
-                                                    and value >= low):
+    if (value is None and name == "chunk_size") or (
+        isinstance(value, int) and not isinstance(value, bool) and value >= low
+    ):
         return None
     return f"option {name!r}: got {value!r}; allowed: {allowed}"
 
@@ -395,6 +422,7 @@ def _plain(value):
 
 def config_hash(config: ExperimentConfig, code_version: str) -> str:
     """16 hex digits of SHA-256 over the canonical JSON of ``config.key_dict()`` and ``code_version``."""
-    payload = json.dumps({"config": config.key_dict(), "code_version": str(code_version)}, sort_keys=True,
-                         separators=(",", ":"))
+    payload = json.dumps(
+        {"config": config.key_dict(), "code_version": str(code_version)}, sort_keys=True, separators=(",", ":")
+    )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]

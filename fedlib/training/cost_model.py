@@ -43,14 +43,24 @@ Constants (``STEP_MODEL``; ``tests/test_cost_model.py`` recounts the ops and FLO
 for LeNet-5 and VGG-11 (``benchmarks/bench_trainer.py``'s paper setting); :func:`measured_step_times` reads the
 newest one and :func:`run_seconds` uses it for those models (EfficientNet stays on the step model).
 """
+
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["StepModel", "STEP_MODEL", "RECORDS_DIR", "run_steps", "run_seconds", "measured_step_times",
-           "count_step_ops", "count_eval_ops", "forward_flops"]
+__all__ = [
+    "StepModel",
+    "STEP_MODEL",
+    "RECORDS_DIR",
+    "run_steps",
+    "run_seconds",
+    "measured_step_times",
+    "count_step_ops",
+    "count_eval_ops",
+    "forward_flops",
+]
 
 RECORDS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 #: Models the batched engine trains (no BatchNorm buffers); the others fall back to the reference engine.
@@ -62,14 +72,23 @@ class StepModel:
     """The step model's constants (see the module docstring for where each comes from)."""
 
     t_op: float = 15e-6
-    ops: dict = field(default_factory=lambda: {"lenet5": 138, "vgg11": 160, "efficientnet-b0": 1011,
-                                               "efficientnet-b3": 1597})
-    eval_ops: dict = field(default_factory=lambda: {"lenet5": 16, "vgg11": 25, "efficientnet-b0": 290,
-                                                    "efficientnet-b3": 466})
-    flops: dict = field(default_factory=lambda: {"lenet5": 1.303e6, "vgg11": 3.055e8, "efficientnet-b0": 7.691e8,
-                                                 "efficientnet-b3": 1.922e9})
-    rate: dict = field(default_factory=lambda: {"lenet5": 25e12, "vgg11": 25e12, "efficientnet-b0": 3e12,
-                                                "efficientnet-b3": 3e12})
+    ops: dict = field(
+        default_factory=lambda: {"lenet5": 138, "vgg11": 160, "efficientnet-b0": 1011, "efficientnet-b3": 1597}
+    )
+    eval_ops: dict = field(
+        default_factory=lambda: {"lenet5": 16, "vgg11": 25, "efficientnet-b0": 290, "efficientnet-b3": 466}
+    )
+    flops: dict = field(
+        default_factory=lambda: {
+            "lenet5": 1.303e6,
+            "vgg11": 3.055e8,
+            "efficientnet-b0": 7.691e8,
+            "efficientnet-b3": 1.922e9,
+        }
+    )
+    rate: dict = field(
+        default_factory=lambda: {"lenet5": 25e12, "vgg11": 25e12, "efficientnet-b0": 3e12, "efficientnet-b3": 3e12}
+    )
     max_over_mean: float = 2.5
     gpu: str = "one H100 (fp32, TF32 off), ASSUMED rates"
 
@@ -94,12 +113,14 @@ def run_steps(config, n_train: int) -> float:
     """Expected client steps of a run (see the module docstring)."""
     c = config
     epochs = c.local_epochs * (1 - c.straggler_fraction) + c.straggler_fraction * (c.local_epochs + 1) / 2
-    return c.rounds * c.clients_per_round * (1 - c.dropout_prob) * epochs * (n_train / c.num_clients / c.batch_size
-                                                                              + 0.5)
+    return (
+        c.rounds * c.clients_per_round * (1 - c.dropout_prob) * epochs * (n_train / c.num_clients / c.batch_size + 0.5)
+    )
 
 
-def run_seconds(config, n_train: int, n_eval: float, engine: str, measured: dict | None = None,
-                model: StepModel = STEP_MODEL) -> tuple[float, float, str]:
+def run_seconds(
+    config, n_train: int, n_eval: float, engine: str, measured: dict | None = None, model: StepModel = STEP_MODEL
+) -> tuple[float, float, str]:
     """(training seconds, evaluation seconds, "measured" or "step model") of one run on one GPU.
 
     ``n_eval``: test samples evaluated over the run; ``measured``: :func:`measured_step_times`' dict."""
@@ -109,8 +130,11 @@ def run_seconds(config, n_train: int, n_eval: float, engine: str, measured: dict
     eng = engine if name in BATCHED_MODELS else "reference"
     if got is not None and got.get(eng) is not None:
         return steps * got[eng], n_eval * got["eval"], "measured"
-    return (steps * model.step_seconds(name, eng, config.batch_size, config.clients_per_round),
-            n_eval * model.eval_seconds(name, config.eval_batch_size), "step model")
+    return (
+        steps * model.step_seconds(name, eng, config.batch_size, config.clients_per_round),
+        n_eval * model.eval_seconds(name, config.eval_batch_size),
+        "step model",
+    )
 
 
 def measured_step_times(records_dir=None) -> dict | None:

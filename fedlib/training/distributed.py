@@ -1,4 +1,5 @@
-"""Sweeps on Ray: every run of a sweep is one Ray task, with the run store of ``fedlib.training.runs`` as the only state.
+"""Sweeps on Ray: every run of a sweep is one Ray task, with the run store of ``fedlib.training.runs`` as the only
+state.
 
 Optional extra: ``pip install -e ".[ray]"``.  Without Ray installed this module imports, and every function that
 needs Ray raises an ``ImportError`` saying how to install it.
@@ -8,7 +9,8 @@ How a sweep runs (``run_configs``):
 * every configuration is validated on the driver before anything is submitted (as in the serial sweep);
 * runs whose directory under ``run_root`` is finished (``RunDir.is_finished``) are skipped: no task is submitted,
   their summary is read back on the driver, exactly as the serial sweep reads them;
-* every other run is one Ray task that calls ``fedlib.training.trainer.run_experiment(config, run_root=run_root)`` on some
+* every other run is one Ray task that calls ``fedlib.training.trainer.run_experiment(config, run_root=run_root)`` on
+  some
   worker: the task needs ``cpus_per_run`` CPUs, and ``gpus_per_run`` GPUs when the configuration's device is
   ``"cuda"`` (Ray then sets ``CUDA_VISIBLE_DEVICES`` to the GPUs it granted, so ``"cuda"`` is that GPU; a fixed
   ``"cuda:N"`` is refused before any work);
@@ -28,6 +30,7 @@ offers; default all) and stops it afterwards; ``address="auto"`` or ``"ray://<he
 cluster.  On a cluster every node needs the same fedlib (same ``fedlib.__version__``, which keys the run store),
 the data at the same ``data_root`` (or ``download=True``), and ``run_root`` on a file system all nodes share.
 """
+
 from __future__ import annotations
 
 import json
@@ -42,8 +45,9 @@ from fedlib._validate import check_float, check_int
 
 __all__ = ["RayOptions", "SweepError", "ray_session", "run_configs", "submit_runs", "check_config", "RAY_MISSING"]
 
-RAY_MISSING = ('the Ray backend needs Ray, an optional extra of fedlib: pip install -e ".[ray]" '
-               '(or pip install "ray==2.55.1")')
+RAY_MISSING = (
+    'the Ray backend needs Ray, an optional extra of fedlib: pip install -e ".[ray]" (or pip install "ray==2.55.1")'
+)
 
 
 class SweepError(RuntimeError):
@@ -52,8 +56,10 @@ class SweepError(RuntimeError):
     def __init__(self, failed: list):
         self.failed = failed
         lines = [f"  run {i} (seed {cfg.seed}, {cfg.selector}/{cfg.algorithm}): {err}" for i, cfg, err in failed]
-        super().__init__(f"{len(failed)} run(s) of the sweep failed (the others are stored; a new sweep "
-                         f"resumes from their checkpoints):\n" + "\n".join(lines))
+        super().__init__(
+            f"{len(failed)} run(s) of the sweep failed (the others are stored; a new sweep "
+            f"resumes from their checkpoints):\n" + "\n".join(lines)
+        )
 
 
 def _import_ray():
@@ -85,11 +91,14 @@ class RayOptions:
 
     def __post_init__(self):
         if self.address is not None and (not isinstance(self.address, str) or not self.address.strip()):
-            raise ValueError(f"address must be None (start Ray here), 'auto' or 'ray://<head>:<port>' "
-                             f"(got {self.address!r}).")
+            raise ValueError(
+                f"address must be None (start Ray here), 'auto' or 'ray://<head>:<port>' (got {self.address!r})."
+            )
         if self.address is not None and (self.num_cpus is not None or self.num_gpus is not None):
-            raise ValueError(f"num_cpus/num_gpus size a local Ray instance; with address={self.address!r} the "
-                             f"cluster decides (got num_cpus={self.num_cpus!r}, num_gpus={self.num_gpus!r}).")
+            raise ValueError(
+                f"num_cpus/num_gpus size a local Ray instance; with address={self.address!r} the "
+                f"cluster decides (got num_cpus={self.num_cpus!r}, num_gpus={self.num_gpus!r})."
+            )
         if self.num_cpus is not None:
             check_int("num_cpus", self.num_cpus, low=1)
         if self.num_gpus is not None:
@@ -121,8 +130,10 @@ def check_config(config, index: int = 0) -> None:
     from fedlib.training.config import ConfigError
 
     if str(config.device).startswith("cuda:"):
-        raise ConfigError(f"config field 'device' of run {index}: got {config.device!r}; with the Ray backend use "
-                          f"'cuda' (Ray assigns each run its GPU through CUDA_VISIBLE_DEVICES) or 'cpu'.")
+        raise ConfigError(
+            f"config field 'device' of run {index}: got {config.device!r}; with the Ray backend use "
+            f"'cuda' (Ray assigns each run its GPU through CUDA_VISIBLE_DEVICES) or 'cpu'."
+        )
     (dataclasses.replace(config, device="cpu") if config.device == "cuda" else config).validate()
 
 
@@ -133,8 +144,10 @@ def _check_gpus(ray, configs, options: RayOptions) -> None:
     need = max((options.resources(c)["num_gpus"] for c in configs), default=0.0)
     have = float(ray.cluster_resources().get("GPU", 0.0))
     if need > have:
-        raise ConfigError(f"runs on device 'cuda' need {need:g} GPU(s) each (gpus_per_run), but the Ray cluster "
-                          f"offers {have:g}; use device 'cpu', lower gpus_per_run or add GPU nodes.")
+        raise ConfigError(
+            f"runs on device 'cuda' need {need:g} GPU(s) each (gpus_per_run), but the Ray cluster "
+            f"offers {have:g}; use device 'cpu', lower gpus_per_run or add GPU nodes."
+        )
 
 
 class ray_session:
@@ -172,8 +185,14 @@ def _record_attempt(run_dir) -> None:
     ckpt = run_dir.load_checkpoint() if run_dir.checkpoint_file.exists() else None
     path = run_dir.path / "attempts.json"
     attempts = json.loads(path.read_text()) if path.exists() else []
-    attempts.append({"pid": os.getpid(), "host": socket.gethostname(), "time": time.time(),
-                     "start_round": int(ckpt["round"]) if ckpt is not None else 0})
+    attempts.append(
+        {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "time": time.time(),
+            "start_round": int(ckpt["round"]) if ckpt is not None else 0,
+        }
+    )
     atomic_write_text(path, json.dumps(attempts, indent=1) + "\n")
 
 
@@ -200,9 +219,9 @@ def submit_runs(fn, configs, run_root, options: RayOptions, args=()):
     remote = ray.remote(_task)
     pending = {}
     for i, cfg in enumerate(configs):
-        ref = remote.options(**options.resources(cfg), max_retries=options.max_retries,
-                             retry_exceptions=False).remote(fn, cfg.to_dict(), run_root, options.torch_threads,
-                                                            tuple(args))
+        ref = remote.options(**options.resources(cfg), max_retries=options.max_retries, retry_exceptions=False).remote(
+            fn, cfg.to_dict(), run_root, options.torch_threads, tuple(args)
+        )
         pending[ref] = i
     while pending:
         done, _ = ray.wait(list(pending), num_returns=1)
@@ -253,8 +272,9 @@ def run_configs(configs, run_root, options: RayOptions | None = None, *, on_done
     if groups:
         with ray_session(options) as ray:
             _check_gpus(ray, [configs[g[0]] for g in groups], options)
-            for j, value, err in submit_runs(_sweep_run, [configs[g[0]] for g in groups], run_root, options,
-                                             args=(run_root,)):
+            for j, value, err in submit_runs(
+                _sweep_run, [configs[g[0]] for g in groups], run_root, options, args=(run_root,)
+            ):
                 for n, i in enumerate(groups[j]):
                     if err is not None:
                         failed.append((i, configs[i], err))

@@ -16,6 +16,7 @@ the last digit into points of accuracy within a few rounds.  What chooses those 
 the fields in which two records differ.  Where none differ, a retrain must equal the stored run bit for bit
 (``scripts/reproduce_stored.py``); where some do, only float tolerance can be asked of it.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,11 +26,22 @@ from pathlib import Path
 __all__ = ["FIELDS", "current", "differences", "describe", "short", "cpu_isa", "cpu_vendor"]
 
 #: The recorded fields, in the order :func:`describe` prints them.
-FIELDS = ("torch", "device", "arch", "cpu_vendor", "cpu_isa", "cpu_capability", "onednn_max_cpu_isa",
-          "mkl_instructions", "threads")
+FIELDS = (
+    "torch",
+    "device",
+    "arch",
+    "cpu_vendor",
+    "cpu_isa",
+    "cpu_capability",
+    "onednn_max_cpu_isa",
+    "mkl_instructions",
+    "threads",
+)
 
-_ENV_CAPS = {"onednn_max_cpu_isa": ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"),
-             "mkl_instructions": ("MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR")}
+_ENV_CAPS = {
+    "onednn_max_cpu_isa": ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"),
+    "mkl_instructions": ("MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR"),
+}
 
 
 def _cpuinfo_line(name: str) -> str:
@@ -51,8 +63,13 @@ def cpu_isa() -> str:
     """The widest vector instruction set of the CPU itself (not capped by any variable): ``avx512``, ``avx2``,
     ``sse`` on x86; ``sve`` or ``neon`` on arm; ``unknown`` where /proc/cpuinfo cannot tell."""
     flags = set((_cpuinfo_line("flags") or _cpuinfo_line("Features")).split())
-    for isa, needs in (("avx512", {"avx512f"}), ("avx2", {"avx2", "fma"}), ("sse", {"sse4_2"}),
-                       ("sve", {"sve"}), ("neon", {"asimd"})):
+    for isa, needs in (
+        ("avx512", {"avx512f"}),
+        ("avx2", {"avx2", "fma"}),
+        ("sse", {"sse4_2"}),
+        ("sve", {"sve"}),
+        ("neon", {"asimd"}),
+    ):
         if needs <= flags:
             return isa
     return "unknown"
@@ -64,11 +81,15 @@ def current(device: str = "cpu", threads: int | None = None) -> dict:
     import torch
 
     on_cuda = str(device).startswith("cuda") and torch.cuda.is_available()
-    env = {"torch": torch.__version__,
-           "device": f"cuda: {torch.cuda.get_device_name(torch.device(device))}" if on_cuda else "cpu",
-           "arch": platform.machine(), "cpu_vendor": cpu_vendor(), "cpu_isa": cpu_isa(),
-           "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-           "threads": int(threads if threads is not None else torch.get_num_threads())}
+    env = {
+        "torch": torch.__version__,
+        "device": f"cuda: {torch.cuda.get_device_name(torch.device(device))}" if on_cuda else "cpu",
+        "arch": platform.machine(),
+        "cpu_vendor": cpu_vendor(),
+        "cpu_isa": cpu_isa(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": int(threads if threads is not None else torch.get_num_threads()),
+    }
     for field, names in _ENV_CAPS.items():
         env[field] = next((f"{n}={os.environ[n]}" for n in names if os.environ.get(n)), "native")
     return {k: env[k] for k in FIELDS}
@@ -86,10 +107,12 @@ def describe(env: dict | None) -> str:
     """One line, e.g. ``cpu AVX512 (AuthenticAMD avx512, oneDNN native, MKL native), 2 threads, torch 2.13.0``."""
     if not env:
         return "not recorded"
-    return (f"{env['device']} {env['cpu_capability']} ({env['cpu_vendor']} {env['cpu_isa']}, oneDNN "
-            f"{env['onednn_max_cpu_isa']}, MKL {env['mkl_instructions']}), {env['threads']} "
-            f"thread{'s' if env['threads'] != 1 else ''}, torch "
-            f"{env['torch']}")
+    return (
+        f"{env['device']} {env['cpu_capability']} ({env['cpu_vendor']} {env['cpu_isa']}, oneDNN "
+        f"{env['onednn_max_cpu_isa']}, MKL {env['mkl_instructions']}), {env['threads']} "
+        f"thread{'s' if env['threads'] != 1 else ''}, torch "
+        f"{env['torch']}"
+    )
 
 
 def short(env: dict | None) -> str:

@@ -17,6 +17,7 @@ Random streams: the trainer gives every (round, client) its own ``torch.Generato
 ``client_seed(seed, round, client_id)``, so a client's training does not depend on which other clients trained
 before it (nor on whether they are trained one by one or batched).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -102,8 +103,15 @@ def trainable_keys(model: torch.nn.Module) -> tuple[str, ...]:
     return tuple(k for k, v in model.named_parameters() if v.requires_grad)
 
 
-def sgd_step(params: Mapping[str, torch.Tensor], grads: Mapping[str, torch.Tensor],
-             bufs: Mapping[str, torch.Tensor], *, lr: float, momentum: float, weight_decay: float):
+def sgd_step(
+    params: Mapping[str, torch.Tensor],
+    grads: Mapping[str, torch.Tensor],
+    bufs: Mapping[str, torch.Tensor],
+    *,
+    lr: float,
+    momentum: float,
+    weight_decay: float,
+):
     """One ``torch.optim.SGD`` step (dampening 0, no Nesterov) on the keys of ``grads``.
 
     Returns ``(new_params, new_bufs)``; inputs are not modified.  ``bufs`` is the momentum-buffer dict: empty
@@ -114,16 +122,22 @@ def sgd_step(params: Mapping[str, torch.Tensor], grads: Mapping[str, torch.Tenso
     first = momentum != 0 and any(bufs.get(k) is None for k in keys)
     if first and any(k in bufs for k in keys):
         raise ValueError("bufs must hold a momentum buffer for every key of grads, or none (first step).")
-    new_p, new_b = sgd_update([params[k] for k in keys], [grads[k] for k in keys],
-                              None if first or momentum == 0 else [bufs[k] for k in keys],
-                              lr=lr, momentum=momentum, weight_decay=weight_decay)
+    new_p, new_b = sgd_update(
+        [params[k] for k in keys],
+        [grads[k] for k in keys],
+        None if first or momentum == 0 else [bufs[k] for k in keys],
+        lr=lr,
+        momentum=momentum,
+        weight_decay=weight_decay,
+    )
     new_params = dict(params)
     new_params.update(zip(keys, new_p))
     return new_params, ({} if new_b is None else dict(zip(keys, new_b)))
 
 
-def sgd_update(params: list, grads: list, bufs: list | None, *, lr: float, momentum: float,
-               weight_decay: float) -> tuple[list, list | None]:
+def sgd_update(
+    params: list, grads: list, bufs: list | None, *, lr: float, momentum: float, weight_decay: float
+) -> tuple[list, list | None]:
     """:func:`sgd_step` on lists of tensors with ``torch._foreach_*`` ops (``bufs`` None: the first step).
 
     On CUDA each op is one multi-tensor kernel for all tensors (3-4 launches per step instead of 3-4 per
@@ -131,16 +145,16 @@ def sgd_update(params: list, grads: list, bufs: list | None, *, lr: float, momen
     result is bitwise the per-tensor loop's (``tests/test_local.py`` checks it against ``torch.optim.SGD``)."""
     d = list(grads) if weight_decay == 0 else torch._foreach_add(grads, params, alpha=weight_decay)
     if momentum != 0:
-        bufs = [t.clone() for t in d] if bufs is None else torch._foreach_add(torch._foreach_mul(bufs, momentum),
-                                                                                  d)
+        bufs = [t.clone() for t in d] if bufs is None else torch._foreach_add(torch._foreach_mul(bufs, momentum), d)
         d = bufs
     else:
         bufs = None
     return torch._foreach_add(params, d, alpha=-lr), bufs
 
 
-def client_batch_order(num_samples: int, batch_size: int, epochs: int,
-                       generator: torch.Generator) -> list[torch.Tensor]:
+def client_batch_order(
+    num_samples: int, batch_size: int, epochs: int, generator: torch.Generator
+) -> list[torch.Tensor]:
     """Mini-batch index tensors (int64, on the generator's device) for ``epochs`` epochs.
 
     Each epoch draws ``torch.randperm(num_samples, generator=generator)`` and cuts it into batches of
@@ -188,8 +202,19 @@ def client_generators(seed: int, round_index: int, client_id: int, device) -> tu
     return order, augment
 
 
-def train_step(model, keys, train: Params, other: Params, global_params: Params, xb, yb, ctx, algorithm,
-               hp: LocalHyperParams, opt_bufs: Params) -> tuple[Params, Params, torch.Tensor]:
+def train_step(
+    model,
+    keys,
+    train: Params,
+    other: Params,
+    global_params: Params,
+    xb,
+    yb,
+    ctx,
+    algorithm,
+    hp: LocalHyperParams,
+    opt_bufs: Params,
+) -> tuple[Params, Params, torch.Tensor]:
     """One SGD step of :func:`local_train` on the batch ``(xb, yb)`` (already transformed): forward, the
     algorithm's loss, gradients w.r.t. ``keys``, ``correct_grads``, :func:`sgd_step`, ``after_step``.  Returns
     the new trainable tensors, momentum buffers and the detached loss; nothing is read back to the host."""
@@ -200,17 +225,28 @@ def train_step(model, keys, train: Params, other: Params, global_params: Params,
     grads = algorithm.correct_grads(dict(zip(keys, grads)), ctx=ctx)
     with torch.no_grad():
         detached = {k: v.detach() for k, v in leaves.items()}
-        train, opt_bufs = sgd_step(detached, grads, opt_bufs, lr=hp.lr, momentum=hp.momentum,
-                                   weight_decay=hp.weight_decay)
+        train, opt_bufs = sgd_step(
+            detached, grads, opt_bufs, lr=hp.lr, momentum=hp.momentum, weight_decay=hp.weight_decay
+        )
         if algorithm.has_after_step:
             train = algorithm.after_step(train, ctx=ctx, lr=hp.lr)
     return train, opt_bufs, loss.detach()
 
 
-def local_train(model: torch.nn.Module, params: Mapping[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
-                ctx: Mapping[str, torch.Tensor], algorithm, hp: LocalHyperParams, generator: torch.Generator, *,
-                transform: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None,
-                aug_generator: torch.Generator | None = None, client_id: int = -1) -> LocalResult:
+def local_train(
+    model: torch.nn.Module,
+    params: Mapping[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    ctx: Mapping[str, torch.Tensor],
+    algorithm,
+    hp: LocalHyperParams,
+    generator: torch.Generator,
+    *,
+    transform: Callable[[torch.Tensor, torch.Generator], torch.Tensor] | None = None,
+    aug_generator: torch.Generator | None = None,
+    client_id: int = -1,
+) -> LocalResult:
     """Train one client for ``hp.epochs`` epochs of mini-batch SGD starting from ``params``.
 
     ``x``/``y``: the client's training tensors (already on the compute device; ``x`` in the form ``transform``
@@ -238,8 +274,9 @@ def local_train(model: torch.nn.Module, params: Mapping[str, torch.Tensor], x: t
             xb, yb = x[idx], y[idx]
             if transform is not None:
                 xb = transform(xb, aug_generator)
-            train, opt_bufs, loss = train_step(model, keys, train, other, global_params, xb, yb, ctx, algorithm, hp,
-                                               opt_bufs)
+            train, opt_bufs, loss = train_step(
+                model, keys, train, other, global_params, xb, yb, ctx, algorithm, hp, opt_bufs
+            )
             loss_sum = loss if loss_sum is None else loss_sum + loss
             steps += 1
     finally:

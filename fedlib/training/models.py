@@ -1,4 +1,5 @@
 """The paper's client models (§V-A3): LeNet-5 and VGG-11 for CIFAR-style data, EfficientNet-B0/B3 for medical images."""
+
 from __future__ import annotations
 
 import torch

@@ -25,6 +25,7 @@ differ anyway: the equivalence of the engines on CUDA is a tolerance (1e-5 relat
 
 On CPU nothing is changed: CPU numerics (oneDNN, fp32) are deterministic for a fixed number of threads.
 """
+
 from __future__ import annotations
 
 import os
@@ -64,12 +65,14 @@ def describe() -> dict:
     """The current settings, e.g. for a benchmark record or a stored run's provenance."""
     import torch
 
-    return {"cuda_matmul_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
-            "cudnn_tf32": bool(torch.backends.cudnn.allow_tf32),
-            "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
-            "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
-            "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
-            "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG")}
+    return {
+        "cuda_matmul_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "cudnn_tf32": bool(torch.backends.cudnn.allow_tf32),
+        "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
+        "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+    }
 
 
 def snapshot() -> tuple:
@@ -77,15 +80,26 @@ def snapshot() -> tuple:
     CUDA test leaves later CPU tests as they were)."""
     import torch
 
-    return (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.deterministic,
-            torch.backends.cudnn.benchmark, torch.are_deterministic_algorithms_enabled(),
-            torch.is_deterministic_algorithms_warn_only_enabled())
+    return (
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+        torch.backends.cudnn.deterministic,
+        torch.backends.cudnn.benchmark,
+        torch.are_deterministic_algorithms_enabled(),
+        torch.is_deterministic_algorithms_warn_only_enabled(),
+    )
 
 
 def restore(state: tuple) -> None:
     """Put back what :func:`snapshot` returned."""
     import torch
 
-    (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32, torch.backends.cudnn.deterministic,
-     torch.backends.cudnn.benchmark, mode, warn_only) = state
+    (
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+        torch.backends.cudnn.deterministic,
+        torch.backends.cudnn.benchmark,
+        mode,
+        warn_only,
+    ) = state
     torch.use_deterministic_algorithms(mode, warn_only=warn_only)

@@ -6,7 +6,8 @@ A run's table (``RunResult.table``) has one row per round, columns ``TABLE_COLUM
 * the run cache (``RunDir``, this module): ``<run_root>/<config_hash(config, code_version())>/table.csv``, every
   column, with the checkpoints that let an interrupted run resume.  The key holds the code version, so a version
   bump retrains;
-* the stored results (``fedlib.reproduction.results``): ``results/<tier>/<experiment>/<run_key(config)>.csv``, the columns
+* the stored results (``fedlib.reproduction.results``): ``results/<tier>/<experiment>/<run_key(config)>.csv``, the
+  columns
   ``STORED_COLUMNS`` with floats rounded to 5 decimals (``compact_table``), small enough to commit.  The key leaves
   out the code version and the fields that do not change the numbers, so a stored table survives commits.
 
@@ -32,6 +33,7 @@ training computes; commits that do not (documentation, notebooks, new options wi
 cached runs. The git commit a run was computed with is recorded in ``config.json`` and ``result.json``
 (``git_commit``) as provenance, not used as a key: keying on it made every commit retrain everything.
 """
+
 from __future__ import annotations
 
 import functools
@@ -50,24 +52,66 @@ import torch
 
 from fedlib.training.config import ExperimentConfig, config_hash
 
-__all__ = ["last_rounds_mean", "TABLE_COLUMNS", "STORED_COLUMNS", "RunResult", "make_table", "normalise_table",
-           "compact_table", "read_table", "code_version", "RunDir", "atomic_write_bytes", "atomic_write_text"]
+__all__ = [
+    "last_rounds_mean",
+    "TABLE_COLUMNS",
+    "STORED_COLUMNS",
+    "RunResult",
+    "make_table",
+    "normalise_table",
+    "compact_table",
+    "read_table",
+    "code_version",
+    "RunDir",
+    "atomic_write_bytes",
+    "atomic_write_text",
+]
 
 #: Columns of a run's per-round table, in order (``fedlib.training.trainer`` describes each).
-TABLE_COLUMNS = ("round", "lr", "test_accuracy", "test_loss", "train_loss", "picked", "num_picked", "num_trained",
-                 "num_dropped", "entropy_bits", "covers_all_classes", "entropy_bits_trained", "bytes_uploaded",
-                 "cumulative_bytes", "seconds", "kept", "reselection_entropy_bits", "phase")
+TABLE_COLUMNS = (
+    "round",
+    "lr",
+    "test_accuracy",
+    "test_loss",
+    "train_loss",
+    "picked",
+    "num_picked",
+    "num_trained",
+    "num_dropped",
+    "entropy_bits",
+    "covers_all_classes",
+    "entropy_bits_trained",
+    "bytes_uploaded",
+    "cumulative_bytes",
+    "seconds",
+    "kept",
+    "reselection_entropy_bits",
+    "phase",
+)
 #: Columns of a stored table (``fedlib.reproduction.results``): no client ids, floats rounded to 5 decimals.
-STORED_COLUMNS = ("round", "test_accuracy", "test_loss", "train_loss", "num_picked", "num_trained", "num_dropped",
-                  "entropy_bits", "covers_all_classes", "entropy_bits_trained", "reselection_entropy_bits", "phase",
-                  "cumulative_bytes", "seconds")
+STORED_COLUMNS = (
+    "round",
+    "test_accuracy",
+    "test_loss",
+    "train_loss",
+    "num_picked",
+    "num_trained",
+    "num_dropped",
+    "entropy_bits",
+    "covers_all_classes",
+    "entropy_bits_trained",
+    "reselection_entropy_bits",
+    "phase",
+    "cumulative_bytes",
+    "seconds",
+)
 
 
 # ----------------------------------------------------------------------------------------------------
 # run tables
 
-def last_rounds_mean(table: pd.DataFrame, last: int = 10, *, by: Sequence[str] = (),
-                     column: str = "test_accuracy"):
+
+def last_rounds_mean(table: pd.DataFrame, last: int = 10, *, by: Sequence[str] = (), column: str = "test_accuracy"):
     """Mean of ``column`` over a run's final ``last`` evaluated rounds: the paper's per-run number (§V-A5).
 
     Evaluated rounds are rounds >= 1 (round 0 is the initial model) whose ``column`` is not NaN (the test columns
@@ -87,7 +131,6 @@ def last_rounds_mean(table: pd.DataFrame, last: int = 10, *, by: Sequence[str] =
     if not by:
         return float(t[column].tail(last).mean()) if len(t) else float("nan")
     return t.groupby(by, sort=False)[column].apply(lambda s: s.tail(last).mean())
-
 
 
 @dataclass
@@ -113,9 +156,12 @@ class RunResult:
 
     def summary(self) -> dict:
         t = self.table[self.table["round"] >= 1]
-        return {"final_accuracy": self.final_accuracy, "rounds": int(t["round"].max()) if len(t) else 0,
-                "seconds_per_round": float(t["seconds"].mean()) if len(t) else float("nan"),
-                "total_bytes": int(self.table["cumulative_bytes"].iloc[-1]) if len(self.table) else 0}
+        return {
+            "final_accuracy": self.final_accuracy,
+            "rounds": int(t["round"].max()) if len(t) else 0,
+            "seconds_per_round": float(t["seconds"].mean()) if len(t) else float("nan"),
+            "total_bytes": int(self.table["cumulative_bytes"].iloc[-1]) if len(self.table) else 0,
+        }
 
 
 def make_table(rows) -> pd.DataFrame:
@@ -252,10 +298,20 @@ class RunDir:
     def prepare(self) -> None:
         """Create the folder and write ``config.json``."""
         self.path.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.config_file, json.dumps(
-            {"config": self.config.to_dict(), "code_version": self.version, "git_commit": _git_commit(),
-             "hash": self.hash}, indent=2,
-            sort_keys=True) + "\n")
+        atomic_write_text(
+            self.config_file,
+            json.dumps(
+                {
+                    "config": self.config.to_dict(),
+                    "code_version": self.version,
+                    "git_commit": _git_commit(),
+                    "hash": self.hash,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+            + "\n",
+        )
 
     def save_checkpoint(self, ckpt: dict) -> None:
         _atomic_save(ckpt, self.checkpoint_file)
@@ -278,9 +334,15 @@ class RunDir:
         except ImportError:
             pass
         summary = RunResult(self.config, table).summary()
-        atomic_write_text(self.result_file, json.dumps(
-            {"hash": self.hash, "code_version": self.version, "git_commit": _git_commit(), **summary},
-            indent=2, sort_keys=True) + "\n")
+        atomic_write_text(
+            self.result_file,
+            json.dumps(
+                {"hash": self.hash, "code_version": self.version, "git_commit": _git_commit(), **summary},
+                indent=2,
+                sort_keys=True,
+            )
+            + "\n",
+        )
 
     def load_result(self):
         """The stored ``RunResult`` of a finished run (``from_cache=True``; final params from the checkpoint)."""

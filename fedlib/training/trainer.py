@@ -42,6 +42,7 @@ plus what the algorithm's round adds; ``phase`` is ``"init"`` for round 0, ``"gl
 one global model, or the algorithm's phase.  For the per-round algorithms every client that trained on at least
 one sample uploads, so ``kept`` = the trained clients and ``reselection_entropy_bits`` = ``entropy_bits_trained``.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -53,10 +54,17 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fedlib.training.config import ConfigError, ExperimentConfig
-from fedlib.training.local import LocalHyperParams, client_generators, client_seed, local_train, model_state, trainable_keys
-from fedlib.training.runs import RunDir, RunResult, make_table
 from fedlib.seeds import CLIENT_STREAMS, stream_rng
+from fedlib.training.config import ConfigError, ExperimentConfig
+from fedlib.training.local import (
+    LocalHyperParams,
+    client_generators,
+    client_seed,
+    local_train,
+    model_state,
+    trainable_keys,
+)
+from fedlib.training.runs import RunDir, RunResult, make_table
 
 __all__ = ["run_experiment", "Experiment", "TrainState"]
 
@@ -111,8 +119,11 @@ class Experiment:
         config.validate()
         self.config = c = config
         self.device = torch.device(c.device)
-        self.numerics = configure(self.device, tf32=c.engine_options.get("tf32", False),
-                                  deterministic=c.engine_options.get("deterministic", True))
+        self.numerics = configure(
+            self.device,
+            tf32=c.engine_options.get("tf32", False),
+            deterministic=c.engine_options.get("deterministic", True),
+        )
         # data, once on the device (uint8, channels first; the preprocessor scales/augments per batch)
         ds = datasets.load_dataset(c.dataset, data_root=c.data_root, download=c.download, **c.dataset_options)
         self.dataset = ds
@@ -121,10 +132,15 @@ class Experiment:
         self.x_train, self.y_train, self.x_test, self.y_test = splits
         self.preprocessor = augment.Preprocessor.from_dataset(ds, augment=c.augment, gray_to_rgb=ds.gray_rgb)
         # partition and label counts
-        parts = partition.partition(ds.y_train, c.partition, c.num_clients, rng=stream_rng(c.seed, "partition"),
-                                    beta=c.beta if c.partition == "dirichlet" else None,
-                                    classes_per_client=c.classes_per_client if c.partition == "quantity" else None,
-                                    min_partition_size=c.min_partition_size)
+        parts = partition.partition(
+            ds.y_train,
+            c.partition,
+            c.num_clients,
+            rng=stream_rng(c.seed, "partition"),
+            beta=c.beta if c.partition == "dirichlet" else None,
+            classes_per_client=c.classes_per_client if c.partition == "quantity" else None,
+            min_partition_size=c.min_partition_size,
+        )
         self.parts = [np.asarray(p, dtype=np.int64) for p in parts]
         self.client_index = [torch.as_tensor(p, device=self.device) for p in self.parts]
         self.true_counts = partition.label_count_matrix(ds.y_train, self.parts, self.num_classes).astype(np.float64)
@@ -132,9 +148,12 @@ class Experiment:
         if c.label_dp_epsilon is not None:
             from fedlib.selection import privacy
 
-            self.server_counts = np.asarray(privacy.laplace_counts(
-                self.true_counts, c.label_dp_epsilon, rng=stream_rng(c.seed, "label_dp"), negative=c.dp_negative),
-                dtype=np.float64)
+            self.server_counts = np.asarray(
+                privacy.laplace_counts(
+                    self.true_counts, c.label_dp_epsilon, rng=stream_rng(c.seed, "label_dp"), negative=c.dp_negative
+                ),
+                dtype=np.float64,
+            )
         else:
             self.server_counts = self.true_counts
         # availability
@@ -166,17 +185,36 @@ class Experiment:
         c = self.config
         params = model_state(self.model)
         state = TrainState(
-            round=0, global_params=params,
+            round=0,
+            global_params=params,
             server_state=self.algorithm.init_server_state(params, num_clients=c.num_clients),
-            client_states={}, selector_state=self.selector.initial_state(c.num_clients),
-            selection_rng=stream_rng(c.seed, "selection"), availability_rng=stream_rng(c.seed, "availability"),
-            rows=[])
+            client_states={},
+            selector_state=self.selector.initial_state(c.num_clients),
+            selection_rng=stream_rng(c.seed, "selection"),
+            availability_rng=stream_rng(c.seed, "availability"),
+            rows=[],
+        )
         t0 = time.perf_counter()
         state.algorithm_state = self.algorithm.init_round_state(self, params)
         acc, loss = self.evaluate(params)
         label_bytes = 4 * self.num_classes * c.num_clients if self.label_upload else 0
-        state.rows.append(self._row(0, float("nan"), acc, loss, float("nan"), [], [], 0, label_bytes, 0,
-                                    time.perf_counter() - t0, kept=[], phase="init"))
+        state.rows.append(
+            self._row(
+                0,
+                float("nan"),
+                acc,
+                loss,
+                float("nan"),
+                [],
+                [],
+                0,
+                label_bytes,
+                0,
+                time.perf_counter() - t0,
+                kept=[],
+                phase="init",
+            )
+        )
         return state
 
     def checkpoint(self, state: TrainState) -> dict:
@@ -190,12 +228,15 @@ class Experiment:
         torch.set_rng_state(ckpt["torch_rng"])
         to = lambda d: {k: v.to(self.device) for k, v in d.items()}  # noqa: E731
         state = TrainState(
-            round=int(ckpt["round"]), global_params=to(ckpt["global_params"]),
+            round=int(ckpt["round"]),
+            global_params=to(ckpt["global_params"]),
             server_state=to(ckpt["server_state"]),
             client_states={int(k): to(v) for k, v in ckpt["client_states"].items()},
             selector_state=tuple(ckpt["selector_state"]),
             selection_rng=_restore_rng(ckpt["selection_rng"]),
-            availability_rng=_restore_rng(ckpt["availability_rng"]), rows=list(ckpt["rows"]))
+            availability_rng=_restore_rng(ckpt["availability_rng"]),
+            rows=list(ckpt["rows"]),
+        )
         stored = ckpt.get("algorithm_state", ckpt.get("flow_state"))  # "flow_state": older checkpoints
         if stored is not None:
             state.algorithm_state = self.algorithm.round_state_from_checkpoint(self, stored)
@@ -222,27 +263,48 @@ class Experiment:
         else:
             acc, loss = float("nan"), float("nan")
         cum_prev = state.rows[-1]["cumulative_bytes"] if state.rows else 0
-        row = self._row(rnd, plan.lr, acc, loss, train_loss, plan.picked, result.trained, int(dropped.sum()),
-                        result.bytes_uploaded, cum_prev, time.perf_counter() - t0, kept=result.kept,
-                        phase=plan.phase)
+        row = self._row(
+            rnd,
+            plan.lr,
+            acc,
+            loss,
+            train_loss,
+            plan.picked,
+            result.trained,
+            int(dropped.sum()),
+            result.bytes_uploaded,
+            cum_prev,
+            time.perf_counter() - t0,
+            kept=result.kept,
+            phase=plan.phase,
+        )
         state.rows.append(row)
         return row
 
-    def _row(self, rnd, lr, acc, loss, train_loss, picked, trained, num_dropped, nbytes, cum_prev, seconds, *,
-             kept, phase):
+    def _row(
+        self, rnd, lr, acc, loss, train_loss, picked, trained, num_dropped, nbytes, cum_prev, seconds, *, kept, phase
+    ):
         from fedlib.selection.metrics import covers_all_classes, pooled_entropy
 
         picked = [int(k) for k in picked]
         trained = [int(k) for k in trained]
         kept = [int(k) for k in kept]
         return {
-            "round": int(rnd), "lr": float(lr), "test_accuracy": float(acc), "test_loss": float(loss),
-            "train_loss": float(train_loss), "picked": " ".join(map(str, picked)), "num_picked": len(picked),
-            "num_trained": len(trained), "num_dropped": int(num_dropped),
+            "round": int(rnd),
+            "lr": float(lr),
+            "test_accuracy": float(acc),
+            "test_loss": float(loss),
+            "train_loss": float(train_loss),
+            "picked": " ".join(map(str, picked)),
+            "num_picked": len(picked),
+            "num_trained": len(trained),
+            "num_dropped": int(num_dropped),
             "entropy_bits": float(pooled_entropy(self.true_counts, picked)) if picked else 0.0,
             "covers_all_classes": bool(covers_all_classes(self.true_counts, picked)) if picked else False,
             "entropy_bits_trained": float(pooled_entropy(self.true_counts, trained)) if trained else 0.0,
-            "bytes_uploaded": int(nbytes), "cumulative_bytes": int(cum_prev + nbytes), "seconds": float(seconds),
+            "bytes_uploaded": int(nbytes),
+            "cumulative_bytes": int(cum_prev + nbytes),
+            "seconds": float(seconds),
             "kept": " ".join(map(str, kept)),
             "reselection_entropy_bits": float(pooled_entropy(self.true_counts, kept)) if kept else 0.0,
             "phase": str(phase),
@@ -253,8 +315,9 @@ class Experiment:
 
     def select(self, state: TrainState) -> list[int]:
         """The round's clients from the selector, on the label counts the server sees."""
-        picked, state.selector_state = self.selector.select(self.server_counts, self.config.clients_per_round,
-                                                            state.selector_state, state.selection_rng)
+        picked, state.selector_state = self.selector.select(
+            self.server_counts, self.config.clients_per_round, state.selector_state, state.selection_rng
+        )
         return [int(k) for k in picked]
 
     def _availability(self, state: TrainState, picked: list[int]):
@@ -263,8 +326,11 @@ class Experiment:
         avail = state.availability_rng
         dropped = avail.random(len(picked)) < c.dropout_prob
         straggler_epochs = avail.integers(1, c.local_epochs + 1, size=len(picked))
-        todo = [(k, int(straggler_epochs[j]) if self.stragglers[k] else c.local_epochs)
-                for j, k in enumerate(picked) if not dropped[j]]
+        todo = [
+            (k, int(straggler_epochs[j]) if self.stragglers[k] else c.local_epochs)
+            for j, k in enumerate(picked)
+            if not dropped[j]
+        ]
         return dropped, todo
 
     def client_data(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -283,8 +349,9 @@ class Experiment:
 
     def local_hyper_params(self, lr: float, epochs: int) -> LocalHyperParams:
         c = self.config
-        return LocalHyperParams(lr=lr, momentum=c.momentum, weight_decay=c.weight_decay, batch_size=c.batch_size,
-                                epochs=epochs)
+        return LocalHyperParams(
+            lr=lr, momentum=c.momentum, weight_decay=c.weight_decay, batch_size=c.batch_size, epochs=epochs
+        )
 
     @contextlib.contextmanager
     def client_torch_rng(self, rnd: int, k: int):
@@ -305,8 +372,9 @@ class Experiment:
             if reason is None:
                 pairs = self.train_clients_batched(state, [k for k, _ in todo], rnd, lr, [e for _, e in todo])
             else:
-                warnings.warn(f"engine='batched': falling back to the reference path: {reason}.", UserWarning,
-                              stacklevel=3)
+                warnings.warn(
+                    f"engine='batched': falling back to the reference path: {reason}.", UserWarning, stacklevel=3
+                )
         if pairs is None:
             pairs = [self.train_client(state, k, rnd, lr, e) for k, e in todo]
         out = []
@@ -334,15 +402,26 @@ class Experiment:
         gen, aug_gen = client_generators(c.seed, rnd, k, dev)
         x, y = self.client_data(k)
         with self.client_torch_rng(rnd, k):
-            res = local_train(self.model, state.global_params, x, y, ctx, alg, hp, gen,
-                              transform=self.preprocessor.train, aug_generator=aug_gen, client_id=k)
-        new_cs, delta = alg.update_client_state(cs, res, global_params=state.global_params,
-                                                server_state=state.server_state, ctx=ctx, hp=hp)
+            res = local_train(
+                self.model,
+                state.global_params,
+                x,
+                y,
+                ctx,
+                alg,
+                hp,
+                gen,
+                transform=self.preprocessor.train,
+                aug_generator=aug_gen,
+                client_id=k,
+            )
+        new_cs, delta = alg.update_client_state(
+            cs, res, global_params=state.global_params, server_state=state.server_state, ctx=ctx, hp=hp
+        )
         res.state_delta = delta
         return res, new_cs
 
-    def train_clients_batched(self, state: TrainState, ks: list[int], rnd: int, lr: float,
-                              epochs: list[int]) -> list:
+    def train_clients_batched(self, state: TrainState, ks: list[int], rnd: int, lr: float, epochs: list[int]) -> list:
         """``train_client`` for all clients ``ks`` of round ``rnd`` in one call of
         ``fedlib.training.batched.train_clients_batched`` (same generators, so the same results); returns the list of
         ``(LocalResult, new client state)``."""
@@ -353,15 +432,26 @@ class Experiment:
         hps = [self.local_hyper_params(lr, e) for e in epochs]
         pairs = [client_generators(c.seed, rnd, k, dev) for k in ks]
         gens, aug_gens = [g for g, _ in pairs], [a for _, a in pairs]
-        results = train_clients_batched(self.model, state.global_params, self.x_train, self.y_train,
-                                        [self.client_index[k] for k in ks], list(ctxs), alg, hps, gens,
-                                        transform=self.preprocessor.train, aug_generators=aug_gens,
-                                        client_ids=ks,
-                                        options=options_from_config(c.engine_options))
+        results = train_clients_batched(
+            self.model,
+            state.global_params,
+            self.x_train,
+            self.y_train,
+            [self.client_index[k] for k in ks],
+            list(ctxs),
+            alg,
+            hps,
+            gens,
+            transform=self.preprocessor.train,
+            aug_generators=aug_gens,
+            client_ids=ks,
+            options=options_from_config(c.engine_options),
+        )
         out = []
         for res, cs, ctx, hp in zip(results, css, ctxs, hps):
-            new_cs, delta = alg.update_client_state(cs, res, global_params=state.global_params,
-                                                    server_state=state.server_state, ctx=ctx, hp=hp)
+            new_cs, delta = alg.update_client_state(
+                cs, res, global_params=state.global_params, server_state=state.server_state, ctx=ctx, hp=hp
+            )
             res.state_delta = delta
             out.append((res, new_cs))
         return out
@@ -371,12 +461,19 @@ class Experiment:
         (``model``: the architecture, default the experiment's model), by ``fedlib.training.batched.evaluate``."""
         from fedlib.training.batched import evaluate
 
-        return evaluate(self.model if model is None else model, params, self.x_test, self.y_test,
-                        transform=self.preprocessor.test, batch_size=self.config.eval_batch_size)
+        return evaluate(
+            self.model if model is None else model,
+            params,
+            self.x_test,
+            self.y_test,
+            transform=self.preprocessor.test,
+            batch_size=self.config.eval_batch_size,
+        )
 
 
-def run_experiment(config: ExperimentConfig, *, run_root=None, progress: bool = True,
-                   stop_after: int | None = None, on_round=None) -> RunResult:
+def run_experiment(
+    config: ExperimentConfig, *, run_root=None, progress: bool = True, stop_after: int | None = None, on_round=None
+) -> RunResult:
     """Run (or read back, or resume) one experiment.
 
     ``config`` is validated first (before any data is loaded).  Without ``run_root`` the run happens in memory.
@@ -407,9 +504,14 @@ def run_experiment(config: ExperimentConfig, *, run_root=None, progress: bool = 
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=total, initial=state.round, desc=f"{config.selector}/{config.algorithm} "
-                   f"seed {config.seed}", unit="round", leave=False,
-                   bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} rounds [{elapsed} elapsed, {remaining} left{postfix}]")
+        bar = tqdm(
+            total=total,
+            initial=state.round,
+            desc=f"{config.selector}/{config.algorithm} seed {config.seed}",
+            unit="round",
+            leave=False,
+            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} rounds [{elapsed} elapsed, {remaining} left{postfix}]",
+        )
     try:
         while state.round < total:
             row = exp.run_round(state)
@@ -420,8 +522,13 @@ def run_experiment(config: ExperimentConfig, *, run_root=None, progress: bool = 
             if on_round is not None:
                 on_round(row, total)
             if stop_after is not None and state.round >= stop_after and state.round < total:
-                return RunResult(config, make_table(state.rows), run_dir.path if run_dir else None, finished=False,
-                                 global_params=state.global_params)
+                return RunResult(
+                    config,
+                    make_table(state.rows),
+                    run_dir.path if run_dir else None,
+                    finished=False,
+                    global_params=state.global_params,
+                )
             if run_dir is not None and state.round % config.checkpoint_every == 0 and state.round < total:
                 run_dir.save_checkpoint(exp.checkpoint(state))
     finally:
@@ -431,5 +538,4 @@ def run_experiment(config: ExperimentConfig, *, run_root=None, progress: bool = 
     if run_dir is not None:
         run_dir.save_checkpoint(exp.checkpoint(state))
         run_dir.write_result(table)
-    return RunResult(config, table, run_dir.path if run_dir else None, finished=True,
-                     global_params=state.global_params)
+    return RunResult(config, table, run_dir.path if run_dir else None, finished=True, global_params=state.global_params)

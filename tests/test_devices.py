@@ -15,7 +15,7 @@ from conftest import write_tiny_npz
 from fedlib.algorithms import make_algorithm
 from fedlib.data.augment import Preprocessor, augment_batch, augment_with_uniforms
 from fedlib.reproduction import results
-from fedlib.reproduction.tiers import Run
+from fedlib.reproduction.tiers import PlannedRun
 from fedlib.selection import scoring
 from fedlib.selection.selectors import FedEntOptSelector
 from fedlib.training import numerics

@@ -29,7 +29,7 @@ from fedlib.reproduction import reporting, results, tiers  # noqa: E402
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tier", required=True, choices=tuple(tiers.TIERS))
-    p.add_argument("--experiment", required=True, help=f"one of {', '.join(tiers.EXPERIMENTS)}, or 'all'")
+    p.add_argument("--experiment", required=True, help=f"one of {', '.join(tiers.GROUPS)}, or 'all'")
     p.add_argument("--rounds", type=int, default=None, help="override the tier's number of rounds")
     p.add_argument("--methods", default=None, help="comma-separated subset of methods (table1 and table2)")
     p.add_argument("--partitions", default=None, help="comma-separated subset of partitions, e.g. 'Dir(0.1)'")
@@ -57,10 +57,10 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.data_root:
         os.environ["FEDLIB_DATA_ROOT"] = str(Path(args.data_root).resolve())
-    names = list(tiers.tier_experiments(args.tier)) if args.experiment == "all" else args.experiment.split(",")
+    names = list(tiers.tier_groups(args.tier)) if args.experiment == "all" else args.experiment.split(",")
     for n in names:
-        if n not in tiers.EXPERIMENTS:
-            p.error(f"unknown experiment {n!r}; allowed: {', '.join(tiers.EXPERIMENTS)}, all")
+        if n not in tiers.GROUPS:
+            p.error(f"unknown experiment {n!r}; allowed: {', '.join(tiers.GROUPS)}, all")
     ray = None
     if args.backend == "ray":
         from fedlib.training.distributed import RayOptions
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
         )
     t0 = time.perf_counter()
     for name in names:
-        runs = tiers.experiment_configs(args.tier, name, rounds=args.rounds)
+        runs = tiers.group_configs(args.tier, name, rounds=args.rounds)
         if args.device:  # the device is not part of a stored run's key (fedlib.reproduction.results.run_key)
             import dataclasses
 
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
             f"{info['wall_seconds']:.1f} s",
             flush=True,
         )
-        stored = results.load_experiment(args.tier, name, args.results_dir)
+        stored = results.load_group(args.tier, name, args.results_dir)
         print("   " + reporting.provenance(stored))
         if name in reporting.SUMMARIES and not stored.empty:
             import pandas as pd

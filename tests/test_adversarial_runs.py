@@ -62,14 +62,14 @@ def test_liar_experiment_errors():
 
 def test_store_and_load_back(tmp_path):
     # an honest and a lying run, 2 rounds each: trained with one torch thread (the caller's count is restored),
-    # stored with the liars' picks per round, read back by fedlib.reproduction.results.load_experiment
+    # stored with the liars' picks per round, read back by fedlib.reproduction.results.load_group
     import torch
 
     runs = ar.lying_runs("quick", seeds=(0,), partitions=("C=2",), shares=(0.0, 0.1), methods=("FedEntOpt",), rounds=2)
     before = torch.get_num_threads()
     info = ar.ensure_lying_runs(runs, "quick", results_dir=tmp_path, log=lambda s: None)
     assert info["trained"] == 2 and torch.get_num_threads() == before
-    stored = results.load_experiment("quick", ar.EXPERIMENT, tmp_path)
+    stored = results.load_group("quick", ar.EXPERIMENT, tmp_path)
     assert len(stored) == 2 and set(stored.meta["liars"]) == {0, 2}
     f = stored.frame[stored.frame["round"] >= 1]
     assert f.loc[f["liars"] == 0, "liars_picked"].eq(0).all()

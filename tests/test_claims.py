@@ -131,7 +131,7 @@ def test_every_page_with_stored_claims_is_counted():
 @pytest.mark.parametrize("page", sorted(CLAIM_COUNTS))
 def test_stored_training_verdicts(page, tier):
     experiment = machine_spread.STORED_CLAIMS[page][0]
-    if results.load_experiment(tier, experiment).empty:
+    if results.load_group(tier, experiment).empty:
         pytest.skip(f"no stored {experiment} runs at tier {tier!r}")
     found = machine_spread.claims_at(tier, page)
     assert len(found) == CLAIM_COUNTS[page][tier]

@@ -15,7 +15,7 @@ from conftest import write_tiny_npz
 from fedlib.algorithms import make_algorithm
 from fedlib.data.augment import Preprocessor, augment_batch, augment_with_uniforms
 from fedlib.reproduction import results
-from fedlib.reproduction.tiers import Run
+from fedlib.reproduction.tiers import PlannedRun
 from fedlib.selection import scoring
 from fedlib.selection.selectors import FedEntOptSelector
 from fedlib.training import numerics
@@ -322,13 +322,13 @@ def test_worker_pool_spawns_for_cuda_runs_and_forks_for_cpu_runs(tiny_npz):
 def test_two_workers_train_on_cuda(tiny_npz, tmp_path, device):
     """The parent touched CUDA (validate() asks torch.cuda.is_available()); the workers are spawned, so they can
     initialise CUDA, and store what one process computes."""
-    runs = [Run("devices", {"seed": s}, _cfg(tiny_npz, device, rounds=2, seed=s).validate()) for s in (0, 1)]
+    runs = [PlannedRun("devices", {"seed": s}, _cfg(tiny_npz, device, rounds=2, seed=s).validate()) for s in (0, 1)]
     torch.zeros(1, device=device)  # CUDA initialised in the parent
     info = results.ensure_runs(
         runs, "quick", results_dir=tmp_path / "res", run_root=str(tmp_path / "runs"), workers=2, log=lambda s: None
     )
     assert info["trained"] == 2 and not info["skipped"]
-    stored = results.load_experiment("quick", "devices", tmp_path / "res")
+    stored = results.load_group("quick", "devices", tmp_path / "res")
     alone = run_experiment(runs[0].config, progress=False).table
     mine = stored.frame[stored.frame["seed"] == 0].reset_index(drop=True)
     assert np.allclose(mine["test_accuracy"], alone["test_accuracy"].round(5))

@@ -238,14 +238,14 @@ def test_paper_tier_runner_on_ray_stores_the_serial_tables(ray_local, tmp_path):
     the serial runner bit for bit (wall times aside)."""
     from fedlib.reproduction import results, tiers
 
-    runs = tiers.experiment_configs("quick", "fedentropy", rounds=2)  # FedEntropy, FedAvg, FedEntOpt on C=2
+    runs = tiers.group_configs("quick", "fedentropy", rounds=2)  # FedEntropy, FedAvg, FedEntOpt on C=2
     stored = {}
     for name, kw in (("serial", {"workers": 1, "threads": 1}), ("ray", {"ray": RayOptions()})):
         info = results.ensure_runs(
             runs, "quick", results_dir=tmp_path / name, run_root=tmp_path / f"runs-{name}", log=lambda s: None, **kw
         )
         assert info["trained"] == len(runs) == 3 and not info["skipped"]
-        stored[name] = results.load_experiment("quick", "fedentropy", tmp_path / name).frame.drop(columns="seconds")
+        stored[name] = results.load_group("quick", "fedentropy", tmp_path / name).frame.drop(columns="seconds")
     pd.testing.assert_frame_equal(stored["serial"], stored["ray"], check_exact=True)
     again = results.ensure_runs(
         runs,

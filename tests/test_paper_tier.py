@@ -23,7 +23,7 @@ def test_size_counts_every_run_and_shares_table1_baselines():
     size = paper_tier.tier_size("paper")
     runs = paper_tier.tier_runs("paper")
     assert int(size.loc["total", "runs"]) == len(runs)
-    assert list(size.index[:-1]) == list(tiers.tier_experiments("paper"))
+    assert list(size.index[:-1]) == list(tiers.tier_groups("paper"))
     # Table II's baselines alone are Table I's configurations: 180 of its 360 runs are not new
     assert (size.loc["table2", "runs"], size.loc["table2", "distinct runs"]) == (360, 180)
     assert size.loc["medical", "rounds"] == 144 * 200
@@ -61,7 +61,7 @@ def test_dry_run_trains_every_experiment_for_one_round(tmp_path):
     finally:
         torch.set_num_threads(before)
     assert len(done) == len(paper_tier.dry_run_plan("paper"))
-    assert set(done["group"]) == set(tiers.tier_experiments("paper"))
+    assert set(done["group"]) == set(tiers.tier_groups("paper"))
 
 
 def test_dry_run_names_the_failing_experiment(tmp_path, monkeypatch):

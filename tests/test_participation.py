@@ -137,7 +137,7 @@ def test_participation_claims_need_two_seeds():
 
 
 def test_full_rate_runs_differ_from_participation_only_in_m():
-    part = {participation._without_m(r.config): r for r in tiers.experiment_configs("subset", "participation")}
+    part = {participation._without_m(r.config): r for r in tiers.group_configs("subset", "participation")}
     pairs = participation.full_rate_runs("subset")
     sizes = tiers.get_tier("subset").participation
     assert len(pairs) == 4 * 2 * len(sizes["seeds"])  # methods x partitions x seeds
@@ -150,7 +150,7 @@ def test_full_rate_runs_differ_from_participation_only_in_m():
 
 
 def test_stored_subset_participation_gets_its_full_rate_point():
-    stored = results.load_experiment("subset", "participation")
+    stored = results.load_group("subset", "participation")
     if stored.empty:
         pytest.skip("no stored subset participation runs")
     frame, added = participation.with_full_rate(stored)

@@ -474,8 +474,8 @@ def _paper_dirichlet_federations():
     from fedlib.reproduction import tiers
 
     feds = set()
-    for group in tiers.tier_experiments("paper"):
-        for r in tiers.experiment_configs("paper", group):
+    for group in tiers.tier_groups("paper"):
+        for r in tiers.group_configs("paper", group):
             c = r.config
             if c.partition == "dirichlet":
                 feds.add((c.dataset, c.num_clients, c.beta, c.min_partition_size))

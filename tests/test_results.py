@@ -75,17 +75,17 @@ def test_store_load_round_trip(tmp_path):
     assert "picked" not in back.columns  # not stored: keeps the tables small
     assert ExperimentConfig.from_dict(meta["config"]) == cfg
     assert meta["label"] == label and meta["wall_seconds"] == 1.23 and meta["tier"] == "quick"
-    stored = results.load_experiment("quick", "table1", tmp_path)
+    stored = results.load_group("quick", "table1", tmp_path)
     assert len(stored) == 1 and set(stored.frame["method"]) == {"FedEntOpt"}
     assert results.find_stored(cfg, "quick", tmp_path) == csv
     assert results.find_stored(cfg.replace(seed=5), "quick", tmp_path) is None
     assert "tier 'quick'" in reporting.provenance(stored)
-    run = tiers.Run("buffer", label, cfg)
+    run = tiers.PlannedRun("buffer", label, cfg)
     assert results.missing_runs([run], "quick", tmp_path) == [run]  # stored under table1, not buffer
     info = results.ensure_runs([run], "quick", results_dir=tmp_path, log=lambda s: None)  # copied, not trained
     assert info["copied"] == 1 and info["trained"] == 0
     assert results.missing_runs([run], "quick", tmp_path) == []
-    assert results.load_experiment("quick", "nothing", tmp_path).empty
+    assert results.load_group("quick", "nothing", tmp_path).empty
 
 
 def test_store_run_with_a_group_key_columns_and_fields(tmp_path):
@@ -103,7 +103,7 @@ def test_store_run_with_a_group_key_columns_and_fields(tmp_path):
         columns={"extra_col": [0, 2]},
         extra_meta={"liar_ids": [1]},
     )
-    assert csv == results.experiment_dir(tmp_path, "quick", "group") / "0123abcd.csv"
+    assert csv == results.group_dir(tmp_path, "quick", "group") / "0123abcd.csv"
     back, meta = results.load_run(csv)
     assert list(back.columns)[-1] == "extra_col" and list(back["extra_col"]) == [0, 2]
     assert meta["key"] == "0123abcd" and meta["liar_ids"] == [1] and meta["label"] == {"seed": 0}
@@ -130,7 +130,7 @@ def test_table1_summary_puts_paper_beside_ours(tmp_path):
                 {"partition": "Dir(0.1)", "method": method, "seed": seed},
                 results_dir=tmp_path,
             )
-    s = reporting.table1_summary(results.load_experiment("subset", "table1", tmp_path)).set_index("method")
+    s = reporting.table1_summary(results.load_group("subset", "table1", tmp_path)).set_index("method")
     # FedAvg: seed 0 -> (0.4 + 0.4) / 2 = 0.40, seed 1 -> (0.4 + 0.41) / 2 = 0.405; mean 40.25 %
     assert s.loc["FedAvg", "ours_mean"] == pytest.approx(40.25)
     assert s.loc["FedAvg", "paper_mean"] == 46.61 and s.loc["FedEntOpt", "paper_mean"] == 52.80
@@ -310,7 +310,7 @@ def test_two_stored_runs_with_one_label_are_refused(tmp_path):
         (d / f"{key}.json").write_text(json.dumps({**meta, "key": key}))
 
     store("aaaaaaaaaaaaaaaa")
-    assert len(results.load_experiment("quick", "table1", tmp_path)) == 1
+    assert len(results.load_group("quick", "table1", tmp_path)) == 1
     store("bbbbbbbbbbbbbbbb")
     with pytest.raises(ValueError, match="runs aaaaaaaaaaaaaaaa and bbbbbbbbbbbbbbbb are stored with the same label"):
-        results.load_experiment("quick", "table1", tmp_path)
+        results.load_group("quick", "table1", tmp_path)

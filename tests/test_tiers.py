@@ -40,10 +40,10 @@ def test_tier_settings():
 
 
 @pytest.mark.parametrize("tier", ["quick", "subset"])
-@pytest.mark.parametrize("experiment", list(tiers.EXPERIMENTS))
+@pytest.mark.parametrize("experiment", list(tiers.GROUPS))
 def test_experiment_configs_validate(tier, experiment):
-    runs = tiers.experiment_configs(tier, experiment, rounds=3)
-    if experiment not in tiers.tier_experiments(tier):  # Table IV's medical sets: paper tier only
+    runs = tiers.group_configs(tier, experiment, rounds=3)
+    if experiment not in tiers.tier_groups(tier):  # Table IV's medical sets: paper tier only
         assert runs == []
         return
     assert runs and all(r.config.rounds == 3 and r.experiment == experiment for r in runs)
@@ -52,31 +52,31 @@ def test_experiment_configs_validate(tier, experiment):
 
 
 def test_paper_tier_groups_cover_the_paper():
-    t1 = tiers.experiment_configs("paper", "table1")
+    t1 = tiers.group_configs("paper", "table1")
     methods = {r.label["method"] for r in t1}
     assert methods == set(paper.TABLE_I_METHODS)
     assert {r.config.model for r in t1} == {"lenet5", "vgg11"}
     assert {r.config.rounds for r in t1} == {500}
-    part = tiers.experiment_configs("paper", "participation")
+    part = tiers.group_configs("paper", "participation")
     assert sorted({r.config.clients_per_round for r in part}) == [4, 5, 6, 7, 8, 9]
-    pools = tiers.experiment_configs("paper", "large_pools")
+    pools = tiers.group_configs("paper", "large_pools")
     assert sorted({r.config.num_clients for r in pools}) == [150, 200]
     assert sorted({r.config.clients_per_round for r in pools}) == [3, 4, 5, 6, 7]
 
 
 def test_paper_tier_adds_cinic10_the_medical_sets_and_niid_bench_scaffold():
-    t1 = tiers.experiment_configs("paper", "table1")
+    t1 = tiers.group_configs("paper", "table1")
     assert {r.config.dataset for r in t1} == {"cifar10", "cinic10", "cifar100-20"}
     assert {(r.config.num_clients, r.config.clients_per_round) for r in t1 if r.config.dataset == "cinic10"} == {
         (200, 20)
     }
     scaffold = {
         r.config.algorithm_params["correction"]
-        for r in t1 + tiers.experiment_configs("paper", "table2")
+        for r in t1 + tiers.group_configs("paper", "table2")
         if r.config.algorithm == "scaffold"
     }
     assert scaffold == {"after_step"}
-    med = tiers.experiment_configs("paper", "medical")
+    med = tiers.group_configs("paper", "medical")
     assert {r.label["method"] for r in med} == set(tiers.TABLE4_METHODS)
     assert {
         (r.config.dataset, r.config.num_clients, r.config.clients_per_round, r.config.min_partition_size) for r in med
@@ -85,7 +85,7 @@ def test_paper_tier_adds_cinic10_the_medical_sets_and_niid_bench_scaffold():
         ("efficientnet-b0", 200, 0.001),
         ("efficientnet-b3", 200, 0.001),
     }
-    assert "medical" in tiers.tier_experiments("paper") and "medical" not in tiers.tier_experiments("quick")
+    assert "medical" in tiers.tier_groups("paper") and "medical" not in tiers.tier_groups("quick")
     # the quick and subset tiers keep fedlib's SCAFFOLD formulation (their stored results used it)
     for tier in ("quick", "subset"):
         assert tiers.tier_config(tier, method="SCAFFOLD").algorithm_params == {}
@@ -99,19 +99,19 @@ def test_methods_map_to_the_paper_settings():
     combo = tiers.tier_config("quick", method="FedEntOpt+SCAFFOLD")
     assert (combo.selector, combo.algorithm) == ("fedentopt", "scaffold")
     assert tiers.tier_config("quick", method="KL").selector == "kl"
-    avail = tiers.experiment_configs("quick", "availability")
+    avail = tiers.group_configs("quick", "availability")
     assert {r.config.dropout_prob for r in avail} == {0.0, 0.3}
     assert {r.config.straggler_fraction for r in avail} == {0.0, 0.5}
-    buf = tiers.experiment_configs("quick", "buffer")
+    buf = tiers.group_configs("quick", "buffer")
     assert sorted({r.label["buffer_pct"] for r in buf}) == [0, 25, 50, 75]
 
 
 def test_table1_and_table2_share_baseline_configs():
     t1 = {
         (r.label["partition"], r.label["method"], r.label["seed"]): r.config
-        for r in tiers.experiment_configs("quick", "table1")
+        for r in tiers.group_configs("quick", "table1")
     }
-    for r in tiers.experiment_configs("quick", "table2"):
+    for r in tiers.group_configs("quick", "table2"):
         key = (r.label["partition"], r.label["method"], r.label["seed"])
         if key in t1:
             assert r.config == t1[key]
@@ -121,7 +121,7 @@ def test_unknown_names_are_pinned_errors():
     with pytest.raises(ValueError, match=r"unknown tier 'fast'; allowed tiers: 'quick', 'subset', 'paper'"):
         tiers.tier_config("fast")
     with pytest.raises(ValueError, match=r"unknown experiment 'table9'; allowed: 'table1', 'table2'"):
-        tiers.experiment_configs("quick", "table9")
+        tiers.group_configs("quick", "table9")
     with pytest.raises(ValueError, match=r"unknown method 'FedFoo'"):
         tiers.tier_config("quick", method="FedFoo")
     with pytest.raises(ValueError, match=r"unknown partition 'iid'"):

@@ -234,9 +234,9 @@ def store_lying_run(
 
 def missing_lying_runs(runs: Sequence[LiarRun], tier: str, results_dir=None) -> list[LiarRun]:
     """The runs with no stored table in the group's folder."""
-    from fedlib.reproduction.results import experiment_dir
+    from fedlib.reproduction.results import group_dir
 
-    d = experiment_dir(results_dir, tier, EXPERIMENT)
+    d = group_dir(results_dir, tier, EXPERIMENT)
     return [r for r in runs if not (d / f"{liar_run_key(r.config, r.spec)}.csv").exists()]
 
 
@@ -265,7 +265,7 @@ def ensure_lying_runs(runs: Sequence[LiarRun], tier: str, *, results_dir=None, l
 
 
 def load_or_run_lying(tier: str = "quick", results_dir=None, *, run_missing: bool = False, log=print, **grid):
-    """The stored runs of the group (:func:`fedlib.reproduction.results.load_experiment`); with ``run_missing`` (quick
+    """The stored runs of the group (:func:`fedlib.reproduction.results.load_group`); with ``run_missing`` (quick
     tier
     only) the missing runs of :func:`lying_runs` ``(tier, **grid)`` are trained first."""
     from fedlib.reproduction import results
@@ -274,7 +274,7 @@ def load_or_run_lying(tier: str = "quick", results_dir=None, *, run_missing: boo
         info = ensure_lying_runs(lying_runs(tier, **grid), tier, results_dir=results_dir, log=log)
         if info["trained"]:
             log(f"trained {info['trained']} missing runs in {info['wall_seconds']:.0f} s")
-    return results.load_experiment(tier, EXPERIMENT, results_dir)
+    return results.load_group(tier, EXPERIMENT, results_dir)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -45,9 +45,6 @@ __all__ = [
     "buffer_accuracy",
     "large_pools",
     "fedentropy",
-    "table1_directions",
-    "table2_signs",
-    "faster_than_fedavg",
     "participation",
     "adversary_buffer",
 ]
@@ -950,85 +947,6 @@ def fedentropy(frame, tier: str, column: str = "reselection_entropy_bits"):
                 "FedAvg's final accuracy above FedEntropy's",
                 _gap_frame("FedEntropy", d),
                 "worse than FedAvg (no number)",
-            )
-        )
-    return out
-
-
-# ------------------------------------------------------------- superseded, kept while a page calls them
-
-
-def table1_directions(summary, tier: str):
-    """Table I: FedEntOpt above FedAvg in each partition (the paper: in every setting). Superseded by
-    :func:`table1` (against every method, seed-paired); kept while a page still calls it.
-
-    ``summary``: :func:`fedlib.reproduction.reporting.table1_summary` (ours_mean, paper_mean per partition and method).
-    """
-    out = []
-    for part, sub in summary.groupby("partition"):
-        sub = sub.set_index("method")
-        if not {"FedEntOpt", "FedAvg"} <= set(sub.index):
-            continue
-        ours = float(sub.loc["FedEntOpt", "ours_mean"] - sub.loc["FedAvg", "ours_mean"])
-        theirs = float(sub.loc["FedEntOpt", "paper_mean"] - sub.loc["FedAvg", "paper_mean"])
-        out.append(
-            Claim(
-                f"{tier}:table1/{part}/fedentopt_over_fedavg",
-                f"FedEntOpt - FedAvg > 0, {part}",
-                f"{theirs:+.2f} pp",
-                ours,
-                "ours > 0 pp",
-                ours > 0,
-            )
-        )
-    return out
-
-
-def table2_signs(summary, tier: str):
-    """Table II: adding FedEntOpt to a baseline changes its accuracy in the direction the paper reports (sign
-    only). Superseded by :func:`table2_changes` (seed-paired, undecided where the seeds cannot tell); kept while a
-    page still calls it.
-
-    ``summary``: :func:`fedlib.reproduction.reporting.table2_summary` (ours_change, paper_change per partition and
-    baseline).
-    """
-    out = []
-    for _, r in summary.dropna(subset=["paper_change"]).iterrows():
-        same = np.sign(r["ours_change"]) == np.sign(r["paper_change"])
-        out.append(
-            Claim(
-                f"{tier}:table2/{r['partition']}/{r['baseline']}",
-                f"FedEntOpt+{r['baseline']} - {r['baseline']}, {r['partition']}",
-                f"{r['paper_change']:+.2f} pp",
-                float(r["ours_change"]),
-                "same sign as the paper",
-                bool(same),
-            )
-        )
-    return out
-
-
-def faster_than_fedavg(to_fedavg, tier: str):
-    """§V-B1 against FedAvg only: FedEntOpt reaches FedAvg's final accuracy in fewer rounds than FedAvg does
-    (speed-up > 1), per partition. Superseded by :func:`faster_than_every_method`; kept while a page still calls
-    it.
-
-    ``to_fedavg``: :func:`fedlib.reproduction.significance.rounds_to_reference` with reference ``"FedAvg"``.
-    """
-    out = []
-    for part, sub in to_fedavg.groupby("partition", sort=False):
-        fe = sub[sub["method"] == "FedEntOpt"]
-        if fe.empty:
-            continue
-        speedup = float(fe["speedup"].iloc[0])
-        out.append(
-            Claim(
-                f"{tier}:accuracy_curves/{part}/faster_than_fedavg",
-                f"FedEntOpt reaches FedAvg's final accuracy sooner, {part}",
-                "faster (no number)",
-                speedup,
-                "speed-up > 1 (NaN: never reached)",
-                bool(speedup > 1),
             )
         )
     return out

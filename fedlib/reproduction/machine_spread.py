@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from fedlib.reproduction import claims, participation, reporting, significance
-from fedlib.reproduction.results import RESULTS_DIR, load_experiment
+from fedlib.reproduction.results import RESULTS_DIR, load_group
 from fedlib.training.runs import last_rounds_mean
 
 __all__ = [
@@ -152,8 +152,8 @@ def paired_final(
     ``change`` (retrained - stored), all in percentage points.  Runs of the machine with no stored twin are
     left out."""
     root = Path(machines_dir if machines_dir is not None else MACHINES_DIR)
-    base = _per_run(load_experiment(tier, experiment, results_dir), last)
-    again = _per_run(load_experiment(tier, experiment, root / machine), last)[["key", "final"]]
+    base = _per_run(load_group(tier, experiment, results_dir), last)
+    again = _per_run(load_group(tier, experiment, root / machine), last)[["key", "final"]]
     out = base.merge(again, on="key", suffixes=("_stored", "_retrained"))
     out = out.rename(columns={"final_stored": "stored", "final_retrained": "retrained"})
     out[["stored", "retrained"]] *= 100
@@ -179,7 +179,7 @@ def spread(tier: str, experiment: str, last: int = 10, results_dir=None, machine
         if p.empty:
             continue
         if not rows:
-            every = _per_run(load_experiment(tier, experiment, results_dir), last)
+            every = _per_run(load_group(tier, experiment, results_dir), last)
             seeds = seed_std(
                 every.drop(columns="key").rename(columns={"final": "stored"}).assign(stored=lambda d: d["stored"] * 100)
             )
@@ -207,7 +207,7 @@ def _measured_groups(tier: str, machines_dir=None) -> list[str]:
 def claims_at(tier: str, page: str, results_dir=None, last: int = 10) -> list:
     """The page's claims (:data:`STORED_CLAIMS`) computed from the runs stored under ``results_dir``."""
     experiment, summarise, judge = STORED_CLAIMS[page]
-    stored = load_experiment(tier, experiment, results_dir)
+    stored = load_group(tier, experiment, results_dir)
     return [] if stored.empty else judge(summarise(stored, last, results_dir), tier)
 
 
@@ -245,9 +245,9 @@ def verdicts(tier: str, page: str, results_dir=None, machines_dir=None) -> pd.Da
         }
     )
     out["flips"] = False
-    n_stored = len(load_experiment(tier, experiment, results_dir))
+    n_stored = len(load_group(tier, experiment, results_dir))
     for m in machines(tier, experiment, machines_dir):
-        if len(load_experiment(tier, experiment, root / m)) < n_stored:
+        if len(load_group(tier, experiment, root / m)) < n_stored:
             continue  # only a sample retrained there: its claims would rest on other runs
         other = {c.key: c for c in claims_at(tier, page, root / m)}
         out[f"ours@{m}"] = [other[k].ours if k in other else np.nan for k in out["key"]]

@@ -2,7 +2,7 @@
 
 ``python -m fedlib paper --dry-run`` (``dry_run``) walks the paper tier before anyone spends GPU hours on it:
 
-1. every run of every experiment group (``fedlib.reproduction.tiers.tier_experiments("paper")``: Tables I-IV, Fig. 2,
+1. every run of every experiment group (``fedlib.reproduction.tiers.tier_groups("paper")``: Tables I-IV, Fig. 2,
    large
    pools, the buffer study, FedEntropy) is built and validated (``ExperimentConfig.validate``);
 2. every Dir(β) federation is partitioned on the data set's real label counts (``fedlib.data.profiles``) with the
@@ -77,12 +77,12 @@ class DryRunError(RuntimeError):
 
 
 def tier_runs(tier: str = "paper", groups=None, rounds: int | None = None) -> list:
-    """Every ``fedlib.reproduction.tiers.Run`` of ``tier`` (its groups, or ``groups``), group by group."""
-    names = tiers.tier_experiments(tier) if groups is None else tuple(groups)
+    """Every ``fedlib.reproduction.tiers.PlannedRun`` of ``tier`` (its groups, or ``groups``), group by group."""
+    names = tiers.tier_groups(tier) if groups is None else tuple(groups)
     for g in names:
-        if g not in tiers.EXPERIMENTS:
-            raise ValueError(f"unknown experiment group {g!r}; allowed: {', '.join(tiers.tier_experiments(tier))}.")
-    return [r for g in names for r in tiers.experiment_configs(tier, g, rounds=rounds)]
+        if g not in tiers.GROUPS:
+            raise ValueError(f"unknown experiment group {g!r}; allowed: {', '.join(tiers.tier_groups(tier))}.")
+    return [r for g in names for r in tiers.group_configs(tier, g, rounds=rounds)]
 
 
 # ------------------------------------------------------------------------------------------------- size and cost
@@ -348,7 +348,7 @@ def dry_run(tier: str = "paper", *, workdir=None, groups=None, small_images: boo
             t0 = time.perf_counter()
             try:
                 info = ensure_runs(
-                    [tiers.Run(r.experiment, r.label, cfg)],
+                    [tiers.PlannedRun(r.experiment, r.label, cfg)],
                     tier,
                     results_dir=work / "results",
                     run_root=str(work / "runs"),
@@ -416,10 +416,10 @@ def run_tier(
     from fedlib.reproduction.results import ensure_runs
 
     out = {}
-    for g in tiers.tier_experiments(tier) if groups is None else tuple(groups):
+    for g in tiers.tier_groups(tier) if groups is None else tuple(groups):
         runs = tier_runs(tier, [g], rounds)
         if overrides:
-            runs = [tiers.Run(r.experiment, r.label, r.config.replace(**overrides).validate()) for r in runs]
+            runs = [tiers.PlannedRun(r.experiment, r.label, r.config.replace(**overrides).validate()) for r in runs]
         log(f"== {tier}/{g}: {len(runs)} runs")
         info = ensure_runs(
             runs, tier, results_dir=results_dir, run_root=str(run_root), workers=workers, log=lambda s: log("   " + s)

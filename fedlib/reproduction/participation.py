@@ -39,15 +39,15 @@ def _without_m(config) -> str:
     return json.dumps(fields, sort_keys=True, default=str)
 
 
-def full_rate_runs(tier: str) -> list[tuple[dict, tiers.Run]]:
+def full_rate_runs(tier: str) -> list[tuple[dict, tiers.PlannedRun]]:
     """(label, Table I run) for every participation configuration of ``tier`` that Table I runs at another M
     (the same configuration in every run-key field but ``clients_per_round``); the label is the participation
     label with that M."""
-    part = tiers.experiment_configs(tier, "participation")
+    part = tiers.group_configs(tier, "participation")
     rates = {r.config.clients_per_round for r in part}
     by_config = {_without_m(r.config): r for r in part}
     out = []
-    for run in tiers.experiment_configs(tier, "table1"):
+    for run in tiers.group_configs(tier, "table1"):
         match = by_config.get(_without_m(run.config))
         m = run.config.clients_per_round
         if match is not None and m not in rates:
@@ -55,7 +55,7 @@ def full_rate_runs(tier: str) -> list[tuple[dict, tiers.Run]]:
     return out
 
 
-def with_full_rate(stored: results.StoredExperiment, results_dir=None) -> tuple[pd.DataFrame, int]:
+def with_full_rate(stored: results.StoredGroup, results_dir=None) -> tuple[pd.DataFrame, int]:
     """``stored.frame`` (the participation group) plus the stored Table I runs of :func:`full_rate_runs`, and how
     many runs were added."""
     frames = [stored.frame]
@@ -155,7 +155,7 @@ def rate_change(runs: pd.DataFrame, reference: str = "FedEntOpt") -> pd.DataFram
 
 
 def summary(
-    stored: results.StoredExperiment, last: int = 10, reference: str = "FedEntOpt", results_dir=None
+    stored: results.StoredGroup, last: int = 10, reference: str = "FedEntOpt", results_dir=None
 ) -> pd.DataFrame:
     """:func:`rate_change` of the stored participation runs with the full-rate point (:func:`with_full_rate`)."""
     frame, _ = with_full_rate(stored, results_dir)

@@ -5,7 +5,7 @@ seeds (``final_accuracy``; std with ``ddof=0``, numpy's default -- the paper doe
 ``rounds_to_target`` gives the first round whose test accuracy reaches a target ("reaches a given target
 accuracy significantly faster", §V-B1).  The ``*_summary`` functions put the paper's value
 (``fedlib.reproduction.paper_values``)
-beside ours for the stored runs of one experiment (``fedlib.reproduction.results.load_experiment``); ``provenance`` is
+beside ours for the stored runs of one experiment (``fedlib.reproduction.results.load_group``); ``provenance`` is
 the
 caption line of a page; ``plot_curves`` and ``METHOD_STYLES`` draw the accuracy curves alike on every page.
 """
@@ -22,7 +22,7 @@ import pandas as pd
 from fedlib.training.runs import last_rounds_mean
 
 if TYPE_CHECKING:
-    from fedlib.reproduction.results import StoredExperiment
+    from fedlib.reproduction.results import StoredGroup
 
 __all__ = [
     "FinalAccuracy",
@@ -117,7 +117,7 @@ def format_pm(mean: float, std: float, scale: float = 100.0, digits: int = 2) ->
 # ----------------------------------------------------------------------------------------------------
 # summaries beside the paper
 
-#: Experiment group (``fedlib.reproduction.tiers.EXPERIMENTS``) -> its summary beside the paper (registered by
+#: Experiment group (``fedlib.reproduction.tiers.GROUPS``) -> its summary beside the paper (registered by
 #: ``@_summary``).
 SUMMARIES: dict = {}
 
@@ -144,7 +144,7 @@ def paper_dataset(dataset: str) -> str:
     return _PAPER_DATASET.get(dataset, dataset)
 
 
-def provenance(stored: StoredExperiment) -> str:
+def provenance(stored: StoredGroup) -> str:
     """One line for captions: tier, data, device, commit(s), runs and total training time."""
     m = stored.meta
     if stored.empty:
@@ -160,12 +160,12 @@ def provenance(stored: StoredExperiment) -> str:
     )
 
 
-def _dataset_of(stored: StoredExperiment) -> str:
+def _dataset_of(stored: StoredGroup) -> str:
     return str(stored.meta["dataset"].iloc[0]) if not stored.empty else ""
 
 
 @_summary("table1")
-def table1_summary(stored: StoredExperiment, last: int = 10) -> pd.DataFrame:
+def table1_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
     """Table I: method x partition (x model): ours (mean ± std %, n seeds) beside the paper's value."""
     from fedlib.reproduction import paper_values as paper
 
@@ -201,7 +201,7 @@ def table1_summary(stored: StoredExperiment, last: int = 10) -> pd.DataFrame:
 
 
 @_summary("table2")
-def table2_summary(stored: StoredExperiment, last: int = 10) -> pd.DataFrame:
+def table2_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
     """Table II: change (percentage points) of FedEntOpt+X against X alone, ours and the paper's (LeNet-5)."""
     from fedlib.reproduction import paper_values as paper
 
@@ -238,7 +238,7 @@ def table2_summary(stored: StoredExperiment, last: int = 10) -> pd.DataFrame:
 
 
 @_summary("availability")
-def availability_summary(stored: StoredExperiment, last: int = 10) -> pd.DataFrame:
+def availability_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
     """Table III: scenario x partition x method, ours beside the paper's (LeNet-5 rows of the paper's table)."""
     from fedlib.reproduction import paper_values as paper
 
@@ -265,7 +265,7 @@ def availability_summary(stored: StoredExperiment, last: int = 10) -> pd.DataFra
 
 
 @_summary("buffer")
-def buffer_summary(stored: StoredExperiment, last: int = 10) -> pd.DataFrame:
+def buffer_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
     """Table VI's accuracy column: partition x Q, ours beside the paper's (CIFAR-10 rows)."""
     from fedlib.reproduction import paper_values as paper
 

@@ -40,11 +40,11 @@ __all__ = [
     "store_run",
     "load_run",
     "labelled_run",
-    "load_experiment",
+    "load_group",
     "find_stored",
-    "StoredExperiment",
+    "StoredGroup",
     "missing_runs",
-    "experiment_dir",
+    "group_dir",
     "ensure_runs",
     "load_or_run",
     "device_description",
@@ -90,7 +90,7 @@ def device_description(device: str = "cpu") -> str:
     return f"cpu ({platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__}"
 
 
-def experiment_dir(results_dir, tier: str, experiment: str) -> Path:
+def group_dir(results_dir, tier: str, experiment: str) -> Path:
     """The folder of ``experiment``'s stored runs at ``tier`` (``results_dir`` None: :data:`RESULTS_DIR`)."""
     return Path(results_dir if results_dir is not None else RESULTS_DIR) / tier / experiment
 
@@ -144,7 +144,7 @@ def store_run(
     stored = compact_table(table)
     for name, values in (columns or {}).items():
         stored[name] = values
-    d = experiment_dir(results_dir, tier, experiment)
+    d = group_dir(results_dir, tier, experiment)
     d.mkdir(parents=True, exist_ok=True)
     csv = d / f"{key}.csv"
     atomic_write_text(csv, stored.to_csv(index=False))
@@ -162,7 +162,7 @@ def load_run(csv_path) -> tuple[pd.DataFrame, dict]:
 
 def labelled_run(csv_path, label: dict | None = None) -> tuple[pd.DataFrame, dict]:
     """:func:`load_run` with the run's key and its label columns (``label``, default: the stored label) in front,
-    as :func:`load_experiment` puts them."""
+    as :func:`load_group` puts them."""
     table, meta = load_run(csv_path)
     for k, v in reversed(list((meta["label"] if label is None else label).items())):
         table.insert(0, k, v)
@@ -171,7 +171,7 @@ def labelled_run(csv_path, label: dict | None = None) -> tuple[pd.DataFrame, dic
 
 
 @dataclass
-class StoredExperiment:
+class StoredGroup:
     """The stored runs of one experiment at one tier.
 
     ``frame``: one row per (run, round) with the label columns first; ``meta``: one row per run (label columns,
@@ -191,9 +191,9 @@ class StoredExperiment:
         return len(self.meta) == 0
 
 
-def load_experiment(tier: str, experiment: str, results_dir=None) -> StoredExperiment:
-    """Every stored run of ``experiment`` at ``tier`` (an empty ``StoredExperiment`` if none)."""
-    d = experiment_dir(results_dir, tier, experiment)
+def load_group(tier: str, experiment: str, results_dir=None) -> StoredGroup:
+    """Every stored run of ``experiment`` at ``tier`` (an empty ``StoredGroup`` if none)."""
+    d = group_dir(results_dir, tier, experiment)
     frames, metas, labels = [], [], []
     for csv in sorted(d.glob("*.csv")) if d.is_dir() else []:
         if not csv.with_suffix(".json").exists():
@@ -217,7 +217,7 @@ def load_experiment(tier: str, experiment: str, results_dir=None) -> StoredExper
         )
     _check_one_run_per_label(labels, d)
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["key", *STORED_COLUMNS])
-    return StoredExperiment(tier, experiment, frame, pd.DataFrame(metas))
+    return StoredGroup(tier, experiment, frame, pd.DataFrame(metas))
 
 
 def _check_one_run_per_label(runs: list[tuple[dict, str]], folder) -> None:
@@ -251,10 +251,8 @@ def find_stored(config: ExperimentConfig, tier: str, results_dir=None, experimen
 
 
 def missing_runs(runs: Sequence, tier: str, results_dir=None) -> list:
-    """The runs (``fedlib.reproduction.tiers.Run``) with no stored table in their own experiment folder."""
-    return [
-        r for r in runs if not (experiment_dir(results_dir, tier, r.experiment) / f"{run_key(r.config)}.csv").exists()
-    ]
+    """The runs (``fedlib.reproduction.tiers.PlannedRun``) with no stored table in their own experiment folder."""
+    return [r for r in runs if not (group_dir(results_dir, tier, r.experiment) / f"{run_key(r.config)}.csv").exists()]
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -328,7 +326,7 @@ def ensure_runs(
         src = find_stored(r.config, tier, results_dir)
         if src is not None:
             table, meta = load_run(src)
-            dst = experiment_dir(results_dir, tier, r.experiment)
+            dst = group_dir(results_dir, tier, r.experiment)
             dst.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dst / src.name)
             meta = {**meta, "experiment": r.experiment, "label": r.label}
@@ -405,15 +403,15 @@ def load_or_run(
     run_root: str | None = None,
     workers: int = 1,
     log=print,
-) -> StoredExperiment:
+) -> StoredGroup:
     """The stored runs of ``experiment`` at ``tier``; with ``run_missing`` (honoured for the quick tier only:
     the other tiers take hours, use ``scripts/run_experiments.py``) the missing ones are trained first."""
     from fedlib.reproduction import tiers
 
     if run_missing and tier == "quick":
-        runs = tiers.experiment_configs(tier, experiment)
+        runs = tiers.group_configs(tier, experiment)
         if missing_runs(runs, tier, results_dir):
             root = run_root or str(ROOT / "runs")
             info = ensure_runs(runs, tier, results_dir=results_dir, run_root=root, workers=workers, log=log)
             log(f"trained {info['trained']} missing runs in {info['wall_seconds']:.0f} s")
-    return load_experiment(tier, experiment, results_dir)
+    return load_group(tier, experiment, results_dir)

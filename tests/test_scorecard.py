@@ -87,20 +87,7 @@ def test_the_card_has_a_row_per_statement_and_counts_that_add_up(found):
 
 
 def _found(rows):
-    cols = [
-        "tier",
-        "page",
-        "key",
-        "name",
-        "claim",
-        "paper",
-        "ours",
-        "tolerance",
-        "verdict",
-        "flips",
-        "expected",
-        "note",
-    ]
+    cols = list(scorecard.CLAIM_COLUMNS)
     return pd.DataFrame([{**dict.fromkeys(cols, ""), "ours": 1.0, "flips": False, **r} for r in rows], columns=cols)
 
 

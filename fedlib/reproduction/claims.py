@@ -98,7 +98,7 @@ _COVER = (
 _QUICK_FEDLC = (
     "On the quick tier's MNIST digits FedLC ends above FedEntOpt under Dir(0.1) at both seeds and gets "
     "there sooner; a result of this tier's data. Where a retrain on another machine flips the verdict "
-    "(fedlib.reproduction.machine_spread.verdicts), the scorecard counts it undecided."
+    "(machine_spread.verdicts), the scorecard counts it undecided."
 )
 #: Claims that miss with no explanation a test could assert: findings, shown as plain "does not reproduce".
 FINDINGS: dict[str, str] = {

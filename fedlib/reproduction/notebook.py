@@ -202,8 +202,9 @@ def api_markdown(package) -> str:
         doc = inspect.getdoc(obj) if kind != "constant" else ""
         value = repr(obj) if kind == "constant" else ""
         value = f"`{value[:160]}{' ...' if len(value) > 160 else ''}`" if value else ""
+        code = f"\n```python\n{name}{signature}\n```\n" if signature else ""
         out.append(
-            f"### `{package.__name__}.{name}{signature}`\n\n*{kind}*, defined in `{module}`. {value}"
+            f"### `{package.__name__}.{name}`\n{code}\n*{kind}*, defined in `{module}`. {value}"
             f"{html.escape(_first_paragraph(doc))}\n"
         )
         if doc and doc.strip() != _first_paragraph(doc):

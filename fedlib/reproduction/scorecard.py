@@ -55,6 +55,21 @@ __all__ = [
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The columns of :func:`all_claims`, one row per (tier, claim).
+CLAIM_COLUMNS = (
+    "tier",
+    "page",
+    "key",
+    "name",
+    "claim",
+    "paper",
+    "ours",
+    "tolerance",
+    "verdict",
+    "flips",
+    "expected",
+    "note",
+)
 #: The tiers of the scorecard's columns, lowest first.
 TIERS = ("quick", "subset", "paper")
 NEEDS_PAPER = "needs the paper tier"
@@ -732,20 +747,7 @@ def _claim_rows(rows) -> pd.DataFrame:
             }
             for t, page, c, flips in rows
         ],
-        columns=[
-            "tier",
-            "page",
-            "key",
-            "name",
-            "claim",
-            "paper",
-            "ours",
-            "tolerance",
-            "verdict",
-            "flips",
-            "expected",
-            "note",
-        ],
+        columns=list(CLAIM_COLUMNS),
     )
 
 

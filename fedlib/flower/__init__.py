@@ -1,6 +1,5 @@
 """FedEntOpt (and every other fedlib selector) in Flower: a Message-API strategy and the label-count query.
-
-Optional extra: ``pip install -e ".[flower]"`` (Flower 1.41 with its Ray-based simulation engine).
+An optional extra: ``pip install -e ".[flower]"`` (Flower 1.41 with its Ray-based simulation engine).
 
 * ``SelectorStrategy`` (``fedlib.flower.strategy``): Flower's ``FedAvg`` strategy whose ``configure_train`` picks
   the round's clients with a fedlib selector (``fedlib.selection.selectors``; FedEntOpt's buffer kept across rounds)

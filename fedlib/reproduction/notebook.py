@@ -183,7 +183,6 @@ def api_markdown(package) -> str:
     True
     """
     import html
-    import importlib
     import inspect
     import pkgutil
 
@@ -213,23 +212,24 @@ def api_markdown(package) -> str:
     for info in pkgutil.iter_modules(package.__path__):
         if not info.ispkg:
             continue
-        sub = importlib.import_module(f"{package.__name__}.{info.name}")
-        out.append(f"### `{sub.__name__}`\n\n{html.escape(_first_paragraph(sub.__doc__ or ''))}\n")
+        # read from the source, not imported: a subpackage of an optional extra is listed where it is not installed
+        name = f"{package.__name__}.{info.name}"
+        spec = info.module_finder.find_spec(name)
+        out.append(f"### `{name}`\n\n{html.escape(_first_paragraph(_module_doc(spec.origin)))}\n")
         rows = []
-        for mod in pkgutil.iter_modules(sub.__path__):
+        for mod in pkgutil.iter_modules(spec.submodule_search_locations):
             if mod.name.startswith("_"):
                 continue
-            spec = importlib.util.find_spec(f"{sub.__name__}.{mod.name}")
-            first = _module_doc_line(spec.origin) if spec and spec.origin else ""
-            rows.append(f"| `{sub.__name__}.{mod.name}` | {html.escape(first).replace('|', '&#124;')} |")
+            origin = mod.module_finder.find_spec(f"{name}.{mod.name}").origin
+            first = (_module_doc(origin).strip().splitlines() or [""])[0]
+            rows.append(f"| `{name}.{mod.name}` | {html.escape(first).replace('|', '&#124;')} |")
         out.append("| module | what it holds |\n|---|---|\n" + "\n".join(rows) + "\n")
     return "\n".join(out)
 
 
-def _module_doc_line(path: str) -> str:
-    """The first line of a module's docstring, read from its source (the module is not imported)."""
+def _module_doc(path: str) -> str:
+    """A module's docstring, read from its source (the module is not imported)."""
     import ast
     from pathlib import Path
 
-    doc = ast.get_docstring(ast.parse(Path(path).read_text()))
-    return doc.strip().splitlines()[0] if doc else ""
+    return ast.get_docstring(ast.parse(Path(path).read_text())) or ""

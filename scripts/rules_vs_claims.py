@@ -1,4 +1,4 @@
-"""Today's verdicts beside the new rules' (issue 30): the Table I "best" statements and the Table II direction
+"""Today's verdicts beside the new rules': the Table I "best" statements and the Table II direction
 statements (and a few Table I/II statements the rules can judge that have no claim today), from the stored runs.
 
 For each statement: the scorecard's verdict at the tier (its claims, ``fedlib.reproduction.claims``, folded as

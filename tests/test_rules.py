@@ -1,4 +1,4 @@
-"""The rules that judge the paper's statements (fedlib.reproduction.rules, issue 30): each rule on hand-made frames
+"""The rules that judge the paper's statements (fedlib.reproduction.rules): each rule on hand-made frames
 that come out reproduces, does not reproduce and undecided, with intervals checked by hand from the t table; the
 multi-setting frames the paper tier will give (settings are judged apart, never pooled); and the symmetry that
 makes a rule the same for a pass and a miss."""

@@ -1,4 +1,4 @@
-"""Rules that judge the paper's statements (issue 30): a handful of functions, each the same for a pass and a miss.
+"""Rules that judge the paper's statements: a handful of functions, each the same for a pass and a miss.
 
 Every rule takes a tidy per-seed frame (:func:`tidy`, :func:`from_group`): one row per run with its setting columns
 (model, dataset, partition, clients_per_round, ...: every column but ``method``, ``seed`` and ``value``),

@@ -1,6 +1,6 @@
 """The paper's statements as data: ``statements.yaml`` loaded into frozen :class:`PaperStatement` rows and validated.
 
-The table (issue 30, item 1) holds one entry per checkable sentence of the FedEntOpt paper (v2's abstract, §II to §VI
+The table holds one entry per checkable sentence of the FedEntOpt paper (v2's abstract, §II to §VI
 and captions; v1's large pools and Figs. 4 to 6), with the paper's words and value, the rule that judges it, what it is
 computed from (a run group of :data:`fedlib.reproduction.tiers.GROUPS` or a label-only function), the tiers that can
 judge it, and why a difference is expected, where the paper's text contradicts its own table and where no run group

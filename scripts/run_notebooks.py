@@ -9,8 +9,10 @@ Examples (from the repository root)::
     python scripts/run_notebooks.py --smoke --prepare-only --out-dir build/smoke   # for pytest --nbval-lax
 
 Every cell runs under a time limit (`--cell-timeout`); a page that times out is run once more, then fails naming
-the cell. A notebook is written to ``<out-dir>/<name>.ipynb`` only when it ran to the end; a failed run leaves
-``<name>.failed.ipynb`` (with the traceback in it) and makes the script exit with status 1, naming the notebook.
+the cell. The pages run with the papermill engine of ``scripts/notebook_client.py``: a cell the kernel has not
+started a minute after its request fails at once, naming the cell, and the page is run once more. A notebook is
+written to ``<out-dir>/<name>.ipynb`` only when it ran to the end; a failed run leaves ``<name>.failed.ipynb`` (with
+the traceback in it) and makes the script exit with status 1, naming the notebook.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 import nbformat
 import papermill
 import yaml
+from notebook_client import ENGINE
 
 ROOT = Path(__file__).resolve().parents[1]
 TIERS = ("quick", "subset", "paper")
@@ -213,6 +216,7 @@ def execute_once(source: Path, partial: Path, parameters: dict, log_output: bool
             cwd=str(source.parent),  # the notebook's folder, as when it is opened in Jupyter
             progress_bar=False,
             log_output=log_output,
+            engine_name=ENGINE,  # scripts/notebook_client.py: no lost execute requests, a loud error if one is
             execution_timeout=cell_timeout,  # seconds a single cell may run; a hung cell fails, never waits forever
         )
     except Exception as error:  # papermill raises PapermillExecutionError, nbclient CellTimeoutError, kernels die
@@ -225,8 +229,9 @@ def execute(
 ) -> tuple[str, float, str]:
     """Run one notebook; return (name, seconds, error message or '').
 
-    A run that times out in a cell is tried again (``retries`` times); an error that is not a timeout is not
-    retried, since running the same code again gives the same error.
+    A run that times out in a cell, or whose cell the kernel never started (``notebook_client.CellNotStarted``), is
+    tried again (``retries`` times); another error is not retried, since running the same code again gives the same
+    error.
     """
     source = ROOT / run["notebook"]
     target = out_dir / f"{run['name']}.ipynb"
@@ -241,9 +246,11 @@ def execute(
             partial.replace(target)
             return run["name"], time.perf_counter() - start, ""
         timed_out = "CellTimeoutError" in error or "timed out" in error.lower()
+        not_started = "CellNotStarted" in error
         where = stuck_cell(partial)
-        if timed_out and attempt < retries:
-            print(f"TIMEOUT {run['name']} in {where} after {cell_timeout} s; trying again", flush=True)
+        if (timed_out or not_started) and attempt < retries:
+            what = "the kernel never started the cell" if not_started else f"after {cell_timeout} s"
+            print(f"{'STALL' if not_started else 'TIMEOUT'} {run['name']} in {where}: {what}; trying again", flush=True)
             continue
         kind = f"a cell ran longer than {cell_timeout} s ({attempt + 1} attempts)" if timed_out else "error"
         return run["name"], time.perf_counter() - start, f"{where}: {kind}: {error}\n  partial output: {partial}"

@@ -112,7 +112,12 @@ def main(argv=None) -> int:
     by_group = runs_to_train(
         dataclasses.replace(tier, seed_plan=cells), cost, best["cpu_seconds_per_run"], args.results_dir
     )
-    total = {k: sum(g[k] for g in by_group.values()) for k in ("runs", "stored", "copied", "to_train")}
+    for group, row in runs_to_train(base, cost, best["cpu_seconds_per_run"], args.results_dir).items():
+        by_group[group]["to_train_without_plan"] = row["to_train"]  # the tier's own seeds of cells not yet stored
+    total = {
+        k: sum(g[k] for g in by_group.values())
+        for k in ("runs", "stored", "copied", "to_train", "to_train_without_plan")
+    }
     cpu = round(sum(g["cpu_hours"] for g in by_group.values()), 1)
     layout = f"{best['processes']} process(es) x {best['threads']} thread(s), {best['engine']} engine"
     doc = {

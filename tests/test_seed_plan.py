@@ -1,11 +1,13 @@
 """fedlib.reproduction.seed_plan: seeds needed per gap (hand-checked), the cap, the routes of a claim and a statement,
-the shared cells counted once."""
+the shared cells counted once; and the committed subset plan agrees with the tier that runs it."""
 
 import math
 
 import pytest
+import yaml
 
 from fedlib.reproduction import seed_plan as sp
+from fedlib.reproduction import tiers
 
 # ------------------------------------------------------------------------------------------ power and seeds
 
@@ -115,3 +117,36 @@ def test_a_cell_that_several_gaps_need_counts_once_with_the_largest_ask():
     assert cells[sp.cell_key("table1", {"partition": "C=2", "method": "KL"})] == 4
     # the seed is no part of a cell
     assert sp.cell_key("table1", {"method": "KL", "seed": 3}) == sp.cell_key("table1", {"method": "KL"})
+
+
+# ------------------------------------------------------------------------------------------ the committed plan
+
+
+def _plan():
+    return yaml.safe_load((tiers._ROOT / tiers.get_tier("subset").seed_plan).read_text())
+
+
+def test_the_subset_tier_runs_the_seeds_of_its_plan():
+    plan = _plan()
+    assert (plan["alpha"], plan["power"], plan["cap"]) == (0.05, sp.POWER, sp.CAP)
+    runs = {}
+    for group in tiers.tier_groups("subset"):
+        for r in tiers.group_configs("subset", group):
+            runs.setdefault(sp.cell_key(group, r.label), set()).add(r.label["seed"])
+    for cell in plan["cells"]:
+        key = sp.cell_key(cell["group"], cell["label"])
+        assert key in runs, f"plan cell {key} is no cell of the subset tier"
+        assert runs[key] == set(range(cell["seeds"])), key
+        assert cell["seeds"] > cell["tier_seeds"]
+    assert max(c["seeds"] for c in plan["cells"]) <= plan["cap"]
+
+
+def test_the_plan_lists_every_statement_it_cannot_decide_with_the_reason():
+    plan = _plan()
+    for s in plan["statements"]:
+        if s["route"] is None:
+            assert s["note"].startswith(f"cannot decide within the cap of {plan['cap']} seeds")
+        else:
+            assert 1 <= s["seeds"] <= plan["cap"] and s["decided_through"]
+    assert plan["totals"]["to_train"] == sum(g["to_train"] for g in plan["groups"].values())
+    assert sum(plan["pilot"].values()) > 0  # the stored runs it was computed from

@@ -38,6 +38,9 @@ formulations)), each as a ``PlannedRun(experiment, label, config)``; ``tier_grou
 
     Every group of the paper runs here, participation with all of Table I's methods (§V-B3: "all methods"; the
     DP variant is no baseline; the quick and paper tiers keep four), FedEntropy with the tier's seeds (they: one).
+    Beyond the 3 seeds, the cells of the seed plan ``plans/subset_seed_plan.yaml`` (``Tier.seed_plan``, written by
+    ``scripts/seed_plan.py`` from the stored runs before the runs it plans) run seeds 0..n-1: the seeds each
+    undecided statement needs for a verdict (``fedlib.reproduction.seed_plan``).
 ``paper``
     The paper's data and scale: torchvision ``download=True`` (CIFAR-10; CIFAR-100 with 20 superclasses for
     the experiments that use it), K = 100, M = 10, E = 5, 500 rounds, 3 seeds, LeNet-5 and VGG-11, on
@@ -193,8 +196,8 @@ TIERS: dict[str, Tier] = {
     "subset": Tier(
         name="subset",
         description="real CIFAR-10 images at hand (5,170 train / 1,017 test), paper settings (K=100, M=10, "
-        "E=5, LeNet-5, batch 64, lr 0.01x0.98, 3 seeds; Table I's FedAvg and FedEntOpt 5), 300 rounds on "
-        "CPU (the measured plateau)",
+        "E=5, LeNet-5, batch 64, lr 0.01x0.98, 3 seeds; Table I's FedAvg and FedEntOpt 5; more where the seed "
+        "plan asks), 300 rounds on CPU (the measured plateau)",
         base=_SUBSET_BASE,
         seeds=(0, 1, 2),
         datasets=("cifar10-subset",),
@@ -207,6 +210,7 @@ TIERS: dict[str, Tier] = {
             "min_partition_size": 0,
         },
         extra_seeds={"table1": {"methods": ("FedAvg", "FedEntOpt"), "seeds": (3, 4)}},
+        seed_plan="plans/subset_seed_plan.yaml",
     ),
     "paper": Tier(
         name="paper",

@@ -6,6 +6,10 @@ Examples (from the repository root)::
     python scripts/run_experiments.py --tier subset --experiment table1 --data-root ../shared/data --workers 2
     python scripts/run_experiments.py --tier subset --experiment table1 --methods FedAvg,FedEntOpt --rounds 30
     python scripts/run_experiments.py --tier paper --experiment table1           # network + GPU
+    nice python scripts/run_experiments.py --tier subset --experiment all --workers 2 --threads 1 --engine batched
+
+The last line runs the subset tier with its seed plan (``plans/subset_seed_plan.yaml``, read by
+``fedlib.reproduction.tiers``) in the layout ``benchmarks/bench_subset_throughput.py`` measured fastest on 2 cores.
 
 Runs are trained with ``fedlib.training.trainer.run_experiment`` under the run cache ``--run-root`` (default ``runs``;
 an interrupted run resumes there) and stored as small tables under ``results/<tier>/<experiment>/``
@@ -54,6 +58,13 @@ def main(argv=None) -> int:
         default=None,
         help="override the tier's device, e.g. cuda from a Ray head node without a GPU (--backend ray)",
     )
+    p.add_argument(
+        "--engine",
+        default=None,
+        choices=["reference", "batched"],
+        help="override the tier's training engine (not part of the run keys; on CPU the batched engine's loop kernel "
+        "gives the reference results bit for bit)",
+    )
     args = p.parse_args(argv)
     if args.data_root:
         os.environ["FEDLIB_DATA_ROOT"] = str(Path(args.data_root).resolve())
@@ -74,10 +85,11 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     for name in names:
         runs = tiers.group_configs(args.tier, name, rounds=args.rounds)
-        if args.device:  # the device is not part of a stored run's key (fedlib.reproduction.results.run_key)
+        if args.device or args.engine:  # neither is part of a stored run's key (fedlib.reproduction.results.run_key)
             import dataclasses
 
-            runs = [r._replace(config=dataclasses.replace(r.config, device=args.device)) for r in runs]
+            swap = {k: v for k, v in (("device", args.device), ("engine", args.engine)) if v}
+            runs = [r._replace(config=dataclasses.replace(r.config, **swap)) for r in runs]
         if args.methods:
             keep = set(args.methods.split(","))
             runs = [

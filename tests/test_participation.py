@@ -139,8 +139,12 @@ def test_participation_claims_need_two_seeds():
 def test_full_rate_runs_differ_from_participation_only_in_m():
     part = {participation._without_m(r.config): r for r in tiers.group_configs("subset", "participation")}
     pairs = participation.full_rate_runs("subset")
-    sizes = tiers.get_tier("subset").participation
-    assert len(pairs) == 4 * 2 * len(sizes["seeds"])  # methods x partitions x seeds
+    # one pair per (partition, method, seed) that both groups run: every participation method, its seeds
+    cells = [
+        {(r.label["partition"], r.label["method"], r.label["seed"]) for r in tiers.group_configs("subset", g)}
+        for g in ("participation", "table1")
+    ]
+    assert len(pairs) == len(cells[0] & cells[1]) >= len(tiers.PARTICIPATION_METHODS) * 2 * 3
     for label, run in pairs:
         twin = part[participation._without_m(run.config)]
         assert run.experiment == "table1"
@@ -154,7 +158,10 @@ def test_stored_subset_participation_gets_its_full_rate_point():
     if stored.empty:
         pytest.skip("no stored subset participation runs")
     frame, added = participation.with_full_rate(stored)
-    assert added == len(participation.full_rate_runs("subset"))
+    pairs = participation.full_rate_runs("subset")
+    assert added == sum(
+        results.find_stored(run.config, "subset", experiments=["table1"]) is not None for _, run in pairs
+    )
     assert set(frame["clients_per_round"]) == {4, 5, 6, 7, 8, 9, 10}
     full = frame[frame["clients_per_round"] == 10]
     assert full.groupby(["partition", "method", "seed"]).ngroups == added

@@ -1,6 +1,8 @@
 """fedlib.reproduction.tiers: every tier's configurations validate; unknown names are errors that list the allowed
 ones."""
 
+import json
+
 import pytest
 
 from fedlib.reproduction import paper_values as paper
@@ -130,3 +132,40 @@ def test_unknown_names_are_pinned_errors():
         tiers.tier_config("quick", epochs=3)
     with pytest.raises(ValueError, match=r"unknown combination 'FedEntOpt\+KL'"):
         tiers.tier_config("quick", method="FedEntOpt+KL")
+
+
+@pytest.mark.parametrize("tier", ["quick", "subset"])
+def test_every_stored_run_is_still_planned_by_its_tier(tier):
+    """A change of the tiers (a seed plan, more methods) adds runs; every stored run keeps its key and its group."""
+    from fedlib.reproduction import results
+
+    for group in tiers.tier_groups(tier):
+        stored = {p.stem for p in results.group_dir(None, tier, group).glob("*.csv")}
+        planned = {results.run_key(r.config) for r in tiers.group_configs(tier, group)}
+        assert stored <= planned, f"{tier}/{group}: {len(stored - planned)} stored runs no longer planned"
+
+
+def test_subset_tier_runs_every_group_of_the_paper_with_several_seeds():
+    part = tiers.group_configs("subset", "participation")
+    assert {r.label["method"] for r in part} == set(paper.TABLE_I_METHODS) - {"FedEntOpt (DP)"}  # §V-B3: all methods
+    assert {r.label["method"] for r in tiers.group_configs("quick", "participation")} == {
+        "FedAvg",
+        "FedProx",
+        "KL",
+        "FedEntOpt",
+    }  # the quick tier keeps the methods of its stored runs
+    for group in ("availability", "buffer", "large_pools", "fedentropy"):
+        runs = tiers.group_configs("subset", group)
+        seeds = {}
+        for r in runs:
+            seeds.setdefault(json.dumps({k: v for k, v in r.label.items() if k != "seed"}), set()).add(r.label["seed"])
+        assert min(len(s) for s in seeds.values()) >= 3, group
+
+
+def test_a_missing_seed_plan_is_an_error_naming_it():
+    import dataclasses
+
+    tiers._read_plan.cache_clear()
+    lost = dataclasses.replace(tiers.get_tier("subset"), seed_plan="plans/no_such_plan.yaml")
+    with pytest.raises(FileNotFoundError, match=r"seed plan 'plans/no_such_plan.yaml' not found"):
+        tiers.group_configs(lost, "table1")

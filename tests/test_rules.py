@@ -559,23 +559,3 @@ def test_compare_another_column_than_method():
     """Table VI's accuracy: Q = 75 % below Q = 50 % under Dir(0.1), the buffer size compared seed by seed."""
     f = paired([-2.0, -3.0, -2.5], a=75, b=50, partition="Dir(0.1)").rename(columns={"method": "buffer_pct"})
     assert rules.direction(f, (75, 50), side=-1, compare="buffer_pct").verdict == REPRODUCES
-
-
-def test_the_comparison_script_on_the_stored_runs():
-    """scripts/rules_vs_claims.py: every statement it compares gets today's verdict and one of the rules'."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    import rules_vs_claims
-
-    table = rules_vs_claims.compare("subset")
-    if table.empty:
-        pytest.skip("no stored subset runs")
-    overall = table[table["level"] == "overall"]
-    assert {"abstract/outperforms", "V-B1/best_every_setting", "V-B4/dir_increases", "V-B4/c2_modest"} <= set(
-        overall["statement"]
-    )
-    assert set(overall["new"]) <= set(rules.VERDICTS) and overall["old"].str.len().gt(0).all()
-    best = table[table["statement"] == "abstract/outperforms"]
-    assert best["level"].str.contains("partition=Dir").any() and best["level"].str.contains("partition=C=2").any()

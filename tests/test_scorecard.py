@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedlib.reproduction import paper_values, quantities, results, scorecard, statements, tiers
+from fedlib.reproduction import quantities, results, scorecard, statements, tiers
 from fedlib.reproduction.results import StoredGroup
 from fedlib.reproduction.rules import DOES_NOT, REPRODUCES, UNDECIDED
 
@@ -347,18 +347,3 @@ def test_every_page_with_statements_opens_with_its_verdicts(page):
     assert first[0].startswith("# ") and first[1:4] == ["", "```{glue} verdicts", "```"]
     code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
     assert sum(f'on_top(scorecard.page_verdicts("{page}"' in c for c in code) == 1
-
-
-def test_table_iv_as_transcribed_gives_the_papers_scaffold_gap(table):
-    """paper_values.TABLE_IV against the statement's own reading of it (FedEntOpt - SCAFFOLD, 2.14 to 6.03)."""
-    gaps = [round(v["FedEntOpt"][0] - v["SCAFFOLD"][0], 2) for v in paper_values.TABLE_IV.values()]
-    assert [min(gaps), max(gaps)] == table.by_id("V-C/scaffold_second").paper_value["value"]
-    assert all(max(v, key=lambda m: v[m][0]) == "FedEntOpt" for v in paper_values.TABLE_IV.values())
-
-
-def test_the_paper_frame_gives_the_papers_own_gap():
-    gap = quantities.paper_gap(quantities.paper_frame("table1"))
-    setting = {"model": "lenet5", "dataset": "cifar10-subset", "partition": "Dir(0.1)"}  # our names, the paper's cell
-    cell = paper_values.TABLE_I[("LeNet-5", "CIFAR-10", "Dir(0.1)")]
-    assert gap(setting, "FedEntOpt", "FedAvg") == pytest.approx(cell["FedEntOpt"][0] - cell["FedAvg"][0])
-    assert gap({**setting, "partition": "C=3"}, "FedEntOpt", "FedAvg") is None

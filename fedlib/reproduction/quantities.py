@@ -1013,16 +1013,53 @@ LABEL_PAGES = {
 }
 
 
+#: The paper's CIFAR-style federations (§V-A5): profile, the paper's name, K and M.
+PAPER_FEDERATIONS = (("cifar10", 100, 10), ("cifar100-20", 100, 10), ("cinic10", 200, 20))
+#: The selection study (no page of its own): the paper's rounds and seeds; its smoke run is seconds long.
+SELECTION = {"num_rounds": 500, "seeds": (0, 1, 2)}
+SELECTION_SMOKE = {"num_rounds": 20, "seeds": (0,)}
+
+
+def _selection_study(p) -> dict:
+    """KL's and FedEntOpt's picks (buffer Q of §V-A5) in each of the paper's CIFAR-style federations, both
+    partitions, ``p["seeds"]``: ``traces`` (dataset, partition, seed -> {method: SelectionTrace}) and ``counts``
+    (dataset, partition, seed -> the federation's (K, C) label counts)."""
+    from fedlib.data.partition import parse_partition
+    from fedlib.label_only.label_studies import federation_counts
+    from fedlib.label_only.simulate import run_selection
+    from fedlib.reproduction.tiers import _buffer_fraction
+    from fedlib.selection.selectors import make_selector
+
+    traces, counts = {}, {}
+    for profile, k, m in PAPER_FEDERATIONS:
+        for part in tiers.PARTITIONS:
+            spec = parse_partition(part)
+            for seed in p["seeds"]:
+                c = federation_counts(
+                    profile, spec["scheme"], k, seed, beta=spec["beta"], classes_per_client=spec["classes_per_client"]
+                )
+                key = (reporting.paper_dataset(profile), part, seed)
+                counts[key] = c
+                fedentopt = make_selector("fedentopt", buffer_fraction=_buffer_fraction(part))
+                traces[key] = {
+                    name: run_selection(c, sel, m, p["num_rounds"], seed=seed)
+                    for name, sel in (("KL", "kl"), (REF, fedentopt))
+                }
+    return {"traces": traces, "counts": counts}
+
+
 @functools.lru_cache(maxsize=None)
 def label_study(page: str, smoke: bool = False) -> dict:
     """The studies of one label-only page (:data:`LABEL_PAGES`) at the book's parameters (``smoke``: the page's
-    smoke ones), computed once per process."""
+    smoke ones), or of the selection study (``"selection"``, :data:`SELECTION`), computed once per process."""
+    if page == "selection":
+        return _selection_study(SELECTION_SMOKE if smoke else SELECTION)
     return LABEL_PAGES[page](book_parameters(page, smoke))
 
 
 def label_studies(smoke: bool = False) -> dict:
-    """page -> its studies (:func:`label_study`) for every label-only page."""
-    return {page: label_study(page, smoke) for page in LABEL_PAGES}
+    """page -> its studies (:func:`label_study`) for every label-only page and the selection study."""
+    return {page: label_study(page, smoke) for page in (*LABEL_PAGES, "selection")}
 
 
 # ---------------------------------------------------------------------------- label-only: the statements
@@ -1339,6 +1376,103 @@ def _dp_same_cost(studies, s, table):
     return rules.exact(pd.DataFrame(rows), "paper")
 
 
+def _selection(studies):
+    return studies["selection"]
+
+
+def _per_federation(studies, value) -> pd.DataFrame:
+    """One row per (dataset, partition, seed) of the selection study: ``value(traces, counts)``."""
+    st = _selection(studies)
+    rows = [
+        {"dataset": ds, "partition": part, "seed": seed, "value": float(value(st["traces"][key], st["counts"][key]))}
+        for key in st["traces"]
+        for ds, part, seed in [key]
+    ]
+    return pd.DataFrame(rows)
+
+
+def _all_classes_exposed(studies, s, table):
+    return rules.exact(_per_federation(studies, lambda tr, c: tr[REF].covers.mean()), 1.0)
+
+
+def _kl_same_subset(studies, s, table):
+    distinct = lambda tr, c: len({tuple(sorted(r)) for r in tr["KL"].picked})  # noqa: E731
+    return rules.exact(_per_federation(studies, distinct), 1.0)
+
+
+def _never_picked_share(trace, counts) -> float:
+    """The share of the federation's training samples held by clients the selector never picked."""
+    sizes = np.asarray(counts.sum(axis=1)).ravel()
+    picked = np.zeros(sizes.size, dtype=bool)
+    picked[trace.picked[trace.picked >= 0]] = True
+    return float(sizes[~picked].sum() / sizes.sum())
+
+
+def _kl_excludes_data(studies, s, table):
+    st = _selection(studies)
+    rows = [
+        {
+            "dataset": ds,
+            "partition": part,
+            "method": name,
+            "seed": seed,
+            "value": _never_picked_share(tr, st["counts"][key]),
+        }
+        for key, by in st["traces"].items()
+        for ds, part, seed in [key]
+        for name, tr in by.items()
+    ]
+    return apply_rule(s, table, pd.DataFrame(rows), [("KL", REF)], unit="")
+
+
+def _weighted_mixture(studies, s, table):
+    """Largest |L_c / ||L||_1 - sum_k (n_k / sum_j n_j) P_k(c)| over classes and 20 random subsets of M clients."""
+
+    def gap(traces, counts):
+        c = np.asarray(counts.todense() if hasattr(counts, "todense") else counts, dtype=float)
+        rng = np.random.default_rng(0)
+        worst = 0.0
+        for _ in range(20):
+            pick = rng.choice(c.shape[0], size=10, replace=False)
+            pooled = c[pick].sum(axis=0)
+            n = c[pick].sum(axis=1)
+            mixture = (n[:, None] / n.sum() * (c[pick] / np.maximum(n, 1)[:, None])).sum(axis=0)
+            worst = max(worst, float(np.abs(pooled / pooled.sum() - mixture).max()))
+        return worst
+
+    return rules.exact(_per_federation(studies, gap), 0.0, tolerance=1e-12, relation="at_most")
+
+
+def _fewest_holding(counts, share: float = 0.9) -> float:
+    """The fewest clients that hold ``share`` of a class's samples, mean over classes."""
+    c = np.asarray(counts.todense() if hasattr(counts, "todense") else counts, dtype=float)
+    out = []
+    for col in c.T:
+        ranked = np.sort(col)[::-1].cumsum()
+        out.append(int(np.searchsorted(ranked, share * ranked[-1]) + 1))
+    return float(np.mean(out))
+
+
+def _dir_concentrated(studies, s, table):
+    f = _per_federation(studies, lambda tr, c: _fewest_holding(c))
+    f = f.rename(columns={"partition": "method"})
+    return apply_rule(s, table, f, [("Dir(0.1)", "C=2")], unit=" clients")
+
+
+def _laplace_scale(studies, s, table):
+    """The scale fedlib's mechanism draws each component's noise with, read off its draws beside standard Laplace
+    draws of the same generator (numpy scales one standard draw), at epsilon 0.5, 1 and 2; and the sensitivity."""
+    from fedlib.selection.privacy import SENSITIVITY, laplace_counts
+
+    rows = []
+    for eps in (0.5, 1.0, 2.0):
+        noise = laplace_counts(np.zeros((4, 10), dtype=np.int64), eps, rng=np.random.default_rng(0))
+        unit = np.random.default_rng(0).laplace(0.0, 1.0, size=noise.shape)
+        rows.append({"what": f"scale at epsilon {eps:g}", "value": float(np.median(noise / unit)), "paper": 1 / eps})
+    rows.append({"what": "L1 sensitivity", "value": float(SENSITIVITY), "paper": 1.0})
+    return rules.exact(pd.DataFrame(rows), "paper", tolerance=1e-9)
+
+
 #: statement id -> ``f(studies, statement, table)``: its judgement from the label-only studies at the paper's
 #: scale (:func:`label_studies`: page -> its studies; a statement without a page reads fedlib's own data).
 LABEL_ONLY: dict[str, Callable] = {
@@ -1367,4 +1501,10 @@ LABEL_ONLY: dict[str, Callable] = {
     "V-A1/class_counts": _class_counts,
     "v1/participation_2_5pct": _participation_2_5pct,
     "V-D/dp_same_cost": _dp_same_cost,
+    "abstract/all_classes_exposed": _all_classes_exposed,
+    "II/kl_same_subset": _kl_same_subset,
+    "II/kl_excludes_data": _kl_excludes_data,
+    "IV/weighted_mixture": _weighted_mixture,
+    "V-A5/dir_concentrated": _dir_concentrated,
+    "V-B2/laplace_scale": _laplace_scale,
 }

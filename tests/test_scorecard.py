@@ -179,7 +179,9 @@ def test_counts_add_up_per_column_and_the_text_card_lists_every_statement(table,
     assert counts.loc[REPRODUCES, "quick"] == 2 and counts.loc["no run group yet", "overall"] == 1
     text = scorecard.to_text(c)
     assert all(i in text for i in ids) and "Not checkable (1)" in text and "Counts per column" in text
-    assert all(note.split(":")[0] in text for note in scorecard.TIER_NOTES.values())
+    notes = scorecard.tier_notes()
+    assert list(notes) == list(scorecard.COLUMNS) and all(note in text for note in notes.values())
+    assert "one seed for" in notes["quick"] and tiers.get_tier("subset").description in notes["subset"]
 
 
 def test_the_cli_prints_the_card(monkeypatch, capsys, table, stored):

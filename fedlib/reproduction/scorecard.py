@@ -323,6 +323,8 @@ def _paper_value(statement) -> str:
 
 
 def _short(words: str, n: int = 160) -> str:
+    """The paper's words as shown: TeX read as text (``statements.normalise``), cut at a word after ``n``."""
+    words = statements.normalise(words).replace("\\", "")
     return words if len(words) <= n else words[: n - 1].rsplit(" ", 1)[0] + " …"
 
 
@@ -471,7 +473,8 @@ def to_html(c: pd.DataFrame) -> str:
         mark = " · <b>the paper's own table contradicts it</b>" if r.contradicts else ""
         words = (
             f"<small><code>{html.escape(r.id)}</code> · {html.escape(r.section)}{mark}</small><br>"
-            f"“{html.escape(_short(r.words, 240))}”<br><small>the paper's value: {html.escape(r.paper_value)}</small>"
+            f"“{html.escape(_short(r.words, 240))}”"
+            + (f"<br><small>the paper's value: {html.escape(r.paper_value)}</small>" if r.paper_value != "–" else "")
         )
         cells = "".join(_cell(getattr(r, col)) for col in COLUMNS)
         src = f" ({r.overall_from.replace('_', '-')})" if r.overall_from else ""

@@ -81,6 +81,22 @@ def test_dry_run_names_the_failing_experiment(tmp_path, monkeypatch):
         paper_tier.dry_run("paper", workdir=tmp_path, groups=["table1"], log=lambda m: None)
 
 
+def test_dry_run_walks_every_statement_the_paper_tier_lists(monkeypatch):
+    """Step 3 of the dry run: the statements judged on stand-ins of every planned run; one the runs could not
+    judge stops it, naming the statement."""
+    from fedlib.reproduction import quantities, statements
+
+    listed = [s for s in statements.load() if "paper" in s.tiers and s.groups and not s.group_missing]
+    assert paper_tier._walk_statements("paper") == len(listed)
+
+    def broken(runs, s, table):
+        raise KeyError("clients_per_round")
+
+    monkeypatch.setitem(quantities.TRAINING, "V-B3/keeps_accuracy", broken)
+    with pytest.raises(paper_tier.DryRunError, match=r"V-B3/keeps_accuracy \(KeyError: 'clients_per_round'\)"):
+        paper_tier._walk_statements("paper")
+
+
 def test_cli_size_only_prints_the_cost(capsys):
     assert main(["paper", "--size-only", "--groups", "fedentropy,medical"]) == 0
     out = capsys.readouterr().out

@@ -38,8 +38,10 @@ def by_hand(diffs, t):
 
 
 def test_one_alpha_and_the_scorecards_verdict_names():
+    from fedlib.reproduction import scorecard
+
     assert rules.ALPHA == claims.ALPHA == 0.05
-    assert set(rules.VERDICTS) <= set(claims.VERDICTS)
+    assert set(rules.VERDICTS) <= set(scorecard.STATUSES)
 
 
 def test_t_interval_by_hand():
@@ -359,6 +361,26 @@ def _counts(f):
             {S1: REPRODUCES, S2: DOES_NOT, S3: UNDECIDED},
             DOES_NOT,
         ),
+        (  # below -4: S3's interval lies above -4 at 95 % but its family-level one [-4.12, 4.72] does not
+            lambda f: rules.direction(f, ("A", "B"), side=-1, threshold=-4.0),
+            {S1: DOES_NOT, S2: REPRODUCES, S3: UNDECIDED},
+            DOES_NOT,
+        ),
+        (  # non-inferiority: a rise is no miss
+            lambda f: rules.equal_within(f, ("A", "B"), margin=2.5, one_sided="lower"),
+            {S1: REPRODUCES, S2: DOES_NOT, S3: REPRODUCES},
+            DOES_NOT,
+        ),
+        (  # non-superiority: S3's 2.78 crosses +2.5
+            lambda f: rules.equal_within(f, ("A", "B"), margin=2.5, one_sided="upper"),
+            {S1: DOES_NOT, S2: REPRODUCES, S3: UNDECIDED},
+            DOES_NOT,
+        ),
+        (  # "some comparison in every setting": A above B or B above A, per setting
+            lambda f: rules.direction(f, [("A", "B"), ("B", "A")], combine=("some", "every")),
+            {S1: REPRODUCES, S2: REPRODUCES, S3: UNDECIDED},
+            UNDECIDED,
+        ),
     ],
 )
 def test_each_rule_judges_each_setting(judge, per_setting, overall):
@@ -367,6 +389,59 @@ def test_each_rule_judges_each_setting(judge, per_setting, overall):
     assert j.verdict == overall
     assert [s.setting_dict["clients_per_round"] for s in j.settings] == [10, 10, 4]
     assert len(j.frame()) == 1 + len(j.settings) + len(j.comparisons())
+
+
+def test_a_combine_that_is_no_word_or_pair_is_refused():
+    with pytest.raises(ValueError, match="combine must be 'every', 'some' or a pair of them"):
+        rules.direction(_multi(), ("A", "B"), combine=("some", "most"))
+    with pytest.raises(ValueError, match="one_sided must be None, 'lower' or 'upper'"):
+        rules.equal_within(_multi(), ("A", "B"), margin=1.0, one_sided="both")
+
+
+def _rivals(**gaps):
+    """Runs of A and of each rival at seeds 0..2, A - rival seed by seed as given."""
+    a = {s: 50.0 + 3.0 * math.sin(s) for s in range(3)}
+    rows = [{"method": "A", "seed": s, "value": v} for s, v in a.items()]
+    rows += [{"method": m, "seed": s, "value": a[s] - g} for m, d in gaps.items() for s, g in enumerate(d)]
+    return pd.DataFrame(rows)
+
+
+def test_at_least_k_of_the_comparisons():
+    """ "Several" baselines: two rivals clearly below A and one clearly above it."""
+    f = _rivals(B=[5.0, 5.2, 4.8], C=[3.0, 3.1, 2.9], D=[-6.0, -6.1, -5.9])
+    j = rules.direction(f, [("A", m) for m in "BCD"])
+    assert [p.verdict for p in j.settings[0].parts] == [REPRODUCES, REPRODUCES, DOES_NOT]
+    assert rules.at_least(j, 2).verdict == REPRODUCES
+    assert rules.at_least(j, 3).verdict == DOES_NOT  # D can no longer reproduce: fewer than 3 can
+    g = _rivals(B=[5.0, 5.2, 4.8], C=[0.3, 1.3, -0.7], D=[-6.0, -6.1, -5.9])
+    assert rules.at_least(rules.direction(g, [("A", m) for m in "BCD"]), 2).verdict == UNDECIDED
+    with pytest.raises(ValueError, match="k must be at least 1"):
+        rules.at_least(j, 0)
+
+
+def test_join_combines_the_parts_of_a_statement():
+    a = rules.direction(paired([5.0, 5.2, 4.8], model="lenet5"), ("A", "B"))
+    b = rules.direction(paired([-5.0, -5.2, -4.8], model="vgg11"), ("A", "B"))
+    j = rules.join([a, b])
+    assert j.verdict == DOES_NOT and j.by_setting() == {("lenet5",): REPRODUCES, ("vgg11",): DOES_NOT}
+    assert rules.join([a, b], "some").verdict == REPRODUCES
+
+
+@pytest.mark.parametrize(
+    "relation, bound, verdict",
+    [
+        ("at_least", 100.0, DOES_NOT),  # the smallest row, 31, lies below 100
+        ("at_least", 31.0, REPRODUCES),
+        ("above", 31.0, DOES_NOT),  # strictly
+        ("at_most", 9200.0, REPRODUCES),
+        ("below", 9200.0, DOES_NOT),
+    ],
+)
+def test_exact_against_a_bound(relation, bound, verdict):
+    f = pd.DataFrame({"value": [31.0, 62.0, 9200.0]})
+    assert rules.exact(f, bound, relation=relation).verdict == verdict
+    with pytest.raises(ValueError, match="relation must be one of"):
+        rules.exact(f, bound, relation="near")
 
 
 def test_paper_values_per_setting():
@@ -486,23 +561,3 @@ def test_compare_another_column_than_method():
     """Table VI's accuracy: Q = 75 % below Q = 50 % under Dir(0.1), the buffer size compared seed by seed."""
     f = paired([-2.0, -3.0, -2.5], a=75, b=50, partition="Dir(0.1)").rename(columns={"method": "buffer_pct"})
     assert rules.direction(f, (75, 50), side=-1, compare="buffer_pct").verdict == REPRODUCES
-
-
-def test_the_comparison_script_on_the_stored_runs():
-    """scripts/rules_vs_claims.py: every statement it compares gets today's verdict and one of the rules'."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    import rules_vs_claims
-
-    table = rules_vs_claims.compare("subset")
-    if table.empty:
-        pytest.skip("no stored subset runs")
-    overall = table[table["level"] == "overall"]
-    assert {"abstract/outperforms", "V-B1/best_every_setting", "V-B4/dir_increases", "V-B4/c2_modest"} <= set(
-        overall["statement"]
-    )
-    assert set(overall["new"]) <= set(rules.VERDICTS) and overall["old"].str.len().gt(0).all()
-    best = table[table["statement"] == "abstract/outperforms"]
-    assert best["level"].str.contains("partition=Dir").any() and best["level"].str.contains("partition=C=2").any()

@@ -25,7 +25,6 @@ __all__ = [
     "interval",
     "side",
     "z_within",
-    "VERDICTS",
     "ALPHA",
     "EXPECTED_DIFFERENCES",
     "EVIDENCE",
@@ -51,8 +50,6 @@ __all__ = [
 
 #: Tolerances of the numeric claims (absolute, in the claim's own unit).
 TOLERANCES = {
-    "table6_hnorm": 0.03,  # H_norm per cell of Table VI, |ours - paper|
-    "coverage_cifar10": 0.10,  # P(random subset holds every label), CIFAR-10, |ours - paper|
     "fine_label_coverage": 0.02,  # our explanation of CIFAR-100's 0 %: fine-label coverage at most this
     # Fig. 2 (participation rates): a change or extra loss in pp counts only beyond this. FedEntOpt's seed std of
     # the final accuracy is 0.7-1.1 pp at the subset tier (Table I, 5 seeds), so 2 pp is about twice it.
@@ -161,8 +158,6 @@ UNDECIDED: dict[str, str] = {
 
 #: Two-sided level of every interval and test of a claim (95 % intervals).
 ALPHA = 0.05
-
-VERDICTS = ("reproduces", "does not reproduce", "undecided", "needs the paper tier")
 
 
 @dataclass(frozen=True)

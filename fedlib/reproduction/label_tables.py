@@ -120,10 +120,12 @@ def coverage_table(
     beta: float,
     buffer_fraction: float,
     max_redraws: int,
+    per_seed: bool = False,
 ):
     """§V-B5's coverage, mean over seeds per (dataset, K, M), with the paper's probability (NaN where it has none)
     and ``difference`` (ours - paper) for random subsets; ``draws``: the random subsets behind each of our
-    estimates (rounds x seeds)."""
+    estimates (rounds x seeds).  ``per_seed``: ``(table, rows)``, ``rows`` the study's row per (dataset, K, M,
+    seed)."""
     import pandas as pd
 
     frames = []
@@ -139,16 +141,16 @@ def coverage_table(
             max_redraws=max_redraws,
         )
         frames.append(study.assign(dataset=dataset))
+    rows = pd.concat(frames, ignore_index=True)
     means = (
-        pd.concat(frames, ignore_index=True)
-        .groupby(["dataset", "num_clients", "num_selected"])[["random_coverage", "fedentopt_coverage"]]
+        rows.groupby(["dataset", "num_clients", "num_selected"])[["random_coverage", "fedentopt_coverage"]]
         .mean()
         .reset_index()
     )
     table = means.merge(paper.table_frame("coverage"), on=["dataset", "num_clients", "num_selected"], how="left")
     table["difference"] = table["random_coverage"] - table["paper_probability"]
     table["draws"] = num_rounds * len(seeds)  # random subsets behind each estimate
-    return table
+    return (table, rows) if per_seed else table
 
 
 def fine_coverage(
@@ -162,9 +164,11 @@ def fine_coverage(
     beta: float,
     buffer_fraction: float,
     max_redraws: int,
+    per_seed: bool = False,
 ):
     """Coverage over ``fine_classes`` equally large labels (CIFAR-100's 100 fine labels), mean over seeds per
-    (K, M): the reading that explains the paper's 0 % for CIFAR-100."""
+    (K, M): the reading that explains the paper's 0 % for CIFAR-100.  ``per_seed``: ``(means, rows)``, ``rows``
+    the study's row per (K, M, seed)."""
     fine = labels_from_counts([fine_per_class] * fine_classes)
     study = label_studies.coverage_study(
         fine,
@@ -176,4 +180,5 @@ def fine_coverage(
         buffer_fraction=buffer_fraction,
         max_redraws=max_redraws,
     )
-    return study.groupby(["num_clients", "num_selected"])[["random_coverage", "fedentopt_coverage"]].mean()
+    means = study.groupby(["num_clients", "num_selected"])[["random_coverage", "fedentopt_coverage"]].mean()
+    return (means, study) if per_seed else means

@@ -7,7 +7,9 @@
    pools, the buffer study, FedEntropy) is built and validated (``ExperimentConfig.validate``);
 2. every Dir(β) federation is partitioned on the data set's real label counts (``fedlib.data.profiles``) with the
    tier's ``min_partition_size``, for every seed the tier runs, through the trainer's random stream;
-3. tiny fake files are written in each data set's real on-disk format (``fedlib.data.fake_data``), and a covering set
+3. every statement of the paper the tier lists (``statements.yaml``) is judged on stand-ins of every planned
+   run (``fedlib.reproduction.scorecard.walk``): one the tier's runs could not judge raises ``DryRunError``;
+4. tiny fake files are written in each data set's real on-disk format (``fedlib.data.fake_data``), and a covering set
    of runs -- every data set, every (data set, model), every (data set, K), every method, every (algorithm,
    model) pair, DP, dropout, stragglers, FedConcat, FedEntropy -- trains ONE round on them on the CPU through
    the path the real run takes (``fedlib.reproduction.results.ensure_runs``: run cache, checkpoint, stored table).  The
@@ -335,6 +337,9 @@ def dry_run(tier: str = "paper", *, workdir=None, groups=None, small_images: boo
     )
     n = _check_partitions(runs, log)
     log(f"   {n} Dir(beta) partitions of the real label counts reach the tier's minimum client size")
+    if groups is None:
+        judged = _walk_statements(tier)
+        log(f"   {judged} statements of the paper judged on stand-ins of every planned run (scorecard.walk)")
     plan = dry_run_plan(tier, groups)
     tmp = tempfile.TemporaryDirectory(prefix="fedlib-dry-run-") if workdir is None else None
     work = Path(tmp.name if tmp is not None else workdir)
@@ -375,6 +380,20 @@ def dry_run(tier: str = "paper", *, workdir=None, groups=None, small_images: boo
     finally:
         if tmp is not None:
             tmp.cleanup()
+
+
+def _walk_statements(tier: str) -> int:
+    """Every statement the tier lists, judged on stand-ins of the runs it plans; raises ``DryRunError`` naming
+    those its runs could not judge (the card would stay empty there after the real run)."""
+    from fedlib.reproduction.scorecard import walk
+
+    judged, problems = walk(tier)
+    if problems:
+        raise DryRunError(
+            f"{len(problems)} statements of the paper cannot be judged from tier '{tier}''s runs: "
+            + "; ".join(f"{sid} ({why})" for sid, why in problems)
+        )
+    return judged
 
 
 def _check_trained(plan, tier: str, results_dir: Path) -> None:

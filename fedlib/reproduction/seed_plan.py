@@ -566,6 +566,14 @@ def plan(tier: str = "subset", results_dir=None, *, target: float = POWER, cap: 
 
     from fedlib.reproduction import machine_spread, scorecard
 
+    if not hasattr(scorecard, "STATEMENTS"):
+        raise RuntimeError(
+            "seed_plan.plan reads the statement inventory the scorecard had before statements.yaml and the rules "
+            "replaced it; the committed plan (plans/subset_seed_plan.yaml) records the commit it was computed at "
+            "(git_commit), where `python scripts/seed_plan.py --tier subset` recomputes it. A plan from "
+            "statements.yaml and fedlib.reproduction.rules is a new plan, in a new file."
+        )
+
     kw = {"target": target, "cap": cap, "alpha": alpha}
     verdicts = {
         c.key.split(":", 1)[1]: "undecided" if flips else c.verdict

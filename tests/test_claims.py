@@ -119,37 +119,6 @@ def test_every_expected_difference_has_evidence_that_a_test_asserts():
     assert not set(claims.EXPECTED_DIFFERENCES) & set(claims.FINDINGS)
 
 
-#: page -> how many claims it judges per tier (the claims themselves: fedlib.reproduction.machine_spread.STORED_CLAIMS).
-#: The quick tier's participation group has one seed: no claim (one seed cannot tell a drop from noise).
-CLAIM_COUNTS = {
-    "table1": {"quick": 13, "subset": 13},
-    "table2": {"quick": 10, "subset": 10},
-    "accuracy_curves": {"quick": 2, "subset": 2},
-    "participation": {"quick": 0, "subset": 7},
-    "availability": {"quick": 4},
-    "buffer_accuracy": {"quick": 4},
-    "large_pools": {"quick": 6},
-    "fedentropy_entropy": {"quick": 3},
-}
-
-
-def test_every_page_with_stored_claims_is_counted():
-    assert set(CLAIM_COUNTS) == set(machine_spread.STORED_CLAIMS)
-
-
-@pytest.mark.parametrize("tier", ["quick", "subset"])
-@pytest.mark.parametrize("page", sorted(CLAIM_COUNTS))
-def test_stored_training_verdicts(page, tier):
-    experiment = machine_spread.STORED_CLAIMS[page][0]
-    if results.load_group(tier, experiment).empty:
-        pytest.skip(f"no stored {experiment} runs at tier {tier!r}")
-    found = machine_spread.claims_at(tier, page)
-    assert len(found) == CLAIM_COUNTS[page][tier]
-    if not found:
-        return
-    assert_claims(found)
-
-
 def test_subset_tier_trains_past_the_measured_plateau():
     """fedlib.reproduction.tiers: the subset tier's round count is at least every FedAvg/FedEntOpt plateau round +
     10."""

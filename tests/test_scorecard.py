@@ -206,9 +206,11 @@ def _store(root, tier, method, seed, acc, partition="C=2"):
 
 
 @pytest.mark.parametrize("tier", ["quick", "subset"])
-def test_a_verdict_a_retrain_on_another_machine_changes_is_undecided(tmp_path, table, tier):
+def test_a_verdict_a_retrain_on_another_machine_changes_is_undecided(monkeypatch, tmp_path, table, tier):
     """FedAvg above KL by 10 pp at three seeds; one run retrained on another machine (a sample, as at the subset
-    tier) turns its gap negative: the verdict changes, so the card counts it undecided and names the machine."""
+    tier) turns its gap negative: the verdict changes, so the card counts it undecided and names the machine.
+    (The tier's seed plan is set aside: its planned runs are not all stored here.)"""
+    monkeypatch.setattr(tiers, "seed_plan_cells", lambda tier: {})
     base, machines = tmp_path / "base", tmp_path / "machines"
     for seed in range(3):
         _store(base, tier, "FedAvg", seed, 0.60 + 0.01 * seed)
@@ -221,6 +223,27 @@ def test_a_verdict_a_retrain_on_another_machine_changes_is_undecided(tmp_path, t
     row = judged.iloc[0]
     assert row["verdict"] == UNDECIDED and row["flips"].startswith("other-cpu: ")
     assert "flips with the machine" in scorecard.ours_text(row["judgement"], row["flips"])
+
+
+def test_a_group_of_the_seed_plan_is_judged_only_once_all_its_planned_runs_are_stored(table, stored):
+    """The plan fixes the seeds before the runs: with every planned run of Table I stored, KL's 10 pp gap is a
+    verdict; with one planned run missing, the subset column says the plan is still running and shows the value
+    as interim, naming the runs stored of planned; another tier (no plan) is judged as before."""
+    assert tiers.seed_plan_cells("subset"), "the subset tier has a seed plan"
+    t = only(table, "V-B1/kl_low")
+    groups = planned_groups("subset", lambda label: 50 if label["method"] == "KL" else 60)
+    machines = stored({"subset": groups})
+    full = scorecard.judge(("subset",), table=t, machines_dir=machines).iloc[0]
+    assert full["verdict"] == REPRODUCES and full["interim"] == ""
+    g = groups["table1"]
+    first = g.frame["key"].iloc[0]
+    groups["table1"] = StoredGroup("subset", "table1", g.frame[g.frame["key"] != first], g.meta[g.meta["key"] != first])
+    row = scorecard.judge(("subset",), table=t, machines_dir=machines).iloc[0]
+    n = g.frame["key"].nunique()
+    assert row["verdict"] == scorecard.PLAN_RUNNING and row["interim"] == f"seed plan at table1 {n - 1}/{n} runs"
+    text = scorecard.ours_text(row["judgement"], row["flips"], row["interim"])
+    assert text.startswith(f"interim, not a verdict (seed plan at table1 {n - 1}/{n} runs): ")
+    assert scorecard.card(scorecard.judge(("subset",), table=t, machines_dir=machines), t).iloc[0]["overall"] != REPRODUCES
 
 
 # ------------------------------------------------------------------------------------------- the audit's cases
@@ -264,11 +287,23 @@ def _stored_runs(tier, group):
         pytest.skip(f"no stored {tier} runs of {group}")
 
 
-def test_audit_dir_pronounced_has_an_interval_over_seeds(table):
-    """A bare point estimate (diff > 0) passed before; over the subset tier's seeds its interval holds 0."""
+def _pilot(tier, groups):
+    """The stored runs of ``groups`` at the seeds the audit saw (0, 1, 2: the pilot before the seed plan)."""
+    out = {}
+    for group in groups:
+        g = results.load_group(tier, group)
+        keep = g.meta.loc[g.meta["seed"] < 3, "key"]
+        out[group] = StoredGroup(tier, group, g.frame[g.frame["key"].isin(keep)], g.meta[g.meta["key"].isin(keep)])
+    return out
+
+
+def test_audit_dir_pronounced_has_an_interval_over_seeds(monkeypatch, table, stored):
+    """A bare point estimate (diff > 0) passed before; over the pilot's seeds its interval holds 0."""
     _stored_runs("subset", "participation")
+    monkeypatch.setattr(tiers, "seed_plan_cells", lambda tier: {})  # the audit judged the pilot, before the plan
+    machines = stored({"subset": _pilot("subset", ("participation", "table1"))})
     t = only(table, "V-B3/dir_pronounced")
-    row = scorecard.judge(("subset",), table=t).iloc[0]
+    row = scorecard.judge(("subset",), table=t, machines_dir=machines).iloc[0]
     v = row["judgement"].overall
     assert row["verdict"] == UNDECIDED and v.low < 0 < v.high and v.estimate > 0 and v.n == 3
     assert v.leans == REPRODUCES

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import functools
 import html
+import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +23,7 @@ import pandas as pd
 
 from fedlib.reproduction import quantities, rules, statements, tiers
 from fedlib.reproduction.quantities import book_parameters
-from fedlib.reproduction.results import RESULTS_DIR
+from fedlib.reproduction.results import RESULTS_DIR, run_key
 
 __all__ = [
     "COLUMNS",
@@ -53,6 +54,9 @@ REPRODUCES, DOES_NOT, UNDECIDED = rules.VERDICTS
 #: A miss that the paper's own table shares: the statement is false in the paper's numbers too.
 PAPER_TOO = "does not reproduce, nor does the paper's table"
 NOT_RUN = "not run at this tier"
+#: A run group of the tier's seed plan still has planned runs to train: the plan fixes the seeds before the data,
+#: so its statements are judged once, at the planned count, not while the runs come in.
+PLAN_RUNNING = "seed plan still running"
 NEEDS_PAPER = "needs the paper tier"
 NOT_YET_RUN = "not run at any tier yet"
 NO_GROUP = "no run group yet"
@@ -65,6 +69,7 @@ STATUSES = (
     DOES_NOT,
     PAPER_TOO,
     UNDECIDED,
+    PLAN_RUNNING,
     NOT_RUN,
     NEEDS_PAPER,
     NOT_YET_RUN,
@@ -186,14 +191,26 @@ def _paper_too(statement, j: rules.Judgement) -> bool:
     return all(a is None for a in agrees) and statement.contradicts_paper_table
 
 
-def _row(statement, column: str, status: str, j: rules.Judgement | None = None, flips: str = "") -> dict:
-    row = {"id": statement.id, "column": column, "verdict": status, "judgement": j, "flips": flips}
+def _row(statement, column: str, status: str, j=None, flips: str = "", interim: str = "") -> dict:
+    row = {"id": statement.id, "column": column, "verdict": status, "judgement": j, "flips": flips, "interim": interim}
     if j is not None and status == DOES_NOT and _paper_too(statement, j):
         row["verdict"] = PAPER_TOO
     return row
 
 
-def _judge_training(statement, tier: str, runs: quantities.Runs, machines: list, table) -> dict:
+def _unfinished_plan(tier: str, runs: quantities.Runs) -> dict[str, tuple[int, int]]:
+    """{run group: (stored, planned)} for each group of ``tier``'s seed plan with planned runs not stored yet."""
+    out = {}
+    for group in sorted({json.loads(k)["group"] for k in tiers.seed_plan_cells(tier)}):
+        planned = {run_key(r.config) for r in tiers.group_configs(tier, group)}
+        frame = runs.stored(group).frame
+        missing = len(planned - set(frame["key"] if "key" in frame else ()))
+        if missing:
+            out[group] = (len(planned) - missing, len(planned))
+    return out
+
+
+def _judge_training(statement, tier: str, runs: quantities.Runs, machines: list, table, unfinished=None) -> dict:
     fn = quantities.TRAINING.get(statement.id)
     if fn is None:
         return _row(statement, tier, NO_GROUP if statement.group_missing else NOT_COMPUTED)
@@ -202,6 +219,9 @@ def _judge_training(statement, tier: str, runs: quantities.Runs, machines: list,
     j = fn(runs, statement, table)
     if not j.settings:  # the groups ran, but none of what the statement compares
         return _row(statement, tier, NO_GROUP if statement.group_missing else NOT_RUN, j)
+    running = [f"{g} {n}/{of} runs" for g, (n, of) in (unfinished or {}).items() if g in statement.groups]
+    if running:  # the interim value is shown, marked so; no verdict before the planned seeds are in
+        return _row(statement, tier, PLAN_RUNNING, j, interim="seed plan at " + ", ".join(running))
     flips = []
     for name, other in machines:
         if other.retrained(statement.groups):
@@ -237,9 +257,10 @@ def judge(
     table=None,
 ) -> pd.DataFrame:
     """One row per (statement, column it lists): ``id``, ``column`` (label_only or a training tier of ``tiers``),
-    ``verdict`` (a rule's verdict, :data:`PAPER_TOO`, or why there is none: :data:`NOT_RUN`, :data:`NO_GROUP`,
+    ``verdict`` (a rule's verdict, :data:`PAPER_TOO`, or why there is none: :data:`PLAN_RUNNING`, :data:`NOT_RUN`, :data:`NO_GROUP`,
     :data:`NOT_COMPUTED`), ``judgement`` (the rule's :class:`fedlib.reproduction.rules.Judgement`) and ``flips``
-    (the machines whose retrains change the verdict, which is then undecided).  ``studies``: the label-only
+    (the machines whose retrains change the verdict, which is then undecided), ``interim`` (for
+    :data:`PLAN_RUNNING`: the plan's groups still running, with runs stored of planned).  ``studies``: the label-only
     studies (default :func:`fedlib.reproduction.quantities.label_studies` at the book's parameters, ``smoke``: the
     pages' smoke ones); ``table``: the statements (default ``statements.yaml``)."""
     table = table or statements.load_table()
@@ -250,10 +271,13 @@ def judge(
         rows += [_judge_label(s, studies, table) for s in label]
     for tier in tiers:
         runs, machines = quantities.Runs(tier, results_dir), _machines(tier, results_dir, machines_dir)
+        unfinished = _unfinished_plan(tier, runs)
         rows += [
-            _judge_training(s, tier, runs, machines, table) for s in table.statements if s.checkable and tier in s.tiers
+            _judge_training(s, tier, runs, machines, table, unfinished)
+            for s in table.statements
+            if s.checkable and tier in s.tiers
         ]
-    return pd.DataFrame(rows, columns=["id", "column", "verdict", "judgement", "flips"])
+    return pd.DataFrame(rows, columns=["id", "column", "verdict", "judgement", "flips", "interim"])
 
 
 def walk(tier: str = "paper", seed: int = 0, table=None) -> tuple[int, list[tuple[str, str]]]:
@@ -287,7 +311,7 @@ def _num(x: float, unit: str = "") -> str:
     return f"{x:+.3g}{unit}" if unit != "=" else f"{x:.4g}"
 
 
-def ours_text(j: rules.Judgement | None, flips: str = "") -> str:
+def ours_text(j: rules.Judgement | None, flips: str = "", interim: str = "") -> str:
     """Our value as the card shows it: the binding comparison (its setting where several), its estimate and
     interval over n seeds; for an undecided verdict where it leans and whether it excludes the paper's value; for
     ``exact`` the value (or its range over rows)."""
@@ -308,6 +332,8 @@ def ours_text(j: rules.Judgement | None, flips: str = "") -> str:
         text += f"; leans {'towards a miss' if o.leans == DOES_NOT else 'towards a pass'}"
     if v.paper is not None and v.excludes_paper_value:
         text += f"; excludes the paper's {_num(v.paper)}"
+    if interim:
+        text = f"interim, not a verdict ({interim}): {text}"
     if flips:
         text += f"; flips with the machine ({flips})"
     return text
@@ -409,6 +435,7 @@ _ABBREV = {
     DOES_NOT: "NO",
     PAPER_TOO: "no*",
     UNDECIDED: "?",
+    PLAN_RUNNING: "plan runs",
     NOT_RUN: "not run",
     NEEDS_PAPER: "paper",
     NOT_YET_RUN: "not run",
@@ -554,8 +581,9 @@ def page_card(page: str, tier: str, studies: dict | None = None, results_dir=Non
     else:
         mine = [s for s in mine if s.groups]
         runs, machines = quantities.Runs(tier, results_dir), _machines(tier, results_dir, machines_dir)
+        unfinished = _unfinished_plan(tier, runs)
         rows = [
-            _judge_training(s, tier, runs, machines, table) if tier in s.tiers else _row(s, tier, NOT_LISTED)
+            _judge_training(s, tier, runs, machines, table, unfinished) if tier in s.tiers else _row(s, tier, NOT_LISTED)
             for s in mine
         ]
     out = [
@@ -564,7 +592,7 @@ def page_card(page: str, tier: str, studies: dict | None = None, results_dir=Non
             "section": s.section,
             "words": s.words,
             "paper": _paper_value(s),
-            "ours": ours_text(r["judgement"], r["flips"]),
+            "ours": ours_text(r["judgement"], r["flips"], r["interim"]),
             "verdict": r["verdict"] or "not judged at this tier",
             "contradicts": s.contradicts_paper_table,
         }

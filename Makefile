@@ -93,7 +93,7 @@ system-deps:
 
 # The notebooks with live widgets, in JupyterLab (open notebooks/explorer.ipynb and run all cells).
 lab:
-	$(PYTHON) -m jupyterlab notebooks
+	PYTHONPATH=$(CURDIR) $(PYTHON) -m jupyterlab notebooks
 
 # The built book onto the gh-pages branch (.nojekyll: keep the _static folders), pushed to origin unless PUSH=0.
 # .github/workflows/book.yml is the other way: GitHub Actions builds and deploys it to GitHub Pages.

@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing fedlib
-from fedlib.label_only.greedy_gap import paper_counts  # noqa: E402
 from fedlib.selection.best_subset import GAP_TOL, best_subset, brute_force_subset  # noqa: E402
 from fedlib.selection.selectors import FedEntOptSelector  # noqa: E402
+from repro.greedy_gap import paper_counts  # noqa: E402
 
 SETTINGS = [("cifar10", "C=2"), ("cifar10", "Dir(0.1)"), ("cifar100-20", "C=2"), ("cifar100-20", "Dir(0.1)")]
 

@@ -43,8 +43,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing fedlib
 import fedlib.selection.scoring as scoring  # noqa: E402
 import fedlib.selection.selectors as selection  # noqa: E402
-from fedlib.label_only.cross_device import dirichlet_counts  # noqa: E402
 from fedlib.selection.selectors import ENTROPY_TIE_TOL, FedEntOptSelector  # noqa: E402
+from repro.cross_device import dirichlet_counts  # noqa: E402
 
 __all__ = ["literal_fedentopt", "synthetic_counts", "scoring_path", "dense_scoring", "density", "full_buffer", "main"]
 
@@ -63,7 +63,7 @@ def synthetic_counts(
 ):
     """Integer counts of a Dir(beta) partition (NIID-Bench style) of a balanced data set.
 
-    :func:`fedlib.label_only.cross_device.dirichlet_counts`: the data set has ``samples_per_client * K`` samples, split
+    :func:`repro.cross_device.dirichlet_counts`: the data set has ``samples_per_client * K`` samples, split
     evenly over the C classes; each class is dealt to the clients with shares ~ Dir_K(beta) and the balance
     step of :func:`fedlib.data.partition.dirichlet_partition` (the same counts as that partitioner gives).
     ``min_partition_size=0``: at K >= 1,000 and beta = 0.1 a few clients draw nothing.

@@ -2,7 +2,7 @@
 
 Every layout trains the same short subset-tier runs (``--rounds`` rounds, default 10; FedAvg, Dir(0.1), K = 100,
 M = 10, E = 5, LeNet-5, the real CIFAR-10 images at hand) through the sweep's own code path,
-``fedlib.reproduction.results.ensure_runs`` (``--workers`` processes with ``--threads`` torch threads each), into a
+``repro.results.ensure_runs`` (``--workers`` processes with ``--threads`` torch threads each), into a
 temporary folder.  From each run's stored table (seconds per round) and its wall time it projects a full run of the
 tier's rounds (300): set-up + round 0 + rounds x the mean of rounds 2 and later (round 1 warms up).  Runs per hour
 = processes x 3600 / the mean projected run time (the processes train side by side), given as a ratio against the
@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fedlib.reproduction import results, tiers  # noqa: E402
+from repro import results, tiers  # noqa: E402
 
 #: (processes, torch threads per process, engine); the first is the baseline of the ratios.
 LAYOUTS = ((1, 2, "reference"), (2, 1, "reference"), (1, 2, "batched"), (2, 1, "batched"))

@@ -3,10 +3,8 @@
 Every random draw of a run comes from a stream derived from the experiment's ``seed`` with
 ``np.random.SeedSequence([seed, STREAMS[name]])``, so changing one part of an experiment (the selector, the
 algorithm, label DP) never changes another part's draws.  The trainer (``fedlib.training.trainer``), the label-only
-studies
-(``fedlib.label_only.label_studies``), the lying-clients group (``fedlib.label_only.adversarial``) and the Flower apps
-all take their
-streams from this table: a training page and a label-only page with the same seed, data set, number of clients
+selection runs (``fedlib.label_only.simulate``) and the Flower apps all take their streams from this table (and so
+should a study built on them): a training page and a label-only page with the same seed, data set, number of clients
 and partition hold the same federation (the partition stream deals the same label counts) and, with the same
 selector, pick the same clients.
 
@@ -32,7 +30,7 @@ STREAMS = {
     "clustering": 7,  # FedConcat's k-means on the label counts
     "head_init": 8,  # FedConcat's concatenated classifier
     "coverage": 9,  # label-only Monte Carlo of uniform random subsets (fedlib.label_only.simulate.coverage_probability)
-    "liars": 15,  # which clients lie about their labels (fedlib.label_only.adversarial.choose_liars)
+    "liars": 15,  # which clients lie about their labels (a study of lying clients)
     "training": 0x7472,  # "tr": per-(round, client) training generators (fedlib.training.local.client_seed)
 }
 

@@ -26,11 +26,11 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from fedlib.label_only import greedy_gap  # noqa: E402
-from fedlib.label_only.label_studies import federation_counts  # noqa: E402
 from fedlib.label_only.simulate import run_selection  # noqa: E402
 from fedlib.seeds import stream_rng  # noqa: E402
 from fedlib.selection.selectors import FedEntOptSelector, buffer_size_from_fraction  # noqa: E402
+from repro import greedy_gap  # noqa: E402
+from repro.label_studies import federation_counts  # noqa: E402
 
 OUT = ROOT / "results" / "greedy_gap"
 PROFILES = {"cifar10": "CIFAR-10", "cifar100-20": "CIFAR-100"}

@@ -4,7 +4,7 @@
 
 The label-only measurement (scripts/greedy_gap.py) finds that a better subset changes label coverage where M
 clients of two classes each barely cover the classes (CIFAR-100's 20 superclasses, C=2, M = 10). The quick tier
-(fedlib.reproduction.tiers: 5,000 real MNIST digits, LeNet-5, K = 20, M = 5, 20 rounds) under C=2 is as tight (5 clients
+(repro.tiers: 5,000 real MNIST digits, LeNet-5, K = 20, M = 5, 20 rounds) under C=2 is as tight (5 clients
 x 2
 classes = 10 classes), so one comparison there says whether the better subsets matter for accuracy: the quick
 tier's FedEntOpt (Q = 70 % of K, §V-A5) and the same configuration with ``selector="fedentopt-swap"``
@@ -23,9 +23,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from fedlib.label_only.greedy_gap import table_path  # noqa: E402
-from fedlib.reproduction import tiers  # noqa: E402
 from fedlib.training.trainer import run_experiment  # noqa: E402
+from repro import tiers  # noqa: E402
+from repro.greedy_gap import table_path  # noqa: E402
 
 SEEDS = (0, 1, 2, 3, 4)
 PARTITION = "C=2"

@@ -1,7 +1,7 @@
 """Retrain stored runs and compare them with their stored tables: bit for bit where this machine computes floats
 as the one that stored them, within float tolerance where it does not.
 
-A stored table (``results/<tier>/<experiment>/<key>.csv``, written by ``fedlib.reproduction.results.store_run``) holds
+A stored table (``results/<tier>/<experiment>/<key>.csv``, written by ``repro.results.store_run``) holds
 the
 trainer's per-round numbers rounded to 5 decimals, and its JSON records the floating-point environment the run
 was trained in (``float_env``: torch version, device, CPU capability, oneDNN and MKL caps, threads; see
@@ -14,7 +14,7 @@ unless
   twice, are identical to each other and within ``FLOAT_TOLERANCE`` of the stored ones.  Later rounds are not
   compared: training grows a last-bit difference into points.
 
-Runs of the lying-clients group are retrained with their liars (``fedlib.reproduction.adversarial_runs``).  Exit status
+Runs of the lying-clients group are retrained with their liars (``repro.adversarial_runs``).  Exit status
 1 when
 any run differs.
 
@@ -69,8 +69,8 @@ def retrain_table(csv_path, rounds: int | None = None) -> str:
     if rounds is not None:
         config = config.replace(rounds=min(rounds, config.rounds))
     if "liar_spec" in meta:
-        from fedlib.label_only.adversarial import LiarSpec
-        from fedlib.reproduction import adversarial_runs
+        from repro import adversarial_runs
+        from repro.adversarial import LiarSpec
 
         table, liars = adversarial_runs.run_with_liars(config, LiarSpec(**meta["liar_spec"]))
         compact = compact_table(table)

@@ -9,11 +9,11 @@ Examples (from the repository root)::
     nice python scripts/run_experiments.py --tier subset --experiment all --workers 2 --threads 1 --engine batched
 
 The last line runs the subset tier with its seed plan (``plans/subset_seed_plan.yaml``, read by
-``fedlib.reproduction.tiers``) in the layout ``benchmarks/bench_subset_throughput.py`` measured fastest on 2 cores.
+``repro.tiers``) in the layout ``benchmarks/bench_subset_throughput.py`` measured fastest on 2 cores.
 
 Runs are trained with ``fedlib.training.trainer.run_experiment`` under the run cache ``--run-root`` (default ``runs``;
 an interrupted run resumes there) and stored as small tables under ``results/<tier>/<experiment>/``
-(``fedlib.reproduction.results``).  Stored runs are never retrained.  Prints the experiment's summary and the wall time.
+(``repro.results``).  Stored runs are never retrained.  Prints the experiment's summary and the wall time.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fedlib.reproduction import reporting, results, tiers  # noqa: E402
+from repro import reporting, results, tiers  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     for name in names:
         runs = tiers.group_configs(args.tier, name, rounds=args.rounds)
-        if args.device or args.engine:  # neither is part of a stored run's key (fedlib.reproduction.results.run_key)
+        if args.device or args.engine:  # neither is part of a stored run's key (repro.results.run_key)
             import dataclasses
 
             swap = {k: v for k, v in (("device", args.device), ("engine", args.engine)) if v}

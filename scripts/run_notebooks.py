@@ -104,7 +104,7 @@ def notebook_parameters(run: dict) -> dict:
 def parameters_for(run: dict, tier: str | None, overrides: dict, known: dict) -> tuple[str, dict]:
     """The tier and the parameters an entry runs with: the book's values, then the tier's, then ``--set``.
 
-    A notebook whose parameters cell defines ``tier`` (the fedlib.reproduction.tiers name) gets the tier passed in; for
+    A notebook whose parameters cell defines ``tier`` (the repro.tiers name) gets the tier passed in; for
     the
     others, another tier than the entry's own needs its overrides under ``tiers:`` in runs.yaml.
     """
@@ -332,9 +332,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     # Kernels inherit this process's environment. MPLBACKEND (often Agg in CI and Makefiles) would keep the
-    # figures out of the notebooks: the kernels start without it (fedlib.reproduction.notebook.setup() guards the same).
+    # figures out of the notebooks: the kernels start without it (repro.notebook.setup() guards the same).
     os.environ.pop("MPLBACKEND", None)
-    # Kernels start in the notebook's folder, so a relative data root is made absolute here.
+    # Kernels start in the notebook's folder: the reproduction (repro/, not installed) is found from the checkout's
+    # root, and a relative data root is made absolute here.
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     if os.environ.get("FEDLIB_DATA_ROOT"):
         os.environ["FEDLIB_DATA_ROOT"] = str(Path(os.environ["FEDLIB_DATA_ROOT"]).resolve())
     args.out_dir.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ from PIL import Image
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # fedlib from this checkout, also when the script runs from elsewhere
-from fedlib.reproduction.notebook import cell_images, missing_figures, shown_code_cells  # noqa: E402
+from repro.notebook import cell_images, missing_figures, shown_code_cells  # noqa: E402
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 CHROMIUM_FLAGS = [

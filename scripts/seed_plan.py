@@ -3,8 +3,8 @@
     python scripts/seed_plan.py                       # plans/subset_seed_plan.yaml (+ _gaps.csv) from the stored runs
     python scripts/seed_plan.py --dry-run             # print the plan, write nothing
 
-The plan (``fedlib.reproduction.seed_plan.plan``) is computed from the runs stored under ``results/<tier>/`` (the
-pilot); the tier (``fedlib.reproduction.tiers``, ``Tier.seed_plan``) reads its ``cells`` and runs their seeds, and
+The plan (``repro.seed_plan.plan``) is computed from the runs stored under ``results/<tier>/`` (the
+pilot); the tier (``repro.tiers``, ``Tier.seed_plan``) reads its ``cells`` and runs their seeds, and
 ``scripts/run_experiments.py --tier <tier> --experiment all`` trains them.  The file also holds, per statement and
 claim, the route to a verdict and its seeds, and the runs to train with their CPU time; ``<plan>_gaps.csv`` beside it
 gives every gap's effect, spread and seeds needed.  Seconds per
@@ -31,10 +31,10 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 
-from fedlib.reproduction import claims, results, seed_plan, tiers  # noqa: E402
+from repro import claims, results, seed_plan, tiers  # noqa: E402
 
 RULE = (
-    "today's rules (fedlib/reproduction/claims.py): a gap decides when the two-sided 95 % t-interval of its mean "
+    "today's rules (repro/claims.py): a gap decides when the two-sided 95 % t-interval of its mean "
     "over seeds excludes 0 (or the rule's margin), or for dp_matches lies inside ± the margin; a claim decides "
     "when its rule's count of gaps do (every gap for 'best'), a statement when one claim goes against it or all "
     "decide.  Seeds per gap: the fewest n with power >= POWER (non-central t), capped; the effect is the pilot's "
@@ -124,7 +124,7 @@ def main(argv=None) -> int:
         "tier": args.tier,
         "computed_at": datetime.datetime.now().isoformat(timespec="seconds"),
         "git_commit": results.git_commit(),
-        "how": f"python scripts/seed_plan.py --tier {args.tier} (fedlib.reproduction.seed_plan.plan)",
+        "how": f"python scripts/seed_plan.py --tier {args.tier} (repro.seed_plan.plan)",
         "pilot": {g: len(results.load_group(args.tier, g, args.results_dir)) for g in tiers.tier_groups(base)},
         "rule": RULE,
         "alpha": claims.ALPHA,
@@ -160,7 +160,7 @@ def main(argv=None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         head = (
             f"# Seed plan of the {args.tier} tier (issue 31), written by scripts/seed_plan.py from the stored runs\n"
-            "# before the runs it plans; the tier reads its cells (fedlib/reproduction/tiers.py, Tier.seed_plan).\n"
+            "# before the runs it plans; the tier reads its cells (repro/tiers.py, Tier.seed_plan).\n"
             "# Not edited by hand; not recomputed once its runs began (a new plan gets a new file).\n"
         )
         text = yaml.safe_dump(doc, sort_keys=False, width=120, allow_unicode=True, default_flow_style=None)

@@ -1,4 +1,4 @@
-"""Tests of fedlib.label_only.adversarial (threat models, the FIFO buffer's participation bound) and
+"""Tests of repro.adversarial (threat models, the FIFO buffer's participation bound) and
 fedlib.selection.defence."""
 
 import numpy as np
@@ -6,7 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedlib.label_only.adversarial import (
+from fedlib.label_only.simulate import run_selection
+from fedlib.selection.defence import cap_totals, over_allowance, share_allowance
+from fedlib.selection.selectors import FedEntOptSelector
+from fedlib.training.config import ConfigError, ExperimentConfig
+from repro.adversarial import (
     LiarSpec,
     choose_liars,
     flip_labels,
@@ -20,10 +24,6 @@ from fedlib.label_only.adversarial import (
     scaled_report,
     uniform_report,
 )
-from fedlib.label_only.simulate import run_selection
-from fedlib.selection.defence import cap_totals, over_allowance, share_allowance
-from fedlib.selection.selectors import FedEntOptSelector
-from fedlib.training.config import ConfigError, ExperimentConfig
 
 
 class FirstFree(np.random.Generator):
@@ -185,7 +185,7 @@ def test_no_client_exceeds_the_bound_in_any_window(run):
 
 
 def test_liar_shares_at_paper_scale_respect_the_bound():
-    from fedlib.label_only.label_studies import federation_counts
+    from repro.label_studies import federation_counts
 
     counts = federation_counts("cifar10", "dirichlet", 100, 0, beta=0.1)
     for q in (0, 10, 50):
@@ -303,7 +303,7 @@ def test_share_cap_hand_case():
 
 
 def test_share_cap_bounds_every_client_at_paper_scale():
-    from fedlib.label_only.label_studies import federation_counts
+    from repro.label_studies import federation_counts
 
     counts = federation_counts("cifar10", "dirichlet", 100, 1, beta=0.1)
     data, rep = liar_counts(counts, LiarSpec(10, "uniform", 10.0), choose_liars(100, 10, 1))

@@ -1,13 +1,13 @@
-"""Tests of fedlib.reproduction.adversarial_runs: training with lying clients, the stored group, the paired tests."""
+"""Tests of repro.adversarial_runs: training with lying clients, the stored group, the paired tests."""
 
 import numpy as np
 import pytest
 
 from fedlib.data.partition import label_count_matrix
-from fedlib.label_only.adversarial import LiarSpec, choose_liars, uniform_report
-from fedlib.reproduction import adversarial_runs as ar
-from fedlib.reproduction import results
-from fedlib.reproduction.tiers import tier_config
+from repro import adversarial_runs as ar
+from repro import results
+from repro.adversarial import LiarSpec, choose_liars, uniform_report
+from repro.tiers import tier_config
 
 # ----------------------------------------------------------------------------- the group
 
@@ -56,13 +56,13 @@ def test_liar_experiment_errors():
     cfg = tier_config("quick", partition_name="C=2", method="FedEntOpt", rounds=1)
     with pytest.raises(ValueError, match=r"num_liars must be <= num_clients=20 \(got 21\)"):
         ar.run_with_liars(cfg, LiarSpec(21))
-    with pytest.raises(TypeError, match=r"spec must be a fedlib.label_only.adversarial.LiarSpec \(got dict\)"):
+    with pytest.raises(TypeError, match=r"spec must be a repro.adversarial.LiarSpec \(got dict\)"):
         ar.run_with_liars(cfg, {"num_liars": 1})
 
 
 def test_store_and_load_back(tmp_path):
     # an honest and a lying run, 2 rounds each: trained with one torch thread (the caller's count is restored),
-    # stored with the liars' picks per round, read back by fedlib.reproduction.results.load_group
+    # stored with the liars' picks per round, read back by repro.results.load_group
     import torch
 
     runs = ar.lying_runs("quick", seeds=(0,), partitions=("C=2",), shares=(0.0, 0.1), methods=("FedEntOpt",), rounds=2)
@@ -115,7 +115,7 @@ def test_share_cap_state_survives_a_checkpoint(tmp_path):
 
 
 def test_liar_keys_ignore_settings_that_do_not_change_the_run():
-    from fedlib.reproduction.adversarial_runs import liar_run_key
+    from repro.adversarial_runs import liar_run_key
 
     run = ar.lying_runs("quick", seeds=(0,), partitions=("C=2",), shares=(0.1,), methods=("FedEntOpt",))[0]
     assert run.config.label_dp_epsilon is None
@@ -127,6 +127,6 @@ def test_liar_keys_ignore_settings_that_do_not_change_the_run():
 
 def test_every_quick_lying_run_is_stored():
     """The page reads the stored runs; a key change would make it retrain all of them."""
-    from fedlib.reproduction.adversarial_runs import missing_lying_runs
+    from repro.adversarial_runs import missing_lying_runs
 
     assert missing_lying_runs(ar.lying_runs("quick"), "quick") == []

@@ -167,10 +167,10 @@ def test_an_unreadable_table_fails_naming_page_and_table(tmp_path, table, proble
 
 @needs_chromium
 def test_a_table_that_wraps_between_words_passes(tmp_path):
-    """What fedlib.reproduction.notebook.frame_html writes: the index hidden, names that break at their underscores."""
+    """What repro.notebook.frame_html writes: the index hidden, names that break at their underscores."""
     import pandas as pd
 
-    from fedlib.reproduction.notebook import frame_html
+    from repro.notebook import frame_html
 
     check = _load_check()
     html, toc, executed = _book(tmp_path, [], [])

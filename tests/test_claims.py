@@ -2,7 +2,7 @@
 
 Every test reads the parameters the book runs its page with (the notebook's defaults, then the page's entry in
 runs.yaml), computes what the page computes (through the same fedlib functions) and asserts each claim of
-:mod:`fedlib.reproduction.claims` at its stated tolerance; claims we expect to miss assert the documented explanation.
+:mod:`repro.claims` at its stated tolerance; claims we expect to miss assert the documented explanation.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedlib.reproduction import claims, machine_spread, plateau, quantities, results, scorecard, tiers
+from repro import claims, plateau, quantities, results, scorecard, tiers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,7 +88,7 @@ def test_coverage_cifar100_explained_by_fine_labels():
 
 
 def test_table5_byte_counts():
-    from fedlib.reproduction.communication import table_v
+    from repro.communication import table_v
 
     table = table_v()
     assert (table["labels_bytes"] == 4 * table["C"] * table["K"]).all()
@@ -104,7 +104,7 @@ def test_table5_sizes_are_nominal_counts_not_fedlib_models():
 
 def test_table5_the_papers_own_ratios_are_under_two_orders_for_lenet():
     """Evidence of communication_cost/orders_of_magnitude: the paper's own Table V prints ratios below 100."""
-    from fedlib.reproduction import paper_values as paper
+    from repro import paper_values as paper
 
     lenet = [v[2] for k, v in paper.TABLE_V.items() if k[3] == "LeNet-5"]
     assert min(lenet) < 100 and min(v[2] for v in paper.TABLE_V.values()) == min(lenet)
@@ -120,7 +120,7 @@ def test_every_expected_difference_has_evidence_that_a_test_asserts():
 
 
 def test_subset_tier_trains_past_the_measured_plateau():
-    """fedlib.reproduction.tiers: the subset tier's round count is at least every FedAvg/FedEntOpt plateau round +
+    """repro.tiers: the subset tier's round count is at least every FedAvg/FedEntOpt plateau round +
     10."""
     stored = results.load_or_run("subset", "table1", None, run_missing=False)
     if stored.empty:
@@ -282,7 +282,7 @@ def test_dp_above_several_baselines_and_sometimes_above_the_non_private_variant(
 def test_races_count_the_rounds_each_method_needs_for_the_others_final_accuracy():
     import pandas as pd
 
-    from fedlib.reproduction import significance
+    from repro import significance
 
     rounds = np.arange(1, 7)
     frame = pd.concat(

@@ -10,8 +10,8 @@ import pytest
 from conftest import write_tiny_npz
 
 import fedlib
-from fedlib.cli import main
 from fedlib.data.partition import partition_fields
+from repro.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_help():
     out = subprocess.run([sys.executable, "-m", "fedlib", "run", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "--selector" in out.stdout and "--buffer" in out.stdout
     text = " ".join(out.stdout.split())  # argparse wraps lines
-    # which default belongs to which tier (fedlib.reproduction.tiers.TIERS)
+    # which default belongs to which tier (repro.tiers.TIERS)
     assert "With no option it runs the quick tier" in text and "--tier {quick,subset,paper}" in text
     assert "communication rounds (default: quick 20, subset 300, paper 500;" in text
     assert "pool size K (default: quick 20, subset 100, paper 100)" in text

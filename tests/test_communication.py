@@ -1,4 +1,4 @@
-"""Tests for fedlib.reproduction.communication: the 4CK / 4p formulas and the recomputed Table V."""
+"""Tests for repro.communication: the 4CK / 4p formulas and the recomputed Table V."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 
-from fedlib.reproduction.communication import (
+from repro.communication import (
     TABLE_V_ROWS,
     label_bytes,
     model_bytes,

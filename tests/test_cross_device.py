@@ -1,14 +1,14 @@
-"""Tests of fedlib.label_only.cross_device and of label-only selection runs at cross-device scale (issue 15, part 2)."""
+"""Tests of repro.cross_device and of label-only selection runs at cross-device scale (issue 15, part 2)."""
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 from fedlib.data.partition import client_label_counts, labels_from_counts
-from fedlib.label_only.cross_device import cross_device_study, dirichlet_counts, participation_gini
 from fedlib.label_only.simulate import coverage_probability, run_selection
 from fedlib.selection.metrics import entropy_bits
 from fedlib.selection.selectors import FedEntOptSelector
+from repro.cross_device import cross_device_study, dirichlet_counts, participation_gini
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,6 @@ from conftest import write_tiny_npz
 
 from fedlib.algorithms import make_algorithm
 from fedlib.data.augment import Preprocessor, augment_batch, augment_with_uniforms
-from fedlib.reproduction import results
-from fedlib.reproduction.tiers import PlannedRun
 from fedlib.selection import scoring
 from fedlib.selection.selectors import FedEntOptSelector
 from fedlib.training import numerics
@@ -24,6 +22,8 @@ from fedlib.training.config import ExperimentConfig
 from fedlib.training.local import LocalHyperParams, local_train, make_generator, model_state, train_step, trainable_keys
 from fedlib.training.models import make_model
 from fedlib.training.trainer import run_experiment
+from repro import results
+from repro.tiers import PlannedRun
 
 NO_CUDA = (
     f"no CUDA device on this machine (torch {torch.__version__}, CUDA build: {torch.version.cuda}); "

@@ -90,7 +90,7 @@ def test_bad_configs_fail_before_any_work(tmp_path):
 
 
 def test_cli_without_ray_says_how_to_install(tmp_path, capsys, monkeypatch):
-    from fedlib.cli import main
+    from repro.cli import main
 
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now fails, as where the extra is missing
     assert main(["sweep", *CLI, "--backend", "ray", "--run-root", str(tmp_path / "runs")]) == 2
@@ -133,7 +133,7 @@ def _serial_in_process(configs, run_root, threads=1):
 
 
 def test_ray_sweep_equals_serial_bitwise(ray_local, tmp_path, capsys):
-    from fedlib.cli import main
+    from repro.cli import main
 
     assert main(["sweep", *CLI, "--run-root", str(tmp_path / "serial"), "--csv", str(tmp_path / "serial.csv")]) == 0
     serial_out = capsys.readouterr().out
@@ -233,10 +233,10 @@ def test_killed_worker_resumes_from_checkpoint(ray_local, tmp_path):
 
 
 def test_paper_tier_runner_on_ray_stores_the_serial_tables(ray_local, tmp_path):
-    """``fedlib.reproduction.results.ensure_runs`` (scripts/run_experiments.py) with ``ray=``: the stored tables equal
+    """``repro.results.ensure_runs`` (scripts/run_experiments.py) with ``ray=``: the stored tables equal
     those of
     the serial runner bit for bit (wall times aside)."""
-    from fedlib.reproduction import results, tiers
+    from repro import results, tiers
 
     runs = tiers.group_configs("quick", "fedentropy", rounds=2)  # FedEntropy, FedAvg, FedEntOpt on C=2
     stored = {}

@@ -1,4 +1,4 @@
-"""``python -m fedlib gpu-check`` and the paper tier's cost estimate (fedlib.training.cost_model): the command fails
+"""``python -m fedlib gpu-check`` and the paper tier's cost estimate (repro.cost_model): the command fails
 clearly
 without CUDA, runs end to end on a CPU with ``--cpu-smoke``, and its records replace the step model."""
 
@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedlib import gpu_check
-from fedlib.reproduction import paper_tier, tiers
-from fedlib.training import cost_model
+from repro import cost_model, gpu_check, paper_tier, tiers
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""Tests of fedlib.label_only.greedy_gap and of the stored tables in results/greedy_gap/ (scripts/greedy_gap.py)."""
+"""Tests of repro.greedy_gap and of the stored tables in results/greedy_gap/ (scripts/greedy_gap.py)."""
 
 import sys
 from collections import deque
@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedlib.label_only import greedy_gap
-from fedlib.label_only.label_studies import federation_counts
 from fedlib.selection.best_subset import GAP_TOL, brute_force_subset
 from fedlib.selection.metrics import entropy_bits
+from repro import greedy_gap
+from repro.label_studies import federation_counts
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))

@@ -1,11 +1,11 @@
-"""Tests of fedlib.label_only.label_studies: partition notation, seed streams, and the tidy study tables."""
+"""Tests of repro.label_studies: partition notation, seed streams, and the tidy study tables."""
 
 import numpy as np
 import pytest
 
 from fedlib.data.partition import labels_from_counts, parse_partition
-from fedlib.label_only import label_studies
 from fedlib.seeds import stream_rng
+from repro import label_studies
 
 
 # Paper notation -> partition parameters (§V-A2 of the paper: Dir(beta) and #C=k).

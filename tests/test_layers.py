@@ -1,15 +1,18 @@
-"""fedlib's layers: every module imports only from its own layer or below, and no imports go round in a circle.
+"""fedlib's layers and the reproduction above them: every module imports only from its own layer or below, no
+imports go round in a circle, and the library knows nothing of the reproduction (``repro/``) or the repository.
 
 Every ``import`` statement counts, at module level or inside a function (a lazy import is still a dependency).
 A new module must be placed in a layer here.
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "fedlib"
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = (ROOT / "fedlib", ROOT / "repro")
 
 # Layers, lowest first: the subpackages in the order they may import each other; a module may import modules of
 # its own layer and of the layers before it.
@@ -19,17 +22,18 @@ LAYERS = {
     "selection": {"fedlib.selection", "fedlib.selection.*"},
     # the trainer builds algorithms and FedConcat trains with fedlib.training.local: one layer, no circle
     "training and algorithms": {"fedlib.training", "fedlib.training.*", "fedlib.algorithms", "fedlib.algorithms.*"},
-    "label-only studies": {"fedlib.label_only", "fedlib.label_only.*"},
-    "the paper's reproduction": {"fedlib.reproduction", "fedlib.reproduction.*"},
+    "label-only selection runs": {"fedlib.label_only", "fedlib.label_only.*"},
     "integrations": {"fedlib.flower", "fedlib.flower.*"},
-    "entry points": {"fedlib.cli", "fedlib.__main__", "fedlib.gpu_check"},
+    # the repository's application, run from the checkout: not part of the installed library
+    "the paper's reproduction": {"repro", "repro.*"},
+    "entry points": {"repro.cli", "repro.__main__", "fedlib.__main__", "repro.gpu_check"},
 }
 
 
 def _modules() -> dict:
     out = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    for path in (p for package in PACKAGES for p in package.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
         name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
         out[name] = path
     return out
@@ -108,9 +112,30 @@ def test_no_import_circle():
             visit(module)
 
 
+LIBRARY = sorted(m for m in MODULES if m.split(".")[0] == "fedlib" and m != "fedlib.__main__")
+#: What only the reproduction may name: its package, the run table, the stored results, the book's notebooks.
+_REPOSITORY = (re.compile(r"\brepro\b"), re.compile(r"runs\.yaml"), re.compile(r"[\"']results[/\"']"))
+
+
+@pytest.mark.parametrize("module", LIBRARY)
+def test_the_library_knows_nothing_of_the_reproduction_or_the_repository(module):
+    """No fedlib module imports the reproduction, reaches into the repository (``Path(__file__).parents``), or
+    names the run table or the stored-results folder (in code or docstring): the library installs and runs alone."""
+    text = MODULES[module].read_text()
+    assert not any(d.split(".")[0] == "repro" for d in GRAPH[module]), f"{module} imports the reproduction"
+    assert ".parents[" not in text and ".parent.parent" not in text, f"{module} reaches into the repository"
+    hits = [p.pattern for p in _REPOSITORY if p.search(text)]
+    assert not hits, f"{module} names the repository's {hits}"
+
+
+def test_the_repository_check_sees_a_library_module_that_names_the_reproduction():
+    text = 'from repro import results\nX = "results/table1"\n'
+    assert [p.pattern for p in _REPOSITORY if p.search(text)] == [_REPOSITORY[0].pattern, _REPOSITORY[2].pattern]
+
+
 def test_the_checker_sees_lazy_imports():
-    # fedlib.reproduction.results imports the trainer inside a function only
-    assert "fedlib.training.trainer" in GRAPH["fedlib.reproduction.results"]
+    # repro.results imports the trainer inside a function only
+    assert "fedlib.training.trainer" in GRAPH["repro.results"]
     assert (
         "fedlib.training.runs" in GRAPH["fedlib.training.trainer"]
         and "fedlib.training.trainer" not in GRAPH["fedlib.training.runs"]

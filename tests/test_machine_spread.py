@@ -1,4 +1,4 @@
-"""fedlib.reproduction.machine_spread: stored runs paired with their retrains on another machine, the spread, and
+"""repro.machine_spread: stored runs paired with their retrains on another machine, the spread, and
 verdicts that
 flip with the machine (hand-made stores, then the repository's own)."""
 
@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from fedlib.reproduction import machine_spread, results, tiers
+from repro import machine_spread, results, tiers
 
 
 def _store(root, method, seed, accs, partition="C=2"):

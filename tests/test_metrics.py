@@ -9,13 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from fedlib.reproduction.communication import communication_cost
 from fedlib.selection.metrics import (
     covers_all_classes,
     entropy_bits,
     pooled_entropy,
     selection_entropy_norm,
 )
+from repro.communication import communication_cost
 
 count_vectors = hnp.arrays(np.int64, st.integers(1, 12), elements=st.integers(0, 1000))
 

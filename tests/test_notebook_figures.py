@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from fedlib.reproduction.notebook import cell_images, draws_figure, missing_figures, shown_code_cells
+from repro.notebook import cell_images, draws_figure, missing_figures, shown_code_cells
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = ROOT / "scripts" / "run_notebooks.py"
@@ -106,7 +106,7 @@ def test_runner_stores_figures_when_the_caller_sets_mplbackend_agg(tmp_path):
 
 def test_kernel_started_by_the_test_process_stores_figures_under_mplbackend_agg(tmp_path, monkeypatch):
     """`make test` runs the notebooks under nbval, whose kernel inherits pytest's environment (MPLBACKEND=Agg
-    from the Makefile and .ci/run): fedlib.reproduction.notebook.setup() must still put the figures into the outputs."""
+    from the Makefile and .ci/run): repro.notebook.setup() must still put the figures into the outputs."""
     from nbclient import NotebookClient
 
     prepared = subprocess.run(
@@ -145,7 +145,7 @@ def test_without_setup_agg_would_lose_the_figure(tmp_path, monkeypatch):
     assert missing_figures(bare) == ["cell 0: import matplotlib.pyplot as plt"]
     fixed = nbformat.v4.new_notebook(
         cells=[
-            nbformat.v4.new_code_cell("from fedlib.reproduction.notebook import setup\nsetup()"),
+            nbformat.v4.new_code_cell("from repro.notebook import setup\nsetup()"),
             *[nbformat.v4.new_code_cell(c.source) for c in cells],
         ]
     )

@@ -1,4 +1,4 @@
-"""fedlib.reproduction.paper_tier: the paper tier's size, its dry run on fake files, and a whole-tier run that resumes
+"""repro.paper_tier: the paper tier's size, its dry run on fake files, and a whole-tier run that resumes
 after a kill."""
 
 import json
@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 import torch
 
-from fedlib.cli import main
-from fedlib.reproduction import paper_tier, tiers
+from repro import paper_tier, tiers
+from repro.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,7 +84,7 @@ def test_dry_run_names_the_failing_experiment(tmp_path, monkeypatch):
 def test_dry_run_walks_every_statement_the_paper_tier_lists(monkeypatch):
     """Step 3 of the dry run: the statements judged on stand-ins of every planned run; one the runs could not
     judge stops it, naming the statement."""
-    from fedlib.reproduction import quantities, statements
+    from repro import quantities, statements
 
     listed = [s for s in statements.load() if "paper" in s.tiers and s.groups and not s.group_missing]
     assert paper_tier._walk_statements("paper") == len(listed)

@@ -1,4 +1,4 @@
-"""fedlib.reproduction.participation (Fig. 2 as numbers) and fedlib.reproduction.claims.participation, on hand-checked
+"""repro.participation (Fig. 2 as numbers) and repro.claims.participation, on hand-checked
 small cases and on
 the stored subset runs."""
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedlib.reproduction import claims, participation, results, significance, tiers
+from repro import claims, participation, results, significance, tiers
 
 # final accuracy (%) per method, rate (M of K = 100) and seed 0, 1, 2
 HAND = {("A", 10): [30, 32, 34], ("A", 4): [31, 31, 33], ("B", 10): [30, 30, 30], ("B", 4): [20, 22, 24]}

@@ -471,7 +471,7 @@ def test_client_label_counts_bad_inputs():
 # ----------------------------------------------------------------------------- the paper's federations
 def _paper_dirichlet_federations():
     """(data set, K, beta, min_partition_size) of every Dir(beta) run of the paper tier, all groups."""
-    from fedlib.reproduction import tiers
+    from repro import tiers
 
     feds = set()
     for group in tiers.tier_groups("paper"):

@@ -108,8 +108,8 @@ def test_fedentopt_on_kept_noise_equals_a_reference_greedy():
 
 
 def test_dp_default_is_the_papers_raw_upload_and_keys_of_runs_without_dp_are_unchanged():
-    from fedlib.reproduction.results import run_key
     from fedlib.training.config import ExperimentConfig, config_hash
+    from repro.results import run_key
 
     assert ExperimentConfig().dp_negative == "keep"
     plain = ExperimentConfig()

@@ -1,13 +1,10 @@
-"""fedlib's public API (issue 22): `import fedlib` gives the names a user needs, light; the old flat module paths
-fail with a message naming the new one."""
+"""fedlib's public API: `import fedlib` gives the names a user needs, light; the API page lists them."""
 
 import importlib
 import json
 import subprocess
 import sys
 from pathlib import Path
-
-import pytest
 
 import fedlib
 
@@ -44,35 +41,13 @@ def test_import_fedlib_imports_no_torch_and_no_subpackage():
     assert out.stdout.strip() == "[]"
 
 
-@pytest.mark.parametrize(
-    "statement, new",
-    [
-        ("import fedlib.trainer", "fedlib.training.trainer"),
-        ("from fedlib import tiers", "fedlib.reproduction.tiers"),
-        ("from fedlib.paper import TABLE_V", "fedlib.reproduction.paper_values"),
-        ("from fedlib.selection import FedEntOptSelector", "fedlib.selection.selectors.FedEntOptSelector"),
-    ],
-)
-def test_an_old_import_path_fails_naming_the_new_one(statement, new):
-    code = f"import fedlib\ntry:\n    {statement}\nexcept ImportError as e:\n    print(e)\n"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert f"moved to {new} (issue 22" in out.stdout, out.stdout
-    assert "import it from there" in out.stdout
-
-
-def test_every_moved_module_exists_where_the_message_sends_it():
-    for old, new in fedlib.MOVED.items():
-        assert importlib.util.find_spec(new) is not None, (old, new)
-        assert old not in sys.modules or old == "fedlib.selection", old
-
-
 def test_the_api_page_lists_every_public_name():
-    from fedlib.reproduction.notebook import api_markdown
+    from repro.notebook import api_markdown
 
     text = api_markdown(fedlib)
     for name in fedlib.__all__:
         assert f"### `fedlib.{name}" in text, name
-    for package in ("data", "selection", "algorithms", "training", "label_only", "reproduction", "flower"):
+    for package in ("data", "selection", "algorithms", "training", "label_only", "flower"):
         assert f"### `fedlib.{package}`" in text, package
     toc = (ROOT / "_toc.yml").read_text()
     assert "book/executed/api" in toc
@@ -85,7 +60,7 @@ def test_the_api_page_lists_an_optional_extra_that_is_not_installed():
     code = (
         "import sys; sys.modules['flwr'] = None\n"
         "import fedlib\n"
-        "from fedlib.reproduction.notebook import api_markdown\n"
+        "from repro.notebook import api_markdown\n"
         "text = api_markdown(fedlib)\n"
         "assert 'fedlib.flower' not in sys.modules\n"
         "print(text[text.index('### `fedlib.flower`'):])\n"

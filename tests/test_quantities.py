@@ -1,4 +1,4 @@
-"""fedlib.reproduction.quantities: what each statement's rule is applied to: the paper's own tables as frames, the
+"""repro.quantities: what each statement's rule is applied to: the paper's own tables as frames, the
 stand-in runs the dry run walks, and the label-only quantities worked by hand on small federations."""
 
 import numpy as np
@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from fedlib.label_only.simulate import SelectionTrace
-from fedlib.reproduction import paper_values, quantities, statements, tiers
+from repro import paper_values, quantities, statements, tiers
 
 
 @pytest.fixture(scope="module")

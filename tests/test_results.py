@@ -1,4 +1,4 @@
-"""fedlib.reproduction.results (the store/load round trip) and fedlib.reproduction.reporting (the paper's statistic,
+"""repro.results (the store/load round trip) and repro.reporting (the paper's statistic,
 rounds to a target,
 summaries)."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedlib.reproduction import reporting, results, tiers
 from fedlib.training.config import ExperimentConfig
+from repro import reporting, results, tiers
 
 
 def _table(seed, accs):
@@ -271,7 +271,7 @@ def test_another_cpu_imitated_in_a_subprocess_is_recorded_and_compared_with_tole
     imitated = {"ATEN_CPU_CAPABILITY": "default", "ONEDNN_MAX_CPU_ISA": "SSE41", "OMP_NUM_THREADS": "1"}
     store = (
         "import torch; torch.set_num_threads(1)\n"
-        "from fedlib.reproduction import results, tiers\nfrom fedlib.training.trainer import run_experiment\n"
+        "from repro import results, tiers\nfrom fedlib.training.trainer import run_experiment\n"
         "cfg = tiers.tier_config('quick', method='FedEntOpt', partition_name='C=2', rounds=3)\n"
         "t = run_experiment(cfg, progress=False).table\n"
         f"print(results.store_run(t, cfg, 'quick', 'probe', {{'seed': 0}}, results_dir={str(tmp_path)!r}))"

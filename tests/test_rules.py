@@ -1,4 +1,4 @@
-"""The rules that judge the paper's statements (fedlib.reproduction.rules): each rule on hand-made frames
+"""The rules that judge the paper's statements (repro.rules): each rule on hand-made frames
 that come out reproduces, does not reproduce and undecided, with intervals checked by hand from the t table; the
 multi-setting frames the paper tier will give (settings are judged apart, never pooled); and the symmetry that
 makes a rule the same for a pass and a miss."""
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedlib.reproduction import claims, rules
-from fedlib.reproduction.results import StoredGroup
-from fedlib.reproduction.rules import DOES_NOT, REPRODUCES, UNDECIDED
+from repro import claims, rules
+from repro.results import StoredGroup
+from repro.rules import DOES_NOT, REPRODUCES, UNDECIDED
 
 # Two-sided 95 % t quantiles from a printed t table (t_{0.975, df}).
 T2, T4 = 4.303, 2.776
@@ -38,7 +38,7 @@ def by_hand(diffs, t):
 
 
 def test_one_alpha_and_the_scorecards_verdict_names():
-    from fedlib.reproduction import scorecard
+    from repro import scorecard
 
     assert rules.ALPHA == claims.ALPHA == 0.05
     assert set(rules.VERDICTS) <= set(scorecard.STATUSES)
@@ -504,8 +504,8 @@ def test_tidy_renames_and_drops_provenance():
 
 
 def test_from_group_matches_the_old_per_run_statistic():
-    from fedlib.reproduction import significance
-    from fedlib.reproduction.results import load_group
+    from repro import significance
+    from repro.results import load_group
 
     stored = load_group("subset", "table1")
     if stored.empty:

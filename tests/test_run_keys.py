@@ -1,14 +1,14 @@
 """Every stored run is found again under its key: a new configuration field at its default (``engine_options``)
-must not move any key (``fedlib.reproduction.results.run_key``; the lying-clients group's ``liar_run_key``)."""
+must not move any key (``repro.results.run_key``; the lying-clients group's ``liar_run_key``)."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from fedlib.reproduction.adversarial_runs import LiarSpec, liar_run_key
-from fedlib.reproduction.results import run_key
 from fedlib.training.config import ExperimentConfig
+from repro.adversarial_runs import LiarSpec, liar_run_key
+from repro.results import run_key
 
 STORED = sorted((Path(__file__).resolve().parents[1] / "results").rglob("*.json"))
 

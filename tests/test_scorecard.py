@@ -1,4 +1,4 @@
-"""fedlib.reproduction.scorecard: every statement of statements.yaml judged by its rule in each column it lists
+"""repro.scorecard: every statement of statements.yaml judged by its rule in each column it lists
 (label-only, quick, subset, paper), the card and its counts, the page tops, the machine flip, and the audit's cases
 as the rules decide them (reviews/claims-audit.md)."""
 
@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedlib.reproduction import quantities, results, scorecard, statements, tiers
-from fedlib.reproduction.results import StoredGroup
-from fedlib.reproduction.rules import DOES_NOT, REPRODUCES, UNDECIDED
+from repro import quantities, results, scorecard, statements, tiers
+from repro.results import StoredGroup
+from repro.rules import DOES_NOT, REPRODUCES, UNDECIDED
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -243,7 +243,9 @@ def test_a_group_of_the_seed_plan_is_judged_only_once_all_its_planned_runs_are_s
     assert row["verdict"] == scorecard.PLAN_RUNNING and row["interim"] == f"seed plan at table1 {n - 1}/{n} runs"
     text = scorecard.ours_text(row["judgement"], row["flips"], row["interim"])
     assert text.startswith(f"interim, not a verdict (seed plan at table1 {n - 1}/{n} runs): ")
-    assert scorecard.card(scorecard.judge(("subset",), table=t, machines_dir=machines), t).iloc[0]["overall"] != REPRODUCES
+    assert (
+        scorecard.card(scorecard.judge(("subset",), table=t, machines_dir=machines), t).iloc[0]["overall"] != REPRODUCES
+    )
 
 
 # ------------------------------------------------------------------------------------------- the audit's cases

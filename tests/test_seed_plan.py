@@ -1,4 +1,4 @@
-"""fedlib.reproduction.seed_plan: seeds needed per gap (hand-checked), the cap, the routes of a claim and a statement,
+"""repro.seed_plan: seeds needed per gap (hand-checked), the cap, the routes of a claim and a statement,
 the shared cells counted once; and the committed subset plan agrees with the tier that runs it."""
 
 import math
@@ -6,8 +6,8 @@ import math
 import pytest
 import yaml
 
-from fedlib.reproduction import seed_plan as sp
-from fedlib.reproduction import tiers
+from repro import seed_plan as sp
+from repro import tiers
 
 # ------------------------------------------------------------------------------------------ power and seeds
 
@@ -153,7 +153,7 @@ def test_the_plan_lists_every_statement_it_cannot_decide_with_the_reason():
 
 
 def test_progress_counts_the_tiers_runs_and_those_stored(tmp_path):
-    from fedlib.reproduction import seed_plan, tiers
+    from repro import seed_plan, tiers
 
     nothing = seed_plan.progress("subset", results_dir=tmp_path)
     assert [r["group"] for r in nothing] == list(seed_plan.read_plan("subset")["groups"])
@@ -166,14 +166,14 @@ def test_progress_counts_the_tiers_runs_and_those_stored(tmp_path):
 
 
 def test_a_tier_without_a_plan_file_is_refused():
-    from fedlib.reproduction import seed_plan
+    from repro import seed_plan
 
     with pytest.raises(ValueError, match="tier 'quick' has no seed plan file"):
         seed_plan.read_plan("quick")
 
 
 def test_planning_again_says_where_the_committed_plan_was_computed():
-    from fedlib.reproduction import scorecard
+    from repro import scorecard
 
     if hasattr(scorecard, "STATEMENTS"):
         pytest.skip("the old statement inventory is present")

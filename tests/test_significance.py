@@ -1,12 +1,12 @@
-"""Tests of fedlib.reproduction.significance: seed-paired tests, rank agreement with the paper, rounds to a
+"""Tests of repro.significance: seed-paired tests, rank agreement with the paper, rounds to a
 reference."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from fedlib.reproduction import significance as sg
 from fedlib.training.runs import last_rounds_mean
+from repro import significance as sg
 
 # ----------------------------------------------------------------------------- statistics, by hand
 

@@ -1,4 +1,4 @@
-"""fedlib.reproduction.statements: the paper's statements as data (statements.yaml) load, validate, quote the paper at
+"""repro.statements: the paper's statements as data (statements.yaml) load, validate, quote the paper at
 the lines they name, keep every id of the former scorecard inventory, and name sources and tiers that exist in the
 code."""
 
@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedlib.reproduction import claims
-from fedlib.reproduction import statements as st
+from repro import claims
+from repro import statements as st
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPERS = ROOT.parent / "shared" / "papers"
-#: The ids of the scorecard's former inventory (fedlib.reproduction.scorecard.STATEMENTS, replaced by this
+#: The ids of the scorecard's former inventory (repro.scorecard.STATEMENTS, replaced by this
 #: table), kept so that a verdict can be followed from the old card to the new one.
 FORMER_IDS = (
     "abstract/outperforms",
@@ -183,7 +183,7 @@ BAD = {
     "missing group without need": ("needed", lambda e: e.update(group_missing=True), "None"),
     "label-only source at a training tier": (
         "tiers",
-        lambda e: e.update(source={"label_only": "fedlib.reproduction.label_tables.table6"}),
+        lambda e: e.update(source={"label_only": "repro.label_tables.table6"}),
         "subset",
     ),
     "not_checkable with a source": (

@@ -1,4 +1,4 @@
-"""Tests of fedlib.reproduction.static_controls: sliders over precomputed figures for kernel-free HTML."""
+"""Tests of repro.static_controls: sliders over precomputed figures for kernel-free HTML."""
 
 import base64
 import re
@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from fedlib.reproduction.static_controls import FrameSlider, frame_slider_html, precompute_frames  # noqa: E402
+from repro.static_controls import FrameSlider, frame_slider_html, precompute_frames  # noqa: E402
 
 
 def _draw(a, b):

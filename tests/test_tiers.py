@@ -1,13 +1,13 @@
-"""fedlib.reproduction.tiers: every tier's configurations validate; unknown names are errors that list the allowed
+"""repro.tiers: every tier's configurations validate; unknown names are errors that list the allowed
 ones."""
 
 import json
 
 import pytest
 
-from fedlib.reproduction import paper_values as paper
-from fedlib.reproduction import tiers
 from fedlib.training.config import ExperimentConfig
+from repro import paper_values as paper
+from repro import tiers
 
 
 @pytest.mark.parametrize("tier", list(tiers.TIERS))
@@ -137,7 +137,7 @@ def test_unknown_names_are_pinned_errors():
 @pytest.mark.parametrize("tier", ["quick", "subset"])
 def test_every_stored_run_is_still_planned_by_its_tier(tier):
     """A change of the tiers (a seed plan, more methods) adds runs; every stored run keeps its key and its group."""
-    from fedlib.reproduction import results
+    from repro import results
 
     for group in tiers.tier_groups(tier):
         stored = {p.stem for p in results.group_dir(None, tier, group).glob("*.csv")}

@@ -9,11 +9,11 @@ from conftest import write_tiny_npz
 from fedlib.algorithms.base import weighted_average
 from fedlib.algorithms.fedconcat import fedconcat_round_split
 from fedlib.algorithms.fedentropy import max_entropy_judgement, model_soft_label
-from fedlib.cli import main
 from fedlib.selection.metrics import pooled_entropy
 from fedlib.training.config import ExperimentConfig
 from fedlib.training.runs import TABLE_COLUMNS, normalise_table
 from fedlib.training.trainer import Experiment, run_experiment
+from repro.cli import main
 
 C = 4  # classes of the tiny data set
 

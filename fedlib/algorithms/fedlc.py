@@ -13,7 +13,7 @@ Absent classes (n_{k,c} = 0): ``0^{-1/4}`` is infinite.  As in the public FedLC 
 ``src/client/fedlc.py``, which counts absent labels as ``1e-8``; PFLlib's ``clientlc`` likewise), fedlib
 replaces a zero count with ``zero_count = 1e-8``, giving those classes a finite margin of ``τ · 100``.
 The choice matters under #C = 2: with 1e-8 the subset tier's FedLC runs stay at one-class predictions, where
-``zero_count = 1`` (a margin of τ) starts learning (see ``fedlib.reproduction.claims.EXPECTED_DIFFERENCES``).
+``zero_count = 1`` (a margin of τ) starts learning.
 
 Context (``client_context``): ``{"margin": (C,) float}`` = τ·n_c^{−1/4}; a batched caller stacks it to (M, C).
 """

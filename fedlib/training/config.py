@@ -178,7 +178,7 @@ class ExperimentConfig:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     def key_dict(self) -> dict[str, Any]:
-        """``to_dict()`` as it enters the run keys (``config_hash``, ``fedlib.reproduction.results.run_key``).
+        """``to_dict()`` as it enters the run keys (``config_hash`` and a caller's stored-result key).
 
         ``dp_negative`` only matters with label DP; without DP the key carries ``"clip"`` (its default before
         0.2: "keep"), so the keys of runs without DP are the ones they were stored under whatever the default.

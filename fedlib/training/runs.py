@@ -6,10 +6,10 @@ A run's table (``RunResult.table``) has one row per round, columns ``TABLE_COLUM
 * the run cache (``RunDir``, this module): ``<run_root>/<config_hash(config, code_version())>/table.csv``, every
   column, with the checkpoints that let an interrupted run resume.  The key holds the code version, so a version
   bump retrains;
-* the stored results (``fedlib.reproduction.results``): ``results/<tier>/<experiment>/<run_key(config)>.csv``, the
-  columns
-  ``STORED_COLUMNS`` with floats rounded to 5 decimals (``compact_table``), small enough to commit.  The key leaves
-  out the code version and the fields that do not change the numbers, so a stored table survives commits.
+* a store of results kept by the caller (e.g. in a repository): the columns ``STORED_COLUMNS`` with floats
+  rounded to 5 decimals (``compact_table``), small enough to commit, under a key that leaves out the code version
+  and the fields that do not change the numbers (``ExperimentConfig.key_dict``), so a stored table survives
+  commits.
 
 Both are read back by ``read_table``, with the dtypes of a fresh run.
 
@@ -88,7 +88,7 @@ TABLE_COLUMNS = (
     "reselection_entropy_bits",
     "phase",
 )
-#: Columns of a stored table (``fedlib.reproduction.results``): no client ids, floats rounded to 5 decimals.
+#: Columns of a stored table (a caller's result store): no client ids, floats rounded to 5 decimals.
 STORED_COLUMNS = (
     "round",
     "test_accuracy",

@@ -9,7 +9,7 @@
    against the default CPU scorer in the same process (same picks checked);
 4. a benchmark record ``benchmarks/results/gpu-check-<UTC time>.json``: the device, the numerics
    (``fedlib.training.numerics``), the test outcome, the timings, the targets of issue 11 met or missed, the seconds per
-   client step of both engines (which ``fedlib.training.cost_model`` then uses for the paper tier) and the paper tier's
+   client step of both engines (which ``repro.cost_model`` then uses for the paper tier) and the paper tier's
    GPU hours re-estimated from them.
 
 Without CUDA it prints one line and exits with status 1.  ``--cpu-smoke`` runs the same steps on the CPU with
@@ -245,7 +245,7 @@ def compare_targets(trainer: dict, selection: dict) -> list[dict]:
 
 
 def _estimate(records_dir: Path) -> dict:
-    from fedlib.reproduction import paper_tier
+    from repro import paper_tier
 
     size = paper_tier.tier_size("paper", records_dir=records_dir)
     tot = size.loc["total"]

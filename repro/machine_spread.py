@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fedlib.reproduction import claims, participation, reporting, significance
-from fedlib.reproduction.results import RESULTS_DIR, load_group
 from fedlib.training.runs import last_rounds_mean
+from repro import claims, participation, reporting, significance
+from repro.results import RESULTS_DIR, load_group
 
 __all__ = [
     "MACHINES_DIR",
@@ -103,7 +103,7 @@ def _fedentropy(stored, last, results_dir):  # the page's curve: runs stored bef
 
 #: page -> (experiment group, summary of its stored runs ``(stored, last, results_dir)``, the page's claims): what
 #: ``tests/test_claims.py`` asserts, what :func:`verdicts` recomputes per machine and what
-#: ``fedlib.reproduction.scorecard``
+#: ``repro.scorecard``
 #: shows.
 STORED_CLAIMS = {
     "table1": ("table1", _table1, claims.table1),
@@ -212,7 +212,7 @@ def claims_at(tier: str, page: str, results_dir=None, last: int = 10) -> list:
 
 
 def claims_frame(tier: str, page: str, results_dir=None, machines_dir=None) -> pd.DataFrame:
-    """The page's claims as :func:`fedlib.reproduction.claims.frame` shows them, with the verdict the scorecard gives: a
+    """The page's claims as :func:`repro.claims.frame` shows them, with the verdict the scorecard gives: a
     verdict that flips when the runs are retrained on another machine is "undecided (flips with the machine)";
     ``other machines`` gives each machine's verdict."""
     found = claims_at(tier, page, results_dir)

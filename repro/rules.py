@@ -52,7 +52,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from fedlib.reproduction.claims import ALPHA
+from repro.claims import ALPHA
 
 __all__ = [
     "ALPHA",
@@ -281,7 +281,7 @@ def _level(alpha: float) -> str:
 
 
 def tidy(per_run: pd.DataFrame, value: str = "accuracy", *, method: str = "method", seed: str = "seed"):
-    """``per_run`` (one row per run, e.g. :func:`fedlib.reproduction.significance.per_run_final`) as the rules take
+    """``per_run`` (one row per run, e.g. :func:`repro.significance.per_run_final`) as the rules take
     it: ``value`` renamed ``value``, ``method`` and ``seed`` renamed so, provenance columns (``key``, commit, device,
     ...) dropped, and every other column kept as a setting column, in its order.  Raises ``ValueError`` for two
     rows of one (setting, method, seed): a run counted twice would shrink every interval."""
@@ -297,7 +297,7 @@ def tidy(per_run: pd.DataFrame, value: str = "accuracy", *, method: str = "metho
 
 
 def from_group(stored, last: int = 10) -> pd.DataFrame:
-    """The tidy frame of a stored group (:func:`fedlib.reproduction.results.load_group`): per run, the mean test
+    """The tidy frame of a stored group (:func:`repro.results.load_group`): per run, the mean test
     accuracy (%) over its final ``last`` evaluated rounds, with every label column of the run (method, seed, model,
     partition, clients_per_round, ...) and its data set (from the run's configuration) as setting columns; the
     number of rounds too where it differs between runs.  Settings are never collapsed."""

@@ -62,7 +62,7 @@ __all__ = [
     "forward_flops",
 ]
 
-RECORDS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+RECORDS_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 #: Models the batched engine trains (no BatchNorm buffers); the others fall back to the reference engine.
 BATCHED_MODELS = ("lenet5", "vgg11")
 

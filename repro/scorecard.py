@@ -1,12 +1,12 @@
 """The scorecard: every statement of the paper (``statements.yaml``) judged by its rule at every tier it lists.
 
 :func:`judge` gives one row per (statement, column): a training statement at each training tier it lists, from
-that tier's stored runs (:mod:`fedlib.reproduction.quantities`; "not run at this tier" where its run groups have
+that tier's stored runs (:mod:`repro.quantities`; "not run at this tier" where its run groups have
 none), a verdict that changes when runs retrained on another machine (``results/machines/``) replace their
 stored twins counted undecided; a label-only statement once, from the label-only studies at the paper's scale.
 :func:`card` folds them into one row per statement: the columns label_only, quick, subset and paper and the
 overall verdict (a training statement's from the largest tier that judged it, named; a label-only statement's
-own).  :func:`counts` counts each column.  ``python -m fedlib.reproduction.scorecard`` prints the card.
+own).  :func:`counts` counts each column.  ``python -m repro.scorecard`` prints the card.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from fedlib.reproduction import quantities, rules, statements, tiers
-from fedlib.reproduction.quantities import book_parameters
-from fedlib.reproduction.results import RESULTS_DIR, run_key
+from repro import quantities, rules, statements, tiers
+from repro.quantities import book_parameters
+from repro.results import RESULTS_DIR, run_key
 
 __all__ = [
     "COLUMNS",
@@ -46,7 +46,7 @@ __all__ = [
     "main",
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 #: The scorecard's columns: label counts at the paper's scale, then the training tiers, smallest first.
 COLUMNS = statements.TIERS
 TRAINING_TIERS = COLUMNS[1:]
@@ -87,7 +87,7 @@ _DATA = {
 
 def tier_notes() -> dict[str, str]:
     """Column -> one line on its data: the label-only column's, then each training tier's description
-    (:mod:`fedlib.reproduction.tiers`) with the groups it runs on one seed (no interval there)."""
+    (:mod:`repro.tiers`) with the groups it runs on one seed (no interval there)."""
     out = {
         "label_only": "no training: the label counts of the paper's data sets (fedlib.data.profiles) at the paper's "
         "K, M, rounds and seeds; what the paper reports from labels alone (selections, entropies, byte counts)"
@@ -257,11 +257,11 @@ def judge(
     table=None,
 ) -> pd.DataFrame:
     """One row per (statement, column it lists): ``id``, ``column`` (label_only or a training tier of ``tiers``),
-    ``verdict`` (a rule's verdict, :data:`PAPER_TOO`, or why there is none: :data:`PLAN_RUNNING`, :data:`NOT_RUN`, :data:`NO_GROUP`,
-    :data:`NOT_COMPUTED`), ``judgement`` (the rule's :class:`fedlib.reproduction.rules.Judgement`) and ``flips``
+    ``verdict`` (a rule's verdict, :data:`PAPER_TOO`, or why there is none: :data:`PLAN_RUNNING`, :data:`NOT_RUN`,
+    :data:`NO_GROUP`, :data:`NOT_COMPUTED`), ``judgement`` (the rule's :class:`repro.rules.Judgement`) and ``flips``
     (the machines whose retrains change the verdict, which is then undecided), ``interim`` (for
     :data:`PLAN_RUNNING`: the plan's groups still running, with runs stored of planned).  ``studies``: the label-only
-    studies (default :func:`fedlib.reproduction.quantities.label_studies` at the book's parameters, ``smoke``: the
+    studies (default :func:`repro.quantities.label_studies` at the book's parameters, ``smoke``: the
     pages' smoke ones); ``table``: the statements (default ``statements.yaml``)."""
     table = table or statements.load_table()
     rows = []
@@ -282,7 +282,7 @@ def judge(
 
 def walk(tier: str = "paper", seed: int = 0, table=None) -> tuple[int, list[tuple[str, str]]]:
     """Judge every statement that lists ``tier`` (and has a run group) on stand-in runs of everything the tier
-    plans (:meth:`fedlib.reproduction.quantities.Runs.stand_in`): (how many were judged, (id, why) of each that
+    plans (:meth:`repro.quantities.Runs.stand_in`): (how many were judged, (id, why) of each that
     was not: no computation, a comparison the planned runs lack, an error).  Run by the paper tier's dry run, so
     that its stored runs fill the card with no further code."""
     table = table or statements.load_table()
@@ -583,7 +583,9 @@ def page_card(page: str, tier: str, studies: dict | None = None, results_dir=Non
         runs, machines = quantities.Runs(tier, results_dir), _machines(tier, results_dir, machines_dir)
         unfinished = _unfinished_plan(tier, runs)
         rows = [
-            _judge_training(s, tier, runs, machines, table, unfinished) if tier in s.tiers else _row(s, tier, NOT_LISTED)
+            _judge_training(s, tier, runs, machines, table, unfinished)
+            if tier in s.tiers
+            else _row(s, tier, NOT_LISTED)
             for s in mine
         ]
     out = [
@@ -634,8 +636,8 @@ def page_verdicts(page: str, tier: str, studies: dict | None = None, results_dir
 
 
 def main(argv=None) -> int:
-    """``python -m fedlib.reproduction.scorecard [--tiers quick subset paper] [--smoke]``: print the card."""
-    ap = argparse.ArgumentParser(prog="python -m fedlib.reproduction.scorecard", description=__doc__.split("\n\n")[0])
+    """``python -m repro.scorecard [--tiers quick subset paper] [--smoke]``: print the card."""
+    ap = argparse.ArgumentParser(prog="python -m repro scorecard", description=__doc__.split("\n\n")[0])
     ap.add_argument("--tiers", nargs="*", default=list(TRAINING_TIERS), help="training tiers to judge")
     ap.add_argument("--smoke", action="store_true", help="label-only studies at the pages' smoke parameters")
     ap.add_argument("--results-dir", default=None, help="stored runs (default: the repository's results/)")

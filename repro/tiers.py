@@ -25,7 +25,7 @@ formulations)), each as a ``PlannedRun(experiment, label, config)``; ``tier_grou
     paper: 500).  ``min_partition_size`` is 2 (not 10): ~52 images per client make Dir(0.1) with at least 10
     per client a very rare draw (large pools: 0, some of 150-200 clients hold no image).
 
-    The round count is read off measured curves (``fedlib.reproduction.plateau``; the subset curves page recomputes it
+    The round count is read off measured curves (``repro.plateau``; the subset curves page recomputes it
     from the
     stored runs and ``tests/test_claims.py`` asserts it): FedAvg and FedEntOpt,
     5 seeds, 300 rounds, both partitions; the plateau round is the smallest R >= 150 after which the seed-mean
@@ -40,7 +40,7 @@ formulations)), each as a ``PlannedRun(experiment, label, config)``; ``tier_grou
     DP variant is no baseline; the quick and paper tiers keep four), FedEntropy with the tier's seeds (they: one).
     Beyond the 3 seeds, the cells of the seed plan ``plans/subset_seed_plan.yaml`` (``Tier.seed_plan``, written by
     ``scripts/seed_plan.py`` from the stored runs before the runs it plans) run seeds 0..n-1: the seeds each
-    undecided statement needs for a verdict (``fedlib.reproduction.seed_plan``).
+    undecided statement needs for a verdict (``repro.seed_plan``).
 ``paper``
     The paper's data and scale: torchvision ``download=True`` (CIFAR-10; CIFAR-100 with 20 superclasses for
     the experiments that use it), K = 100, M = 10, E = 5, 500 rounds, 3 seeds, LeNet-5 and VGG-11, on
@@ -91,7 +91,7 @@ __all__ = [
     "seed_plan_cells",
 ]
 
-_ROOT = Path(__file__).resolve().parents[2]
+_ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass(frozen=True)
@@ -246,7 +246,7 @@ TIERS: dict[str, Tier] = {
     ),
 }
 
-#: Table I's methods in the paper's column order (``fedlib.reproduction.paper_values.TABLE_I_METHODS``).
+#: Table I's methods in the paper's column order (``repro.paper_values.TABLE_I_METHODS``).
 TABLE1_METHODS = (
     "FedAvg",
     "FedProx",

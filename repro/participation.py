@@ -11,13 +11,13 @@ statistics over the stored runs, seed by seed (at one seed every method and rate
     Table I run whose configuration is the same in every run-key field but ``clients_per_round`` (the tier's own
     M), labelled like the participation runs.  Nothing is added where no such run is stored.
 ``per_run(frame)``
-    :func:`fedlib.reproduction.significance.per_run_final` keyed by K and M too, with the rate 100 M / K.
+    :func:`repro.significance.per_run_final` keyed by K and M too, with the rate 100 M / K.
 ``rate_change(runs, reference)``
     Per setting (partition, model, ...) and method, over the seeds that have every method and rate: the change of
     the final accuracy from the highest to the lowest rate (paired by seed, with its t-test p), the least-squares
     slope over the rates, the gap to ``reference`` and how much more the method loses than ``reference``.
 
-:func:`fedlib.reproduction.claims.participation` judges the paper's reading on :func:`rate_change`'s table.
+:func:`repro.claims.participation` judges the paper's reading on :func:`rate_change`'s table.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from fedlib.reproduction import results, significance, tiers
+from repro import results, significance, tiers
 
 __all__ = ["RATE_KEYS", "full_rate_runs", "with_full_rate", "per_run", "group_columns", "rate_change", "summary"]
 

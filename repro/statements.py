@@ -2,7 +2,7 @@
 
 The table holds one entry per checkable sentence of the FedEntOpt paper (v2's abstract, §II to §VI
 and captions; v1's large pools and Figs. 4 to 6), with the paper's words and value, the rule that judges it, what it is
-computed from (a run group of :data:`fedlib.reproduction.tiers.GROUPS` or a label-only function), the tiers that can
+computed from (a run group of :data:`repro.tiers.GROUPS` or a label-only function), the tiers that can
 judge it, and why a difference is expected, where the paper's text contradicts its own table and where no run group
 exists yet.  The YAML file's header documents every field and rule.
 
@@ -286,7 +286,7 @@ def _source(sid, source, groups):
             _fail(sid, "source.group", source["group"], f"a name or a list of names of {', '.join(groups)}")
         for name in names:
             if name not in groups:
-                _fail(sid, "source.group", name, ", ".join(groups) + " (fedlib.reproduction.tiers.GROUPS)")
+                _fail(sid, "source.group", name, ", ".join(groups) + " (repro.tiers.GROUPS)")
     else:
         name = source["label_only"]
         if not isinstance(name, str) or not _DOTTED.match(name):
@@ -369,9 +369,9 @@ def _statement(entry, margins, groups) -> PaperStatement:
 
 def validate(document: Mapping, groups: Sequence[str] | None = None) -> StatementTable:
     """The table from a parsed ``statements.yaml`` document, every field checked (:class:`StatementError` at the
-    first problem).  ``groups``: the run groups a source may name (default :data:`fedlib.reproduction.tiers.GROUPS`)."""
+    first problem).  ``groups``: the run groups a source may name (default :data:`repro.tiers.GROUPS`)."""
     if groups is None:
-        from fedlib.reproduction.tiers import GROUPS
+        from repro.tiers import GROUPS
 
         groups = tuple(GROUPS)
     if not isinstance(document, Mapping) or not isinstance(document.get("statements"), list):
@@ -478,7 +478,7 @@ def tier_problems(statements: Sequence[PaperStatement]) -> list[tuple[str, str, 
     """(id, tier, why) for every training tier a statement lists although that tier cannot judge it with the run
     groups as defined: the tier does not run the group, or runs a setting of it on fewer than two seeds (no
     interval).  Statements with ``group_missing`` are skipped (their tiers are the ones that would judge them)."""
-    from fedlib.reproduction import tiers as tiers_module
+    from repro import tiers as tiers_module
 
     @functools.lru_cache(maxsize=None)
     def fewest_seeds(tier: str, group: str) -> int:

@@ -2,17 +2,17 @@
 
 ``python -m fedlib paper --dry-run`` (``dry_run``) walks the paper tier before anyone spends GPU hours on it:
 
-1. every run of every experiment group (``fedlib.reproduction.tiers.tier_groups("paper")``: Tables I-IV, Fig. 2,
+1. every run of every experiment group (``repro.tiers.tier_groups("paper")``: Tables I-IV, Fig. 2,
    large
    pools, the buffer study, FedEntropy) is built and validated (``ExperimentConfig.validate``);
 2. every Dir(β) federation is partitioned on the data set's real label counts (``fedlib.data.profiles``) with the
    tier's ``min_partition_size``, for every seed the tier runs, through the trainer's random stream;
 3. every statement of the paper the tier lists (``statements.yaml``) is judged on stand-ins of every planned
-   run (``fedlib.reproduction.scorecard.walk``): one the tier's runs could not judge raises ``DryRunError``;
+   run (``repro.scorecard.walk``): one the tier's runs could not judge raises ``DryRunError``;
 4. tiny fake files are written in each data set's real on-disk format (``fedlib.data.fake_data``), and a covering set
    of runs -- every data set, every (data set, model), every (data set, K), every method, every (algorithm,
    model) pair, DP, dropout, stragglers, FedConcat, FedEntropy -- trains ONE round on them on the CPU through
-   the path the real run takes (``fedlib.reproduction.results.ensure_runs``: run cache, checkpoint, stored table).  The
+   the path the real run takes (``repro.results.ensure_runs``: run cache, checkpoint, stored table).  The
    fake
    round changes only what tiny files and a CPU force: ``rounds = 1`` (FedConcat: 1 encoder + 1 classifier
    round), ``local_epochs = 1`` (no code path depends on E; stragglers then draw 1 epoch), ``min_partition_size =
@@ -22,7 +22,7 @@
    The first problem raises ``DryRunError`` naming the experiment and the run.
 
 ``tier_size`` counts the tier (runs, distinct runs -- Table II's baselines are Table I's runs --, rounds, local
-sample passes, client steps) and estimates its GPU hours with ``fedlib.training.cost_model``: a step model (per client
+sample passes, client steps) and estimates its GPU hours with ``repro.cost_model``: a step model (per client
 step
 the larger of its kernel-launch time and its arithmetic time; evaluation per test sample likewise) with counted
 ops and FLOPs and ASSUMED per-op and FLOP rates, replaced by the seconds per step measured by
@@ -47,7 +47,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from fedlib.reproduction import tiers
+from repro import tiers
 
 __all__ = [
     "DryRunError",
@@ -79,7 +79,7 @@ class DryRunError(RuntimeError):
 
 
 def tier_runs(tier: str = "paper", groups=None, rounds: int | None = None) -> list:
-    """Every ``fedlib.reproduction.tiers.PlannedRun`` of ``tier`` (its groups, or ``groups``), group by group."""
+    """Every ``repro.tiers.PlannedRun`` of ``tier`` (its groups, or ``groups``), group by group."""
     names = tiers.tier_groups(tier) if groups is None else tuple(groups)
     for g in names:
         if g not in tiers.GROUPS:
@@ -112,13 +112,13 @@ def _sample_passes(c) -> tuple[float, float]:
 
 def tier_size(tier: str = "paper", groups=None, records_dir=None) -> pd.DataFrame:
     """One row per experiment group and a ``total`` row: runs, distinct runs, rounds, training sample passes and
-    client steps (millions), the estimated hours on one GPU (``fedlib.training.cost_model``: the tier's engines, of
+    client steps (millions), the estimated hours on one GPU (``repro.cost_model``: the tier's engines, of
     which
     evaluation, and the reference engine alone) and on a 2-core CPU (where measured).  Measured step times come
     from the newest ``gpu-check`` record in ``records_dir`` (default ``benchmarks/results``); ``df.attrs`` says
     which models used them."""
-    from fedlib.reproduction.results import run_key
-    from fedlib.training.cost_model import measured_step_times, run_seconds, run_steps
+    from repro.cost_model import measured_step_times, run_seconds, run_steps
+    from repro.results import run_key
 
     measured = measured_step_times(records_dir)
     rows, seen, sources = [], set(), {}
@@ -173,7 +173,7 @@ _FLOAT_COLUMNS = (
 
 def format_size(size: pd.DataFrame, tier: str = "paper") -> str:
     """The size table as text, with what its columns assume."""
-    from fedlib.training.cost_model import STEP_MODEL
+    from repro.cost_model import STEP_MODEL
 
     shown = size.copy()
     for c in _FLOAT_COLUMNS:
@@ -201,7 +201,7 @@ def format_size(size: pd.DataFrame, tier: str = "paper") -> str:
         "reference engine for EfficientNet, plus evaluating the test set every round; "
         + how
         + (
-            f"step model for {', '.join(modelled)} (fedlib.training.cost_model: per client step the larger of counted "
+            f"step model for {', '.join(modelled)} (repro.cost_model: per client step the larger of counted "
             f"ops x "
             f"{STEP_MODEL.t_op * 1e6:.0f} us and 3 x counted forward FLOPs x B over an ASSUMED rate, "
             f"{STEP_MODEL.gpu}). "
@@ -327,7 +327,7 @@ def _write_fake_data(plan, root: Path) -> None:
 def dry_run(tier: str = "paper", *, workdir=None, groups=None, small_images: bool = False, log=print) -> pd.DataFrame:
     """Walk ``tier`` (see the module docstring); returns one row per trained run (group, label, seconds, clients
     trained, test accuracy).  Raises ``DryRunError`` naming the experiment and run on the first problem."""
-    from fedlib.reproduction.results import ensure_runs
+    from repro.results import ensure_runs
 
     t_start = time.perf_counter()
     runs = tier_runs(tier, groups)
@@ -385,7 +385,7 @@ def dry_run(tier: str = "paper", *, workdir=None, groups=None, small_images: boo
 def _walk_statements(tier: str) -> int:
     """Every statement the tier lists, judged on stand-ins of the runs it plans; raises ``DryRunError`` naming
     those its runs could not judge (the card would stay empty there after the real run)."""
-    from fedlib.reproduction.scorecard import walk
+    from repro.scorecard import walk
 
     judged, problems = walk(tier)
     if problems:
@@ -398,7 +398,7 @@ def _walk_statements(tier: str) -> int:
 
 def _check_trained(plan, tier: str, results_dir: Path) -> None:
     """Every fake round trained at least one client and evaluated the model (else the round proved nothing)."""
-    from fedlib.reproduction.results import load_run
+    from repro.results import load_run
 
     for r in plan:
         for p in sorted((results_dir / tier / r.experiment).glob("*.csv")):
@@ -409,7 +409,7 @@ def _check_trained(plan, tier: str, results_dir: Path) -> None:
             if not (last["num_trained"] > 0).any():
                 raise DryRunError(
                     f"{r.experiment} {r.label}: no picked client held fake data, so the round trained "
-                    "nothing; enlarge the fake data (fedlib.reproduction.paper_tier._write_fake_data)"
+                    "nothing; enlarge the fake data (repro.paper_tier._write_fake_data)"
                 )
             if not last["test_accuracy"].notna().any():
                 raise DryRunError(f"{r.experiment} {r.label}: the round was not evaluated")
@@ -427,12 +427,12 @@ def run_tier(
     workers: int = 1,
     log=print,
 ) -> dict:
-    """Train every missing run of ``tier`` group by group and store it (``fedlib.reproduction.results.ensure_runs``).
+    """Train every missing run of ``tier`` group by group and store it (``repro.results.ensure_runs``).
 
     Restartable: stored runs are read back, an interrupted run resumes from its last checkpoint under
     ``run_root``.  ``overrides`` (ExperimentConfig fields, e.g. ``{"data_root": ...}``) apply to every run.
     Returns ``{group: ensure_runs' counts}``."""
-    from fedlib.reproduction.results import ensure_runs
+    from repro.results import ensure_runs
 
     out = {}
     for g in tiers.tier_groups(tier) if groups is None else tuple(groups):

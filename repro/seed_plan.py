@@ -1,7 +1,7 @@
 """Seed plans: how many seeds each undecided training statement of a tier needs, fixed from the stored runs before
 the runs it asks for.
 
-A claim's rule (:mod:`fedlib.reproduction.claims`) judges one or more seed-paired gaps (say FedEntOpt minus FedAvg),
+A claim's rule (:mod:`repro.claims`) judges one or more seed-paired gaps (say FedEntOpt minus FedAvg),
 each by the two-sided ``1 - ALPHA`` t-interval of its mean over seeds.  For one gap, :func:`power` is the
 probability that the interval decides (excludes 0 or the rule's margin; or, for an equivalence rule, lies inside
 the margin) when the true mean and standard deviation are ``effect`` and ``sd``: the non-central t distribution,
@@ -16,7 +16,7 @@ stated effect gets ``cap`` seeds.
 
 A claim is decided when ``need`` of its gaps are decided on its side, or when more than ``len(gaps) - need`` are
 decided against it (``_best``: every gap; "at least 3 of 8": 3).  :func:`plan_claim` takes the cheaper of the two
-routes from the pilot's signs; a statement (:data:`fedlib.reproduction.scorecard.STATEMENTS`) is decided when one of
+routes from the pilot's signs; a statement (:data:`repro.scorecard.STATEMENTS`) is decided when one of
 its claims goes against it or when all are decided, and :func:`plan_statement` does the same one level up.  Each
 gap of a chosen route asks for its own number of seeds on the cells (group and label without the seed) whose runs
 it compares; :func:`cell_seeds` takes the largest ask per cell, so a cell that several statements need counts once.
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fedlib.reproduction import claims
-from fedlib.reproduction.tiers import cell_key
+from repro import claims
+from repro.tiers import cell_key
 
 __all__ = [
     "POWER",
@@ -287,7 +287,7 @@ class _Cells:
     def __init__(self, tier: str):
         import dataclasses
 
-        from fedlib.reproduction import tiers
+        from repro import tiers
 
         base = dataclasses.replace(tiers.get_tier(tier), seed_plan=None)  # the cells do not depend on the seeds
         self.labels = {}
@@ -307,7 +307,7 @@ class _Cells:
 
 def _table1(per_run, races, cells: _Cells) -> list[ClaimSpec]:
     """Table I (best, the DP variant, the weak baselines) and §V-B1's races, from the stored Table I runs."""
-    from fedlib.reproduction import paper_values as paper
+    from repro import paper_values as paper
 
     ref, dp = "FedEntOpt", "FedEntOpt (DP)"
     tol = max(abs(v[ref][0] - v[dp][0]) for v in paper.TABLE_I.values())  # as claims.table1_best
@@ -350,7 +350,7 @@ def _table1(per_run, races, cells: _Cells) -> list[ClaimSpec]:
 
 def _table2(per_run, cells: _Cells) -> list[ClaimSpec]:
     """Table II: FedEntOpt+X - X on the paper's side, from the stored Table II runs."""
-    from fedlib.reproduction import paper_values as paper
+    from repro import paper_values as paper
 
     out = []
     for part in dict.fromkeys(per_run["partition"]):
@@ -418,8 +418,8 @@ def _participation(per_run, t1_run, cells: _Cells, methods: tuple) -> list[Claim
 def _analogs(t1_run, part_run, cells: _Cells, tier: str) -> list[ClaimSpec]:
     """The groups without stored runs at the tier: availability, the buffer's accuracy, the large pools, FedEntropy;
     each gap takes the nearest measured gap of the tier (its ``source``)."""
-    from fedlib.reproduction import paper_values as paper
-    from fedlib.reproduction import tiers
+    from repro import paper_values as paper
+    from repro import tiers
 
     out = []
     for sc in tiers.AVAILABILITY_SCENARIOS:
@@ -490,8 +490,8 @@ def subset_claims(tier: str = "subset", results_dir=None, last: int = 10) -> lis
     """Every training claim of ``tier`` with its gaps: from the stored runs (Table I and II, the races, the
     participation rates) and, for the groups with none stored, from the nearest measured gap (:func:`_analogs`).
     ``last``: the final rounds averaged, as the claims do."""
-    from fedlib.reproduction import participation, significance, tiers
-    from fedlib.reproduction.results import load_group
+    from repro import participation, significance, tiers
+    from repro.results import load_group
 
     cells = _Cells(tier)
     t1 = load_group(tier, "table1", results_dir)
@@ -558,20 +558,20 @@ def _why_not(claim_plans: dict, cap: int) -> str:
 
 
 def plan(tier: str = "subset", results_dir=None, *, target: float = POWER, cap: int = CAP, alpha: float = None):
-    """The seed plan of ``tier``: every training statement of :data:`fedlib.reproduction.scorecard.STATEMENTS`
+    """The seed plan of ``tier``: every training statement of :data:`repro.scorecard.STATEMENTS`
     that is undecided at ``tier`` or not judged there for want of stored runs, planned as the module docstring
     says.  Returns ``statements``, ``claims`` and ``gaps`` (rows for the plan file) and ``cells`` ({cell_key:
     seeds}, the seeds each cell needs; the tier's own seeds still run where they are more)."""
     from fnmatch import fnmatchcase
 
-    from fedlib.reproduction import machine_spread, scorecard
+    from repro import machine_spread, scorecard
 
     if not hasattr(scorecard, "STATEMENTS"):
         raise RuntimeError(
             "seed_plan.plan reads the statement inventory the scorecard had before statements.yaml and the rules "
             "replaced it; the committed plan (plans/subset_seed_plan.yaml) records the commit it was computed at "
             "(git_commit), where `python scripts/seed_plan.py --tier subset` recomputes it. A plan from "
-            "statements.yaml and fedlib.reproduction.rules is a new plan, in a new file."
+            "statements.yaml and repro.rules is a new plan, in a new file."
         )
 
     kw = {"target": target, "cap": cap, "alpha": alpha}
@@ -645,7 +645,7 @@ def read_plan(tier: str = "subset") -> dict:
     """The committed plan file of ``tier`` (``Tier.seed_plan``), as written by ``scripts/seed_plan.py``."""
     import yaml
 
-    from fedlib.reproduction import tiers
+    from repro import tiers
 
     path = tiers.get_tier(tier).seed_plan
     if not isinstance(path, str):
@@ -656,7 +656,7 @@ def read_plan(tier: str = "subset") -> dict:
 def progress(tier: str = "subset", results_dir=None) -> list[dict]:
     """Per run group of ``tier``: the runs the tier (its seeds and its plan's) asks for, how many are stored now,
     and the CPU hours the rest takes at the plan's measured cost per run."""
-    from fedlib.reproduction import results, tiers
+    from repro import results, tiers
 
     plan = read_plan(tier)
     per_run = plan["seconds"]["cpu_seconds_per_run"] / 3600

@@ -44,7 +44,7 @@ def setup(*, dpi: int = 100) -> None:
         # matplotlib-inline >= 0.2 registers itself under the short name "inline"
         if matplotlib.get_backend() not in (INLINE_BACKEND, "inline"):
             raise RuntimeError(
-                f"fedlib.reproduction.notebook.setup: matplotlib's backend is {matplotlib.get_backend()!r} "
+                f"repro.notebook.setup: matplotlib's backend is {matplotlib.get_backend()!r} "
                 f"after %matplotlib inline; figures would not reach the notebook."
             )
     matplotlib.rcParams["figure.dpi"] = dpi

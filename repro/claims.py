@@ -288,7 +288,7 @@ def adversary_buffer(study):
     influence", judged for the buffer: per partition, a single liar's share of the rounds (uniform report, no
     defence) at the smallest buffer minus at the largest, seed by seed; it must lie above 0 (95 % t-interval).
 
-    ``study``: :func:`fedlib.label_only.adversarial.share_table` rows (``partition``, ``Q``, ``threat``, ``defence``,
+    ``study``: :func:`repro.adversarial.share_table` rows (``partition``, ``Q``, ``threat``, ``defence``,
     ``seed``, ``num_liars``, ``num_rounds``, ``liar_max``), with threat "uniform", defence "none" and one liar.
     """
     rows = study[(study["threat"] == "uniform") & (study["defence"] == "none") & (study["num_liars"] == 1)]
@@ -322,7 +322,7 @@ def fig1(traces, num_classes: int):
     entropy ... compared to random selection" (every round, and the mean over seeds) "with low variance" (its std
     over rounds below random's, seed by seed).
 
-    ``traces``: :func:`fedlib.label_only.label_studies.selector_traces` with methods named "FedEntOpt" and "Random".
+    ``traces``: :func:`repro.label_studies.selector_traces` with methods named "FedEntOpt" and "Random".
     """
     threshold = math.log2(num_classes - 1)
     ours = traces[traces.method == "FedEntOpt"]
@@ -383,7 +383,7 @@ def table6_hnorm(table):
     sign test); H_norm rises with Q at every step (the step beyond 1.96 standard errors); every client picked at
     least once at every Q (§V-E, "in all settings, every client was selected at least once").
 
-    ``table``: :func:`fedlib.reproduction.label_tables.table6` (``hnorm_mean``, ``hnorm_std``, ``n_seeds``,
+    ``table``: :func:`repro.label_tables.table6` (``hnorm_mean``, ``hnorm_std``, ``n_seeds``,
     ``never_picked``
     and the paper's ``paper_hnorm_mean``, ``paper_hnorm_std``).
     """
@@ -520,7 +520,7 @@ def fine_label_coverage(fine_means):
 
 def table5(table, rebuilt_params, decimals: int = 3):
     """Table V: the label upload (4CK bytes) equals the printed MB in every row; the nominal parameter counts
-    (:func:`fedlib.reproduction.communication.paper_count_reconstruction`) reproduce every printed model size; fedlib's
+    (:func:`repro.communication.paper_count_reconstruction`) reproduce every printed model size; fedlib's
     own
     models (``model_mb``) give the printed sizes; label counts are "several orders of magnitude cheaper" than one
     model upload (ratio at least 10^2 in every row). Parameter and byte counts are exact: no spread.
@@ -572,7 +572,7 @@ def table5(table, rebuilt_params, decimals: int = 3):
 
 
 def _paper_t1(part: str) -> dict:
-    from fedlib.reproduction import paper_values as paper
+    from repro import paper_values as paper
 
     return paper.TABLE_I.get(("LeNet-5", "CIFAR-10", part), {})
 
@@ -609,10 +609,10 @@ def table1_best(paired, tier: str, reference: str = "FedEntOpt", variant: str = 
     FedEntOpt (DP) "matches the performance of the non-private variant" (§V-B2): the 95 % t-interval of
     FedEntOpt - FedEntOpt (DP) inside ± the largest |DP - non-DP| gap of the paper's Table I (0.95 pp).
 
-    ``paired``: :func:`fedlib.reproduction.significance.paired_against` with reference FedEntOpt (``partition``, ``b``,
+    ``paired``: :func:`repro.significance.paired_against` with reference FedEntOpt (``partition``, ``b``,
     ``n``, ``mean_diff``, ``std_diff``).
     """
-    from fedlib.reproduction import paper_values as paper
+    from repro import paper_values as paper
 
     tol = max(abs(v[reference][0] - v[variant][0]) for v in paper.TABLE_I.values())
     out = []
@@ -664,7 +664,7 @@ def _dp_readings(per_run, tier: str, dp: str = "FedEntOpt (DP)", several: int = 
     intervals lie above 0, does not when fewer than that many could) and, over the partitions, "in some cases the
     performance is even increased" (FedEntOpt (DP) - FedEntOpt above 0 in some partition; does not when it lies
     below 0 in every one)."""
-    from fedlib.reproduction import significance
+    from repro import significance
 
     if dp not in set(per_run["method"]):
         return []
@@ -706,11 +706,11 @@ def _dp_readings(per_run, tier: str, dp: str = "FedEntOpt (DP)", several: int = 
 
 def table1(per_run, tier: str):
     """Table I and §V-B1 from the per-run final accuracies (``per_run``:
-    :func:`fedlib.reproduction.significance.per_run_final`,
+    :func:`repro.significance.per_run_final`,
     % per partition, method and seed): :func:`table1_best`, and the paper's readings of the baselines, each seed
     by seed against FedAvg: "FedConcat consistently underperformed", "KL converges at a low accuracy", and
     "FedNova and SCAFFOLD ... suffer from low classification accuracy, especially in the case of Dir(0.1)"."""
-    from fedlib.reproduction import significance
+    from repro import significance
 
     out = table1_best(significance.paired_against(per_run, "FedEntOpt"), tier)
     readings = (
@@ -737,7 +737,7 @@ def table2_changes(paired, tier: str):
     other side (does not reproduce), or straddles 0 (undecided: the seeds cannot tell, as where the paper's change
     is far below our seed std).
 
-    ``paired``: :func:`fedlib.reproduction.significance.paired_pairs` of (FedEntOpt+X, X) with ``paper_change`` per row.
+    ``paired``: :func:`repro.significance.paired_pairs` of (FedEntOpt+X, X) with ``paper_change`` per row.
     """
     out = []
     for _, r in paired.dropna(subset=["paper_change"]).iterrows():
@@ -762,7 +762,7 @@ def faster_than_every_method(races, tier: str):
     every competing method X, at each seed the target is X's final accuracy, and the rounds X needs minus the
     rounds FedEntOpt needs (never reached: one round past the run) must have a 95 % t-interval above 0.
 
-    ``races``: :func:`fedlib.reproduction.significance.races` (``partition``, ``method``, ``seed``, ``saved``).
+    ``races``: :func:`repro.significance.races` (``partition``, ``method``, ``seed``, ``saved``).
     """
     out = []
     for part, sub in races.groupby("partition", sort=False):
@@ -788,8 +788,8 @@ def availability(paired, tier: str):
     """Table III: "FedEntOpt consistently outperforms FedAvg and FedProx across all tested scenarios", per
     scenario and partition, against both seed by seed (:func:`_best`).
 
-    ``paired``: :func:`fedlib.reproduction.significance.paired_against` (reference FedEntOpt, by scenario)."""
-    from fedlib.reproduction import paper_values as paper
+    ``paired``: :func:`repro.significance.paired_against` (reference FedEntOpt, by scenario)."""
+    from repro import paper_values as paper
 
     out = []
     for (scenario, part), sub in paired.groupby(["scenario", "partition"], sort=False):
@@ -812,7 +812,7 @@ def buffer_accuracy(per_run, tier: str):
     Q = 50 %); and Q = 0 is the worst buffer in the paper's four settings (every other Q above it).
 
     ``per_run``: one row per run with ``partition``, ``buffer_pct``, ``seed``, ``accuracy`` (%)."""
-    from fedlib.reproduction import paper_values as paper
+    from repro import paper_values as paper
 
     out = []
     for part, sub in per_run.groupby("partition", sort=False):
@@ -881,7 +881,7 @@ def _concat(frames):
 def large_pools(paired, tier: str):
     """v1 §V-B5 / Fig. 4: with K = 150 or 200 and M = 3 to 7 under Dir(0.1), "FedEntOpt is robust against
     performance degradation, even in cases where many baseline algorithms fail": FedEntOpt above FedAvg at every
-    (K, M), seed by seed.  ``paired``: :func:`fedlib.reproduction.significance.paired_against` by num_clients and
+    (K, M), seed by seed.  ``paired``: :func:`repro.significance.paired_against` by num_clients and
     clients_per_round."""
     return [
         _best(
@@ -971,7 +971,7 @@ def _interval_from_p(mean: float, p: float, n: int) -> tuple[float, float]:
 
 def _best_at_every_rate(key, where, r, reference, gaps, sub):
     """``best_at_every_rate`` of :func:`participation`: without ``gaps``, the reference's mean is the highest at
-    every rate; with them (:func:`fedlib.reproduction.significance.paired_against` by rate), every seed-paired gap to
+    every rate; with them (:func:`repro.significance.paired_against` by rate), every seed-paired gap to
     every
     other method at every rate has its 95 % t-interval above 0 (one below: does not reproduce)."""
     text = f"{reference} has the highest mean at every rate, {where}"
@@ -1013,12 +1013,12 @@ def participation(change, tier: str, reference: str = "FedEntOpt", rate_gaps=Non
     - ``others_lose_more``: the other method that loses most loses more than the reference between those rates
       (the 95 % t-interval of its seed-paired extra loss above 0);
     - ``best_at_every_rate``: the reference has the highest mean at every rate (what the paper's "default
-      choice" rests on); with ``rate_gaps`` (:func:`fedlib.reproduction.significance.paired_against` of the reference by
-      ``fedlib.reproduction.participation.RATE_KEYS``), above every other method at every rate, seed by seed;
+      choice" rests on); with ``rate_gaps`` (:func:`repro.significance.paired_against` of the reference by
+      ``repro.participation.RATE_KEYS``), above every other method at every rate, seed by seed;
     - and across partitions, ``dir_more_pronounced``: the reference's mean gap to the other methods (over rates)
       is larger under Dir(0.1) than under C=2.
 
-    ``change``: :func:`fedlib.reproduction.participation.rate_change`.  A setting where fewer than two seeds have every
+    ``change``: :func:`repro.participation.rate_change`.  A setting where fewer than two seeds have every
     method
     and rate gives no claim: one seed cannot tell a drop from noise.
     """

@@ -12,7 +12,7 @@ JSON and on every page).
 Tables are read back with ``fedlib.training.runs.read_table``; ``ensure_runs`` trains what is missing and
 ``load_or_run``
 gives a page its runs.  Statistics over them and the paper's values beside ours are in
-``fedlib.reproduction.reporting``.
+``repro.reporting``.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ __all__ = [
     "git_commit",
 ]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 #: Default folder of the stored tables (``results/`` of the repository).
 RESULTS_DIR = ROOT / "results"
 
@@ -116,7 +116,7 @@ def store_run(
     depended on (``fedlib.training.float_env.current`` in the process that trained it; ``"here"``: this process's; None:
     not known, e.g. a run read back from the run cache).
 
-    A group that keys its runs by more than the configuration (``fedlib.reproduction.adversarial_runs``) passes its own
+    A group that keys its runs by more than the configuration (``repro.adversarial_runs``) passes its own
     ``key`` (default :func:`run_key`), ``columns`` to append to the stored table (name -> one value per row) and
     ``extra_meta``, fields added to the JSON (a field the JSON already has is refused)."""
     from fedlib.training import float_env as _fe
@@ -251,7 +251,7 @@ def find_stored(config: ExperimentConfig, tier: str, results_dir=None, experimen
 
 
 def missing_runs(runs: Sequence, tier: str, results_dir=None) -> list:
-    """The runs (``fedlib.reproduction.tiers.PlannedRun``) with no stored table in their own experiment folder."""
+    """The runs (``repro.tiers.PlannedRun``) with no stored table in their own experiment folder."""
     return [r for r in runs if not (group_dir(results_dir, tier, r.experiment) / f"{run_key(r.config)}.csv").exists()]
 
 
@@ -406,7 +406,7 @@ def load_or_run(
 ) -> StoredGroup:
     """The stored runs of ``experiment`` at ``tier``; with ``run_missing`` (honoured for the quick tier only:
     the other tiers take hours, use ``scripts/run_experiments.py``) the missing ones are trained first."""
-    from fedlib.reproduction import tiers
+    from repro import tiers
 
     if run_missing and tier == "quick":
         runs = tiers.group_configs(tier, experiment)

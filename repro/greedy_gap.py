@@ -22,13 +22,13 @@ import numpy as np
 
 from fedlib._validate import check_int
 from fedlib.data.partition import parse_partition
-from fedlib.label_only.cross_device import dirichlet_counts
-from fedlib.label_only.label_studies import federation_counts
 from fedlib.label_only.simulate import run_selection
 from fedlib.seeds import stream_rng
 from fedlib.selection.best_subset import GAP_TOL, best_subset, round_candidates, swap_search
 from fedlib.selection.metrics import entropy_bits
 from fedlib.selection.selectors import FedEntOptSelector, SwapImprovedSelector, _fifo_push  # noqa: F401 (re-exported)
+from repro.cross_device import dirichlet_counts
+from repro.label_studies import federation_counts
 
 __all__ = [
     "STORED",
@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 #: Where ``scripts/greedy_gap.py`` writes its tables and :func:`load_tables` reads them.
-STORED = Path(__file__).resolve().parents[2] / "results" / "greedy_gap"
+STORED = Path(__file__).resolve().parents[1] / "results" / "greedy_gap"
 TABLES = ("paper", "improved", "coverage_sizes", "growth", "training")
 
 
@@ -130,7 +130,7 @@ def improved_run(counts, *, num_selected: int, num_rounds: int, buffer_size: int
 
 def growth_gaps(cells, *, num_rounds: int, seed: int, beta: float = 0.1, max_swaps: int = 1000):
     """Greedy against its swap improvement on Dir(``beta``) federations
-    (:func:`fedlib.label_only.cross_device.dirichlet_counts`,
+    (:func:`repro.cross_device.dirichlet_counts`,
     500 samples per client) for each ``(K, M, C)`` of ``cells``; no buffer, so each round is the greedy from a
     random first client (the ``selection`` stream of ``seed``).
 

@@ -2,14 +2,14 @@
 
 :func:`run_with_liars` builds the federation of a validated :class:`~fedlib.training.config.ExperimentConfig` with the
 trainer (:class:`fedlib.training.trainer.Experiment`: data, partition, model, selector) and then, before round 1, turns
-the clients :func:`fedlib.label_only.adversarial.choose_liars` names into liars: their training labels become
-:func:`fedlib.label_only.adversarial.liar_labels` (e.g. flipped) and the counts the server sees become the fabricated
+the clients :func:`repro.adversarial.choose_liars` names into liars: their training labels become
+:func:`repro.adversarial.liar_labels` (e.g. flipped) and the counts the server sees become the fabricated
 reports
-of :func:`fedlib.label_only.adversarial.liar_counts`.  The table's entropy columns are measured on what the clients
+of :func:`repro.adversarial.liar_counts`.  The table's entropy columns are measured on what the clients
 really
 hold.  Aggregation weights stay the true sample counts (the liars lie to the selection only).  With no liars it
 is :func:`fedlib.training.trainer.run_experiment` itself.  No config field is added: the liars are a separate
-:class:`~fedlib.label_only.adversarial.LiarSpec`, and the stored key (:func:`liar_run_key`) covers both.
+:class:`~repro.adversarial.LiarSpec`, and the stored key (:func:`liar_run_key`) covers both.
 
 The group (:func:`lying_runs`, experiment ``lying_clients``): at a tier's setting (Table I's: Dir(0.1) with Q = 50 %
 of K and #C = 2 with Q = 70 %), per partition and seed in :data:`SEEDS`:
@@ -20,7 +20,7 @@ of K and #C = 2 with Q = 70 %), per partition and seed in :data:`SEEDS`:
   uniform report of ten times their size (threat a, :data:`THREAT`) at :data:`LIAR_SHARES` of K (1 % and 10 %;
   at least one liar), the same liars for every method (they depend on the seed only).
 
-Stored like every group (:mod:`fedlib.reproduction.results`): ``results/<tier>/lying_clients/<key>.csv`` and ``.json``;
+Stored like every group (:mod:`repro.results`): ``results/<tier>/lying_clients/<key>.csv`` and ``.json``;
 the CSV
 adds ``liars_picked`` (how many liars were picked in the round) to the usual columns, the JSON adds ``liar_spec``,
 ``liar_ids`` and ``torch_threads``.  Every run is trained here, with one torch thread (:func:`liar_run_key`).
@@ -40,10 +40,10 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
-from fedlib.label_only.adversarial import LiarSpec, choose_liars, liar_counts, liar_labels
-from fedlib.reproduction.significance import paired_test
 from fedlib.training.config import ExperimentConfig
 from fedlib.training.runs import last_rounds_mean
+from repro.adversarial import LiarSpec, choose_liars, liar_counts, liar_labels
+from repro.significance import paired_test
 
 __all__ = [
     "EXPERIMENT",
@@ -110,7 +110,7 @@ def lying_runs(
     methods: Sequence[str] = tuple(METHODS),
 ) -> list[LiarRun]:
     """The runs of the group at ``tier`` (see the module docstring)."""
-    from fedlib.reproduction.tiers import tier_config
+    from repro.tiers import tier_config
 
     out = []
     for part, share, name, seed in itertools.product(partitions, shares, methods, seeds):
@@ -129,17 +129,17 @@ def lying_runs(
 
 
 def liar_run_key(config: ExperimentConfig, spec: LiarSpec) -> str:
-    """16 hex digits: SHA-256 over the configuration fields of :func:`fedlib.reproduction.results.run_key` and the liar
+    """16 hex digits: SHA-256 over the configuration fields of :func:`repro.results.run_key` and the liar
     spec.
 
     An honest run (no liars) gets a key of its own too, never the one Table I's run of the same config has: the
     group trains every run with one torch thread (:func:`ensure_lying_runs`), and on CPU the thread count changes
     the floating-point sums, so the same config trained with two threads gives other numbers (quick tier,
     #C = 2, seed 1: 38.1 % with one thread, 35.6 % with two).  The paired tests compare runs that differ by the
-    method only.  The configuration enters as :func:`fedlib.reproduction.results.key_fields`, as in ``run_key``, so that
+    method only.  The configuration enters as :func:`repro.results.key_fields`, as in ``run_key``, so that
     a new
     default of a field that does not change the run (``dp_negative`` without label DP) keeps the stored keys."""
-    from fedlib.reproduction import results
+    from repro import results
 
     payload = json.dumps(
         {"config": results.key_fields(config), "liars": spec.to_dict()}, sort_keys=True, separators=(",", ":")
@@ -167,7 +167,7 @@ def run_with_liars(config: ExperimentConfig, spec: LiarSpec, *, progress: bool =
 def _check_spec(config: ExperimentConfig, spec: LiarSpec) -> None:
     config.validate()
     if not isinstance(spec, LiarSpec):
-        raise TypeError(f"spec must be a fedlib.label_only.adversarial.LiarSpec (got {type(spec).__name__}).")
+        raise TypeError(f"spec must be a repro.adversarial.LiarSpec (got {type(spec).__name__}).")
     if spec.num_liars > config.num_clients:
         raise ValueError(f"num_liars must be <= num_clients={config.num_clients} (got {spec.num_liars}).")
 
@@ -192,7 +192,7 @@ def liar_experiment(config: ExperimentConfig, spec: LiarSpec):
     exp.y_train = y
     check = label_count_matrix(y.cpu().numpy(), exp.parts, exp.num_classes)
     if not np.array_equal(check, held):  # pragma: no cover -- liar_data_counts and liar_labels must agree
-        raise RuntimeError("the relabelled training data and fedlib.label_only.adversarial.liar_counts disagree.")
+        raise RuntimeError("the relabelled training data and repro.adversarial.liar_counts disagree.")
     exp.true_counts = held.astype(np.float64)
     exp.true_counts_t = torch.as_tensor(exp.true_counts, dtype=torch.float32)
     server = np.array(exp.server_counts, dtype=np.float64, copy=True)
@@ -210,10 +210,10 @@ def store_lying_run(
     table: pd.DataFrame, run: LiarRun, liars, tier: str, *, results_dir=None, wall_seconds: float | None = None
 ):
     """Write one run's compact table (with ``liars_picked``) and its JSON with
-    :func:`fedlib.reproduction.results.store_run`
+    :func:`repro.results.store_run`
     under :func:`liar_run_key`; returns the CSV path."""
-    from fedlib.reproduction import results
     from fedlib.training import float_env
+    from repro import results
 
     extra = {"liar_spec": run.spec.to_dict(), "liar_ids": [int(k) for k in liars], "torch_threads": THREADS}
     return results.store_run(
@@ -234,7 +234,7 @@ def store_lying_run(
 
 def missing_lying_runs(runs: Sequence[LiarRun], tier: str, results_dir=None) -> list[LiarRun]:
     """The runs with no stored table in the group's folder."""
-    from fedlib.reproduction.results import group_dir
+    from repro.results import group_dir
 
     d = group_dir(results_dir, tier, EXPERIMENT)
     return [r for r in runs if not (d / f"{liar_run_key(r.config, r.spec)}.csv").exists()]
@@ -265,10 +265,10 @@ def ensure_lying_runs(runs: Sequence[LiarRun], tier: str, *, results_dir=None, l
 
 
 def load_or_run_lying(tier: str = "quick", results_dir=None, *, run_missing: bool = False, log=print, **grid):
-    """The stored runs of the group (:func:`fedlib.reproduction.results.load_group`); with ``run_missing`` (quick
+    """The stored runs of the group (:func:`repro.results.load_group`); with ``run_missing`` (quick
     tier
     only) the missing runs of :func:`lying_runs` ``(tier, **grid)`` are trained first."""
-    from fedlib.reproduction import results
+    from repro import results
 
     if run_missing and tier == "quick":
         info = ensure_lying_runs(lying_runs(tier, **grid), tier, results_dir=results_dir, log=log)
@@ -328,7 +328,7 @@ def paired_tests(frame: pd.DataFrame, comparisons: Sequence[tuple[str, str]], la
 
 
 def main(argv=None) -> int:
-    """``python -m fedlib.reproduction.adversarial_runs [--tier quick] [--seeds 0,1] [--dry-run]``: train the missing
+    """``python -m repro.adversarial_runs [--tier quick] [--seeds 0,1] [--dry-run]``: train the missing
     runs."""
     import argparse
 

@@ -1,8 +1,8 @@
 """The label-only pages' tables, ours beside the paper's: what the notebooks display and the claim tests assert.
 
-Each function runs a study of :mod:`fedlib.label_only.label_studies` over the settings of one page and merges the
+Each function runs a study of :mod:`repro.label_studies` over the settings of one page and merges the
 paper's
-values (:mod:`fedlib.reproduction.paper_values`) in, so that the page and ``tests/test_claims.py`` compute the same
+values (:mod:`repro.paper_values`) in, so that the page and ``tests/test_claims.py`` compute the same
 numbers from the
 same parameters.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fedlib.data.partition import labels_from_counts, parse_partition
-from fedlib.label_only import label_studies
-from fedlib.reproduction import paper_values as paper
+from repro import label_studies
+from repro import paper_values as paper
 
 __all__ = ["fig1_methods", "fig1_traces", "table6", "coverage_table", "fine_coverage"]
 

@@ -391,7 +391,7 @@ def share_table(
     """:func:`liar_shares` over partitions x buffer sizes x threats x defences x seeds, one row per run.
 
     ``partitions``: the paper's names (``"Dir(0.1)"``, ``"C=2"``; :func:`fedlib.data.partition.parse_partition`);
-    the federation of each seed is :func:`fedlib.label_only.label_studies.federation_counts` of ``profile``.
+    the federation of each seed is :func:`repro.label_studies.federation_counts` of ``profile``.
     ``threats``
     maps a name to a :class:`LiarSpec` (``num_liars=0``: an honest federation), ``defences`` a name to FedEntOpt
     parameters (``{}``: none).  Columns: partition, Q, threat, defence, seed, ``liar_max``/``liar_mean`` (rounds
@@ -402,7 +402,7 @@ def share_table(
     import pandas as pd
 
     from fedlib.data.partition import parse_partition
-    from fedlib.label_only.label_studies import federation_counts
+    from repro.label_studies import federation_counts
 
     rows = []
     for part in partitions:

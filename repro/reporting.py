@@ -4,8 +4,8 @@ The statistic of the paper (§V-A5): per run the mean test accuracy over the fin
 seeds (``final_accuracy``; std with ``ddof=0``, numpy's default -- the paper does not say which).
 ``rounds_to_target`` gives the first round whose test accuracy reaches a target ("reaches a given target
 accuracy significantly faster", §V-B1).  The ``*_summary`` functions put the paper's value
-(``fedlib.reproduction.paper_values``)
-beside ours for the stored runs of one experiment (``fedlib.reproduction.results.load_group``); ``provenance`` is
+(``repro.paper_values``)
+beside ours for the stored runs of one experiment (``repro.results.load_group``); ``provenance`` is
 the
 caption line of a page; ``plot_curves`` and ``METHOD_STYLES`` draw the accuracy curves alike on every page.
 """
@@ -22,7 +22,7 @@ import pandas as pd
 from fedlib.training.runs import last_rounds_mean
 
 if TYPE_CHECKING:
-    from fedlib.reproduction.results import StoredGroup
+    from repro.results import StoredGroup
 
 __all__ = [
     "FinalAccuracy",
@@ -118,7 +118,7 @@ def format_pm(mean: float, std: float, scale: float = 100.0, digits: int = 2) ->
 # ----------------------------------------------------------------------------------------------------
 # summaries beside the paper
 
-#: Experiment group (``fedlib.reproduction.tiers.GROUPS``) -> its summary beside the paper (registered by
+#: Experiment group (``repro.tiers.GROUPS``) -> its summary beside the paper (registered by
 #: ``@_summary``).
 SUMMARIES: dict = {}
 
@@ -182,7 +182,7 @@ def _dataset_of(stored: StoredGroup) -> str:
 @_summary("table1")
 def table1_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
     """Table I: method x partition (x model): ours (mean ± std %, n seeds) beside the paper's value."""
-    from fedlib.reproduction import paper_values as paper
+    from repro import paper_values as paper
 
     f = stored.frame
     by = [c for c in ("model", "dataset", "partition", "method") if c in f.columns]
@@ -218,7 +218,7 @@ def table1_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
 @_summary("table2")
 def table2_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
     """Table II: change (percentage points) of FedEntOpt+X against X alone, ours and the paper's (LeNet-5)."""
-    from fedlib.reproduction import paper_values as paper
+    from repro import paper_values as paper
 
     f = stored.frame
     by = [c for c in ("model", "dataset", "partition", "method") if c in f.columns]
@@ -255,7 +255,7 @@ def table2_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
 @_summary("availability")
 def availability_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
     """Table III: scenario x partition x method, ours beside the paper's (LeNet-5 rows of the paper's table)."""
-    from fedlib.reproduction import paper_values as paper
+    from repro import paper_values as paper
 
     f = stored.frame
     by = [c for c in ("scenario", "model", "dataset", "partition", "method") if c in f.columns]
@@ -282,7 +282,7 @@ def availability_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
 @_summary("buffer")
 def buffer_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
     """Table VI's accuracy column: partition x Q, ours beside the paper's (CIFAR-10 rows)."""
-    from fedlib.reproduction import paper_values as paper
+    from repro import paper_values as paper
 
     f = stored.frame
     by = [c for c in ("dataset", "partition", "buffer_pct") if c in f.columns]

@@ -8,7 +8,6 @@ repository's notebook sources.
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import shutil
 import socket
@@ -59,7 +58,6 @@ def lab(tmp_path):
         stdout=log,
         stderr=subprocess.STDOUT,
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},  # the reproduction runs from the checkout, as with `make lab`
     )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -212,8 +212,7 @@ def store_lying_run(
     """Write one run's compact table (with ``liars_picked``) and its JSON with
     :func:`repro.results.store_run`
     under :func:`liar_run_key`; returns the CSV path."""
-    from fedlib.training import float_env
-    from repro import results
+    from repro import float_env, results
 
     extra = {"liar_spec": run.spec.to_dict(), "liar_ids": [int(k) for k in liars], "torch_threads": THREADS}
     return results.store_run(

@@ -257,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _sweep_backend(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group('backend (fedlib.training.distributed; --backend ray needs pip install -e ".[ray]")')
+    g = p.add_argument_group('backend (repro.distributed; --backend ray needs pip install -e ".[ray]")')
     g.add_argument(
         "--backend",
         default="serial",
@@ -293,7 +293,7 @@ def _sweep_backend(p: argparse.ArgumentParser) -> None:
 
 
 def _ray_options(args):
-    from fedlib.training.distributed import RayOptions
+    from repro.distributed import RayOptions
 
     try:
         return RayOptions(
@@ -532,7 +532,7 @@ def _cmd_sweep(args) -> int:
     from fedlib.training.trainer import run_experiment
 
     if args.backend == "ray":
-        from fedlib.training.distributed import RAY_MISSING
+        from repro.distributed import RAY_MISSING
 
         try:
             import ray  # noqa: F401
@@ -547,7 +547,7 @@ def _cmd_sweep(args) -> int:
     for part_name, selector, algorithm, seed in itertools.product(partitions, selectors, algorithms, seeds):
         cfg = _config(args, seed=seed, selector=selector, algorithm=algorithm, part=_partition(part_name), strict=False)
         if args.backend == "ray":  # every configuration is checked before any training starts
-            from fedlib.training.distributed import check_config
+            from repro.distributed import check_config
 
             check_config(cfg, len(jobs))
         else:
@@ -557,7 +557,7 @@ def _cmd_sweep(args) -> int:
         raise ConfigError(f"--threads must be >= 1 (got {args.threads}).")
     rows = []
     if args.backend == "ray":
-        from fedlib.training.distributed import run_configs
+        from repro.distributed import run_configs
 
         options = _ray_options(args)
         with tqdm(total=len(jobs), desc="sweep (ray)", unit="run", disable=args.no_progress) as bar:

@@ -2,7 +2,7 @@
 
 The stored runs of a tier (``results/<tier>/<group>/``) were trained on one machine.  The same configurations
 retrained under another floating-point environment (another CPU capability, oneDNN cap, thread count; see
-:mod:`fedlib.training.float_env`) are stored under ``results/machines/<machine>/<tier>/<group>/`` with the same keys, so
+:mod:`repro.float_env`) are stored under ``results/machines/<machine>/<tier>/<group>/`` with the same keys, so
 each
 retrained run pairs with its stored twin.  From the pairs:
 
@@ -124,11 +124,11 @@ def machines(tier: str, experiment: str, machines_dir=None) -> list[str]:
 
 
 def machine_env(tier: str, experiment: str, machine: str, machines_dir=None, short: bool = False) -> str:
-    """How the machine's retrains computed floats (``fedlib.training.float_env.describe`` of its first run, the part
+    """How the machine's retrains computed floats (``repro.float_env.describe`` of its first run, the part
     that is the same for all)."""
     import json
 
-    from fedlib.training import float_env
+    from repro import float_env
 
     root = Path(machines_dir if machines_dir is not None else MACHINES_DIR)
     first = sorted((root / machine / tier / experiment).glob("*.json"))[0]

@@ -9,7 +9,7 @@
    tier's ``min_partition_size``, for every seed the tier runs, through the trainer's random stream;
 3. every statement of the paper the tier lists (``statements.yaml``) is judged on stand-ins of every planned
    run (``repro.scorecard.walk``): one the tier's runs could not judge raises ``DryRunError``;
-4. tiny fake files are written in each data set's real on-disk format (``fedlib.data.fake_data``), and a covering set
+4. tiny fake files are written in each data set's real on-disk format (``repro.fake_data``), and a covering set
    of runs -- every data set, every (data set, model), every (data set, K), every method, every (algorithm,
    model) pair, DP, dropout, stragglers, FedConcat, FedEntropy -- trains ONE round on them on the CPU through
    the path the real run takes (``repro.results.ensure_runs``: run cache, checkpoint, stored table).  The
@@ -309,8 +309,8 @@ def _fake_config(r, data_root: Path, small_images: bool):
 
 def _write_fake_data(plan, root: Path) -> None:
     from fedlib.data.datasets import load_dataset
-    from fedlib.data.fake_data import write_fake_dataset
     from fedlib.data.profiles import PROFILES
+    from repro.fake_data import write_fake_dataset
 
     needed: dict = {}
     for r in plan:

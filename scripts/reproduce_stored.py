@@ -5,7 +5,7 @@ A stored table (``results/<tier>/<experiment>/<key>.csv``, written by ``repro.re
 the
 trainer's per-round numbers rounded to 5 decimals, and its JSON records the floating-point environment the run
 was trained in (``float_env``: torch version, device, CPU capability, oneDNN and MKL caps, threads; see
-``fedlib.training.float_env``).  This script trains the run's configuration again (with the run's own thread count
+``repro.float_env``).  This script trains the run's configuration again (with the run's own thread count
 unless
 ``--threads`` says otherwise) and compares (``check``):
 
@@ -131,14 +131,14 @@ def stored_threads(csv_path) -> int:
 def check(csv_path) -> tuple[str, str | None]:
     """Retrain the stored run as strictly as this machine allows: (how it was compared, None or the difference).
 
-    Where this process's floating-point environment (``fedlib.training.float_env``) equals the one the run recorded, the
+    Where this process's floating-point environment (``repro.float_env``) equals the one the run recorded, the
     whole run must come out bit for bit.  Where it differs (another CPU capability, thread count, torch, ...)
     the first :data:`TOLERANT_ROUNDS` rounds are retrained twice: the two must be identical (same seed, same
     machine) and agree with the stored table within :data:`FLOAT_TOLERANCE`.  Call with torch set to the
     run's thread count (:func:`stored_threads`) for the strict comparison to be possible.
     """
-    from fedlib.training import float_env
     from fedlib.training.config import ExperimentConfig
+    from repro import float_env
 
     meta = json.loads(Path(csv_path).with_suffix(".json").read_text())
     here = float_env.current(ExperimentConfig.from_dict(meta["config"]).device)
@@ -160,9 +160,9 @@ def record(csv_path) -> tuple[str, str | None]:
     """For a stored run without ``float_env``: retrain it whole; where it equals the stored table bit for bit,
     write this process's environment into its JSON (threads: torch's count now).  A run that records one already
     is only checked (:func:`check`)."""
-    from fedlib.training import float_env
     from fedlib.training.config import ExperimentConfig
     from fedlib.training.runs import atomic_write_text
+    from repro import float_env
 
     path = Path(csv_path).with_suffix(".json")
     meta = json.loads(path.read_text())

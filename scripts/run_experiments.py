@@ -74,7 +74,7 @@ def main(argv=None) -> int:
             p.error(f"unknown experiment {n!r}; allowed: {', '.join(tiers.GROUPS)}, all")
     ray = None
     if args.backend == "ray":
-        from fedlib.training.distributed import RayOptions
+        from repro.distributed import RayOptions
 
         ray = RayOptions(
             address=args.ray_address,

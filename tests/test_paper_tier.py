@@ -140,7 +140,7 @@ def _stored(results_dir):
 
 
 def test_paper_run_killed_mid_sweep_resumes_to_the_uninterrupted_result(tmp_path):
-    from fedlib.data.fake_data import write_fake_dataset
+    from repro.fake_data import write_fake_dataset
 
     data = write_fake_dataset("cifar10", tmp_path / "data", train_per_class=30, test_per_class=3)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}

@@ -166,7 +166,7 @@ def test_file_provenance_is_name_and_checksum(tmp_path):
 
 
 # Stored quick-tier runs, trained again now (scripts/reproduce_stored.py, with the thread count each run records).
-# Where this machine computes floats as the one that stored them (fedlib.training.float_env: CPU capability, oneDNN/MKL
+# Where this machine computes floats as the one that stored them (repro.float_env: CPU capability, oneDNN/MKL
 # caps,
 # threads, torch), every column but the wall time comes out bit for bit; elsewhere the first rounds, retrained
 # twice, are identical and within float tolerance of the stored ones.
@@ -244,7 +244,7 @@ def test_every_stored_retrain_on_another_machine_is_within_the_float_tolerance()
 
 
 def test_float_env_names_what_differs():
-    from fedlib.training import float_env
+    from repro import float_env
 
     here = float_env.current(threads=3)
     assert set(here) == set(float_env.FIELDS) and here["threads"] == 3 and here["device"] == "cpu"

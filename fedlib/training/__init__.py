@@ -1,4 +1,3 @@
 """Federated training: the configuration (``config``), the trainer (``trainer``), local training per client
-(``local``) and all clients of a round at once (``batched``), the models (``models``), run tables and the run store
-(``runs``), sweeps on Ray (``distributed``), the floating-point environment of a run (``float_env``, ``numerics``)
-and the GPU cost model (``cost_model``). The algorithms live in :mod:`fedlib.algorithms`."""
+(``local``) and all clients of a round at once (``batched``), the models (``models``), run tables and the run cache
+(``runs``) and the numeric settings of a run (``numerics``). The algorithms live in :mod:`fedlib.algorithms`."""

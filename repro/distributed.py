@@ -43,6 +43,8 @@ from pathlib import Path
 
 from fedlib._validate import check_float, check_int
 
+ROOT = Path(__file__).resolve().parents[1]  # the checkout: repro/ runs from it
+
 __all__ = ["RayOptions", "SweepError", "ray_session", "run_configs", "submit_runs", "check_config", "RAY_MISSING"]
 
 RAY_MISSING = (
@@ -163,8 +165,10 @@ class ray_session:
         if not ray.is_initialized():
             o = self.options
             kwargs = {"include_dashboard": False, "configure_logging": False}
-            if o.address is None:
+            if o.address is None:  # a local instance: its workers find repro/ (not installed) from the checkout
                 kwargs.update(num_cpus=o.num_cpus, num_gpus=o.num_gpus)
+                path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+                kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": path}}
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", category=FutureWarning, module=r"ray\..*")
                 ray.init(address=o.address, **kwargs)

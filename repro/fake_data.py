@@ -1,6 +1,7 @@
 """Tiny fake data sets written in each real on-disk format that ``fedlib.data.datasets`` reads.
 
-A dry run can train every experiment for one round on these files, so the loaders, partitions, models and algorithms run on the paths a real run takes, in seconds.  Pixels are random
+The paper tier's dry run (``repro.paper_tier.dry_run``) trains every experiment for one round on these files, so
+the loaders, partitions, models and algorithms run on the paths a real run takes, in seconds.  Pixels are random
 (uint8); every class gets ``train_per_class`` training and ``test_per_class`` test images.
 
 =================  ==========================================================================================
@@ -15,6 +16,7 @@ data set           files written under ``root`` (the format ``fedlib.data.datase
 ``mnist``          ``MNIST/raw/*-ubyte`` (idx files)
 =================  ==========================================================================================
 """
+
 from __future__ import annotations
 
 import pickle
@@ -45,11 +47,20 @@ def _cifar10(root: Path, train: int, test: int, rng, **_) -> None:
     y = _labels(10, train, rng)
     x = rng.integers(0, 256, (y.size, 3072), dtype=np.uint8)
     for i, idx in enumerate(np.array_split(np.arange(y.size), 5), start=1):
-        _pickle(base / f"data_batch_{i}", {b"batch_label": f"batch {i}".encode(), b"data": x[idx],
-                                            b"labels": [int(v) for v in y[idx]], b"filenames": [b"f.png"] * idx.size})
+        _pickle(
+            base / f"data_batch_{i}",
+            {
+                b"batch_label": f"batch {i}".encode(),
+                b"data": x[idx],
+                b"labels": [int(v) for v in y[idx]],
+                b"filenames": [b"f.png"] * idx.size,
+            },
+        )
     yt = _labels(10, test, rng)
-    _pickle(base / "test_batch", {b"data": rng.integers(0, 256, (yt.size, 3072), dtype=np.uint8),
-                                  b"labels": [int(v) for v in yt]})
+    _pickle(
+        base / "test_batch",
+        {b"data": rng.integers(0, 256, (yt.size, 3072), dtype=np.uint8), b"labels": [int(v) for v in yt]},
+    )
     _pickle(base / "batches.meta", {b"label_names": [c.encode() for c in _CIFAR10], b"num_vis": 3072})
 
 
@@ -62,10 +73,18 @@ def _cifar100(root: Path, train: int, test: int, rng, **_) -> None:
     for split, per in (("train", train), ("test", test)):
         coarse = _labels(20, per, rng)
         fine = np.array([fine_of[c][i % 5] for i, c in enumerate(coarse)])
-        _pickle(base / split, {"data": rng.integers(0, 256, (coarse.size, 3072), dtype=np.uint8),
-                               "fine_labels": [int(v) for v in fine], "coarse_labels": [int(v) for v in coarse]})
-    _pickle(base / "meta", {"fine_label_names": [f"fine{i}" for i in range(100)],
-                            "coarse_label_names": [f"coarse{i}" for i in range(20)]})
+        _pickle(
+            base / split,
+            {
+                "data": rng.integers(0, 256, (coarse.size, 3072), dtype=np.uint8),
+                "fine_labels": [int(v) for v in fine],
+                "coarse_labels": [int(v) for v in coarse],
+            },
+        )
+    _pickle(
+        base / "meta",
+        {"fine_label_names": [f"fine{i}" for i in range(100)], "coarse_label_names": [f"coarse{i}" for i in range(20)]},
+    )
 
 
 def _images(folder: Path, classes, per_class: int, rng, ext: str, sizes=((32, 32),), modes=("RGB",)) -> None:
@@ -107,6 +126,7 @@ def _medmnist(flag: str, num_classes: int, rgb: bool):
             arrays[f"{split}_images"] = rng.integers(0, 256, shape, dtype=np.uint8)
             arrays[f"{split}_labels"] = y.reshape(-1, 1).astype(np.uint8)
         np.savez(path, **arrays)
+
     return write
 
 
@@ -125,13 +145,20 @@ def _mnist(root: Path, train: int, test: int, rng, **_) -> None:
 
 
 #: Writer of each data set (see the module docstring).
-FAKE_FORMATS = {"cifar10": _cifar10, "cifar100-20": _cifar100, "cinic10": _cinic10,
-                "pathmnist": _medmnist("pathmnist", 9, True), "tissuemnist": _medmnist("tissuemnist", 8, False),
-                "brain-tumor-mri": _brain_tumor, "mnist": _mnist}
+FAKE_FORMATS = {
+    "cifar10": _cifar10,
+    "cifar100-20": _cifar100,
+    "cinic10": _cinic10,
+    "pathmnist": _medmnist("pathmnist", 9, True),
+    "tissuemnist": _medmnist("tissuemnist", 8, False),
+    "brain-tumor-mri": _brain_tumor,
+    "mnist": _mnist,
+}
 
 
-def write_fake_dataset(name: str, root, *, train_per_class: int = 12, test_per_class: int = 2, seed: int = 0,
-                       size: int = 28) -> Path:
+def write_fake_dataset(
+    name: str, root, *, train_per_class: int = 12, test_per_class: int = 2, seed: int = 0, size: int = 28
+) -> Path:
     """Write fake data set ``name`` (a key of :data:`FAKE_FORMATS`) under ``root``; returns ``root``.
 
     ``size`` is the MedMNIST(+) resolution of the npz file (28, 64, 128 or 224; ignored by the other sets).

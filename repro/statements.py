@@ -42,7 +42,7 @@ __all__ = [
     "tier_problems",
 ]
 
-#: The table shipped with fedlib.
+#: The statements table beside this module.
 PATH = Path(__file__).with_name("statements.yaml")
 #: The rules a statement can name (``not_checkable``: a sentence kept for completeness, with the reason).
 RULES = ("best", "direction", "magnitude", "equal_within", "exact", "not_checkable")
@@ -91,7 +91,7 @@ _REQUIRED = (
 _OPTIONAL = ("contradiction", "needed", "restated_at", "replaces", "note")
 _ID = re.compile(r"^[A-Za-z0-9-]+/[a-z0-9_]+$")
 _LINE = re.compile(r"^(v1:)?(\d+)(?:-(\d+))?$")
-_DOTTED = re.compile(r"^fedlib(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+_DOTTED = re.compile(r"^(fedlib|repro)(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 
 
 class StatementError(ValueError):
@@ -290,7 +290,12 @@ def _source(sid, source, groups):
     else:
         name = source["label_only"]
         if not isinstance(name, str) or not _DOTTED.match(name):
-            _fail(sid, "source.label_only", name, "the dotted name of a fedlib function, e.g. fedlib.x.y.function")
+            _fail(
+                sid,
+                "source.label_only",
+                name,
+                "the dotted name of a fedlib or repro function, e.g. repro.label_studies.function",
+            )
     return MappingProxyType(dict(source))
 
 

@@ -1,10 +1,8 @@
-"""The label-only pages' tables, ours beside the paper's: what the notebooks display and the claim tests assert.
+"""The label-only pages' tables, ours beside the paper's: what the notebooks display and the scorecard judges.
 
-Each function runs a study of :mod:`repro.label_studies` over the settings of one page and merges the
-paper's
-values (:mod:`repro.paper_values`) in, so that the page and ``tests/test_claims.py`` compute the same
-numbers from the
-same parameters.
+Each function runs a study of :mod:`repro.label_studies` over the settings of one page and merges the paper's
+values (:mod:`repro.paper_values`) in, so that the page and the scorecard (:mod:`repro.quantities`) compute the
+same numbers from the same parameters.
 """
 
 from __future__ import annotations

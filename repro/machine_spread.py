@@ -1,17 +1,18 @@
-"""How far a retrain on another machine moves the stored results, measured, and which verdicts it flips.
+"""How far a retrain on another machine moves the stored results, measured: the note a training page shows.
 
 The stored runs of a tier (``results/<tier>/<group>/``) were trained on one machine.  The same configurations
 retrained under another floating-point environment (another CPU capability, oneDNN cap, thread count; see
-:mod:`repro.float_env`) are stored under ``results/machines/<machine>/<tier>/<group>/`` with the same keys, so
-each
-retrained run pairs with its stored twin.  From the pairs:
+:mod:`repro.float_env`) are stored under ``results/machines/<machine>/<tier>/<group>/`` with the same
+keys, so each retrained run pairs with its stored twin.  From the pairs:
 
 - :func:`paired_final`: each run's final accuracy (mean of the last 10 evaluated rounds) stored and retrained;
 - :func:`spread`: per machine, how far the retrain moves a run (median and largest |change|, and the per-run
   spread ``std(change) / sqrt 2``: a retrain on another machine draws the run's training noise anew) beside the
   seed std of the stored runs;
-- :func:`verdicts`: every checked claim of a page (:data:`STORED_CLAIMS`) recomputed from each machine's runs, and
-  whether its verdict flips.  A verdict that flips with the machine is no finding at that tier.
+- :func:`page_note`: both as a paragraph and a table for a training page.
+
+Whether a retrain flips a verdict is the scorecard's to say (:mod:`repro.scorecard`: a verdict that changes when a
+retrained run replaces its stored twin is undecided).
 """
 
 from __future__ import annotations
@@ -19,102 +20,23 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from fedlib.training.runs import last_rounds_mean
-from repro import claims, participation, reporting, significance
 from repro.results import RESULTS_DIR, load_group
 
 __all__ = [
     "MACHINES_DIR",
-    "STORED_CLAIMS",
     "machines",
     "machine_env",
     "paired_final",
     "seed_std",
     "spread",
-    "claims_at",
-    "verdicts",
     "page_note",
-    "page_section",
-    "flip_note",
-    "claims_frame",
 ]
 
 #: Folder of the retrained copies: ``<MACHINES_DIR>/<machine>/<tier>/<group>/<key>.csv``.
 MACHINES_DIR = RESULTS_DIR / "machines"
-
-
-def _finals(frame, last, by=()):
-    return significance.per_run_final(frame, last, by=by)
-
-
-def _table1(stored, last, results_dir):  # per run: the final accuracy (%)
-    return _finals(stored.frame, last)
-
-
-def _table2(stored, last, results_dir):  # (FedEntOpt+X) - X seed by seed, with the paper's change
-    runs = _finals(stored.frame, last)
-    bases = [m for m in dict.fromkeys(runs["method"]) if f"FedEntOpt+{m}" in set(runs["method"])]
-    paired = significance.paired_pairs(runs, [(f"FedEntOpt+{m}", m) for m in bases])
-    if paired.empty:
-        return paired
-    paper = reporting.table2_summary(stored, last=last)[["partition", "baseline", "paper_change"]]
-    return paired.merge(paper.rename(columns={"baseline": "b"}), on=["partition", "b"], how="left")
-
-
-def _races(stored, last, results_dir):
-    return significance.races(stored.frame, "FedEntOpt", window=last)
-
-
-def _participation(stored, last, results_dir):  # with Table I's full-rate runs from the same folder
-    frame, _ = participation.with_full_rate(stored, results_dir)
-    runs = participation.per_run(frame, last)
-    gaps = significance.paired_against(runs, "FedEntOpt", by=participation.RATE_KEYS)
-    return participation.rate_change(runs, "FedEntOpt"), gaps
-
-
-def _judge_participation(summary, tier):
-    change, gaps = summary
-    return claims.participation(change, tier, rate_gaps=gaps)
-
-
-def _availability(stored, last, results_dir):
-    return significance.paired_against(_finals(stored.frame, last, by=["scenario"]), "FedEntOpt", by=["scenario"])
-
-
-def _buffer(stored, last, results_dir):
-    return _finals(stored.frame, last, by=["buffer_pct"])
-
-
-def _large_pools(stored, last, results_dir):
-    by = ["num_clients", "clients_per_round"]
-    return significance.paired_against(_finals(stored.frame, last, by=by), "FedEntOpt", by=by)
-
-
-def _fedentropy(stored, last, results_dir):  # the page's curve: runs stored before it have the trained entropy
-    f = stored.frame.copy()
-    if "reselection_entropy_bits" not in f:
-        f["reselection_entropy_bits"] = np.nan
-    f["reselection_entropy_bits"] = f["reselection_entropy_bits"].fillna(f["entropy_bits_trained"])
-    return f
-
-
-#: page -> (experiment group, summary of its stored runs ``(stored, last, results_dir)``, the page's claims): what
-#: ``tests/test_claims.py`` asserts, what :func:`verdicts` recomputes per machine and what
-#: ``repro.scorecard``
-#: shows.
-STORED_CLAIMS = {
-    "table1": ("table1", _table1, claims.table1),
-    "table2": ("table2", _table2, claims.table2_changes),
-    "accuracy_curves": ("table1", _races, claims.faster_than_every_method),
-    "participation": ("participation", _participation, _judge_participation),
-    "availability": ("availability", _availability, claims.availability),
-    "buffer_accuracy": ("buffer", _buffer, claims.buffer_accuracy),
-    "large_pools": ("large_pools", _large_pools, claims.large_pools),
-    "fedentropy_entropy": ("fedentropy", _fedentropy, claims.fedentropy),
-}
 
 
 def machines(tier: str, experiment: str, machines_dir=None) -> list[str]:
@@ -204,59 +126,6 @@ def _measured_groups(tier: str, machines_dir=None) -> list[str]:
     return sorted({p.parent.name for p in root.glob(f"*/{tier}/*/*.csv")})
 
 
-def claims_at(tier: str, page: str, results_dir=None, last: int = 10) -> list:
-    """The page's claims (:data:`STORED_CLAIMS`) computed from the runs stored under ``results_dir``."""
-    experiment, summarise, judge = STORED_CLAIMS[page]
-    stored = load_group(tier, experiment, results_dir)
-    return [] if stored.empty else judge(summarise(stored, last, results_dir), tier)
-
-
-def claims_frame(tier: str, page: str, results_dir=None, machines_dir=None) -> pd.DataFrame:
-    """The page's claims as :func:`repro.claims.frame` shows them, with the verdict the scorecard gives: a
-    verdict that flips when the runs are retrained on another machine is "undecided (flips with the machine)";
-    ``other machines`` gives each machine's verdict."""
-    found = claims_at(tier, page, results_dir)
-    out = claims.frame(found)
-    if not found:
-        return out
-    v = verdicts(tier, page, results_dir, machines_dir).set_index("key")
-    others = [c for c in v.columns if c.startswith("verdict@")]
-    out["other machines"] = [
-        "; ".join(f"{col.split('@', 1)[1]}: {v.loc[c.key, col]}" for col in others) or "not retrained" for c in found
-    ]
-    flips = [bool(v.loc[c.key, "flips"]) for c in found]
-    out.loc[flips, "verdict"] = "undecided (flips with the machine)"
-    return out
-
-
-def verdicts(tier: str, page: str, results_dir=None, machines_dir=None) -> pd.DataFrame:
-    """Every claim of the page: ``ours`` and ``holds`` from the stored runs, and per machine with a full set of
-    retrained runs of the group its ``ours@<machine>`` and ``holds@<machine>``; ``flips``: whether any machine's
-    verdict differs from the stored one."""
-    experiment = STORED_CLAIMS[page][0]
-    root = Path(machines_dir if machines_dir is not None else MACHINES_DIR)
-    base = claims_at(tier, page, results_dir)
-    out = pd.DataFrame(
-        {
-            "key": [c.key for c in base],
-            "ours": [c.ours for c in base],
-            "holds": [c.holds for c in base],
-            "verdict": [c.verdict for c in base],
-        }
-    )
-    out["flips"] = False
-    n_stored = len(load_group(tier, experiment, results_dir))
-    for m in machines(tier, experiment, machines_dir):
-        if len(load_group(tier, experiment, root / m)) < n_stored:
-            continue  # only a sample retrained there: its claims would rest on other runs
-        other = {c.key: c for c in claims_at(tier, page, root / m)}
-        out[f"ours@{m}"] = [other[k].ours if k in other else np.nan for k in out["key"]]
-        out[f"holds@{m}"] = [other[k].holds if k in other else None for k in out["key"]]
-        out[f"verdict@{m}"] = [other[k].verdict if k in other else None for k in out["key"]]
-        out["flips"] |= out[f"verdict@{m}"].ne(out["verdict"])
-    return out
-
-
 def page_note(tier: str, experiment: str, results_dir=None, machines_dir=None) -> str:
     """A paragraph and a table for a training page: how far a retrain on another machine moved the runs of
     ``experiment``, beside their seed std (Markdown)."""
@@ -301,33 +170,3 @@ def page_note(tier: str, experiment: str, results_dir=None, machines_dir=None) -
         + "; ".join(f"`results/machines/{r.machine}`: {r.environment}" for r in table.itertuples())
         + "."
     )
-
-
-def flip_note(tier: str, page: str, results_dir=None, machines_dir=None) -> str:
-    """One sentence: how many of the page's claims were recomputed on other machines' runs and which flipped."""
-    v = verdicts(tier, page, results_dir, machines_dir)
-    others = [c.split("@", 1)[1] for c in v.columns if c.startswith("holds@")]
-    if v.empty:
-        return f"The page judges no claim at tier `{tier}`."
-    if not others:
-        return (
-            f"Its {len(v)} claims were not recomputed on another machine (no machine retrained every run of the group)."
-        )
-    flipped = v[v["flips"]]
-    where = ", ".join(f"`{m}`" for m in others)
-    if flipped.empty:
-        return f"The page's {len(v)} claims, recomputed from the runs retrained on {where}: no verdict flips."
-    keys = ", ".join(f"`{k}`" for k in flipped["key"])
-    return (
-        f"Of {len(v)} claims recomputed from the runs retrained on {where}, {len(flipped)} flip: {keys}. "
-        "A verdict that flips with the machine is no finding at this tier."
-    )
-
-
-def page_section(tier: str, experiment: str, page: str | None = None, results_dir=None, machines_dir=None) -> str:
-    """What a training page says about another machine (Markdown): :func:`page_note` for its group and, for a
-    page with stored claims, :func:`flip_note`."""
-    text = page_note(tier, experiment, results_dir, machines_dir)
-    if page in STORED_CLAIMS:
-        text += "\n\n" + flip_note(tier, page, results_dir, machines_dir)
-    return text

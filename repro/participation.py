@@ -17,7 +17,7 @@ statistics over the stored runs, seed by seed (at one seed every method and rate
     the final accuracy from the highest to the lowest rate (paired by seed, with its t-test p), the least-squares
     slope over the rates, the gap to ``reference`` and how much more the method loses than ``reference``.
 
-:func:`repro.claims.participation` judges the paper's reading on :func:`rate_change`'s table.
+:mod:`repro.quantities` judges the paper's reading (the statements of §V-B3) on the same runs.
 """
 
 from __future__ import annotations

@@ -765,12 +765,19 @@ def _accuracy_cells(runs, s, table):
 # ------------------------------------------------------------------------------------- Fig. 1: FedEntropy
 
 
+def _reselection_entropy(stored: StoredGroup) -> pd.DataFrame:
+    """The FedEntropy runs' frame with ``reselection_entropy_bits`` (the entropy of the clients FedEntropy would
+    pick again) in every row: runs stored before that column existed have the trained entropy instead."""
+    f = stored.frame.copy()
+    if "reselection_entropy_bits" not in f:
+        f["reselection_entropy_bits"] = np.nan
+    f["reselection_entropy_bits"] = f["reselection_entropy_bits"].fillna(f["entropy_bits_trained"])
+    return f
+
+
 def _fedentropy_entropy(a, b):
     def judge(runs, s, table):
-        from repro.machine_spread import _fedentropy
-
-        stored = runs.stored("fedentropy")
-        f = _fedentropy(stored, 10, None)
+        f = _reselection_entropy(runs.stored("fedentropy"))
         f = f[f["round"] >= 1]
         per = f.groupby(["partition", "method", "seed"])["reselection_entropy_bits"].mean().rename("value")
         return apply_rule(s, table, per.reset_index(), [(a, b)], unit=" bits")
@@ -867,6 +874,8 @@ TRAINING: dict[str, Callable] = {
 # ------------------------------------------------------------------------------ label-only: the studies
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Rounds over which the paper (v1) estimated its coverage probabilities ("over 500 rounds").
+PAPER_COVERAGE_DRAWS = 500
 #: Partition seeds of the coverage margin's between-partition spread, disjoint from the judged seeds.
 COVERAGE_SPREAD_SEEDS = tuple(range(100, 110))
 
@@ -1152,7 +1161,7 @@ def _coverage_cifar10(studies, s, table):
         if ds != "CIFAR-10" or (k, m) not in spread.index:
             continue
         cell = rows[(rows["num_clients"] == k) & (rows["num_selected"] == m)]
-        se_paper = math.sqrt(p * (1 - p) / claims_rounds())
+        se_paper = math.sqrt(p * (1 - p) / PAPER_COVERAGE_DRAWS)
         margin = z * math.hypot(se_paper, float(spread.loc[(k, m)]))
         d = pd.DataFrame(
             {
@@ -1165,13 +1174,6 @@ def _coverage_cifar10(studies, s, table):
         )
         out.append(rules.equal_within(d, ("ours - the paper's", None), margin=margin))
     return rules.join(out)
-
-
-def claims_rounds() -> int:
-    """Rounds over which the paper (v1) estimated its coverage probabilities."""
-    from repro.claims import PAPER_COVERAGE_DRAWS
-
-    return PAPER_COVERAGE_DRAWS
 
 
 def _coverage_cifar100(studies, s, table):

@@ -7,7 +7,7 @@ Every rule takes a tidy per-seed frame (:func:`tidy`, :func:`from_group`): one r
 
 Intervals are two-sided (1 - alpha) t-intervals over seeds only, the independent draws (rounds of one run are
 not); seed-paired (the seeds both methods have) where the methods share a federation, Welch otherwise.  One seed
-gives no interval: undecided.  ``alpha`` is :data:`ALPHA` (``claims.ALPHA``, 0.05) for every rule.
+gives no interval: undecided.  ``alpha`` is :data:`ALPHA` (0.05, ``statements.yaml``'s ``alpha``) for every rule.
 
 Each statement claims a region for a quantity; one interval decides both ways.  "reproduces": the interval lies
 inside the region; "does not reproduce": it lies entirely outside; "undecided": it straddles a boundary (and shows
@@ -52,8 +52,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from repro.claims import ALPHA
-
 __all__ = [
     "ALPHA",
     "REPRODUCES",
@@ -74,6 +72,9 @@ __all__ = [
     "at_least",
     "rounding",
 ]
+
+#: The two-sided level of every interval and test, the one alpha of the reproduction (``statements.yaml``: ``alpha``).
+ALPHA = 0.05
 
 REPRODUCES, DOES_NOT, UNDECIDED = "reproduces", "does not reproduce", "undecided"
 #: The three verdicts a rule gives (the scorecard's first three).

@@ -614,7 +614,7 @@ def page_verdicts(page: str, tier: str, studies: dict | None = None, results_dir
     head = (
         f"<p><strong>Verdicts on this page</strong> {html.escape(at)}: {len(c)} statement(s) of the paper, "
         f'{html.escape(parts) or "none"}. <a href="scorecard.html">The scorecard</a> lists every statement of '
-        "the paper with its rule; the table <em>Claims checked</em> below gives the numbers behind them.</p>"
+        "the paper with its rule; the sections below show the numbers behind them.</p>"
     )
     body = "".join(
         f'<tr><td style="{_LEFT}"><small><code>{html.escape(r.id)}</code> · {html.escape(r.section)}'

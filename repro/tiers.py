@@ -26,8 +26,7 @@ formulations)), each as a ``PlannedRun(experiment, label, config)``; ``tier_grou
     per client a very rare draw (large pools: 0, some of 150-200 clients hold no image).
 
     The round count is read off measured curves (``repro.plateau``; the subset curves page recomputes it
-    from the
-    stored runs and ``tests/test_claims.py`` asserts it): FedAvg and FedEntOpt,
+    from the stored runs and ``tests/test_tiers.py`` asserts it): FedAvg and FedEntOpt,
     5 seeds, 300 rounds, both partitions; the plateau round is the smallest R >= 150 after which the seed-mean
     of the trailing 10-round mean accuracy moves by less than its seed std.  Measured: #C=2 FedAvg 222,
     FedEntOpt 239; Dir(0.1) FedAvg 261, FedEntOpt 258 (over the first 3 seeds: 254, 259, 272, 277), so the

@@ -1,12 +1,11 @@
-"""repro.participation (Fig. 2 as numbers) and repro.claims.participation, on hand-checked
-small cases and on
-the stored subset runs."""
+"""repro.participation (Fig. 2 as numbers), on hand-checked small cases and on the stored subset runs.  The
+statements of §V-B3 are judged by the scorecard (tests/test_scorecard.py)."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from repro import claims, participation, results, significance, tiers
+from repro import participation, results, significance, tiers
 
 # final accuracy (%) per method, rate (M of K = 100) and seed 0, 1, 2
 HAND = {("A", 10): [30, 32, 34], ("A", 4): [31, 31, 33], ("B", 10): [30, 30, 30], ("B", 4): [20, 22, 24]}
@@ -84,56 +83,6 @@ def test_rate_change_refuses_an_absent_reference():
 def test_per_run_final_refuses_an_unknown_column():
     with pytest.raises(ValueError, match=r"by names columns the frame does not have: \['nope'\]"):
         significance.per_run_final(_frame(), 1, by=("nope",))
-
-
-def _claims(values, **frames):
-    frame = pd.concat([_frame(v, partition=p) for p, v in frames.items()]) if frames else _frame(values)
-    change = participation.rate_change(participation.per_run(frame, last=1), "A")
-    return {c.key: c for c in claims.participation(change, "t", reference="A")}
-
-
-def test_participation_claims_by_hand():
-    found = _claims(HAND)
-    assert set(found) == {
-        "t:participation/P/keeps_accuracy",
-        "t:participation/P/others_lose_more",
-        "t:participation/P/best_at_every_rate",
-    }
-    # A's change -1/3 pp: its 95 % interval over 3 seeds, [-3.20, 2.54], reaches below -2 pp: undecided
-    assert {k.split("/")[-1]: c.verdict for k, c in found.items()} == {
-        "keeps_accuracy": "undecided",
-        "others_lose_more": "reproduces",
-        "best_at_every_rate": "reproduces",
-    }
-    assert found["t:participation/P/others_lose_more"].ours == pytest.approx(23 / 3)
-    assert found["t:participation/P/keeps_accuracy"].ours == pytest.approx(-1 / 3)
-
-
-def test_participation_claims_judge_the_size_of_a_drop():
-    # A drops by 3 pp at every seed (near-constant differences: a degenerate t-test), B by 8 on average
-    dropping = {**HAND, ("A", 4): [27, 29, 31]}
-    found = _claims(dropping)
-    assert found["t:participation/P/keeps_accuracy"].verdict == "does not reproduce"
-    assert found["t:participation/P/others_lose_more"].ours == pytest.approx(5.0)  # -3 - (-8)
-    # B's extra loss is within the seed spread: no other method surely "loses more"
-    close = {**HAND, ("B", 4): [29, 30, 32]}  # B's change: -1, 0, +2; A's: +1, -1, -1
-    assert _claims(close)["t:participation/P/others_lose_more"].verdict == "undecided"
-    assert _claims(close)["t:participation/P/best_at_every_rate"].holds
-
-
-def test_participation_claims_compare_the_partitions():
-    wide_gap = HAND  # A - B: 35/6 pp on average
-    narrow_gap = {**HAND, ("B", 10): [30, 32, 34], ("B", 4): [31, 31, 32]}  # A - B: 0 at 10 %, 1/3 at 4 %
-    found = _claims(None, **{"Dir(0.1)": wide_gap, "C=2": narrow_gap})
-    pronounced = found["t:participation/dir_more_pronounced"]
-    assert pronounced.holds and pronounced.ours == pytest.approx(35 / 6 - 1 / 6)
-    found = _claims(None, **{"Dir(0.1)": narrow_gap, "C=2": wide_gap})
-    assert not found["t:participation/dir_more_pronounced"].holds
-
-
-def test_participation_claims_need_two_seeds():
-    one_seed = {k: v[:1] for k, v in HAND.items()}
-    assert _claims(one_seed) == {}
 
 
 def test_full_rate_runs_differ_from_participation_only_in_m():

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from repro import claims, rules
+from repro import rules
 from repro.results import StoredGroup
 from repro.rules import DOES_NOT, REPRODUCES, UNDECIDED
 
@@ -40,7 +40,7 @@ def by_hand(diffs, t):
 def test_one_alpha_and_the_scorecards_verdict_names():
     from repro import scorecard
 
-    assert rules.ALPHA == claims.ALPHA == 0.05
+    assert rules.ALPHA == 0.05
     assert set(rules.VERDICTS) <= set(scorecard.STATUSES)
 
 

@@ -225,6 +225,24 @@ def test_a_verdict_a_retrain_on_another_machine_changes_is_undecided(monkeypatch
     assert "flips with the machine" in scorecard.ours_text(row["judgement"], row["flips"])
 
 
+def test_no_quick_verdict_turns_into_its_opposite_on_the_machines_that_retrained_it(table):
+    """On the repository's own runs: no training statement of the quick tier goes from "reproduces" to "does not
+    reproduce" (or back) when the runs retrained on another machine (results/machines/) replace their stored twins.
+    A verdict that moves to or from "undecided" is no finding and the card counts it undecided (test above)."""
+    _stored_runs("quick", "table1")
+    training = tuple(s for s in table.statements if s.checkable and "quick" in s.tiers)
+    judged = scorecard.judge(("quick",), table=statements.StatementTable(table.alpha, table.margins, training))
+    decided = {REPRODUCES, DOES_NOT}
+    opposite = [
+        f"{r.id}: {r.judgement.verdict}, {r.flips}"
+        for r in judged.itertuples()
+        if r.flips and r.judgement.verdict in decided
+        for flip in r.flips.split("; ")
+        if flip.split(": ", 1)[1] in decided
+    ]
+    assert opposite == []
+
+
 def test_a_group_of_the_seed_plan_is_judged_only_once_all_its_planned_runs_are_stored(table, stored):
     """The plan fixes the seeds before the runs: with every planned run of Table I stored, KL's 10 pp gap is a
     verdict; with one planned run missing, the subset column says the plan is still running and shows the value
@@ -341,6 +359,49 @@ def test_audit_cifar100_zero_percent_and_its_explanation_are_held_to_one_rule(ta
     assert miss.verdict == DOES_NOT and explanation.verdict != REPRODUCES
     for j in (miss, explanation):
         assert j.rule == "equal_within" and f"at most {margin:g}" in j.statement
+
+
+# ---------------------------------------------------------------------------------- label-only, book parameters
+
+
+def test_book_parameters_reads_runs_yaml_over_notebook_defaults():
+    p = scorecard.book_parameters("entropy_trace")
+    assert p["partition"] == "C=2" and p["num_clients"] == 100 and p["num_selected"] == 10
+    assert p["dc_target"] == "balanced"  # a notebook default that runs.yaml does not set
+    assert scorecard.book_parameters("entropy_trace", smoke=True)["seeds"] == [0]
+
+
+# header: page, statement, verdict at the book's parameters (python -m repro scorecard, label-only column)
+LABEL_VERDICTS = [
+    ("entropy_trace", "IV/fig1_above_threshold", REPRODUCES),  # FedEntOpt above log2(9) in every round
+    ("entropy_trace", "IV/fig1_above_random", REPRODUCES),
+    ("communication_cost", "V-D/labels_4ck", REPRODUCES),  # 4 C K bytes
+    ("communication_cost", "V-D/model_sizes", DOES_NOT),  # fedlib's models are not the printed sizes
+    ("communication_cost", "V-D/orders_of_magnitude", scorecard.PAPER_TOO),  # Table V's own 31x for LeNet-5
+    ("lying_clients", "VI/buffer_mitigates_adversaries", REPRODUCES),
+    ("lying_clients", "VI/participation_limits_adversaries", REPRODUCES),
+]
+
+
+@pytest.mark.parametrize("page", sorted({page for page, _, _ in LABEL_VERDICTS}))
+def test_label_only_verdicts_at_the_book_parameters(table, page):
+    """The label-only statements a page shows, judged on its studies at the book's parameters (runs.yaml), as the
+    card and the page's top give them."""
+    ids = [sid for p, sid, _ in LABEL_VERDICTS if p == page]
+    t = only(table, *ids)
+    card = scorecard.card(scorecard.judge((), studies={page: quantities.label_study(page)}, table=t), t)
+    assert dict(zip(card["id"], card["label_only"])) == {sid: v for p, sid, v in LABEL_VERDICTS if p == page}
+
+
+def test_the_papers_own_table_v_ratios_are_under_two_orders_for_lenet():
+    """Why V-D/orders_of_magnitude is the paper's miss: its own Table V prints ratios below 100 for LeNet-5, and
+    ours are the paper's up to its rounding."""
+    from repro import paper_values as paper
+
+    lenet = [v[2] for k, v in paper.TABLE_V.items() if k[3] == "LeNet-5"]
+    assert min(lenet) < 100 and min(v[2] for v in paper.TABLE_V.values()) == min(lenet)
+    t = quantities.label_study("communication_cost")["table"]
+    assert abs(t["ratio"].min() / min(lenet) - 1) < 0.01
 
 
 # ---------------------------------------------------------------------------------------------- page tops

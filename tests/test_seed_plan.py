@@ -170,12 +170,3 @@ def test_a_tier_without_a_plan_file_is_refused():
 
     with pytest.raises(ValueError, match="tier 'quick' has no seed plan file"):
         seed_plan.read_plan("quick")
-
-
-def test_planning_again_says_where_the_committed_plan_was_computed():
-    from repro import scorecard
-
-    if hasattr(scorecard, "STATEMENTS"):
-        pytest.skip("the old statement inventory is present")
-    with pytest.raises(RuntimeError, match="records the commit it was computed at"):
-        sp.plan("subset")

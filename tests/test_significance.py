@@ -162,3 +162,24 @@ def test_rounds_to_reference_hand():
         sg.rounds_to_reference(f, "R", window=0)
     with pytest.raises(ValueError, match=r"reference must be a method with stored runs \(got 'FedAvg'\)"):
         sg.rounds_to_reference(f)
+
+
+def test_races_count_the_rounds_each_method_needs_for_the_others_final_accuracy():
+    """One seed, C=2, window 1: FedEntOpt ends at 0.6 and reaches FedAvg's final 0.5 in round 1 (FedAvg needs 5);
+    FedLC ends at 0.9, which FedEntOpt never reaches (counted as the last round + 1)."""
+    rounds = np.arange(1, 7)
+    curves = {
+        "FedEntOpt": [0.5, 0.6, 0.6, 0.6, 0.6, 0.6],
+        "FedAvg": [0.1, 0.2, 0.3, 0.4, 0.5, 0.5],
+        "FedLC": [0.1, 0.2, 0.3, 0.4, 0.5, 0.9],
+    }
+    frame = pd.concat(
+        [
+            pd.DataFrame({"partition": "C=2", "method": m, "seed": 0, "round": rounds, "test_accuracy": acc})
+            for m, acc in curves.items()
+        ]
+    )
+    r = sg.races(frame, window=1).set_index("method")
+    assert (r.loc["FedAvg", "rounds_method"], r.loc["FedAvg", "rounds_reference"]) == (5, 1)
+    assert r.loc["FedAvg", "saved"] == 4
+    assert (r.loc["FedLC", "rounds_method"], r.loc["FedLC", "rounds_reference"]) == (6, 7)  # never: 6 + 1

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from repro import claims
+from repro import rules
 from repro import statements as st
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,7 +91,7 @@ def document():
 
 def test_the_table_loads_and_validates(table):
     assert len(table.statements) >= len(FORMER_IDS)
-    assert table.alpha == claims.ALPHA  # one alpha for every interval
+    assert table.alpha == rules.ALPHA  # one alpha for every interval
     ids = [s.id for s in table.statements]
     assert len(ids) == len(set(ids))
     assert set(table.frame()["id"]) == set(ids)

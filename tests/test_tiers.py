@@ -169,3 +169,18 @@ def test_a_missing_seed_plan_is_an_error_naming_it():
     lost = dataclasses.replace(tiers.get_tier("subset"), seed_plan="plans/no_such_plan.yaml")
     with pytest.raises(FileNotFoundError, match=r"seed plan 'plans/no_such_plan.yaml' not found"):
         tiers.group_configs(lost, "table1")
+
+
+def test_subset_tier_trains_past_the_measured_plateau():
+    """The subset tier's round count is at least every stored FedAvg/FedEntOpt plateau round + 10."""
+    from repro import plateau, results
+
+    stored = results.load_or_run("subset", "table1", None, run_missing=False)
+    if stored.empty:
+        pytest.skip("no stored subset table1 runs")
+    pair = stored.frame[stored.frame["method"].isin(["FedAvg", "FedEntOpt"])]
+    table = plateau.plateau_table(pair, min_round=150, window=10)
+    rounds = tiers.get_tier("subset").base["rounds"]
+    assert len(table) == 4 and (table["last_round"] == rounds).all()
+    assert table["plateau_round"].notna().all(), table
+    assert (table["plateau_round"] + 10 <= rounds).all(), table

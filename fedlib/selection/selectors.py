@@ -1,4 +1,4 @@
-"""Client selectors: FedEntOpt (Algorithm 1, eq. 5 of the v2 paper), random, the KL baseline, DC (Düsing & Cimiano)."""
+"""Client selectors: FedEntOpt (Algorithm 1 of v2, :func:`fedentopt_round`), random, KL, DC (Düsing & Cimiano)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+import scipy.sparse as sp
 
 from fedlib._validate import (
     ParameterError,
@@ -23,13 +24,15 @@ from fedlib._validate import (
 )
 from fedlib.selection import defence
 from fedlib.selection.best_subset import round_candidates, swap_search
-from fedlib.selection.scoring import ENTROPY_TIE_TOL, _EntropyScorer
+from fedlib.selection.metrics import entropy_bits
+from fedlib.selection.scoring import ENTROPY_TIE_TOL, fast_scorer, first_best
 
 __all__ = [
     "ENTROPY_TIE_TOL",
     "Selector",
     "RandomSelector",
     "FedEntOptSelector",
+    "fedentopt_round",
     "KLSelector",
     "DCSelector",
     "SwapImprovedSelector",
@@ -150,18 +153,59 @@ class RandomSelector(Selector):
         return rng.choice(counts.shape[0], size=num_selected, replace=False), ()
 
 
+def _entropies(pooled: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``H(max(L + l^(m), 0))`` in bits for every row ``l^(m)`` (eq. 5; negative counts are kept DP noise)."""
+    return entropy_bits(np.maximum(pooled + rows, 0.0), axis=1)
+
+
+def fedentopt_round(counts, num_selected: int, buffer: tuple, buffer_size: int, rng, *, over=None, path=None):
+    """Algorithm 1 of v2 for one round (its line numbers in the comments): the picks in order and the new buffer.
+
+    Line 7 draws ``U[rng.integers(|U|)]`` from U sorted ascending. Line 9 is scored plainly, or for large pools by
+    :func:`fedlib.selection.scoring.fast_scorer` (``path``), which picks the same clients; ties within
+    ENTROPY_TIE_TOL go to the lowest index. ``over`` (share-cap defence): clients left out of U unless none else is.
+    """
+    num_clients = counts.shape[0]
+    stays = np.zeros(num_clients, dtype=bool)  # buffered all round (a pick evicts at most one): never scored
+    stays[list(buffer)[max(0, len(buffer) + num_selected - buffer_size) :]] = True
+    scorer = fast_scorer(counts, path, active=~stays)  # None: the plain line 9
+    if scorer is None and sp.issparse(counts):
+        counts = counts.toarray()
+    pooled = np.zeros(counts.shape[1])  # L (line 1)
+    picked, available = [], np.ones(num_clients, dtype=bool)  # S, A (lines 2-3)
+    buffer, in_buffer = deque(buffer), np.zeros(num_clients, dtype=bool)  # B
+    in_buffer[list(buffer)] = True
+    for i in range(num_selected):  # line 4
+        free = available & ~in_buffer  # U = A \ B (line 5)
+        if over is not None and np.any(free & ~over):
+            free &= ~over
+        if i == 0:  # lines 6-7: a uniform sample from U
+            candidates = np.flatnonzero(free)
+            m = int(candidates[rng.integers(candidates.size)])
+        elif scorer is None:  # line 9: the m in U maximising H((L + l^(m)) / ||L + l^(m)||_1)
+            candidates = np.flatnonzero(free)
+            m = int(candidates[first_best(_entropies(pooled, counts[candidates]))])
+        else:
+            m = scorer.pick(~free)
+        buffer.append(m)  # line 10
+        in_buffer[m] = True
+        while len(buffer) > buffer_size:  # lines 11-12
+            in_buffer[buffer.popleft()] = False
+        if scorer is None:
+            pooled += counts[m]  # line 13
+        else:
+            scorer.add(m)
+        picked.append(m)  # line 14
+        available[m] = False  # line 15
+    return picked, tuple(buffer)
+
+
 @dataclass(frozen=True)
 class FedEntOptSelector(Selector):
     """FedEntOpt, Algorithm 1 of Lutz et al. (v2): a random first client, then greedy entropy maximisation (eq. 5).
 
-    Step 1 picks ``free[rng.integers(len(free))]``, uniform over the clients not in the FIFO buffer ``B``
-    (``free`` sorted ascending). Each later step adds the unbuffered, not yet picked client ``m``
-    maximising ``H((L + l^(m)) / ||L + l^(m)||_1)`` (log2), scored for all candidates incrementally
-    (:mod:`fedlib.selection.scoring`);
-    ties (within :data:`ENTROPY_TIE_TOL`) go to the lowest client index, like ``np.argmax``. After every
-    pick the client is appended to ``B`` and the oldest entries are evicted while ``|B| > Q``; a client
-    evicted in the middle of a round is selectable again in that round's later steps (lines 5, 11–12).
-    Negative server counts (DP noise kept) are scored as ``H(max(L + l^(m), 0))``.
+    One round is :func:`fedentopt_round`. A client evicted from the FIFO buffer in the middle of a round is
+    selectable again in that round's later steps (lines 5, 11-12).
 
     Parameters
     ----------
@@ -267,44 +311,16 @@ class FedEntOptSelector(Selector):
 
     def _select(self, counts, num_selected, state, rng):
         q = self.resolve_buffer_size(counts.shape[0], num_selected)
-        if self.total_cap_quantile is not None:  # defence: cap inflated totals (fedlib.selection.defence)
+        if self.total_cap_quantile is not None:  # defence: cap inflated totals
             counts = defence.cap_totals(counts, self.total_cap_quantile, self.total_cap_factor)
-        over = None
-        if self.share_cap is not None:  # defence: cap participation (fedlib.selection.defence); state carries the picks
-            state, rounds_done, picks = state
-            over = defence.over_allowance(picks, self.share_cap, num_selected, rounds_done + 1)
-        buffer = deque(state)
-        blocked = np.zeros(counts.shape[0], dtype=bool)  # buffered or already picked this round
-        blocked[list(buffer)] = True
-        # The newest buffered clients stay buffered all round (each pick evicts at most the oldest one): the
-        # scorer can leave them out of its work.
-        stays = np.zeros_like(blocked)
-        stays[list(state)[max(0, len(state) + num_selected - q) :]] = True
-        scorer = _EntropyScorer(counts, active=~stays)
-        picked: list[int] = []
-        in_round: set[int] = set()
-        for step in range(num_selected):
-            excluded = blocked
-            if over is not None and not np.all(blocked | over):
-                excluded = blocked | over  # the cap yields when every unbuffered client is over it
-            if step == 0:
-                free = np.flatnonzero(~excluded)
-                m = int(free[rng.integers(free.size)])
-            else:
-                m = scorer.pick(excluded)
-            picked.append(m)
-            in_round.add(m)
-            scorer.add(m)
-            blocked[m] = True
-            buffer.append(m)
-            while len(buffer) > q:
-                evicted = buffer.popleft()
-                blocked[evicted] = evicted in in_round  # picked clients stay out for the rest of the round (A)
-        if over is not None:
-            picks = np.asarray(picks, dtype=np.int64)
-            picks[picked] += 1
-            return picked, (tuple(buffer), rounds_done + 1, tuple(int(n) for n in picks))
-        return picked, tuple(buffer)
+        if self.share_cap is None:
+            return fedentopt_round(counts, num_selected, state, q, rng)
+        buffer, rounds_done, picks = state  # defence: cap participation; the state carries the picks
+        over = defence.over_allowance(picks, self.share_cap, num_selected, rounds_done + 1)
+        picked, buffer = fedentopt_round(counts, num_selected, buffer, q, rng, over=over)
+        picks = np.asarray(picks, dtype=np.int64)
+        picks[picked] += 1
+        return picked, (buffer, rounds_done + 1, tuple(int(n) for n in picks))
 
 
 def _check_share_state(selector: FedEntOptSelector, state, num_clients: int, num_selected: int) -> tuple:
@@ -357,13 +373,19 @@ class KLSelector(Selector):
     name: ClassVar[str] = "kl"
 
     def _select(self, counts, num_selected, state, rng):
-        taken = np.zeros(counts.shape[0], dtype=bool)
-        scorer = _EntropyScorer(counts)
-        picked: list[int] = []
+        scorer = fast_scorer(counts)  # None: score plainly
+        if scorer is None and sp.issparse(counts):
+            counts = counts.toarray()
+        pooled, taken, picked = np.zeros(counts.shape[1]), np.zeros(counts.shape[0], dtype=bool), []
         for _ in range(num_selected):
-            m = scorer.pick(taken)
+            if scorer is None:
+                candidates = np.flatnonzero(~taken)
+                m = int(candidates[first_best(_entropies(pooled, counts[candidates]))])
+                pooled += counts[m]
+            else:
+                m = scorer.pick(taken)
+                scorer.add(m)
             picked.append(m)
-            scorer.add(m)
             taken[m] = True
         return picked, ()
 

@@ -69,7 +69,7 @@ MOVED = {
     "fedlib.selection": "fedlib.selection.selectors",
     **{
         f"fedlib.{m}": f"fedlib.selection.{m}"
-        for m in ("scoring", "_torch_scoring", "best_subset", "defence", "privacy", "metrics")
+        for m in ("scoring", "_torch_scoring", "_count_layout", "best_subset", "defence", "privacy", "metrics")
     },
     "fedlib.kmeans": "fedlib.algorithms.kmeans",
     **{

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fedlib.selection.scoring import ENTROPY_TIE_TOL, _class_columns, _group_by_value, _row_reader
+from fedlib.selection._count_layout import ENTROPY_TIE_TOL, _class_columns, _group_by_value, _row_reader
 
 _TINY = 1e-300
 

@@ -99,9 +99,7 @@ class Selector(ABC):
         Parameters
         ----------
         counts : array_like or scipy.sparse matrix, shape (K, C)
-            The label counts the server sees (possibly DP-noised; negative entries are allowed and are
-            treated as 0 wherever a pooled vector is scored). A sparse matrix is never made dense by
-            FedEntOpt, KL or random selection (DC makes it dense).
+            The label counts the server sees; negative entries (kept DP noise) count as 0 in a pooled vector.
         num_selected : int
             ``M`` in ``[1, K]``.
         state : tuple
@@ -112,8 +110,7 @@ class Selector(ABC):
         Returns
         -------
         picked : numpy.ndarray of int64
-            Client indices in the order they were chosen (length M; DC may return fewer, see
-            :class:`DCSelector`).
+            Client indices in the order they were chosen (length M; DC may return fewer).
         new_state : tuple
         """
         arr = check_count_matrix("counts", counts, allow_negative=True, sparse=True)
@@ -210,21 +207,16 @@ class FedEntOptSelector(Selector):
     Parameters
     ----------
     buffer_size : int, optional
-        ``Q`` with ``0 <= Q <= K - M`` (checked at :meth:`select`, when K and M are known). The paper's
-        text asks ``0 < Q``, but its Table VI runs ``Q = 0``: here ``Q = 0`` means no exclusion at all
-        (each pick enters and leaves the buffer at once), so consecutive rounds may repeat clients.
+        ``Q`` with ``0 <= Q <= K - M`` (checked at :meth:`select`). ``Q = 0`` (Table VI; the text asks ``0 < Q``)
+        excludes nothing: consecutive rounds may repeat clients.
     buffer_fraction : float, optional
-        Alternative to ``buffer_size``: ``Q = buffer_size_from_fraction(buffer_fraction, K)``, i.e. the
-        paper's "Q = 50% of the available clients". Give exactly one of the two.
+        ``Q = buffer_size_from_fraction(buffer_fraction, K)`` ("Q = 50% of the clients"). Give exactly one of the two.
     total_cap_quantile, total_cap_factor : float, optional
-        Defence against clients that inflate their reported totals (not in the paper; off by default):
-        every reported count vector whose total exceeds ``total_cap_factor`` times the
-        ``total_cap_quantile`` quantile of all reported totals is scaled down to that cap
-        (:func:`fedlib.selection.defence.cap_totals`). ``None`` (default) scores the counts as given.
+        Defence, not in the paper (off by default): totals above ``total_cap_factor`` times the
+        ``total_cap_quantile`` quantile of all totals are scaled down to that cap (:func:`~.defence.cap_totals`).
     share_cap : float, optional
-        Defence against clients that make themselves attractive (not in the paper; off by default): no
-        client is picked in more than ``ceil(share_cap * M / K * t)`` of the first t rounds
-        (:mod:`fedlib.selection.defence`); ``share_cap >= 1``. ``None`` (default): only the buffer limits participation.
+        Defence, not in the paper (off by default): no client is picked in more than ``ceil(share_cap * M / K * t)``
+        of the first t rounds (:mod:`fedlib.selection.defence`); ``share_cap >= 1``.
 
     State
     -----
@@ -354,14 +346,10 @@ def _check_share_state(selector: FedEntOptSelector, state, num_clients: int, num
 class KLSelector(Selector):
     """The paper's "KL" baseline (ref. [20]/[33] of v2): greedy minimisation of KL(pooled ‖ uniform).
 
-    Reading: the FedEntOpt paper only says this method "relies on KL-divergence" to pick a subset once
-    label counts are known and that it "consistently produces the same subset of clients". We implement
-    the deterministic greedy rule that fits that description: starting from ``L = 0``, repeatedly add the
-    not yet picked client minimising ``KL(p_L ‖ u) = log2 C - H(p_L)`` with ``p_L = L / ||L||_1`` and
-    ``u`` uniform — i.e. maximising the pooled entropy — with no random first pick and no buffer. The
-    first pick is therefore the client with the highest own entropy, and the same subset is returned
-    every round (the rng is validated but never drawn from), which is the overfitting the paper
-    describes. Ties (within :data:`ENTROPY_TIE_TOL`) go to the lowest client index.
+    Reading: the paper only says it "relies on KL-divergence" and "consistently produces the same subset of
+    clients". From ``L = 0``, each step adds the not yet picked client minimising ``KL(p_L ‖ u) = log2 C - H(p_L)``
+    (``u`` uniform), i.e. maximising the pooled entropy, with no random first pick and no buffer: the same subset
+    every round (the rng is never drawn from). Ties (within :data:`ENTROPY_TIE_TOL`) go to the lowest index.
 
     Examples
     --------
@@ -397,18 +385,12 @@ _DC_TARGETS = ("balanced", "real")
 class DCSelector(Selector):
     """Distribution-controlled selection of Düsing & Cimiano (their Algorithm 1, Step 2 and Equation 2).
 
-    Each round: ``num_random`` (their m) clients uniformly at random, ``rng.choice(K, m, replace=False)``;
-    then up to ``num_dc`` (their m_DC) more, one at a time, each the client ``c`` not yet active that
-    minimises the cosine distance ``1 - cos(V_active + V_c, V_target)`` (Equation 2). The greedy part
-    stops early as soon as the best candidate does not improve (by more than :data:`ENTROPY_TIE_TOL`) on
-    the current distance — "until a predefined maximum m_DC is met or no more improvement in distribution
-    alignment is achieved". Ties go to the lowest client index. An empty or all-zero pooled vector has
-    distance 1; negative pooled entries (DP noise kept) are scored as 0.
-
-    Reading of ``num_selected``: in the DC paper m_DC clients are *added* to the m random ones, so a round
-    has between m and m + m_DC active clients. ``select(counts, M, ...)`` therefore treats M as the
-    maximum ``m + m_DC`` and may return fewer than M clients when the greedy part stops early. With
-    ``num_dc=None``, ``m_DC = M - m``; with ``num_dc`` given, M must equal ``m + m_DC``.
+    Each round: ``num_random`` (their m) clients, ``rng.choice(K, m, replace=False)``; then up to ``num_dc``
+    (their m_DC) more, one at a time, each the inactive client ``c`` minimising ``1 - cos(V_active + V_c,
+    V_target)`` (Equation 2), stopping early when the best does not improve the current distance by more than
+    :data:`ENTROPY_TIE_TOL`. Ties go to the lowest index; an all-zero pooled vector has distance 1; negative
+    pooled entries (kept DP noise) count as 0. ``M`` is the maximum ``m + m_DC`` (fewer clients when the greedy
+    part stops early): ``num_dc=None`` means ``m_DC = M - m``, else M must equal ``m + m_DC``.
 
     Parameters
     ----------
@@ -503,14 +485,11 @@ def _fifo_push(buffer: deque, picks, buffer_size: int) -> None:
 
 @dataclass(frozen=True)
 class SwapImprovedSelector(FedEntOptSelector):
-    """FedEntOpt (Algorithm 1 of v2) with each round's greedy pick improved by
-    :func:`fedlib.selection.best_subset.swap_search`
-    among the round's candidates (issue 24; not in the paper). The rng is drawn from exactly as by FedEntOpt.
+    """FedEntOpt with each round's greedy pick improved by :func:`fedlib.selection.best_subset.swap_search` among
+    the round's candidates (not in the paper). The rng is drawn from exactly as by FedEntOpt.
 
-    The picks enter the FIFO buffer unbuffered clients first (ascending), then the buffered ones oldest first, an
-    order Algorithm 1 can pick them in (:func:`fedlib.selection.best_subset.round_candidates`); they are returned in
-    that
-    order. Takes ``buffer_size`` or ``buffer_fraction`` as FedEntOpt, no defence options.
+    The picks are returned, and enter the buffer, unbuffered clients first (ascending), then buffered ones oldest
+    first: an order Algorithm 1 can pick them in. Takes ``buffer_size`` or ``buffer_fraction``, no defence options.
 
     Examples
     --------
@@ -560,7 +539,7 @@ SELECTORS: dict[str, type[Selector]] = {
 
 def make_selector(name: str, **params) -> Selector:
     """Build a selector by name: one of ``"random"``, ``"fedentopt"``, ``"kl"``, ``"dc"`` (the paper's) or
-    ``"fedentopt-swap"`` (:class:`SwapImprovedSelector`, issue 24).
+    ``"fedentopt-swap"`` (:class:`SwapImprovedSelector`).
 
     Raises
     ------

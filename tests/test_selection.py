@@ -1,7 +1,6 @@
 """Tests of fedlib.selection.selectors: FedEntOpt (Algorithm 1, eq. 5 of v2), random, KL and DC (Düsing & Cimiano)
 selectors."""
 
-import functools
 import importlib.util
 from collections import Counter, deque
 
@@ -18,7 +17,7 @@ from fedlib.data.partition import client_label_counts, labels_from_counts
 from fedlib.label_only.simulate import run_selection
 from fedlib.selection.metrics import entropy_bits
 from fedlib.selection.privacy import laplace_counts
-from fedlib.selection.scoring import _IncrementalScorer
+from fedlib.selection.scoring import IncrementalScorer, fast_scorer
 from fedlib.selection.selectors import (
     ENTROPY_TIE_TOL,
     DCSelector,
@@ -26,8 +25,8 @@ from fedlib.selection.selectors import (
     KLSelector,
     RandomSelector,
     Selector,
-    _EntropyScorer,
     buffer_size_from_fraction,
+    fedentopt_round,
     make_selector,
 )
 
@@ -179,11 +178,9 @@ def test_vectorised_greedy_equals_literal_reference(problem):
 
 @settings(max_examples=150, deadline=None)
 @given(problems(max_clients=14, max_classes=7), st.booleans())
-def test_incremental_greedy_equals_literal_reference(problem, as_sparse):
-    # Small instances take the re-scoring scorer by default; here the incremental one is forced.
+def test_plain_greedy_equals_literal_reference(problem, as_sparse):
     counts, m, q, seed = problem
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(selection, "_EntropyScorer", functools.partial(scoring._EntropyScorer, path="incremental"))
+    with scoring.scorer_path("plain"):
         picked, state = FedEntOptSelector(buffer_size=q).select(
             sp.csr_array(counts) if as_sparse else counts, m, (), np.random.default_rng(seed)
         )
@@ -222,72 +219,13 @@ def test_each_greedy_pick_maximises_pooled_entropy(problem):
         assert entropy_bits(pooled + counts[picked[i]]) >= best - 1e-9
 
 
-def _scorer_inputs(rng, kind, k, c):
-    """Count matrices with zeros: integer, negative (DP noise kept), fractional, all zero."""
-    holes = rng.random((k, c)) < 0.5
-    if kind == "integer":
-        return (rng.integers(0, 60, size=(k, c)) * holes).astype(float)
-    if kind == "negative":
-        return np.where(holes, rng.normal(2.0, 6.0, size=(k, c)), 0.0)
-    if kind == "fractional":
-        return np.where(holes, rng.random((k, c)) * 9.0, 0.0)
-    return np.zeros((k, c))
-
-
-@pytest.mark.parametrize("kind", ["integer", "negative", "fractional", "zeros"])
-def test_sparse_and_dense_scoring_agree(kind):
-    # The sparse path (F(L) + per-non-zero deltas, integer f table) and the dense path (one log per entry)
-    # score every candidate alike, for pooled vectors of picked rows, zero, and arbitrary (negative) ones.
-    rng = np.random.default_rng(["integer", "negative", "fractional", "zeros"].index(kind))
-    for _ in range(40):
-        k, c = int(rng.integers(1, 40)), int(rng.integers(1, 15))
-        counts = _scorer_inputs(rng, kind, k, c)
-        free = np.flatnonzero(rng.random(k) < 0.7)
-        free = free if free.size else np.arange(k)
-        sparse, dense = _EntropyScorer(counts, path="sparse"), _EntropyScorer(counts, path="dense")
-        assert not sparse.dense and dense.dense
-        rows = rng.choice(k, size=min(k, 4), replace=False)
-        for pooled in (np.zeros(c), counts[rows].sum(axis=0), counts[rows[:1]].sum(axis=0), rng.normal(0, 20, c)):
-            np.testing.assert_allclose(sparse.entropies(pooled, free), dense.entropies(pooled, free), rtol=0, atol=1e-9)
-
-
-def test_scorer_default_path_and_integer_table():
+def test_fast_scorer_paths():
     counts = np.array([[3.0, 0.0, 1.0], [0.0, 0.0, 0.0], [2.0, 5.0, 0.0]])
-    big = np.tile(counts, (1000, 10))  # K = 3,000, 20,000 non-zeros
-    assert isinstance(_EntropyScorer(big), _IncrementalScorer)  # large non-negative counts: incremental scorer
-    assert isinstance(_EntropyScorer(sp.csr_array(big)), _IncrementalScorer)
-    assert not _EntropyScorer(counts).dense  # small ones: the sparse re-scoring path
-    assert _EntropyScorer(big - 0.5).dense  # negative counts: dense re-scoring
-    inc = functools.partial(_EntropyScorer, path="incremental")
-    assert inc(counts).integer and not inc(counts + 0.25).integer
-    scorer = _EntropyScorer(counts, path="sparse")
-    assert not scorer.dense and scorer._table is not None  # integer counts: sparse path with the f table
-    assert _EntropyScorer(counts - 0.5).dense  # negative counts: dense re-scoring by default
-    assert _EntropyScorer(counts + 0.25, path="sparse")._table is None  # fractional counts: logs
-    # client 1 is all zeros: it scores H(L); an all-zero pooled vector plus client 1 scores 0
-    pooled = counts[0]
-    expected = [entropy_bits(pooled + row) for row in counts]
-    np.testing.assert_allclose(scorer.entropies(pooled, np.arange(3)), expected, atol=1e-12)
-    assert scorer.entropies(np.zeros(3), np.array([1]))[0] == 0.0
-
-
-@settings(max_examples=60, deadline=None)
-@given(problems(), st.booleans())
-def test_sparse_and_dense_greedy_pick_alike(problem, negative):
-    counts, m, _, _ = problem
-    if negative:
-        counts = counts - 3  # kept DP noise
-    picks = []
-    for path in ("sparse", "dense"):
-        scorer = _EntropyScorer(counts.astype(float), path=path)
-        pooled, free, out = np.zeros(counts.shape[1]), np.arange(len(counts)), []
-        for _ in range(m):
-            j = scorer.best(pooled, free)
-            out.append(j)
-            pooled = pooled + counts[j]
-            free = free[free != j]
-        picks.append(out)
-    assert picks[0] == picks[1]
+    assert isinstance(fast_scorer(counts), IncrementalScorer)  # non-negative counts: incremental by default
+    assert isinstance(fast_scorer(sp.csr_array(counts)), IncrementalScorer)
+    assert fast_scorer(counts - 0.5) is None  # negative counts (kept DP noise): plain
+    assert fast_scorer(counts, "plain") is None
+    assert fast_scorer(counts).integer and not fast_scorer(counts + 0.25).integer  # f table or logs
 
 
 # ----------------------------------------------------------------------------- fast path vs literal Algorithm 1
@@ -334,9 +272,8 @@ def _fedentopt(counts, m, state, q, rng):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_fast_path_equals_literal_algorithm_1(kind):
-    # Every scorer (the default, the re-scoring one used up to issue 15, the incremental one and its torch
-    # version on CPU) and the literal Algorithm 1 pick the same clients and leave the same buffer, round after
-    # round.
+    # Every path (the default, the plain one, the incremental one and its torch version on CPU) and the literal
+    # Algorithm 1 pick the same clients and leave the same buffer, round after round.
     rng = np.random.default_rng(KINDS.index(kind))
     for _ in range(12):
         counts = np.asarray(_instance(kind, rng), dtype=float)
@@ -345,7 +282,7 @@ def test_fast_path_equals_literal_algorithm_1(kind):
         q, seed = int(rng.integers(0, k - m + 1)), int(rng.integers(2**31))
         literal = _rounds(reference_fedentopt, counts, m, q, seed)
         assert _rounds(_fedentopt, counts, m, q, seed) == literal  # the default ("auto") scorer
-        for path in ("sparse", "dense") + (() if kind == "negative" else ("incremental",) + TORCH):
+        for path in ("plain",) + (() if kind == "negative" else ("incremental",) + TORCH):
             with scoring.scorer_path(path, device="cpu"):
                 assert _rounds(_fedentopt, counts, m, q, seed) == literal, path
 
@@ -359,9 +296,8 @@ def test_fast_path_equals_literal_algorithm_1(kind):
     ],
 )
 def test_defences_pick_alike_on_every_scorer_and_sparse_input(defence):
-    # fedlib.selection.defence's options (issue 15, part 1) restrict the candidates or rescale the counts before
-    # scoring:
-    # every scorer, and sparse input, must then still pick what the re-scoring scorer picks on dense input.
+    # fedlib.selection.defence's options restrict the candidates or rescale the counts before scoring: every path,
+    # and sparse input, must then still pick what the plain path picks on dense input.
     rng = np.random.default_rng(21)
     for _ in range(6):
         counts = np.asarray(_instance("dirichlet", rng), dtype=float)
@@ -378,7 +314,7 @@ def test_defences_pick_alike_on_every_scorer_and_sparse_input(defence):
                     out.append(picked.tolist())
                 return out, state
 
-        expected = run(counts, "sparse")
+        expected = run(counts, "plain")
         for path in ("incremental",) + TORCH:
             assert run(counts, path) == expected, path
         assert run(sp.csr_array(counts), "auto") == expected
@@ -388,7 +324,7 @@ def test_incremental_scorer_handles_exact_ties_by_lowest_index():
     # After client 0 (classes 0 and 1), clients 1 and 3 (classes 2 and 3 swapped) tie exactly, and so do the
     # identical clients 2 and 5; every step must go to the lower index of a tie, as in the literal loop.
     counts = np.array([[6, 6, 0, 0], [0, 0, 3, 1], [0, 1, 0, 0], [0, 0, 1, 3], [1, 0, 0, 3], [0, 1, 0, 0]])
-    scorer = _EntropyScorer(counts.astype(float), path="incremental")
+    scorer = IncrementalScorer(counts.astype(float))
     scorer.add(0)
     h = scorer.scores()
     assert h[1] == h[3] and h[2] == h[5]  # identical additions keep exact ties exact
@@ -413,10 +349,22 @@ class _FirstPick:
         return self.i
 
 
+@pytest.mark.parametrize("path", ["plain", "incremental"])
+@pytest.mark.parametrize("counts", [HAND, np.eye(5), np.ones((6, 3)), np.repeat(HAND, 2, axis=0), HAND[:, ::-1]])
+def test_plain_and_incremental_pick_alike_on_hand_made_pools(path, counts):
+    # Every first pick, every later greedy pick: each path equals the literal loop, ties (equal rows, permuted
+    # classes, all-equal pools) to the lowest index.
+    k = counts.shape[0]
+    with scoring.scorer_path(path):
+        for first in range(k):
+            picked, _ = fedentopt_round(counts, k, (), 0, _FirstPick(first))
+            assert picked == reference_fedentopt(counts, k, (), 0, _FirstPick(first))[0]
+
+
 @pytest.mark.parametrize("kind", ["integer", "fractional", "large"])
 @pytest.mark.parametrize("fallback", [False, True])
-def test_incremental_scores_equal_full_rescoring(kind, fallback, monkeypatch):
-    # After every add the incremental scores of all K clients equal the re-scored ones (sparse and numpy
+def test_incremental_scores_equal_plain_entropies(kind, fallback, monkeypatch):
+    # After every add the incremental scores of all K clients equal the plain H(L + l^(k)) (compiled and numpy
     # fallback accumulation, integer table and logs).
     if fallback:
         monkeypatch.setattr(scoring, "_CSC_MATVEC", None)
@@ -425,57 +373,53 @@ def test_incremental_scores_equal_full_rescoring(kind, fallback, monkeypatch):
         counts = np.asarray(
             _instance({"integer": "empty", "fractional": "fractional", "large": "large"}[kind], rng), dtype=float
         )
-        fast, full = _EntropyScorer(counts, path="incremental"), _EntropyScorer(counts, path="sparse")
+        fast, pooled = IncrementalScorer(counts), np.zeros(counts.shape[1])
         assert (fast._ones is None) == fallback
         for m in rng.permutation(counts.shape[0])[: int(rng.integers(1, counts.shape[0] + 1))]:
             fast.add(int(m))
-            full.add(int(m))
-            np.testing.assert_allclose(fast.scores(), full.scores(), rtol=0, atol=1e-9)
-            np.testing.assert_array_equal(fast.pooled, full.pooled)
+            pooled += counts[m]
+            np.testing.assert_allclose(fast.scores(), selection._entropies(pooled, counts), rtol=0, atol=1e-9)
+            np.testing.assert_array_equal(fast.pooled, pooled)
 
 
-def test_incremental_scorer_with_inactive_clients_scores_them_once_unblocked():
-    # Clients left out of the incremental structure (FedEntOpt: those buffered all round) are scored from their
-    # rows if they become pickable anyway; every pick equals the re-scoring scorer's.
+def test_incremental_scorer_never_picks_inactive_clients():
+    # Clients left out of the incremental structure (FedEntOpt: those buffered all round) are never picked;
+    # every other pick equals the plain one among the active unblocked clients.
     rng = np.random.default_rng(12)
     for _ in range(20):
         counts = np.asarray(_instance("empty", rng), dtype=float)
         k = counts.shape[0]
         active = rng.random(k) < 0.5
-        fast, full = _EntropyScorer(counts, path="incremental", active=active), _EntropyScorer(counts, path="sparse")
-        blocked = ~active.copy()
-        for _ in range(k - 1):
-            if blocked.all():
-                break
+        fast, pooled, blocked = IncrementalScorer(counts, active=active), np.zeros(counts.shape[1]), np.zeros(k, bool)
+        for _ in range(int(active.sum())):
             m = fast.pick(blocked)
-            assert m == full.pick(blocked)
+            free = np.flatnonzero(active & ~blocked)
+            assert m == free[scoring.first_best(selection._entropies(pooled, counts[free]))]
             fast.add(m)
-            full.add(m)
-            blocked[m] = True
-            blocked[rng.integers(k)] = False  # now and then an inactive client becomes pickable
+            pooled += counts[m]
             blocked[m] = True
 
 
 def test_scorer_path_sets_the_default_path_and_restores_it():
-    counts = np.tile(HAND, (600, 10)).astype(float)  # K = 2,400: "auto" is incremental
-    assert isinstance(_EntropyScorer(counts), _IncrementalScorer)
-    with scoring.scorer_path("sparse"):
-        assert not isinstance(_EntropyScorer(counts), _IncrementalScorer)
+    counts = np.tile(HAND, (6, 1)).astype(float)
+    assert isinstance(fast_scorer(counts), IncrementalScorer)
+    with scoring.scorer_path("plain"):
+        assert fast_scorer(counts) is None
         if TORCH:
             with scoring.scorer_path("torch", device="cpu"):
-                assert type(_EntropyScorer(counts)).__name__ == "TorchScorer"
-        assert not isinstance(_EntropyScorer(counts), _IncrementalScorer)
-    assert isinstance(_EntropyScorer(counts), _IncrementalScorer)
-    with pytest.raises(ValueError, match="path must be one of 'auto', 'incremental', 'sparse', 'dense', 'torch'"):
+                assert type(fast_scorer(counts)).__name__ == "TorchScorer"
+        assert fast_scorer(counts) is None
+    assert isinstance(fast_scorer(counts), IncrementalScorer)
+    with pytest.raises(ValueError, match="path must be one of 'auto', 'plain', 'incremental', 'torch'"):
         with scoring.scorer_path("gpu"):
             pass
 
 
 def test_incremental_path_refuses_negative_counts():
     with pytest.raises(ValueError, match="incremental scoring path needs non-negative counts"):
-        _EntropyScorer(-np.ones((2, 2)), path="incremental")
+        fast_scorer(-np.ones((2, 2)), "incremental")
     with pytest.raises(ValueError, match="torch scoring path needs non-negative counts"):
-        _EntropyScorer(-np.ones((2, 2)), path="torch")
+        fast_scorer(-np.ones((2, 2)), "torch")
 
 
 # ----------------------------------------------------------------------------- sparse count matrices

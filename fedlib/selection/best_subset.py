@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedlib._validate import check_count_matrix, check_int
-from fedlib.selection._count_layout import ENTROPY_TIE_TOL
+from fedlib.selection.scoring import ENTROPY_TIE_TOL, first_best
 
 __all__ = [
     "GAP_TOL",
@@ -157,11 +157,6 @@ def brute_force_subset(counts, num_selected: int, *, candidates=None, max_subset
     return best, [tuple(s) for s in subsets[values >= best - GAP_TOL].tolist()]
 
 
-def _first_best(values: np.ndarray) -> int:
-    """Lowest position within ENTROPY_TIE_TOL of the maximum (the selectors' tie rule)."""
-    return int(np.argmax(values >= values.max() - ENTROPY_TIE_TOL))
-
-
 def _greedy_from_every_start(rows: np.ndarray, num_selected: int, chunk: int = 64) -> np.ndarray:
     """FedEntOpt's greedy (eq. 5) from every row as the first pick; the best subset found (positions)."""
     best_value, best = -1.0, None
@@ -177,7 +172,7 @@ def _greedy_from_every_start(rows: np.ndarray, num_selected: int, chunk: int = 6
             chosen[np.arange(firsts.size), picks] = True
             pooled += rows[picks]
         values = _entropies(pooled)
-        k = _first_best(values)
+        k = first_best(values)
         if values[k] > best_value:
             best_value, best = float(values[k]), np.flatnonzero(chosen[k])
     return best
@@ -196,7 +191,7 @@ def _swap_until_stuck(rows: np.ndarray, picked: np.ndarray, max_swaps: int) -> t
         best = (current + GAP_TOL, -1, -1)
         for i in np.flatnonzero(inside):
             values = _entropies(pooled - rows[i] + rows[outside])
-            j = _first_best(values)
+            j = first_best(values)
             if values[j] > best[0]:
                 best = (float(values[j]), int(i), int(outside[j]))
         if best[1] < 0:

@@ -1,4 +1,4 @@
-"""Plausibility defences of FedEntOpt against clients that lie about their label counts (issue 15, part 1).
+"""Plausibility defences of FedEntOpt against clients that lie about their label counts.
 
 FedEntOpt trusts the label counts the clients upload (§VI of the v2 paper: "adversarial clients could still
 misguide the client selection ... dedicated defenses are needed").  Two server-side rules, both options of

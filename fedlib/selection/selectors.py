@@ -1,4 +1,4 @@
-"""Client selectors: FedEntOpt (Algorithm 1, eq. 5 of the v2 paper), random, the KL baseline, DC (Düsing & Cimiano)."""
+"""Client selectors: FedEntOpt (Algorithm 1 of v2, :func:`fedentopt_round`), random, KL, DC (Düsing & Cimiano)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+import scipy.sparse as sp
 
 from fedlib._validate import (
     ParameterError,
@@ -23,13 +24,15 @@ from fedlib._validate import (
 )
 from fedlib.selection import defence
 from fedlib.selection.best_subset import round_candidates, swap_search
-from fedlib.selection.scoring import ENTROPY_TIE_TOL, _EntropyScorer
+from fedlib.selection.metrics import entropy_bits
+from fedlib.selection.scoring import ENTROPY_TIE_TOL, fast_scorer, first_best
 
 __all__ = [
     "ENTROPY_TIE_TOL",
     "Selector",
     "RandomSelector",
     "FedEntOptSelector",
+    "fedentopt_round",
     "KLSelector",
     "DCSelector",
     "SwapImprovedSelector",
@@ -96,9 +99,7 @@ class Selector(ABC):
         Parameters
         ----------
         counts : array_like or scipy.sparse matrix, shape (K, C)
-            The label counts the server sees (possibly DP-noised; negative entries are allowed and are
-            treated as 0 wherever a pooled vector is scored). A sparse matrix is never made dense by
-            FedEntOpt, KL or random selection (DC makes it dense).
+            The label counts the server sees; negative entries (kept DP noise) count as 0 in a pooled vector.
         num_selected : int
             ``M`` in ``[1, K]``.
         state : tuple
@@ -109,8 +110,7 @@ class Selector(ABC):
         Returns
         -------
         picked : numpy.ndarray of int64
-            Client indices in the order they were chosen (length M; DC may return fewer, see
-            :class:`DCSelector`).
+            Client indices in the order they were chosen (length M; DC may return fewer).
         new_state : tuple
         """
         arr = check_count_matrix("counts", counts, allow_negative=True, sparse=True)
@@ -150,37 +150,73 @@ class RandomSelector(Selector):
         return rng.choice(counts.shape[0], size=num_selected, replace=False), ()
 
 
+def _entropies(pooled: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``H(max(L + l^(m), 0))`` in bits for every row ``l^(m)`` (eq. 5; negative counts are kept DP noise)."""
+    return entropy_bits(np.maximum(pooled + rows, 0.0), axis=1)
+
+
+def fedentopt_round(counts, num_selected: int, buffer: tuple, buffer_size: int, rng, *, over=None, path=None):
+    """Algorithm 1 of v2 for one round (its line numbers in the comments): the picks in order and the new buffer.
+
+    Line 7 draws ``U[rng.integers(|U|)]`` from U sorted ascending. Line 9 is scored plainly, or for large pools by
+    :func:`fedlib.selection.scoring.fast_scorer` (``path``), which picks the same clients; ties within
+    ENTROPY_TIE_TOL go to the lowest index. ``over`` (share-cap defence): clients left out of U unless none else is.
+    """
+    num_clients = counts.shape[0]
+    stays = np.zeros(num_clients, dtype=bool)  # buffered all round (a pick evicts at most one): never scored
+    stays[list(buffer)[max(0, len(buffer) + num_selected - buffer_size) :]] = True
+    scorer = fast_scorer(counts, path, active=~stays)  # None: the plain line 9
+    if scorer is None and sp.issparse(counts):
+        counts = counts.toarray()
+    pooled = np.zeros(counts.shape[1])  # L (line 1)
+    picked, available = [], np.ones(num_clients, dtype=bool)  # S, A (lines 2-3)
+    buffer, in_buffer = deque(buffer), np.zeros(num_clients, dtype=bool)  # B
+    in_buffer[list(buffer)] = True
+    for i in range(num_selected):  # line 4
+        free = available & ~in_buffer  # U = A \ B (line 5)
+        if over is not None and np.any(free & ~over):
+            free &= ~over
+        if i == 0:  # lines 6-7: a uniform sample from U
+            candidates = np.flatnonzero(free)
+            m = int(candidates[rng.integers(candidates.size)])
+        elif scorer is None:  # line 9: the m in U maximising H((L + l^(m)) / ||L + l^(m)||_1)
+            candidates = np.flatnonzero(free)
+            m = int(candidates[first_best(_entropies(pooled, counts[candidates]))])
+        else:
+            m = scorer.pick(~free)
+        buffer.append(m)  # line 10
+        in_buffer[m] = True
+        while len(buffer) > buffer_size:  # lines 11-12
+            in_buffer[buffer.popleft()] = False
+        if scorer is None:
+            pooled += counts[m]  # line 13
+        else:
+            scorer.add(m)
+        picked.append(m)  # line 14
+        available[m] = False  # line 15
+    return picked, tuple(buffer)
+
+
 @dataclass(frozen=True)
 class FedEntOptSelector(Selector):
     """FedEntOpt, Algorithm 1 of Lutz et al. (v2): a random first client, then greedy entropy maximisation (eq. 5).
 
-    Step 1 picks ``free[rng.integers(len(free))]``, uniform over the clients not in the FIFO buffer ``B``
-    (``free`` sorted ascending). Each later step adds the unbuffered, not yet picked client ``m``
-    maximising ``H((L + l^(m)) / ||L + l^(m)||_1)`` (log2), scored for all candidates incrementally
-    (:mod:`fedlib.selection.scoring`);
-    ties (within :data:`ENTROPY_TIE_TOL`) go to the lowest client index, like ``np.argmax``. After every
-    pick the client is appended to ``B`` and the oldest entries are evicted while ``|B| > Q``; a client
-    evicted in the middle of a round is selectable again in that round's later steps (lines 5, 11–12).
-    Negative server counts (DP noise kept) are scored as ``H(max(L + l^(m), 0))``.
+    One round is :func:`fedentopt_round`. A client evicted from the FIFO buffer in the middle of a round is
+    selectable again in that round's later steps (lines 5, 11-12).
 
     Parameters
     ----------
     buffer_size : int, optional
-        ``Q`` with ``0 <= Q <= K - M`` (checked at :meth:`select`, when K and M are known). The paper's
-        text asks ``0 < Q``, but its Table VI runs ``Q = 0``: here ``Q = 0`` means no exclusion at all
-        (each pick enters and leaves the buffer at once), so consecutive rounds may repeat clients.
+        ``Q`` with ``0 <= Q <= K - M`` (checked at :meth:`select`). ``Q = 0`` (Table VI; the text asks ``0 < Q``)
+        excludes nothing: consecutive rounds may repeat clients.
     buffer_fraction : float, optional
-        Alternative to ``buffer_size``: ``Q = buffer_size_from_fraction(buffer_fraction, K)``, i.e. the
-        paper's "Q = 50% of the available clients". Give exactly one of the two.
+        ``Q = buffer_size_from_fraction(buffer_fraction, K)`` ("Q = 50% of the clients"). Give exactly one of the two.
     total_cap_quantile, total_cap_factor : float, optional
-        Defence against clients that inflate their reported totals (not in the paper; off by default):
-        every reported count vector whose total exceeds ``total_cap_factor`` times the
-        ``total_cap_quantile`` quantile of all reported totals is scaled down to that cap
-        (:func:`fedlib.selection.defence.cap_totals`). ``None`` (default) scores the counts as given.
+        Defence, not in the paper (off by default): totals above ``total_cap_factor`` times the
+        ``total_cap_quantile`` quantile of all totals are scaled down to that cap (:func:`~.defence.cap_totals`).
     share_cap : float, optional
-        Defence against clients that make themselves attractive (not in the paper; off by default): no
-        client is picked in more than ``ceil(share_cap * M / K * t)`` of the first t rounds
-        (:mod:`fedlib.selection.defence`); ``share_cap >= 1``. ``None`` (default): only the buffer limits participation.
+        Defence, not in the paper (off by default): no client is picked in more than ``ceil(share_cap * M / K * t)``
+        of the first t rounds (:mod:`fedlib.selection.defence`); ``share_cap >= 1``.
 
     State
     -----
@@ -267,44 +303,16 @@ class FedEntOptSelector(Selector):
 
     def _select(self, counts, num_selected, state, rng):
         q = self.resolve_buffer_size(counts.shape[0], num_selected)
-        if self.total_cap_quantile is not None:  # defence: cap inflated totals (fedlib.selection.defence)
+        if self.total_cap_quantile is not None:  # defence: cap inflated totals
             counts = defence.cap_totals(counts, self.total_cap_quantile, self.total_cap_factor)
-        over = None
-        if self.share_cap is not None:  # defence: cap participation (fedlib.selection.defence); state carries the picks
-            state, rounds_done, picks = state
-            over = defence.over_allowance(picks, self.share_cap, num_selected, rounds_done + 1)
-        buffer = deque(state)
-        blocked = np.zeros(counts.shape[0], dtype=bool)  # buffered or already picked this round
-        blocked[list(buffer)] = True
-        # The newest buffered clients stay buffered all round (each pick evicts at most the oldest one): the
-        # scorer can leave them out of its work.
-        stays = np.zeros_like(blocked)
-        stays[list(state)[max(0, len(state) + num_selected - q) :]] = True
-        scorer = _EntropyScorer(counts, active=~stays)
-        picked: list[int] = []
-        in_round: set[int] = set()
-        for step in range(num_selected):
-            excluded = blocked
-            if over is not None and not np.all(blocked | over):
-                excluded = blocked | over  # the cap yields when every unbuffered client is over it
-            if step == 0:
-                free = np.flatnonzero(~excluded)
-                m = int(free[rng.integers(free.size)])
-            else:
-                m = scorer.pick(excluded)
-            picked.append(m)
-            in_round.add(m)
-            scorer.add(m)
-            blocked[m] = True
-            buffer.append(m)
-            while len(buffer) > q:
-                evicted = buffer.popleft()
-                blocked[evicted] = evicted in in_round  # picked clients stay out for the rest of the round (A)
-        if over is not None:
-            picks = np.asarray(picks, dtype=np.int64)
-            picks[picked] += 1
-            return picked, (tuple(buffer), rounds_done + 1, tuple(int(n) for n in picks))
-        return picked, tuple(buffer)
+        if self.share_cap is None:
+            return fedentopt_round(counts, num_selected, state, q, rng)
+        buffer, rounds_done, picks = state  # defence: cap participation; the state carries the picks
+        over = defence.over_allowance(picks, self.share_cap, num_selected, rounds_done + 1)
+        picked, buffer = fedentopt_round(counts, num_selected, buffer, q, rng, over=over)
+        picks = np.asarray(picks, dtype=np.int64)
+        picks[picked] += 1
+        return picked, (buffer, rounds_done + 1, tuple(int(n) for n in picks))
 
 
 def _check_share_state(selector: FedEntOptSelector, state, num_clients: int, num_selected: int) -> tuple:
@@ -338,14 +346,10 @@ def _check_share_state(selector: FedEntOptSelector, state, num_clients: int, num
 class KLSelector(Selector):
     """The paper's "KL" baseline (ref. [20]/[33] of v2): greedy minimisation of KL(pooled ‖ uniform).
 
-    Reading: the FedEntOpt paper only says this method "relies on KL-divergence" to pick a subset once
-    label counts are known and that it "consistently produces the same subset of clients". We implement
-    the deterministic greedy rule that fits that description: starting from ``L = 0``, repeatedly add the
-    not yet picked client minimising ``KL(p_L ‖ u) = log2 C - H(p_L)`` with ``p_L = L / ||L||_1`` and
-    ``u`` uniform — i.e. maximising the pooled entropy — with no random first pick and no buffer. The
-    first pick is therefore the client with the highest own entropy, and the same subset is returned
-    every round (the rng is validated but never drawn from), which is the overfitting the paper
-    describes. Ties (within :data:`ENTROPY_TIE_TOL`) go to the lowest client index.
+    Reading: the paper only says it "relies on KL-divergence" and "consistently produces the same subset of
+    clients". From ``L = 0``, each step adds the not yet picked client minimising ``KL(p_L ‖ u) = log2 C - H(p_L)``
+    (``u`` uniform), i.e. maximising the pooled entropy, with no random first pick and no buffer: the same subset
+    every round (the rng is never drawn from). Ties (within :data:`ENTROPY_TIE_TOL`) go to the lowest index.
 
     Examples
     --------
@@ -357,13 +361,19 @@ class KLSelector(Selector):
     name: ClassVar[str] = "kl"
 
     def _select(self, counts, num_selected, state, rng):
-        taken = np.zeros(counts.shape[0], dtype=bool)
-        scorer = _EntropyScorer(counts)
-        picked: list[int] = []
+        scorer = fast_scorer(counts)  # None: score plainly
+        if scorer is None and sp.issparse(counts):
+            counts = counts.toarray()
+        pooled, taken, picked = np.zeros(counts.shape[1]), np.zeros(counts.shape[0], dtype=bool), []
         for _ in range(num_selected):
-            m = scorer.pick(taken)
+            if scorer is None:
+                candidates = np.flatnonzero(~taken)
+                m = int(candidates[first_best(_entropies(pooled, counts[candidates]))])
+                pooled += counts[m]
+            else:
+                m = scorer.pick(taken)
+                scorer.add(m)
             picked.append(m)
-            scorer.add(m)
             taken[m] = True
         return picked, ()
 
@@ -375,18 +385,12 @@ _DC_TARGETS = ("balanced", "real")
 class DCSelector(Selector):
     """Distribution-controlled selection of Düsing & Cimiano (their Algorithm 1, Step 2 and Equation 2).
 
-    Each round: ``num_random`` (their m) clients uniformly at random, ``rng.choice(K, m, replace=False)``;
-    then up to ``num_dc`` (their m_DC) more, one at a time, each the client ``c`` not yet active that
-    minimises the cosine distance ``1 - cos(V_active + V_c, V_target)`` (Equation 2). The greedy part
-    stops early as soon as the best candidate does not improve (by more than :data:`ENTROPY_TIE_TOL`) on
-    the current distance — "until a predefined maximum m_DC is met or no more improvement in distribution
-    alignment is achieved". Ties go to the lowest client index. An empty or all-zero pooled vector has
-    distance 1; negative pooled entries (DP noise kept) are scored as 0.
-
-    Reading of ``num_selected``: in the DC paper m_DC clients are *added* to the m random ones, so a round
-    has between m and m + m_DC active clients. ``select(counts, M, ...)`` therefore treats M as the
-    maximum ``m + m_DC`` and may return fewer than M clients when the greedy part stops early. With
-    ``num_dc=None``, ``m_DC = M - m``; with ``num_dc`` given, M must equal ``m + m_DC``.
+    Each round: ``num_random`` (their m) clients, ``rng.choice(K, m, replace=False)``; then up to ``num_dc``
+    (their m_DC) more, one at a time, each the inactive client ``c`` minimising ``1 - cos(V_active + V_c,
+    V_target)`` (Equation 2), stopping early when the best does not improve the current distance by more than
+    :data:`ENTROPY_TIE_TOL`. Ties go to the lowest index; an all-zero pooled vector has distance 1; negative
+    pooled entries (kept DP noise) count as 0. ``M`` is the maximum ``m + m_DC`` (fewer clients when the greedy
+    part stops early): ``num_dc=None`` means ``m_DC = M - m``, else M must equal ``m + m_DC``.
 
     Parameters
     ----------
@@ -481,14 +485,11 @@ def _fifo_push(buffer: deque, picks, buffer_size: int) -> None:
 
 @dataclass(frozen=True)
 class SwapImprovedSelector(FedEntOptSelector):
-    """FedEntOpt (Algorithm 1 of v2) with each round's greedy pick improved by
-    :func:`fedlib.selection.best_subset.swap_search`
-    among the round's candidates (issue 24; not in the paper). The rng is drawn from exactly as by FedEntOpt.
+    """FedEntOpt with each round's greedy pick improved by :func:`fedlib.selection.best_subset.swap_search` among
+    the round's candidates (not in the paper). The rng is drawn from exactly as by FedEntOpt.
 
-    The picks enter the FIFO buffer unbuffered clients first (ascending), then the buffered ones oldest first, an
-    order Algorithm 1 can pick them in (:func:`fedlib.selection.best_subset.round_candidates`); they are returned in
-    that
-    order. Takes ``buffer_size`` or ``buffer_fraction`` as FedEntOpt, no defence options.
+    The picks are returned, and enter the buffer, unbuffered clients first (ascending), then buffered ones oldest
+    first: an order Algorithm 1 can pick them in. Takes ``buffer_size`` or ``buffer_fraction``, no defence options.
 
     Examples
     --------
@@ -538,7 +539,7 @@ SELECTORS: dict[str, type[Selector]] = {
 
 def make_selector(name: str, **params) -> Selector:
     """Build a selector by name: one of ``"random"``, ``"fedentopt"``, ``"kl"``, ``"dc"`` (the paper's) or
-    ``"fedentopt-swap"`` (:class:`SwapImprovedSelector`, issue 24).
+    ``"fedentopt-swap"`` (:class:`SwapImprovedSelector`).
 
     Raises
     ------

@@ -90,6 +90,24 @@ def device_description(device: str = "cpu") -> str:
     return f"cpu ({platform.machine()}, {os.cpu_count()} cores), torch {torch.__version__}"
 
 
+#: Tiers whose stored runs (``results/<tier>/``) are trained on a CPU.  A GPU run of one shares its key (the device
+#: does not enter it) but not its floats, so it is stored as another machine's (``results/machines/<name>/``) and
+#: enters the scorecard only through the machine rule, never mixed into the column.
+CPU_TIERS = ("quick", "subset")
+
+
+def check_store(configs, tier: str, results_dir=None) -> None:
+    """Refuse, before any work, a CUDA run of a :data:`CPU_TIERS` tier headed for the repository's own store."""
+    here = Path(results_dir if results_dir is not None else RESULTS_DIR).resolve() == RESULTS_DIR.resolve()
+    cuda = sorted({str(c.device) for c in configs if str(c.device).startswith("cuda")})
+    if tier in CPU_TIERS and here and cuda:
+        raise ValueError(
+            f"results_dir: got the repository's results/ for {tier}-tier runs on {', '.join(cuda)}; allowed: "
+            f"results/machines/<machine name> (the {tier} tier's stored runs are CPU runs; a GPU run is another "
+            "machine's, which the scorecard compares through its machine rule)."
+        )
+
+
 def group_dir(results_dir, tier: str, experiment: str) -> Path:
     """The folder of ``experiment``'s stored runs at ``tier`` (``results_dir`` None: :data:`RESULTS_DIR`)."""
     return Path(results_dir if results_dir is not None else RESULTS_DIR) / tier / experiment
@@ -122,6 +140,7 @@ def store_run(
     from fedlib.training.runs import code_version as _cv
     from repro import float_env as _fe
 
+    check_store([config], tier, results_dir)
     key = run_key(config) if key is None else key
     meta = {
         "key": key,
@@ -319,6 +338,7 @@ def ensure_runs(
     ``repro.distributed``).  Returns counts and wall time."""
     import shutil
 
+    check_store([r.config for r in runs], tier, results_dir)
     t0 = time.perf_counter()
     todo, copied = [], 0
     seen = set()

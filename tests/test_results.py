@@ -117,6 +117,24 @@ def test_run_key_ignores_device_and_data_root():
     assert results.run_key(cfg) != results.run_key(cfg.replace(seed=1))
 
 
+def test_a_gpu_run_of_a_cpu_tier_is_stored_as_another_machines_never_beside_the_cpu_runs(tmp_path):
+    """The device does not enter the key, so a CUDA run of the subset tier would mix into its CPU column: refused
+    for the repository's store, before any work, naming the parameter and the folder to use; a machine's folder
+    takes it; the paper tier (a GPU tier) stores it where it is."""
+    gpu = tiers.tier_config("subset", rounds=3).replace(device="cuda")
+    table = pd.DataFrame({"round": [0, 1], "test_accuracy": [0.1, 0.2]})
+    label = {"seed": 0}
+    with pytest.raises(ValueError, match=r"results_dir: got the repository's results/ .* allowed: results/machines/"):
+        results.store_run(table, gpu, "subset", "table1", label, float_env=None)
+    with pytest.raises(ValueError, match="results_dir"):
+        results.ensure_runs([tiers.PlannedRun("table1", label, gpu)], "subset", log=lambda *a: None)
+    assert not (results.RESULTS_DIR / "subset" / "table1" / f"{results.run_key(gpu)}.csv").exists()
+    machine = tmp_path / "machines" / "h100"
+    assert results.store_run(table, gpu, "subset", "table1", label, results_dir=machine, float_env=None).exists()
+    paper = tiers.tier_config("paper", rounds=3).replace(device="cuda")
+    results.check_store([paper], "paper")  # no error
+
+
 def test_table1_summary_puts_paper_beside_ours(tmp_path):
     for method, acc in (("FedAvg", 0.4), ("FedEntOpt", 0.5)):
         for seed in (0, 1):

@@ -60,6 +60,7 @@ def test_liar_experiment_errors():
         ar.run_with_liars(cfg, {"num_liars": 1})
 
 
+@pytest.mark.slow
 def test_store_and_load_back(tmp_path):
     # an honest and a lying run, 2 rounds each: trained with one torch thread (the caller's count is restored),
     # stored with the liars' picks per round, read back by repro.results.load_group

@@ -56,6 +56,7 @@ def test_book_parameters_reads_runs_yaml_over_notebook_defaults():
     assert scorecard.book_parameters("entropy_trace", smoke=True)["seeds"] == [0]
 
 
+@pytest.mark.slow
 def test_fig1_fedentopt_above_log2_9_in_every_round_and_above_random():
     found = label_page("entropy_trace")
     assert_claims(list(found.values()))
@@ -63,12 +64,14 @@ def test_fig1_fedentopt_above_log2_9_in_every_round_and_above_random():
     assert found["entropy_trace/above_random_every_round"].ours == 1.0
 
 
+@pytest.mark.slow
 def test_table6_hnorm_every_cell_judged_in_units_of_the_standard_error():
     found = label_page("buffer_diversity")
     assert sum("/Q" in k for k in found) == 16
     assert_claims(list(found.values()))
 
 
+@pytest.mark.slow
 def test_coverage_cifar10_judged_by_binomial_error():
     found = label_page("label_coverage")
     assert {k.split("/")[1] for k in found} == {"CIFAR-10", "CIFAR-100"}
@@ -87,6 +90,7 @@ def test_coverage_cifar100_explained_by_fine_labels():
     assert found["label_coverage/CIFAR-100/fine_labels"].verdict == "reproduces"
 
 
+@pytest.mark.slow
 def test_table5_byte_counts():
     from repro.communication import table_v
 
@@ -119,6 +123,7 @@ def test_every_expected_difference_has_evidence_that_a_test_asserts():
     assert not set(claims.EXPECTED_DIFFERENCES) & set(claims.FINDINGS)
 
 
+@pytest.mark.slow
 def test_subset_tier_trains_past_the_measured_plateau():
     """repro.tiers: the subset tier's round count is at least every FedAvg/FedEntOpt plateau round +
     10."""
@@ -436,6 +441,7 @@ def test_adversary_buffer_by_hand():
         claims.adversary_buffer(pd.DataFrame(rows[2:3]))
 
 
+@pytest.mark.slow
 def test_the_lying_clients_claims_reproduce_at_the_book_parameters():
     found = label_page("lying_clients")
     assert sorted(found) == [

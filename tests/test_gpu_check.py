@@ -15,6 +15,7 @@ from repro import cost_model, gpu_check, paper_tier, tiers
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: gpu-check would run")
 def test_without_cuda_gpu_check_says_so_in_one_line_and_fails():
     done = subprocess.run(
@@ -26,6 +27,7 @@ def test_without_cuda_gpu_check_says_so_in_one_line_and_fails():
     assert len(lines) == 1 and lines[0].startswith("gpu-check: no CUDA device is available")
 
 
+@pytest.mark.slow
 def test_cpu_smoke_runs_every_step_and_writes_a_record(tmp_path, capsys):
     assert gpu_check.main(["--cpu-smoke", "--out-dir", str(tmp_path)]) == 0
     (path,) = tmp_path.glob("gpu-check-*-cpu-smoke.json")

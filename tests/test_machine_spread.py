@@ -17,6 +17,7 @@ def _store(root, method, seed, accs, partition="C=2"):
     results.store_run(t, cfg, "quick", "table1", label, results_dir=root)
 
 
+@pytest.mark.slow
 def test_paired_final_spread_and_a_flipping_verdict(tmp_path):
     base, machines = tmp_path / "base", tmp_path / "machines"
     # stored: FedEntOpt 0.60 / 0.70, FedAvg 0.50 / 0.60 -> FedEntOpt - FedAvg = +10 pp at both seeds (reproduces)
@@ -69,6 +70,7 @@ def test_no_page_without_retrains_claims_a_spread(tmp_path):
     assert note.startswith("No run of `table1` at tier `quick` has been retrained on another machine")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", sorted(machine_spread.STORED_CLAIMS))
 def test_no_stored_verdict_turns_into_its_opposite_on_the_machines_that_retrained_it(page):
     """No claim the book judges from stored runs turns from "reproduces" into "does not reproduce" (or back) when

@@ -39,6 +39,7 @@ def _cfg(path, **kw):
     return ExperimentConfig(**base)
 
 
+@pytest.mark.slow
 def test_resume_after_interruption_is_bitwise_identical(tiny_npz, tmp_path):
     cfg = _cfg(tiny_npz)
     full = run_experiment(cfg, run_root=tmp_path / "a", progress=False)

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import fedlib
 
 ROOT = Path(__file__).resolve().parents[1]

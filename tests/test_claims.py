@@ -82,6 +82,7 @@ def test_coverage_cifar10_judged_by_binomial_error():
     assert len(cells) == 4
 
 
+@pytest.mark.slow
 def test_coverage_cifar100_explained_by_fine_labels():
     """Evidence of the expected difference label_coverage/CIFAR-100/zero_everywhere."""
     found = label_page("label_coverage")
@@ -99,6 +100,7 @@ def test_table5_byte_counts():
     assert_claims(list(label_page("communication_cost").values()))
 
 
+@pytest.mark.slow
 def test_table5_sizes_are_nominal_counts_not_fedlib_models():
     """Evidence of communication_cost/fedlib_model_sizes: the nominal counts give every printed size."""
     found = label_page("communication_cost")
@@ -106,6 +108,7 @@ def test_table5_sizes_are_nominal_counts_not_fedlib_models():
     assert found["communication_cost/fedlib_model_sizes"].verdict == "does not reproduce"
 
 
+@pytest.mark.slow
 def test_table5_the_papers_own_ratios_are_under_two_orders_for_lenet():
     """Evidence of communication_cost/orders_of_magnitude: the paper's own Table V prints ratios below 100."""
     from repro import paper_values as paper

@@ -111,6 +111,7 @@ def test_impossible_partition_fails_fast_saying_what_to_change(tmp_path, monkeyp
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_impossible_partition_by_size_fails_before_drawing(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["run", "--clients", "401", "--per-round", "5", "--no-progress"]) == 2

@@ -180,6 +180,7 @@ def test_finished_runs_are_skipped(ray_local, tmp_path):
     assert [o["final_accuracy"] for o in again] == [out[0]["final_accuracy"], out[1]["final_accuracy"]]
 
 
+@pytest.mark.slow
 def test_cuda_runs_need_gpus_in_the_cluster(ray_local, tmp_path):
     """The driver may lack a GPU (a head node): 'cuda' is checked against the Ray cluster, not waited on forever."""
     import ray

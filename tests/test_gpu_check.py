@@ -95,7 +95,7 @@ def test_step_model_is_launch_bound_for_lenet5_and_compute_bound_for_vgg11():
         m.step_seconds("lenet5", "fast", 64, 10)
 
 
-@pytest.mark.parametrize("model", ["lenet5", "vgg11"])
+@pytest.mark.parametrize("model", ["lenet5", pytest.param("vgg11", marks=pytest.mark.slow)])
 def test_step_model_constants_are_the_counted_ones(model):
     m = cost_model.STEP_MODEL
     assert cost_model.count_step_ops(model) == m.ops[model]

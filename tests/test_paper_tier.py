@@ -19,6 +19,7 @@ from repro.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_size_counts_every_run_and_shares_table1_baselines():
     size = paper_tier.tier_size("paper")
     runs = paper_tier.tier_runs("paper")
@@ -32,6 +33,7 @@ def test_size_counts_every_run_and_shares_table1_baselines():
     assert paper_tier._sample_passes(one)[0] == pytest.approx(12.5e6)
 
 
+@pytest.mark.slow
 def test_dry_run_plan_covers_every_dataset_model_method_and_scenario():
     plan = paper_tier.dry_run_plan("paper")
     runs = paper_tier.tier_runs("paper")

@@ -14,15 +14,16 @@ export FEDLIB_DATA_ROOT
 export MPLBACKEND := Agg
 
 
-.PHONY: help system-deps install assets notebooks book screenshots lint test all book-from-scratch publish lab clean \
-        paper-dry-run gpu-check
+.PHONY: help system-deps install assets notebooks book screenshots lint test test-fast all book-from-scratch publish lab \
+        clean paper-dry-run gpu-check
 
 help:
 	@echo "make book-from-scratch  install, run the notebooks, build the book, check it (the main job)"
 	@echo "make install test       install, then run the tests"
+	@echo "make test-fast          the tests not marked slow (under a minute; make test runs them all)"
 	@echo "make lab                open the notebooks in JupyterLab (live widgets)"
 	@echo "make publish            put _build/html on the gh-pages branch and push it (PUSH=0: local branch only)"
-	@echo "targets: install assets notebooks book screenshots test all publish lab clean"
+	@echo "targets: install assets notebooks book screenshots test test-fast all publish lab clean"
 
 # torch first, pinned: installed after other packages, an unpinned torch would come as the CUDA build.
 # system-deps first: the tests open pages in Chromium (the page check, JupyterLab).
@@ -66,6 +67,11 @@ lint:
 test: lint
 	rm -rf build/smoke && $(PYTHON) scripts/run_notebooks.py --smoke --prepare-only --out-dir build/smoke
 	$(PYTHON) -m pytest -n $(PYTEST_JOBS) --dist loadfile tests build/smoke --nbval-lax; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+
+# The everyday loop (under a minute on 2 cores): the tests not marked slow, no lint, no notebooks. `make test` runs all.
+test-fast:
+	$(PYTHON) -m pytest -n $(PYTEST_JOBS) -m "not slow" tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
 # Every experiment of the paper tier for one round on tiny fake files, on the CPU (minutes), then its size and cost.

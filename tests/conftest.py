@@ -1,6 +1,16 @@
-"""Shared test helpers: tiny data sets written in the npz format that fedlib's "npz" loader reads."""
+"""Shared test helpers: tiny data sets written in the npz format that fedlib's "npz" loader reads.
+
+The reproduction (``repro/``) runs from the checkout and is not installed, so the processes the tests start
+(notebook kernels, the book's smoke notebooks, command lines) get the checkout on their ``PYTHONPATH``, as
+``make lab`` and ``scripts/run_notebooks.py`` give it to theirs."""
+
+import os
+from pathlib import Path
 
 import numpy as np
+
+ROOT = str(Path(__file__).resolve().parents[1])
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
 
 
 def write_tiny_npz(

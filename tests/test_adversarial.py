@@ -129,8 +129,8 @@ def test_worst_case_liar_meets_the_bound(num_clients, num_selected, q, num_round
         (12, 3, 6, 20),
         (30, 4, 11, 25),
         (40, 5, 20, 31),
-        (100, 10, 10, 60),
-        (100, 10, 50, 120),
+        pytest.param(100, 10, 10, 60, marks=pytest.mark.slow),
+        pytest.param(100, 10, 50, 120, marks=pytest.mark.slow),
     ],
 )
 def test_greedy_liar_count(num_clients, num_selected, q, num_rounds):
@@ -141,6 +141,7 @@ def test_greedy_liar_count(num_clients, num_selected, q, num_rounds):
     assert sum(0 in r for r in rounds) == greedy_liar_rounds(num_rounds, num_selected, q)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("num_selected,q,num_rounds", [(3, 1, 20), (3, 2, 20), (3, 5, 18), (4, 7, 20), (5, 14, 21)])
 def test_greedy_liar_meets_the_bound_when_m_divides_q_plus_1(num_selected, q, num_rounds):
     # Q < M, or M | Q + 1 and (Q + 1) / M | R: the liar needs no help from the random first pick, any seed.
@@ -164,6 +165,7 @@ def selection_runs(draw):
     return counts, m, q, draw(st.integers(1, 25)), draw(st.integers(0, 2**32 - 1))
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(selection_runs())
 def test_no_client_exceeds_the_bound_in_any_window(run):

@@ -29,6 +29,7 @@ def test_lying_runs_labels_and_configs():
     assert ar.liar_run_key(lying.config, lying.spec) != ar.liar_run_key(lying.config, LiarSpec(2, data="honest"))
 
 
+@pytest.mark.slow
 def test_liar_experiment_relabels_and_fabricates():
     from fedlib.training.trainer import Experiment
 
@@ -60,6 +61,7 @@ def test_liar_experiment_errors():
         ar.run_with_liars(cfg, {"num_liars": 1})
 
 
+@pytest.mark.slow
 def test_store_and_load_back(tmp_path):
     # an honest and a lying run, 2 rounds each: trained with one torch thread (the caller's count is restored),
     # stored with the liars' picks per round, read back by repro.results.load_group
@@ -79,6 +81,7 @@ def test_store_and_load_back(tmp_path):
     assert ar.missing_lying_runs(runs, "quick", tmp_path) == []
 
 
+@pytest.mark.slow
 def test_share_cap_state_survives_a_checkpoint(tmp_path):
     # the (buffer, rounds_done, picks) state of the share cap goes through the trainer's checkpoints: a run killed
     # after round 5 (last checkpoint: round 4) and resumed picks exactly what the uninterrupted run picks

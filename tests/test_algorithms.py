@@ -154,6 +154,7 @@ def test_fedavg_weights_by_data_size():
     assert torch.allclose(weighted_average([a, b], [0.25, 0.75])["w"], torch.tensor([3.0, 1.0]))
 
 
+@pytest.mark.slow
 def test_fedprox_mu_zero_equals_fedavg():
     # Tolerance: exact (the proximal gradient is exactly 0).
     assert _equal(_round("fedprox", mu=0.0)[0], _round("fedavg")[0])
@@ -167,6 +168,7 @@ def test_fedprox_loss_adds_proximal_term():
     assert torch.allclose(loss, F.cross_entropy(logits, y) + 0.25 * 5.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("normaliser", ["momentum", "steps"])
 def test_scaffold_first_round_equals_fedavg_and_updates_control_variates(normaliser):
     # Zero control variates: the corrected gradient equals the plain one. Tolerance: exact.
@@ -184,6 +186,7 @@ def test_scaffold_first_round_equals_fedavg_and_updates_control_variates(normali
     assert not _equal(_round("scaffold", params=new, server_state=ss)[0], _round("fedavg", params=new)[0])
 
 
+@pytest.mark.slow
 def test_scaffold_normalisers_agree_without_momentum_and_reject_unknown():
     # With momentum 0, a_i = K_i, so both normalisers give the same control variates. Tolerance: exact.
     one = _round("scaffold", momentum=0.0, normaliser="momentum")[1]
@@ -290,6 +293,7 @@ def test_fednova_normaliser():
     assert fednova_normaliser(tau, rho) == pytest.approx(brute, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_fedrs_alpha_one_and_fedlc_tau_zero_are_cross_entropy():
     # Tolerance: exact (scale 1 and margin 0 leave the logits unchanged).
     logits, y = torch.randn(6, 4), torch.tensor([0, 1, 2, 3, 0, 1])

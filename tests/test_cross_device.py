@@ -72,6 +72,7 @@ def test_run_selection_sparse_equals_dense():
     np.testing.assert_allclose(a.entropy[0], entropy_bits(dense[a.picked[0]].sum(axis=0)), rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_coverage_probability_sparse_and_chunked_equal_one_pass():
     # K = 20,000 makes the rounds come in chunks of 419; the keys are one stream, so the answer is that of a
     # single (rounds, K) draw, for dense and sparse counts alike.

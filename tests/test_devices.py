@@ -64,6 +64,7 @@ def _clients(device, sizes=(70, 130, 20), seed=0):
 
 
 # ------------------------------------------------------------------------------------ batched vs reference
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ["fedavg", "fedprox"])
 @pytest.mark.parametrize("device", DEVICES)
 def test_batched_engine_equals_reference_engine(device, algorithm):
@@ -296,6 +297,7 @@ def _cfg(path, device, **kw):
     return ExperimentConfig(**{**base, **kw})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["reference", "batched"])
 @pytest.mark.parametrize("device", DEVICES)
 def test_resumed_run_equals_uninterrupted_run(tiny_npz, tmp_path, device, engine):

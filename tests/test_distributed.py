@@ -132,6 +132,7 @@ def _serial_in_process(configs, run_root, threads=1):
         torch.set_num_threads(before)
 
 
+@pytest.mark.slow
 def test_ray_sweep_equals_serial_bitwise(ray_local, tmp_path, capsys):
     from repro.cli import main
 
@@ -164,6 +165,7 @@ def test_ray_sweep_equals_serial_bitwise(ray_local, tmp_path, capsys):
         assert [a["start_round"] for a in attempts] == [0]
 
 
+@pytest.mark.slow
 def test_finished_runs_are_skipped(ray_local, tmp_path):
     configs = [ExperimentConfig(**BASE, seed=s) for s in (0, 1)]
     _serial_in_process(configs[:1], tmp_path / "runs")  # run 0 is finished before the sweep
@@ -178,6 +180,7 @@ def test_finished_runs_are_skipped(ray_local, tmp_path):
     assert [o["final_accuracy"] for o in again] == [out[0]["final_accuracy"], out[1]["final_accuracy"]]
 
 
+@pytest.mark.slow
 def test_cuda_runs_need_gpus_in_the_cluster(ray_local, tmp_path):
     """The driver may lack a GPU (a head node): 'cuda' is checked against the Ray cluster, not waited on forever."""
     import ray
@@ -200,6 +203,7 @@ def _wait_for(predicate, timeout, what):
         time.sleep(0.01)
 
 
+@pytest.mark.slow
 def test_killed_worker_resumes_from_checkpoint(ray_local, tmp_path):
     """SIGKILL the worker of a run after its first checkpoint: Ray reruns the task, which resumes there; the sweep
     completes and the run's table equals an uninterrupted serial run bit for bit."""
@@ -232,6 +236,7 @@ def test_killed_worker_resumes_from_checkpoint(ray_local, tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_paper_tier_runner_on_ray_stores_the_serial_tables(ray_local, tmp_path):
     """``repro.results.ensure_runs`` (scripts/run_experiments.py) with ``ray=``: the stored tables equal
     those of

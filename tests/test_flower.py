@@ -199,6 +199,7 @@ def fedlib_reference():
         torch.set_num_threads(before)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("aggregation", ["flower", "fedlib"])
 def test_flwr_run_equals_fedlib_trainer(aggregation, fedlib_reference, tmp_path):
     ref, counts = fedlib_reference

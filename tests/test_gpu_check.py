@@ -15,6 +15,7 @@ from repro import cost_model, gpu_check, paper_tier, tiers
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: gpu-check would run")
 def test_without_cuda_gpu_check_says_so_in_one_line_and_fails():
     done = subprocess.run(
@@ -26,6 +27,7 @@ def test_without_cuda_gpu_check_says_so_in_one_line_and_fails():
     assert len(lines) == 1 and lines[0].startswith("gpu-check: no CUDA device is available")
 
 
+@pytest.mark.slow
 def test_cpu_smoke_runs_every_step_and_writes_a_record(tmp_path, capsys):
     assert gpu_check.main(["--cpu-smoke", "--out-dir", str(tmp_path)]) == 0
     (path,) = tmp_path.glob("gpu-check-*-cpu-smoke.json")
@@ -93,7 +95,7 @@ def test_step_model_is_launch_bound_for_lenet5_and_compute_bound_for_vgg11():
         m.step_seconds("lenet5", "fast", 64, 10)
 
 
-@pytest.mark.parametrize("model", ["lenet5", "vgg11"])
+@pytest.mark.parametrize("model", ["lenet5", pytest.param("vgg11", marks=pytest.mark.slow)])
 def test_step_model_constants_are_the_counted_ones(model):
     m = cost_model.STEP_MODEL
     assert cost_model.count_step_ops(model) == m.ops[model]

@@ -131,6 +131,7 @@ def test_stored_paper_table_has_every_setting():
     assert len(groups) == 8 * len(script.SEEDS) and (groups == script.NUM_ROUNDS).all()
 
 
+@pytest.mark.slow
 def test_stored_improved_greedy_row_recomputes():
     stored = _stored("improved")
     row = stored[
@@ -236,6 +237,7 @@ def test_swap_improved_selector_refuses_defence_options():
         greedy_gap.SwapImprovedSelector(buffer_size=1, share_cap=2.0)
 
 
+@pytest.mark.slow
 def test_selector_registry_is_the_same_whatever_was_imported():
     """The registry (and so the CLI's list of allowed selectors) is fixed at import of fedlib.selection.selectors:
     importing
@@ -254,6 +256,7 @@ def test_selector_registry_is_the_same_whatever_was_imported():
     assert out.strip() == "['random', 'fedentopt', 'kl', 'dc', 'fedentopt-swap']"
 
 
+@pytest.mark.slow
 def test_stored_training_first_rounds_recompute():
     """The first two rounds of one stored training run (torch on one thread, as the script trains)."""
     import torch

@@ -86,6 +86,7 @@ LIVE_IMAGE = """() => {
 }"""
 
 
+@pytest.mark.slow
 def test_explorer_runs_in_jupyterlab_and_its_k_slider_redraws_the_figure(lab, tmp_path):
     from playwright.sync_api import sync_playwright
 

@@ -76,6 +76,7 @@ def test_coverage_study_is_one_when_every_client_holds_every_label():
     assert (table["fedentopt_coverage"] == 1.0).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("partition", ["Dir(0.5)", "C=2"])
 def test_same_seed_gives_the_training_run_s_federation_and_picks(tmp_path, partition):
     # Label-only pages and training pages draw from the same seed streams (fedlib.seeds): the label-only

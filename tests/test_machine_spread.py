@@ -16,6 +16,7 @@ def _store(root, method, seed, accs, partition="C=2"):
     results.store_run(t, cfg, "quick", "table1", label, results_dir=root)
 
 
+@pytest.mark.slow
 def test_paired_final_and_the_spread_a_machine_change_draws(tmp_path):
     base, machines = tmp_path / "base", tmp_path / "machines"
     # stored: FedEntOpt 0.60 / 0.70, FedAvg 0.50 / 0.60; machine "m": FedEntOpt 0.40 / 0.50, FedAvg as stored

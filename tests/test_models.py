@@ -67,7 +67,9 @@ def test_vgg11_batch_norm_option_counts_buffers():
 
 
 # ---------------------------------------------------------------- output shapes
-@pytest.mark.parametrize("name", MODEL_NAMES)
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n.startswith("efficientnet") else n for n in MODEL_NAMES]
+)
 def test_output_shape_batch_of_two(name):
     torch.manual_seed(0)
     model = make_model(name, 7).eval()

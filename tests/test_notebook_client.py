@@ -44,6 +44,7 @@ def _execute(source: Path, tmp_path: Path, **kwargs) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_interact_cells_in_a_row_run_to_the_end_and_keep_their_figures(tmp_path):
     # with nbclient's own Output widget, which syncs back to the kernel, such a page lost an execute request in
     # about one run in three; a lost request fails here within the start timeout instead of hanging
@@ -55,6 +56,7 @@ def test_interact_cells_in_a_row_run_to_the_end_and_keep_their_figures(tmp_path)
     assert all(any("image/png" in o.get("data", {}) for o in outs) for outs in outputs)
 
 
+@pytest.mark.slow
 def test_a_lost_execute_request_fails_naming_the_cell(tmp_path, monkeypatch):
     send = AsyncKernelClient.execute
 

@@ -71,6 +71,7 @@ def _images_per_figure_cell(path: Path) -> list[tuple[int, int]]:
     return [(i, cell_images(c)) for i, c in enumerate(nb["cells"]) if draws_figure(c)]
 
 
+@pytest.mark.slow
 def test_runner_stores_figures_when_the_caller_sets_mplbackend_agg(tmp_path):
     """`make notebooks` exports MPLBACKEND=Agg; the executed notebooks must still hold every figure."""
     env = {**os.environ, "MPLBACKEND": "Agg"}
@@ -104,6 +105,7 @@ def test_runner_stores_figures_when_the_caller_sets_mplbackend_agg(tmp_path):
         assert any("parameters" in c["metadata"]["tags"] and "hide-input" not in c["metadata"]["tags"] for c in code)
 
 
+@pytest.mark.slow
 def test_kernel_started_by_the_test_process_stores_figures_under_mplbackend_agg(tmp_path, monkeypatch):
     """`make test` runs the notebooks under nbval, whose kernel inherits pytest's environment (MPLBACKEND=Agg
     from the Makefile and .ci/run): repro.notebook.setup() must still put the figures into the outputs."""
@@ -134,6 +136,7 @@ def test_kernel_started_by_the_test_process_stores_figures_under_mplbackend_agg(
     assert sum(cell_images(c) for c in nb.cells) >= 2
 
 
+@pytest.mark.slow
 def test_without_setup_agg_would_lose_the_figure(tmp_path, monkeypatch):
     """The failure this guards against, shown: a kernel with MPLBACKEND=Agg and no setup() stores no figure."""
     from nbclient import NotebookClient

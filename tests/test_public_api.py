@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import fedlib
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,6 +43,7 @@ def test_import_fedlib_imports_no_torch_and_no_subpackage():
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_the_api_page_lists_every_public_name():
     from repro.notebook import api_markdown
 
@@ -55,6 +58,7 @@ def test_the_api_page_lists_every_public_name():
     assert any("api_markdown(package)" in "".join(c["source"]) for c in nb["cells"])
 
 
+@pytest.mark.slow
 def test_the_api_page_lists_an_optional_extra_that_is_not_installed():
     # flwr made unimportable in a fresh interpreter: the page still lists fedlib.flower and its modules
     code = (
@@ -71,6 +75,7 @@ def test_the_api_page_lists_an_optional_extra_that_is_not_installed():
     assert "`fedlib.flower.strategy`" in out.stdout and "`fedlib.flower.apps`" in out.stdout
 
 
+@pytest.mark.slow
 def test_the_readmes_example_runs():
     text = (ROOT / "README.md").read_text()
     start = text.index("```python\nimport numpy as np\n\nimport fedlib\n") + len("```python\n")

@@ -29,6 +29,7 @@ def test_the_paper_frame_gives_the_papers_own_gap():
     assert gap({**setting, "partition": "C=3"}, "FedEntOpt", "FedAvg") is None
 
 
+@pytest.mark.slow
 def test_stand_ins_hold_every_planned_run_of_the_tier():
     groups = quantities.stand_in_groups("subset")
     assert set(groups) == set(tiers.tier_groups("subset"))

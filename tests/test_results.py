@@ -206,6 +206,7 @@ def _reproduce_script():
     return script
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("csv", REPRODUCED)
 def test_stored_quick_runs_reproduce(csv):
     import torch
@@ -243,6 +244,7 @@ def test_tolerant_comparison_fails_beyond_the_tolerance_and_on_any_other_column(
     assert "differ" in script._first_difference(stored, table((0, 0.133, 2.30457, 0), (1, 0.101, 2.31569, 5)))
 
 
+@pytest.mark.slow
 def test_every_stored_retrain_on_another_machine_is_within_the_float_tolerance():
     """The tolerance of the cross-machine check holds for what was measured: every quick-tier run retrained under
     another environment (results/machines/) agrees with its stored twin within FLOAT_TOLERANCE up to
@@ -282,6 +284,7 @@ def _python(code: str, env: dict, cwd=ROOT):
     return subprocess.run([sys.executable, *code], capture_output=True, text=True, env=full, cwd=cwd, timeout=600)
 
 
+@pytest.mark.slow
 def test_another_cpu_imitated_in_a_subprocess_is_recorded_and_compared_with_tolerance(tmp_path):
     """Both paths of the check, in environments imitated with ATEN_CPU_CAPABILITY=default and ONEDNN_MAX_CPU_ISA
     (any CPU has the 'default' capability): a run stored there comes out bit for bit in the same environment and

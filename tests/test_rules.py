@@ -44,6 +44,7 @@ def test_one_alpha_and_the_scorecards_verdict_names():
     assert set(rules.VERDICTS) <= set(scorecard.STATUSES)
 
 
+@pytest.mark.slow
 def test_t_interval_by_hand():
     m, lo, hi, n = rules.t_interval([1.0, 2.0, 3.0])  # mean 2, sd 1: 2 +- 4.303 / sqrt(3)
     assert (m, n) == (2.0, 3)
@@ -522,6 +523,7 @@ diffs_st = st.lists(st.floats(-20, 20, allow_nan=False).map(lambda x: round(x, 3
 _SWAP = {REPRODUCES: DOES_NOT, DOES_NOT: REPRODUCES, UNDECIDED: UNDECIDED}
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(diffs_st, st.sampled_from([1, -1]))
 def test_direction_the_same_for_a_pass_and_a_miss(diffs, side):
@@ -532,6 +534,7 @@ def test_direction_the_same_for_a_pass_and_a_miss(diffs, side):
     assert rules.direction(neg, ("A", "B"), side=-side).verdict == v  # both: the same verdict
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(diffs_st, st.floats(-10, 10).map(lambda x: round(x, 2)), st.floats(0.1, 5).map(lambda x: round(x, 2)))
 def test_magnitude_and_equal_within_mirror(diffs, value, margin):
@@ -546,6 +549,7 @@ def test_magnitude_and_equal_within_mirror(diffs, value, margin):
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(st.lists(diffs_st.filter(lambda d: len(d) >= 2), min_size=1, max_size=4))
 def test_every_and_some_are_each_others_negation(groups):

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,6 +44,7 @@ def _run(tmp_path: Path, table: Path, *extra: str) -> subprocess.CompletedProces
     )
 
 
+@pytest.mark.slow
 def test_a_hung_cell_times_out_is_retried_once_and_fails_naming_page_and_cell(tmp_path):
     table = _table(tmp_path, "import time\ntime.sleep(naptime)")
     done = _run(tmp_path, table, "--cell-timeout", "3")
@@ -55,6 +57,7 @@ def test_a_hung_cell_times_out_is_retried_once_and_fails_naming_page_and_cell(tm
     assert (tmp_path / "out" / "sleepy.failed.ipynb").exists()
 
 
+@pytest.mark.slow
 def test_an_error_is_not_retried_and_names_the_cell(tmp_path):
     table = _table(tmp_path, "raise RuntimeError('broken on purpose')")
     done = _run(tmp_path, table, "--cell-timeout", "60")
@@ -63,6 +66,7 @@ def test_an_error_is_not_retried_and_names_the_cell(tmp_path):
     assert "cell 2 (raise RuntimeError" in done.stderr and "broken on purpose" in done.stderr
 
 
+@pytest.mark.slow
 def test_a_page_within_the_limit_is_written(tmp_path):
     table = _table(tmp_path, "x = naptime * 2")
     done = _run(tmp_path, table, "--cell-timeout", "60", "--set", "naptime=0")
@@ -70,6 +74,7 @@ def test_a_page_within_the_limit_is_written(tmp_path):
     assert (tmp_path / "out" / "sleepy.ipynb").exists()
 
 
+@pytest.mark.slow
 def test_a_page_with_a_tier_gets_it_in_its_title(tmp_path):
     """The sidebar names the quick and the subset page of a table apart: the runner appends the tier to the title."""
     params = nbformat.v4.new_code_cell('tier = "quick"')

@@ -39,6 +39,7 @@ def _cfg(path, **kw):
     return ExperimentConfig(**base)
 
 
+@pytest.mark.slow
 def test_resume_after_interruption_is_bitwise_identical(tiny_npz, tmp_path):
     cfg = _cfg(tiny_npz)
     full = run_experiment(cfg, run_root=tmp_path / "a", progress=False)
@@ -54,6 +55,7 @@ def test_resume_after_interruption_is_bitwise_identical(tiny_npz, tmp_path):
     assert full.table[cols].equals(resumed.table[cols])
 
 
+@pytest.mark.slow
 def test_finished_run_is_read_back_not_recomputed(tiny_npz, tmp_path, monkeypatch):
     cfg = _cfg(tiny_npz, rounds=2)
     first = run_experiment(cfg, run_root=tmp_path, progress=False)

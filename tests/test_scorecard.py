@@ -83,6 +83,7 @@ def test_every_statement_a_run_group_can_judge_has_its_computation(table):
         assert table.by_id(sid).tiers == ("label_only",), sid
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tier", ["quick", "subset", "paper"])
 def test_the_walk_judges_every_statement_a_tier_lists_on_stand_ins_of_its_planned_runs(table, tier):
     """What the paper tier's dry run walks: every statement listing the tier judged on stand-ins of every run the
@@ -96,6 +97,7 @@ def test_the_walk_judges_every_statement_a_tier_lists_on_stand_ins_of_its_planne
 # --------------------------------------------------------------------------------- the card, tier by tier
 
 
+@pytest.mark.slow
 def test_each_tier_is_judged_on_its_own_runs_setting_by_setting(table, stored):
     """FedEntOpt 5 pp or more above every method in every setting of every tier (the paper tier: 2 models x 3 data
     sets x 2 partitions): the best statements reproduce in each column, the overall verdict comes from the paper
@@ -111,6 +113,7 @@ def test_each_tier_is_judged_on_its_own_runs_setting_by_setting(table, stored):
     assert len(paper.settings) == 12 and {len(s.parts) for s in paper.settings} == {8}  # 8 rivals per setting
 
 
+@pytest.mark.slow
 def test_the_overall_verdict_comes_from_the_largest_tier_that_judged_it(table, stored):
     """Quick reproduces, subset undecided (a wide spread), paper not run: overall undecided, from the subset tier;
     a tier with no stored runs is "not run at this tier"."""
@@ -124,6 +127,7 @@ def test_the_overall_verdict_comes_from_the_largest_tier_that_judged_it(table, s
     assert "leans towards a pass" in c["ours"]
 
 
+@pytest.mark.slow
 def test_a_statement_only_the_paper_tier_judges_needs_it_until_it_runs(table, stored):
     machines = stored({"quick": planned_groups("quick", lead(lambda label: 9.0))})
     t = only(table, "abstract/up_to_6pct")
@@ -131,6 +135,7 @@ def test_a_statement_only_the_paper_tier_judges_needs_it_until_it_runs(table, st
     assert (c["quick"], c["subset"], c["paper"], c["overall"]) == ("", "", scorecard.NOT_RUN, scorecard.NEEDS_PAPER)
 
 
+@pytest.mark.slow
 def test_a_miss_the_papers_own_table_shares_is_marked_the_papers(table, stored):
     """The paper's Table I has FedEntOpt fifth in VGG-11, CINIC-10, C=2, against its own words "across all
     datasets": a miss there is the paper's, a miss elsewhere ours."""
@@ -169,6 +174,7 @@ def test_a_label_only_verdict_is_not_copied_into_the_training_columns(table, sto
     assert training["label_only"] == "" and training["quick"] == REPRODUCES  # FedAvg 4 pp above KL
 
 
+@pytest.mark.slow
 def test_counts_add_up_per_column_and_the_text_card_lists_every_statement(table, stored):
     machines = stored({"quick": planned_groups("quick", lead(lambda label: 9.0))})
     ids = ("abstract/outperforms", "V-B1/kl_low", "V-A5/weight_decay", "abstract/degrades_under_skew")
@@ -184,6 +190,7 @@ def test_counts_add_up_per_column_and_the_text_card_lists_every_statement(table,
     assert "one seed for" in notes["quick"] and tiers.get_tier("subset").description in notes["subset"]
 
 
+@pytest.mark.slow
 def test_the_cli_prints_the_card(monkeypatch, capsys, table, stored):
     machines = stored({"quick": planned_groups("quick", lead(lambda label: 9.0))})
     t = only(table, "abstract/outperforms")
@@ -225,6 +232,7 @@ def test_a_verdict_a_retrain_on_another_machine_changes_is_undecided(monkeypatch
     assert "flips with the machine" in scorecard.ours_text(row["judgement"], row["flips"])
 
 
+@pytest.mark.slow
 def test_no_quick_verdict_turns_into_its_opposite_on_the_machines_that_retrained_it(table):
     """On the repository's own runs: no training statement of the quick tier goes from "reproduces" to "does not
     reproduce" (or back) when the runs retrained on another machine (results/machines/) replace their stored twins.
@@ -243,6 +251,7 @@ def test_no_quick_verdict_turns_into_its_opposite_on_the_machines_that_retrained
     assert opposite == []
 
 
+@pytest.mark.slow
 def test_a_group_of_the_seed_plan_is_judged_only_once_all_its_planned_runs_are_stored(table, stored):
     """The plan fixes the seeds before the runs: with every planned run of Table I stored, KL's 10 pp gap is a
     verdict; with one planned run missing, the subset column says the plan is still running and shows the value
@@ -317,6 +326,7 @@ def _pilot(tier, groups):
     return out
 
 
+@pytest.mark.slow
 def test_audit_dir_pronounced_has_an_interval_over_seeds(monkeypatch, table, stored):
     """A bare point estimate (diff > 0) passed before; over the pilot's seeds its interval holds 0."""
     _stored_runs("subset", "participation")
@@ -407,6 +417,7 @@ def test_the_papers_own_table_v_ratios_are_under_two_orders_for_lenet():
 # ---------------------------------------------------------------------------------------------- page tops
 
 
+@pytest.mark.slow
 def test_the_verdicts_on_top_of_a_training_page_are_the_scorecards(table):
     _stored_runs("subset", "table1")
     top = scorecard.page_card("table1", "subset").set_index("id")

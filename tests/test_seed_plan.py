@@ -152,6 +152,7 @@ def test_the_plan_lists_every_statement_it_cannot_decide_with_the_reason():
     assert sum(plan["pilot"].values()) > 0  # the stored runs it was computed from
 
 
+@pytest.mark.slow
 def test_progress_counts_the_tiers_runs_and_those_stored(tmp_path):
     from repro import seed_plan, tiers
 

@@ -176,6 +176,7 @@ def test_vectorised_greedy_equals_literal_reference(problem):
     assert state == ref_state
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(problems(max_clients=14, max_classes=7), st.booleans())
 def test_plain_greedy_equals_literal_reference(problem, as_sparse):

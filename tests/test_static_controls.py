@@ -18,6 +18,7 @@ def _draw(a, b):
     return fig
 
 
+@pytest.mark.slow
 def test_one_frame_per_combination_and_all_embedded():
     controls = {"a": [1, 2, 3], "b": [1, 2]}
     frames = precompute_frames(_draw, controls)

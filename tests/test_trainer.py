@@ -35,6 +35,7 @@ def _cfg(path, **kw):
     return ExperimentConfig(**base)
 
 
+@pytest.mark.slow
 def test_table_and_bytes(tiny_npz):
     res = run_experiment(_cfg(tiny_npz, selector="fedentopt", selector_params={"buffer_size": 2}), progress=False)
     t = res.table
@@ -49,6 +50,7 @@ def test_table_and_bytes(tiny_npz):
     assert run_experiment(_cfg(tiny_npz, rounds=1), progress=False).table["bytes_uploaded"].iloc[0] == 0
 
 
+@pytest.mark.slow
 def test_deterministic_and_streams_separate(tiny_npz):
     a = run_experiment(_cfg(tiny_npz, rounds=1), progress=False)
     b = run_experiment(_cfg(tiny_npz, rounds=1), progress=False)
@@ -63,6 +65,7 @@ def test_deterministic_and_streams_separate(tiny_npz):
     assert all(torch.equal(s1.global_params[k], s2.global_params[k]) for k in s1.global_params)
 
 
+@pytest.mark.slow
 def test_dropout_and_stragglers(tiny_npz):
     t = run_experiment(_cfg(tiny_npz, dropout_prob=0.6, rounds=2), progress=False).table
     assert (t["num_trained"] + t["num_dropped"] == t["num_picked"]).all()
@@ -92,6 +95,7 @@ def test_label_dp_changes_server_counts_only(tiny_npz):
     np.testing.assert_array_equal(clipped.server_counts, np.maximum(exp.server_counts, 0))
 
 
+@pytest.mark.slow
 def test_all_algorithms_run(tiny_npz):
     for alg in ["fedavg", "fedprox", "fednova", "scaffold", "fedrs", "fedlc"]:
         t = run_experiment(_cfg(tiny_npz, algorithm=alg, rounds=1, selector="kl"), progress=False).table
@@ -104,6 +108,7 @@ def test_bad_config_fails_before_loading_data(tmp_path):
         run_experiment(cfg, progress=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ["fedavg", "scaffold", "fednova"])
 def test_batched_engine_gives_the_reference_run(tiny_npz, algorithm):
     # The batched engine trains the same clients from the same generators: tables and final models are equal
@@ -174,6 +179,7 @@ def toy_two_phase():
     unregister_algorithm("toy_two_phase")
 
 
+@pytest.mark.slow
 def test_a_new_round_shape_needs_only_its_module_and_the_registry(tiny_npz, toy_two_phase, tmp_path):
     cfg = _cfg(tiny_npz, algorithm=toy_two_phase, algorithm_params={"warmup_rounds": 2}, rounds=2, checkpoint_every=1)
     res = run_experiment(cfg, progress=False)

@@ -53,6 +53,7 @@ _COLS = [c for c in TABLE_COLUMNS if c != "seconds"]
 # --- FedEntropy -----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("selector", ["random", "fedentopt"])
 def test_fedentropy_end_to_end(tiny_npz, selector):
     sp = {"buffer_size": 2} if selector == "fedentopt" else {}
@@ -82,6 +83,7 @@ def test_fedentropy_end_to_end(tiny_npz, selector):
     assert (t["kept"].map(lambda s: len(_ids(s))) < t["num_trained"]).any()
 
 
+@pytest.mark.slow
 def test_fedentropy_aggregates_exactly_the_kept_clients(tiny_npz):
     cfg = _cfg(tiny_npz, algorithm="fedentropy", clients_per_round=4)
     exp = Experiment(cfg)
@@ -132,6 +134,7 @@ def test_fedconcat_round_budget(tiny_npz):
         Experiment(cfg.replace(rounds=3))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("selector", ["random", "fedentopt"])
 def test_fedconcat_end_to_end(tiny_npz, selector):
     sp = {"buffer_size": 2} if selector == "fedentopt" else {}
@@ -156,6 +159,7 @@ def test_fedconcat_end_to_end(tiny_npz, selector):
     assert np.isfinite(res.final_accuracy)
 
 
+@pytest.mark.slow
 def test_fedconcat_one_cluster_encoder_stage_is_fedavg(tiny_npz):
     cfg = _cfg(tiny_npz, rounds=2, dropout_prob=0.3, straggler_fraction=0.5, local_epochs=2)
     fedavg = run_experiment(cfg, progress=False)
@@ -174,6 +178,7 @@ def test_fedconcat_one_cluster_encoder_stage_is_fedavg(tiny_npz):
 # --- resume ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ["fedentropy", "fedconcat"])
 def test_resume_is_bitwise_identical(tiny_npz, tmp_path, algorithm):
     params = {"num_clusters": 2, "encoder_rounds": 2, "classifier_rounds": 4} if algorithm == "fedconcat" else {}
@@ -230,6 +235,7 @@ def test_old_cached_tables_get_the_new_columns():
 # --- CLI ------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_runs_both(tiny_npz, tmp_path, capsys):
     args = [
         "--dataset",

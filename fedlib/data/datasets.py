@@ -14,6 +14,7 @@ import numpy as np
 
 from fedlib._validate import (ParameterError, check_choice, check_int, check_label_vector, check_parameter_names,
                               parameter_checks)
+from fedlib.data.profiles import DATA_ROOT_ENV, PROFILES, cifar100_to_superclass, resolve_data_root
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -34,18 +35,11 @@ __all__ = [
     "resize_images",
 ]
 
-DATA_ROOT_ENV = "FEDLIB_DATA_ROOT"
-CIFAR10_CLASSES = (
-    "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
-)
-CINIC10_CLASSES = CIFAR10_CLASSES
-BRAIN_TUMOR_CLASSES = ("glioma", "meningioma", "notumor", "pituitary")
+CIFAR10_CLASSES = CINIC10_CLASSES = PROFILES["cifar10"].class_names
+BRAIN_TUMOR_CLASSES = PROFILES["brain-tumor-mri"].class_names
 MEDMNIST_SIZES = (28, 64, 128, 224)
 _MEDMNIST_CLASSES = {
-    "pathmnist": (
-        "adipose", "background", "debris", "lymphocytes", "mucus", "smooth muscle",
-        "normal colon mucosa", "cancer-associated stroma", "colorectal adenocarcinoma epithelium",
-    ),
+    "pathmnist": PROFILES["pathmnist"].class_names,
     "tissuemnist": (
         "Collecting Duct, Connecting Tubule", "Distal Convoluted Tubule", "Glomerular endothelial cells",
         "Interstitial endothelial cells", "Leukocytes", "Podocytes", "Proximal Tubule Segments",
@@ -172,12 +166,6 @@ class ArrayDataset:
 
 
 # ----------------------------------------------------------------------------------------------- helpers
-def _data_root(data_root) -> Path:
-    from fedlib.data.profiles import resolve_data_root  # lazy: profiles may import this module
-
-    return Path(resolve_data_root(data_root)).expanduser()
-
-
 def _root_text(root: Path) -> str:
     """The data root as the user should see it: the path, resolved when relative, and whether it exists."""
     shown = str(root) if root.is_absolute() else f"{root} (= {root.resolve()})"
@@ -413,8 +401,6 @@ def _load_cifar10(root, download, *, image_size=None):
 
 
 def _superclasses(batch: dict, path: Path) -> np.ndarray:
-    from fedlib.data.profiles import cifar100_to_superclass
-
     coarse = np.asarray(cifar100_to_superclass(np.asarray(batch["fine_labels"])), dtype=np.int64)
     if "coarse_labels" in batch and not np.array_equal(coarse, np.asarray(batch["coarse_labels"])):
         raise ValueError(f"{path}: coarse_labels disagree with the fine-to-superclass map of fedlib.data.profiles.")
@@ -560,4 +546,4 @@ def load_dataset(name: str, *, data_root=None, download: bool = False, **options
     with parameter_checks(part, names=options):
         if options.get("image_size") is not None:  # checked before any file is read
             _check_size(options["image_size"])
-        return _LOADERS[name](_data_root(data_root), download, **options)
+        return _LOADERS[name](resolve_data_root(data_root), download, **options)

@@ -215,35 +215,15 @@ def dirichlet_partition(
     client gets is shuffled once, for the accepted draw. Redraws are logged (logger ``fedlib.data.partition``)
     every ``PROGRESS_EVERY`` redraws.
 
-    Parameters
-    ----------
-    labels, class_counts : array_like of int
-        Give exactly one: the class id of every sample (N,), or per-class counts (C,) (indices then refer to
-        ``labels_from_counts(class_counts)``).
-    num_clients : int
-        K >= 1.
-    beta : float
-        Dirichlet concentration > 0 (the paper uses 0.1).
-    rng : numpy.random.Generator
-        The only source of randomness.
-    min_partition_size : int
-        Smallest acceptable client size (NIID-Bench: 10); needs ``N >= K * min_partition_size``.
-    max_redraws : int or None
-        Redraws after the first draw before giving up (:data:`DEFAULT_MAX_REDRAWS`); None: no limit.
+    Give exactly one of ``labels`` (the class id of every sample) and ``class_counts`` (per-class counts; indices
+    then refer to ``labels_from_counts(class_counts)``). ``beta`` > 0 (the paper: 0.1); ``min_partition_size``:
+    NIID-Bench's 10, needs ``N >= K * min_partition_size``; ``max_redraws``: redraws after the first draw before
+    giving up (None: no limit). ``rng`` is the only source of randomness.
 
-    Returns
-    -------
-    list of numpy.ndarray
-        ``K`` sorted int64 index arrays, disjoint, covering ``0..N-1``.
+    Returns ``K`` sorted int64 index arrays, disjoint, covering ``0..N-1``. Raises :class:`PartitionError` (a
+    ``ValueError``) when ``N < K * min_partition_size`` or the redraws run out; its message bounds the acceptance
+    rate and says what to lower or raise.
 
-    Raises
-    ------
-    PartitionError
-        (a ``ValueError``) when ``N < K * min_partition_size``, or when ``max_redraws`` redraws leave a client
-        below ``min_partition_size``; the message bounds the acceptance rate and says what to lower or raise.
-
-    Examples
-    --------
     >>> parts = dirichlet_partition(class_counts=[50] * 4, num_clients=5, beta=0.5,
     ...                             rng=np.random.default_rng(0), min_partition_size=5)
     >>> len(parts), sum(p.size for p in parts), min(p.size for p in parts) >= 5

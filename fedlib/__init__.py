@@ -1,17 +1,7 @@
 """fedlib: entropy-based client selection (FedEntOpt) and the federated-learning baselines it is compared with.
 
-``import fedlib`` gives the names a user needs (:data:`__all__`); each is imported from its subpackage when first
-used, so ``import fedlib`` itself stays light (no torch). The subpackages:
-
-- :mod:`fedlib.data`: data sets, label profiles, partitions, augmentation;
-- :mod:`fedlib.selection`: the selectors, their scorers, defences, label DP, label metrics;
-- :mod:`fedlib.algorithms`: FedAvg, FedProx, FedNova, SCAFFOLD, FedRS, FedLC, FedConcat, FedEntropy;
-- :mod:`fedlib.training`: configuration, trainer, local and batched training, models, the run store, sweeps;
-- :mod:`fedlib.label_only`: selection runs from label counts alone, at any scale;
-- :mod:`fedlib.flower`: FedEntOpt as a Flower strategy (optional extra).
-
-The reproduction of the FedEntOpt paper (its statements, rules, tiers, stored results and the book's pages) is not
-part of the library: it lives beside it in the repository and runs from the checkout.
+The names of :data:`__all__` are imported from their subpackages (``data``, ``selection``, ``algorithms``,
+``training``, ``label_only``; ``flower`` is an optional extra) on first use, so ``import fedlib`` needs no torch.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """Argument checks shared by fedlib: each error names the parameter, the value given and what is allowed.
 
-The factories of fedlib's parts (``fedlib.selection.selectors.make_selector``, ``fedlib.algorithms.make_algorithm``,
-``fedlib.data.datasets.load_dataset``) report an unknown or bad parameter as a :class:`ParameterError`, one message
-shape for all of them::
-
-    algorithm 'fedprox' parameter 'mu': got -1.0; allowed: a finite real number >= 0.0.
-    selector 'dc' unknown parameter 'm': got 10; allowed: the parameters num_random, num_dc, target.
-
-The ``check_*`` functions raise plain ``TypeError``/``ValueError`` (``"mu must be >= 0.0 (got -1.0)."``) and
-record what they allow on the error; :func:`parameter_checks` turns such a failure inside a part's constructor
-into that part's ``ParameterError``.
+The ``check_*`` functions raise ``TypeError``/``ValueError`` (``"mu must be >= 0.0 (got -1.0)."``);
+:func:`parameter_checks` turns such a failure inside a part's constructor (a selector, an algorithm, a data set)
+into that part's :class:`ParameterError`.
 """
 
 from __future__ import annotations
@@ -36,12 +29,8 @@ __all__ = [
 
 
 class ParameterError(TypeError, ValueError):
-    """An unknown or bad parameter of one of fedlib's parts (a selector, an algorithm, a data set).
-
-    A subclass of both ``TypeError`` and ``ValueError``, so ``except`` clauses written for either keep working.
-    The message names the part, the parameter, the value given and what is allowed:
-    ``"{part} parameter {name!r}: got {value!r}; allowed: {allowed}."``, with ``unknown parameter`` for a name
-    the part does not take (``allowed`` then lists the ones it takes).
+    """An unknown or bad parameter of one of fedlib's parts (a selector, an algorithm, a data set); both a
+    ``TypeError`` and a ``ValueError``. With ``unknown``, ``allowed`` lists the parameters the part takes.
 
     >>> str(ParameterError("algorithm 'fedprox'", "mu", -1.0, "a finite real number >= 0.0"))
     "algorithm 'fedprox' parameter 'mu': got -1.0; allowed: a finite real number >= 0.0."
@@ -57,8 +46,7 @@ class ParameterError(TypeError, ValueError):
 
 
 def check_parameter_names(part: str, params: Mapping[str, object], names: Iterable[str]) -> None:
-    """Raise :class:`ParameterError` for the first key of ``params`` that is not in ``names`` (the part's
-    parameters, listed in the message).
+    """Raise :class:`ParameterError` for the first key of ``params`` not in ``names`` (the part's parameters).
 
     >>> try:
     ...     check_parameter_names("selector 'kl'", {"q": 1}, [])
@@ -75,11 +63,8 @@ def check_parameter_names(part: str, params: Mapping[str, object], names: Iterab
 
 @contextmanager
 def parameter_checks(part: str, names: Iterable[str] | None = None) -> Iterator[None]:
-    """Turn the failure of a ``check_*`` call in the block into a :class:`ParameterError` of ``part``.
-
-    With ``names``, only the failure of a check of one of those parameters (checks of other values pass as they
-    are).  Errors that are no check's failure (and ``ParameterError`` itself) pass unchanged.
-    """
+    """Turn the failure of a ``check_*`` call in the block (of a parameter in ``names``, if given) into a
+    :class:`ParameterError` of ``part``; other errors pass unchanged."""
     names = None if names is None else set(names)
     try:
         yield
@@ -140,10 +125,7 @@ def check_float(
     low_open: bool = False,
     high_open: bool = False,
 ) -> float:
-    """Return ``value`` as float if it is a finite real number in the given interval.
-
-    ``low_open``/``high_open`` make the bound strict (``value > low`` / ``value < high``).
-    """
+    """Return ``value`` as float if it is a finite real number in the interval (``*_open``: strict bound)."""
     allowed = "a finite real number" + _bounds(low, high, low_open, high_open)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise _failure(
@@ -211,11 +193,9 @@ def check_rng(name: str, rng) -> np.random.Generator:
 
 
 def check_count_matrix(name: str, counts, *, allow_negative: bool = False, sparse: bool = False):
-    """Return ``counts`` as a float matrix of shape (clients, classes); reject NaN, inf and, unless allowed, negatives.
-
-    A ``scipy.sparse`` matrix is returned as a canonical ``scipy.sparse.csr_array`` of float64 when ``sparse``
-    is true (no dense K x C array is built), else as a dense array. Every other input becomes a 2-D float
-    ``numpy.ndarray``. Errors name the first offending client (row) and class (column) and the value.
+    """Return ``counts`` as a float (clients, classes) matrix; reject NaN, inf and, unless allowed, negatives (the
+    error names the first offending client and class). With ``sparse``, a scipy.sparse input stays a canonical
+    float64 ``csr_array``; every other input becomes a dense ``numpy.ndarray``.
 
     >>> check_count_matrix("counts", [[1, 0], [2, 3]]).tolist()
     [[1.0, 0.0], [2.0, 3.0]]

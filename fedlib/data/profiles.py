@@ -31,8 +31,6 @@ DATA_ROOT_ENV = "FEDLIB_DATA_ROOT"
 class LabelProfile:
     """Per-class sample counts of one data set's training (and, where known, test) split.
 
-    Examples
-    --------
     >>> p = LabelProfile("toy", 2, (3, 1), None, ("a", "b"), "made up")
     >>> p.num_train, p.num_test
     (4, None)
@@ -63,10 +61,8 @@ class LabelProfile:
 
 
 # ----------------------------------------------------------------------------- CIFAR-100 superclasses
-#: Fine (0..99, alphabetical as in CIFAR-100's ``meta``) -> coarse superclass (0..19) mapping of
-#: Krizhevsky (2009). It is the mapping stored as ``coarse_labels`` next to ``fine_labels`` in the
-#: CIFAR-100 python pickles; checked against several independent public copies (e.g. the
-#: cifar100coarse helper by R. Chan and NIID-Bench-style FL code); each superclass has 5 fine classes.
+#: CIFAR-100 fine label (0..99, alphabetical as in its ``meta``) -> superclass (0..19), Krizhevsky (2009): the
+#: ``coarse_labels`` stored next to ``fine_labels`` in the python pickles; 5 fine classes per superclass.
 CIFAR100_COARSE: tuple[int, ...] = (
     4, 1, 14, 8, 0, 6, 7, 7, 18, 3,
     3, 14, 9, 18, 7, 11, 3, 9, 7, 11,
@@ -91,18 +87,8 @@ CIFAR100_SUPERCLASS_NAMES: tuple[str, ...] = (
 
 
 def cifar100_to_superclass(fine_labels) -> np.ndarray:
-    """Map CIFAR-100 fine labels (0..99) to their 20 superclasses with :data:`CIFAR100_COARSE`.
+    """CIFAR-100 fine labels (0..99) mapped to their 20 superclasses (:data:`CIFAR100_COARSE`), as int64.
 
-    Parameters
-    ----------
-    fine_labels : array_like of int, shape (N,)
-
-    Returns
-    -------
-    numpy.ndarray of int64, shape (N,)
-
-    Examples
-    --------
     >>> cifar100_to_superclass([0, 1, 99]).tolist()
     [4, 1, 13]
     """
@@ -175,10 +161,8 @@ UNAVAILABLE_PROFILES: dict[str, str] = {
 
 
 def get_profile(name: str) -> LabelProfile:
-    """Return the :class:`LabelProfile` called ``name``; the error lists the known names.
+    """The :class:`LabelProfile` called ``name``; the error lists the known names.
 
-    Examples
-    --------
     >>> get_profile("cifar10").num_train
     50000
     """
@@ -189,20 +173,8 @@ def get_profile(name: str) -> LabelProfile:
 
 
 def profile_labels(name: str, split: str = "train") -> np.ndarray:
-    """Sorted label vector ``np.repeat(arange(C), counts)`` of a profile's ``split``.
+    """The sorted int64 label vector ``np.repeat(arange(C), counts)`` of profile ``name``'s ``split``.
 
-    Parameters
-    ----------
-    name : str
-        A key of :data:`PROFILES`.
-    split : {"train", "test"}, default "train"
-
-    Returns
-    -------
-    numpy.ndarray of int64
-
-    Examples
-    --------
     >>> np.bincount(profile_labels("brain-tumor-mri", "test")).tolist()
     [300, 306, 405, 300]
     """
@@ -218,8 +190,6 @@ def profile_labels(name: str, split: str = "train") -> np.ndarray:
 def resolve_data_root(data_root=None) -> pathlib.Path:
     """Folder holding fedlib's data files: ``data_root`` if given, else ``$FEDLIB_DATA_ROOT``, else ``./data``.
 
-    Examples
-    --------
     >>> resolve_data_root("/tmp/x").as_posix()
     '/tmp/x'
     """
@@ -230,26 +200,8 @@ def resolve_data_root(data_root=None) -> pathlib.Path:
 
 
 def load_cifar10_labels(data_root=None) -> tuple[np.ndarray, np.ndarray]:
-    """Read the full CIFAR-10 label vectors ``(y_train, y_test)`` from ``cifar10-labels.npz``.
-
-    Parameters
-    ----------
-    data_root : str or os.PathLike, optional
-        Folder holding the file; see :func:`resolve_data_root`.
-
-    Returns
-    -------
-    tuple of numpy.ndarray of int64
-        ``y_train`` (50,000 labels) and ``y_test`` (10,000 labels).
-
-    Raises
-    ------
-    FileNotFoundError
-        When the file is missing; the message names the path tried and ``FEDLIB_DATA_ROOT``.
-
-    Examples
-    --------
-    >>> y_train, y_test = load_cifar10_labels()  # doctest: +SKIP
+    """The full CIFAR-10 label vectors ``(y_train, y_test)`` (int64) from ``cifar10-labels.npz`` under
+    :func:`resolve_data_root`; ``FileNotFoundError`` (naming the path and ``FEDLIB_DATA_ROOT``) when it is missing.
     """
     path = resolve_data_root(data_root) / "cifar10-labels.npz"
     if not path.is_file():

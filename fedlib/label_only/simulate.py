@@ -16,21 +16,9 @@ __all__ = ["SelectionTrace", "run_selection", "coverage_probability", "trace_fra
 
 @dataclass(frozen=True)
 class SelectionTrace:
-    """What a selector did over R rounds, measured on the true label counts.
-
-    Attributes
-    ----------
-    picked : numpy.ndarray of int64, shape (R, M)
-        Client indices per round in pick order; -1 pads rounds with fewer picks (DC stopping early).
-    entropy : numpy.ndarray of float, shape (R,)
-        Entropy in bits of the true pooled label counts of each round's picks.
-    covers : numpy.ndarray of bool, shape (R,)
-        Whether each round's picks together hold every class (pooled count > 0).
-    num_clients : int
-        K.
-    final_state : tuple
-        The selector state after the last round (e.g. FedEntOpt's buffer).
-    """
+    """What a selector did over R rounds, measured on the true label counts: ``picked`` (R, M) in pick order (-1
+    pads rounds with fewer picks); per round the pooled ``entropy`` in bits and ``covers`` (the picks hold every
+    class); the selector's ``final_state``."""
 
     picked: np.ndarray
     entropy: np.ndarray
@@ -61,36 +49,20 @@ def _freeze(*arrays: np.ndarray) -> None:
 
 
 def _generator(seed) -> np.random.Generator:
-    """``seed`` itself if it is a Generator (e.g. a stream of :func:`fedlib.seeds.stream_rng`), else a fresh
-    ``np.random.default_rng(seed)`` of an integer seed >= 0."""
+    """``seed`` if it is a Generator, else ``np.random.default_rng(seed)`` of an integer seed >= 0."""
     if isinstance(seed, np.random.Generator):
         return seed
     return np.random.default_rng(check_int("seed", seed, low=0))
 
 
 def run_selection(counts, selector, num_selected: int, num_rounds: int, *, seed, server_counts=None) -> SelectionTrace:
-    """Run ``selector`` for R rounds with one generator (``seed``) and record each round.
+    """Run ``selector`` (or the name of one without parameters) for ``num_rounds`` rounds of ``num_selected`` picks
+    and record each round on the true ``counts`` (K, C; a sparse matrix stays sparse).
 
-    Parameters
-    ----------
-    counts : array_like or scipy.sparse matrix, shape (K, C)
-        True label counts; entropy and coverage are measured on these. A sparse matrix stays sparse
-        (FedEntOpt, KL and random selection never build a dense K x C array).
-    selector : Selector or str
-        A selector, or a registry name of a selector without parameters (``"random"``, ``"kl"``).
-    num_selected : int
-        M per round.
-    num_rounds : int
-        R >= 1.
-    seed : int or numpy.random.Generator
-        The generator passed to every ``select`` call, or the seed of a fresh ``np.random.default_rng``.  With
-        ``fedlib.seeds.stream_rng(seed, "selection")`` a selector picks what it picks in the training run of the
-        same seed and federation.
-    server_counts : array_like, shape (K, C), optional
-        What the selector sees instead of ``counts`` (e.g. :func:`fedlib.selection.privacy.laplace_counts`).
+    ``seed``: the generator of every ``select`` call, or the int seed of one; with
+    ``fedlib.seeds.stream_rng(seed, "selection")`` the picks are those of the training run of the same seed and
+    federation. ``server_counts``: what the selector sees instead of ``counts`` (e.g. ``laplace_counts``).
 
-    Examples
-    --------
     >>> counts = np.array([[5, 0], [0, 5], [3, 3], [1, 0]])
     >>> trace = run_selection(counts, "kl", 2, 3, seed=0)
     >>> trace.picked.tolist(), trace.covers.tolist()
@@ -123,14 +95,9 @@ def run_selection(counts, selector, num_selected: int, num_rounds: int, *, seed,
 
 
 def coverage_probability(counts, num_selected: int, num_rounds: int, *, seed) -> float:
-    """Monte Carlo probability that M uniformly random clients together hold every class (v1, §V-B5).
+    """Monte Carlo probability that M uniformly random clients together hold every class (v1, §V-B5), over
+    ``num_rounds`` rounds; each draws the M smallest of K uniform keys from ``seed`` (a Generator or an int).
 
-    v1 estimates it "by simulating random subset selection over 500 rounds". Each round draws M distinct
-    clients (the M smallest of K uniform keys) from one generator: ``seed`` (a Generator, or the seed of a
-    fresh ``np.random.default_rng``).
-
-    Examples
-    --------
     >>> counts = np.array([[5, 0], [0, 5], [3, 3]])
     >>> coverage_probability(counts, 3, 10, seed=0)
     1.0
@@ -168,10 +135,6 @@ def _covers_all(holds, subsets: np.ndarray) -> np.ndarray:
 def trace_frame(trace: SelectionTrace, **labels):
     """One row per round as a pandas DataFrame: round, entropy, covers, num_picked, plus constant ``labels``.
 
-    pandas is imported here, so :mod:`fedlib.label_only.simulate` itself needs numpy only.
-
-    Examples
-    --------
     >>> trace = run_selection(np.eye(3) * 4, "random", 2, 2, seed=0)
     >>> list(trace_frame(trace, method="random").columns)
     ['round', 'entropy', 'covers', 'num_picked', 'method']

@@ -1,14 +1,13 @@
-"""The layout of a label-count matrix that the entropy scorers share (:mod:`fedlib.selection.scoring` with numpy,
-:mod:`fedlib.selection._torch_scoring` with torch): entries by class, grouped by value, and a client's row."""
+"""The layout of a label-count matrix shared by the numpy and torch entropy scorers: entries by class, grouped by
+value, and a client's row."""
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
 
-#: Scores (entropies in bits, cosine distances) closer than this to the best count as ties; ties go to the
-#: lowest client index. The tolerance absorbs floating-point rounding, so that mathematically equal scores
-#: computed in different orders (e.g. permuted classes) break the same way in every implementation.
+#: Scores (entropies in bits, cosine distances) this close to the best tie, and ties go to the lowest client index:
+#: equal scores computed in different orders break the same way in every implementation.
 ENTROPY_TIE_TOL = 1e-10
 
 

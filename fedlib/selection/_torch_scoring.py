@@ -1,8 +1,5 @@
-"""FedEntOpt's incremental entropy scores (:mod:`fedlib.selection.scoring`) in torch, for a GPU.
-
-Tested on CPU torch against the literal Algorithm 1; not yet run on a GPU. Select it with
-``fedlib.selection.scoring.scorer_path("torch", device="cuda")``.
-"""
+"""FedEntOpt's incremental entropy scores (:mod:`fedlib.selection.scoring`) in torch, for a GPU; select them with
+``scorer_path("torch", device="cuda")``."""
 
 from __future__ import annotations
 
@@ -20,14 +17,11 @@ def _f(x: torch.Tensor) -> torch.Tensor:
 
 
 class TorchScorer:
-    """The incremental scorer (same formula as :class:`fedlib.selection.scoring._IncrementalScorer`) on a torch device.
+    """:class:`fedlib.selection.scoring.IncrementalScorer` on a torch device, a fixed number of kernels per step.
 
-    A step is a fixed number of kernels whatever the pick: the per-slot changes are computed for every slot
-    (exactly 0 for the classes the pick does not hold) and added to ``D`` with one ``index_add_`` over all
-    non-zeros, which on a GPU costs less than launching one kernel per changed class. The host keeps only
-    the pick's row (read from the counts) and the pooled total; the picked index is read back once per step.
-    On CUDA, ``index_add_`` adds a client's classes in no fixed order, so ``D`` may differ between runs in
-    the last bits, far below :data:`~fedlib.selection.scoring.ENTROPY_TIE_TOL`.
+    Every slot's change is computed (0 for the classes the pick does not hold) and added to ``D`` by one
+    ``index_add_``; on CUDA its order is not fixed, so ``D`` may differ between runs in the last bits, far below
+    :data:`~fedlib.selection.scoring.ENTROPY_TIE_TOL`.
     """
 
     def __init__(self, counts, *, device=None):

@@ -1,23 +1,6 @@
-"""The M-subset of a round's candidates with the highest pooled label entropy: exact search, brute force, swaps.
-
-FedEntOpt (Algorithm 1 of v2) builds a round's subset greedily. This module finds the subset it approximates,
-``argmax_{S subset of candidates, |S| = M} H(sum_{k in S} l^(k))`` (entropy in bits of the pooled counts,
-:func:`fedlib.selection.metrics.entropy_bits`), so that the greedy pick can be measured against it:
-
-- :func:`best_subset`: branch and bound, exact up to :data:`GAP_TOL` bits. Its bound is Gibbs' inequality,
-  ``H(p) <= -sum_c p_c log2 q_c`` for every distribution ``q``: for a fixed ``q`` the right-hand side of a
-  pooled vector ``P + sum_{k in X} l^(k)`` is a ratio of two sums over the clients ``X`` still to be picked, and
-  whether some r-subset ``X`` lifts it above a value ``t`` is one top-r selection (Dinkelbach's test,
-  ``max_X sum_{k in X} (b_k - t n_k) <= t |P| - a``). ``q`` comes from Frank-Wolfe steps on the fractional
-  relaxation (clients picked with weights in [0, 1] that sum to r), whose optimum is the best such ``q``
-  (Sion's minimax theorem). Clients with equal rows are interchangeable: of a group of equal rows only
-  prefixes are searched, so duplicates cost nothing.
-- :func:`brute_force_subset`: every M-subset, for tests on small pools.
-- :func:`swap_search`: a lower bound where the exact search is out of reach: from a start (the greedy pick),
-  the best single swap (one client out, one in) while it raises the entropy by more than :data:`GAP_TOL`.
-
-A round's candidates under FedEntOpt's FIFO buffer are :func:`round_candidates`: every M-subset of them can be
-picked by Algorithm 1 in some order, and none other.
+"""The M-subset of a round's candidates with the highest pooled label entropy, which FedEntOpt's greedy step
+approximates: :func:`best_subset` (branch and bound, exact up to :data:`GAP_TOL` bits), :func:`brute_force_subset`
+(for tests), :func:`swap_search` (a lower bound) and :func:`round_candidates` (what Algorithm 1 can pick in a round).
 """
 
 from __future__ import annotations
@@ -41,8 +24,7 @@ __all__ = [
     "best_subset",
 ]
 
-#: Subsets within this many bits of the best are optimal ("ties"); the exact search proves the best to this
-#: accuracy. Far below any gap worth reporting, far above floating-point rounding of entropies (~1e-15).
+#: Subsets within this many bits of the best are optimal (ties); far above the rounding of entropies.
 GAP_TOL = 1e-9
 
 _TINY = 1e-300
@@ -50,20 +32,9 @@ _TINY = 1e-300
 
 @dataclass(frozen=True)
 class SubsetResult:
-    """A subset found by :func:`best_subset` or :func:`swap_search`.
-
-    Attributes
-    ----------
-    subset : numpy.ndarray of int64
-        Client indices, ascending.
-    entropy : float
-        Pooled entropy of the subset in bits.
-    optimal : bool
-        Whether the subset is proven to be within :data:`GAP_TOL` of the best one (False for
-        :func:`swap_search`, and for :func:`best_subset` when it stopped at ``node_limit``).
-    nodes : int
-        Search nodes visited (branch and bound) or swaps made (swap search).
-    """
+    """A subset found by :func:`best_subset` or :func:`swap_search`: client indices (ascending), their pooled
+    entropy in bits, whether it is proven within :data:`GAP_TOL` of the best, and the search nodes visited (or
+    swaps made)."""
 
     subset: np.ndarray
     entropy: float
@@ -72,16 +43,10 @@ class SubsetResult:
 
 
 def round_candidates(buffer, num_clients: int, num_selected: int, buffer_size: int) -> np.ndarray:
-    """The clients that Algorithm 1 can pick in a round that starts with FIFO buffer ``buffer`` (oldest first).
+    """The clients Algorithm 1 can pick in a round that starts with FIFO buffer ``buffer`` (oldest first): the
+    unbuffered ones and the ``max(0, |B| + M - 1 - Q)`` oldest buffered ones, which picks evict (lines 10-12).
+    Every M-subset of them can be picked in some order (unbuffered first, then evicted oldest first), none other.
 
-    Each pick enters the buffer and evicts its oldest entry while ``|B| > Q``, so the ``e = max(0, |B| + M - 1
-    - Q)`` oldest buffered clients are evicted before the last pick and become selectable: the j-th of them from
-    step ``M - e + j`` on. Every M-subset of the unbuffered clients and these e holds at most ``M - s + 1`` clients
-    available from step ``s`` or later, so some order picks it (the unbuffered ones first, then the evicted ones
-    oldest first); a subset with any other buffered client cannot be picked.
-
-    Examples
-    --------
     >>> round_candidates((3, 4, 5), 8, 2, 3).tolist()  # buffer full: client 3 is evicted by the first pick
     [0, 1, 2, 3, 6, 7]
     """
@@ -132,13 +97,9 @@ def _check_problem(counts, num_selected, candidates):
 
 
 def brute_force_subset(counts, num_selected: int, *, candidates=None, max_subsets: int = 2_000_000):
-    """Every M-subset of ``candidates`` (default: all clients): ``(best entropy, list of optimal subsets)``.
+    """Every M-subset of ``candidates`` (default: all clients): ``(best entropy, optimal subsets)``, the subsets
+    within :data:`GAP_TOL` of the best as ascending tuples in lexicographic order; refuses over ``max_subsets``.
 
-    The optimal subsets are all those within :data:`GAP_TOL` of the best (ties), as ascending tuples in
-    lexicographic order. Refuses more than ``max_subsets`` subsets.
-
-    Examples
-    --------
     >>> brute_force_subset([[2, 0], [0, 2], [0, 2]], 2)
     (1.0, [(0, 1), (0, 2)])
     """
@@ -215,13 +176,9 @@ def _positions(name: str, subset, cand: np.ndarray, size: int) -> np.ndarray:
 
 def swap_search(counts, start, *, candidates=None, max_swaps: int = 1000) -> SubsetResult:
     """Local search from ``start`` (e.g. FedEntOpt's pick): the best swap of one picked client for one other
-    candidate, repeated while it raises the pooled entropy by more than :data:`GAP_TOL` (at most ``max_swaps``).
+    candidate while it raises the pooled entropy by more than :data:`GAP_TOL`, at most ``max_swaps`` times. Ties go
+    to the lowest picked client, then the lowest candidate.
 
-    The result is a lower bound of the best subset's entropy, never below the start's. Ties: the lowest picked
-    client, then the lowest candidate.
-
-    Examples
-    --------
     >>> r = swap_search([[4, 0, 0], [3, 1, 0], [0, 0, 4], [0, 4, 0]], [0, 1])  # pooled [7, 1, 0]
     >>> r.subset.tolist(), round(r.entropy, 3), r.nodes  # client 0 out, client 2 in: pooled [3, 1, 4]
     ([1, 2], 1.406, 1)
@@ -239,10 +196,9 @@ class _Stop(Exception):
 
 
 class _BranchAndBound:
-    """Depth-first search over ``rows`` in their order: include row i, or exclude it and every later equal row
-    (equal rows are consecutive; ``group_end[i]`` is the position after row i's group), so that of a group of
-    equal rows only prefixes are tried. A node is pruned when a Gibbs bound proves that no completion beats the
-    incumbent by more than GAP_TOL (:meth:`_bound`); with one or two picks left the completions are enumerated.
+    """Depth-first search over ``rows``: include row i, or exclude it and the rest of its group of equal rows
+    (consecutive; ``group_end[i]`` is the position after it). A node is pruned when :meth:`_bound` proves that no
+    completion beats the incumbent by more than GAP_TOL; with one or two picks left, completions are enumerated.
     """
 
     def __init__(self, rows, group_end, num_selected, incumbent, node_limit, bound_steps):
@@ -304,11 +260,10 @@ class _BranchAndBound:
     def _bound(self, i: int, r: int, pooled: np.ndarray, weights):
         """None if no r rows from position i on lift ``pooled`` above best + GAP_TOL, else fractional weights.
 
-        Gibbs' inequality with q = the class shares of ``pooled + weights @ rows`` (classes that neither
-        ``pooled`` nor a remaining row holds left out): H(T) <= (a + sum_X b_k) / (|P| + sum_X n_k) with
-        w = -log2 q, a = P.w, b_k = l_k.w. No r-subset X exceeds t iff the r largest b_k - t n_k sum to at most
-        t |P| - a. Otherwise a Frank-Wolfe step (its corner: the r largest b_k - H n_k) moves the weights
-        towards the relaxation's optimum, and the test is repeated, ``bound_steps`` times at most.
+        Gibbs' inequality with q = the class shares of ``pooled + weights @ rows``: H(P + sum_X l_k) <= (a + sum_X
+        b_k) / (|P| + sum_X n_k) with w = -log2 q, a = P.w, b_k = l_k.w, so no r-subset X exceeds t iff the r
+        largest b_k - t n_k sum to at most t |P| - a (Dinkelbach). Otherwise a Frank-Wolfe step on the fractional
+        relaxation moves the weights and the test is repeated, ``bound_steps`` times at most.
         """
         tail, sizes = self.rows[i:], self.sizes[i:]
         rest = tail.shape[0]
@@ -355,17 +310,13 @@ def _search_order(rows: np.ndarray):
 def best_subset(
     counts, num_selected: int, *, candidates=None, node_limit: int | None = None, bound_steps: int = 2, start=None
 ) -> SubsetResult:
-    """The M-subset of ``candidates`` (default: all clients) with the highest pooled entropy, by branch and bound.
+    """The M-subset of ``candidates`` (default: all clients) with the highest pooled entropy, by branch and bound;
+    ``result.optimal``: within :data:`GAP_TOL` bits of the best.
 
-    Exact up to :data:`GAP_TOL` bits: ``result.entropy >= max_S H(S) - GAP_TOL`` when ``result.optimal``. The
-    search starts from the best greedy pick over every first client, improved by :func:`swap_search`. With
-    ``node_limit`` it stops after that many nodes and returns the best subset found (``optimal=False``).
-    ``bound_steps``: Frank-Wolfe steps per node that try to prune it (more: fewer nodes, more work per node; 2
-    solved the paper's buffered rounds fastest). ``start`` (optional): M distinct candidates to start from instead
-    (the result is the same subset's entropy or better; tests start from poor subsets to make the search work).
+    The search starts from ``start`` (M distinct candidates) or else the best greedy pick over every first client,
+    improved by swaps. ``node_limit`` stops it early (``optimal=False``); ``bound_steps``: Frank-Wolfe steps per
+    node that try to prune it.
 
-    Examples
-    --------
     >>> r = best_subset([[4, 0, 0], [3, 1, 0], [0, 0, 4], [0, 4, 0], [2, 2, 0]], 3)
     >>> r.subset.tolist(), round(r.entropy, 3), r.optimal
     ([0, 2, 3], 1.585, True)

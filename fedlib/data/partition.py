@@ -1,4 +1,5 @@
 """Label-skew partitioners Dir(beta), #C=k and IID of NIID-Bench (Li et al., ICDE 2022) for FedEntOpt §V-A2."""
+
 from __future__ import annotations
 
 import logging
@@ -69,12 +70,17 @@ def parse_partition(notation: str) -> dict:
             continue
         value = next((g for g in match.groups() if g is not None), None)
         try:
-            return {"scheme": scheme, "beta": float(value) if scheme == "dirichlet" else None,
-                    "classes_per_client": int(value) if scheme == "quantity" else None}
+            return {
+                "scheme": scheme,
+                "beta": float(value) if scheme == "dirichlet" else None,
+                "classes_per_client": int(value) if scheme == "quantity" else None,
+            }
         except ValueError:
             break
-    raise ValueError(f"partition {notation!r} not understood: a partition must look like 'Dir(0.1)', 'C=2' or "
-                     f"'IID' (the paper's notation; '#C=2' too) or 'dir0.1', 'c2', 'iid' (the command line's).")
+    raise ValueError(
+        f"partition {notation!r} not understood: a partition must look like 'Dir(0.1)', 'C=2' or "
+        f"'IID' (the paper's notation; '#C=2' too) or 'dir0.1', 'c2', 'iid' (the command line's)."
+    )
 
 
 def partition_fields(notation: str) -> dict:
@@ -279,9 +285,17 @@ def _draw_until_min_size(class_sizes, k, beta, rng, min_size, max_redraws):
             return counts, minima
         redraws += 1
         if redraws % PROGRESS_EVERY == 0 and redraws != max_redraws:  # the cap's own message is the error
-            _log.warning("dirichlet_partition: %d redraws in %.0f s, none with every client >= %d samples yet "
-                         "(largest minimum seen: %d; K=%d, beta=%g, cap %s)", redraws, time.perf_counter() - t0,
-                         min_size, int(np.flatnonzero(minima).max()), k, beta, max_redraws)
+            _log.warning(
+                "dirichlet_partition: %d redraws in %.0f s, none with every client >= %d samples yet "
+                "(largest minimum seen: %d; K=%d, beta=%g, cap %s)",
+                redraws,
+                time.perf_counter() - t0,
+                min_size,
+                int(np.flatnonzero(minima).max()),
+                k,
+                beta,
+                max_redraws,
+            )
 
 
 # ----------------------------------------------------------------------------- #C=k
@@ -458,7 +472,13 @@ def client_label_counts(
         labels = check_label_vector("profile_or_labels", profile_or_labels)
         num_classes = int(labels.max()) + 1
     parts = partition(
-        labels, scheme, num_clients, rng=rng, beta=beta, classes_per_client=classes_per_client,
-        min_partition_size=min_partition_size, max_redraws=max_redraws,
+        labels,
+        scheme,
+        num_clients,
+        rng=rng,
+        beta=beta,
+        classes_per_client=classes_per_client,
+        min_partition_size=min_partition_size,
+        max_redraws=max_redraws,
     )
     return label_count_matrix(labels, parts, num_classes)

@@ -1,4 +1,5 @@
 """Per-class label counts of the FedEntOpt paper's data sets (§V-A1), so label-only experiments need no images."""
+
 from __future__ import annotations
 
 import os
@@ -44,8 +45,11 @@ class LabelProfile:
     source: str
 
     def __post_init__(self):
-        for field, value in (("train_counts", self.train_counts), ("test_counts", self.test_counts),
-                             ("class_names", self.class_names)):
+        for field, value in (
+            ("train_counts", self.train_counts),
+            ("test_counts", self.test_counts),
+            ("class_names", self.class_names),
+        ):
             if value is not None and len(value) != self.num_classes:
                 raise ValueError(f"{self.name}: {field} has {len(value)} entries, num_classes is {self.num_classes}.")
 
@@ -63,6 +67,7 @@ class LabelProfile:
 # ----------------------------------------------------------------------------- CIFAR-100 superclasses
 #: CIFAR-100 fine label (0..99, alphabetical as in its ``meta``) -> superclass (0..19), Krizhevsky (2009): the
 #: ``coarse_labels`` stored next to ``fine_labels`` in the python pickles; 5 fine classes per superclass.
+# fmt: off
 CIFAR100_COARSE: tuple[int, ...] = (
     4, 1, 14, 8, 0, 6, 7, 7, 18, 3,
     3, 14, 9, 18, 7, 11, 3, 9, 7, 11,
@@ -75,14 +80,30 @@ CIFAR100_COARSE: tuple[int, ...] = (
     16, 19, 2, 4, 6, 19, 5, 5, 8, 19,
     18, 1, 2, 15, 6, 0, 17, 8, 14, 13,
 )
+# fmt: on
 
 #: Names of the 20 CIFAR-100 superclasses, in coarse-label order (CIFAR-100 ``meta``).
 CIFAR100_SUPERCLASS_NAMES: tuple[str, ...] = (
-    "aquatic_mammals", "fish", "flowers", "food_containers", "fruit_and_vegetables",
-    "household_electrical_devices", "household_furniture", "insects", "large_carnivores",
-    "large_man-made_outdoor_things", "large_natural_outdoor_scenes", "large_omnivores_and_herbivores",
-    "medium_mammals", "non-insect_invertebrates", "people", "reptiles", "small_mammals", "trees",
-    "vehicles_1", "vehicles_2",
+    "aquatic_mammals",
+    "fish",
+    "flowers",
+    "food_containers",
+    "fruit_and_vegetables",
+    "household_electrical_devices",
+    "household_furniture",
+    "insects",
+    "large_carnivores",
+    "large_man-made_outdoor_things",
+    "large_natural_outdoor_scenes",
+    "large_omnivores_and_herbivores",
+    "medium_mammals",
+    "non-insect_invertebrates",
+    "people",
+    "reptiles",
+    "small_mammals",
+    "trees",
+    "vehicles_1",
+    "vehicles_2",
 )
 
 
@@ -102,27 +123,48 @@ _SUPER_SIZES = np.bincount(CIFAR100_COARSE, minlength=20)  # 5 fine classes per 
 
 _PROFILE_LIST = (
     LabelProfile(
-        "cifar10", 10, (5000,) * 10, (1000,) * 10, _CIFAR10_NAMES,
+        "cifar10",
+        10,
+        (5000,) * 10,
+        (1000,) * 10,
+        _CIFAR10_NAMES,
         "Krizhevsky (2009), CIFAR-10: 5,000 training and 1,000 test images per class; matches the full "
         "label vectors y_train/y_test of cifar10-labels.npz (tests/test_profiles.py checks it).",
     ),
     LabelProfile(
-        "cifar100-20", 20, tuple(int(n) * 500 for n in _SUPER_SIZES), tuple(int(n) * 100 for n in _SUPER_SIZES),
+        "cifar100-20",
+        20,
+        tuple(int(n) * 500 for n in _SUPER_SIZES),
+        tuple(int(n) * 100 for n in _SUPER_SIZES),
         CIFAR100_SUPERCLASS_NAMES,
         "Krizhevsky (2009), CIFAR-100: 500 training and 100 test images per fine class; each of the 20 "
         "superclasses (CIFAR100_COARSE) groups 5 fine classes, hence 2,500 training and 500 test images.",
     ),
     LabelProfile(
-        "cinic10", 10, (9000,) * 10, (9000,) * 10, _CIFAR10_NAMES,
+        "cinic10",
+        10,
+        (9000,) * 10,
+        (9000,) * 10,
+        _CIFAR10_NAMES,
         "Darlow et al. (2018), 'CINIC-10 is not ImageNet or CIFAR-10' (arXiv:1810.03505): 270,000 images "
         "in train/valid/test splits of 90,000 each, 9,000 per class per split; only 'train' is partitioned.",
     ),
     LabelProfile(
-        "pathmnist", 9,
+        "pathmnist",
+        9,
         (9366, 9509, 10360, 10401, 8006, 12182, 7886, 9401, 12885),
         (1338, 847, 339, 634, 1035, 592, 741, 421, 1233),
-        ("adipose", "background", "debris", "lymphocytes", "mucus", "smooth muscle",
-         "normal colon mucosa", "cancer-associated stroma", "colorectal adenocarcinoma epithelium"),
+        (
+            "adipose",
+            "background",
+            "debris",
+            "lymphocytes",
+            "mucus",
+            "smooth muscle",
+            "normal colon mucosa",
+            "cancer-associated stroma",
+            "colorectal adenocarcinoma epithelium",
+        ),
         "MedMNIST v2 (Yang et al., Sci. Data 2023), PathMNIST: train 89,996 / val 10,004 (9:1 split of "
         "NCT-CRC-HE-100K) / test 7,180 (CRC-VAL-HE-7K), class names from MedMNIST's INFO dict. Per-class "
         "train counts as computed from pathmnist.npz in public MedMNIST user code (two independent GitHub "
@@ -131,14 +173,18 @@ _PROFILE_LIST = (
         "(Kather et al. 2019). Test counts are the CRC-VAL-HE-7K class sizes (public code, sum 7,180).",
     ),
     LabelProfile(
-        "brain-tumor-mri", 4, (1321, 1339, 1595, 1457), (300, 306, 405, 300),
+        "brain-tumor-mri",
+        4,
+        (1321, 1339, 1595, 1457),
+        (300, 306, 405, 300),
         ("glioma", "meningioma", "notumor", "pituitary"),
         "M. Nickparvar, 'Brain Tumor MRI Dataset', Kaggle 2021 (paper ref. [27]): Training/ and Testing/ "
         "folders, 5,712 and 1,311 images; per-class counts as listed by several independent public "
         "projects using the data set (class folders in alphabetical order, as torchvision's ImageFolder).",
     ),
     LabelProfile(
-        "mnist", 10,
+        "mnist",
+        10,
         (5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949),
         (980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009),
         tuple(str(d) for d in range(10)),
@@ -213,5 +259,7 @@ def load_cifar10_labels(data_root=None) -> tuple[np.ndarray, np.ndarray]:
         missing = {"y_train", "y_test"} - set(npz.files)
         if missing:
             raise ValueError(f"{path} lacks the array(s) {sorted(missing)} (has {npz.files}).")
-        return (check_label_vector("y_train", npz["y_train"], num_classes=10),
-                check_label_vector("y_test", npz["y_test"], num_classes=10))
+        return (
+            check_label_vector("y_train", npz["y_train"], num_classes=10),
+            check_label_vector("y_test", npz["y_test"], num_classes=10),
+        )

@@ -4,7 +4,6 @@ frozen encoders, train a joint classifier."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,10 +13,17 @@ import torch
 from torch import nn
 
 from fedlib._validate import check_count_matrix, check_float, check_int, check_optional, check_rng
-from fedlib.algorithms.base import Algorithm, HParams, RoundPlan, RoundResult, decayed_lr, weighted_average
+from fedlib.algorithms.base import Algorithm, HParams, RoundPlan, decayed_lr, weighted_average
 from fedlib.algorithms.kmeans import kmeans
 from fedlib.seeds import stream_rng
-from fedlib.training.local import LocalHyperParams, LocalResult, client_generators, local_train, make_generator
+from fedlib.training.local import (
+    LocalHyperParams,
+    LocalResult,
+    cap_batches,
+    client_generators,
+    local_train,
+    make_generator,
+)
 
 __all__ = [
     "DEFAULT_NUM_CLUSTERS",
@@ -43,6 +49,8 @@ DEFAULT_NUM_CLUSTERS = 5
 DEFAULT_CLASSIFIER_ROUNDS = 200
 
 Params = dict[str, torch.Tensor]
+#: The trainable keys of a :class:`ConcatModel`: its head.
+HEAD_KEYS = ("head.weight", "head.bias")
 
 
 # --------------------------------------------------------------------------- clustering (Stage 1-A)
@@ -553,54 +561,55 @@ class FedConcat(Algorithm):
                 res = train_client(model, state.cluster_params[state.assignment[c]], c, info, full, None)
                 res.client_id = c
                 results.append(res)
-            state.cluster_params = aggregate_clusters(state.cluster_params, state.assignment, results)
             record["clusters_trained"] = sorted({int(state.assignment[c]) for c in picked})
         else:
-            if state.model is None:
-                state.model, state.params = self.build_concat_model(model, state.cluster_params, head_generator)
-            head_keys = ("head.weight", "head.bias")
-            head_algo = Algorithm().bind(head_keys)
+            self._begin_classifier(state, model, head_generator)
             batches = self.hparams.classifier_local_batches
-            results = [train_client(state.model, state.params, c, info, head_algo, batches) for c in picked]
+            results = [train_client(state.model, state.params, c, info, _head_algorithm(), batches) for c in picked]
             results = [r for r in results if r.num_steps > 0]
-            if results:
-                if batches is None:
-                    sizes = np.array([r.num_samples for r in results], dtype=np.float64)
-                    weights = sizes / sizes.sum()
-                else:
-                    weights = np.full(len(results), 1.0 / len(results))
-                heads = weighted_average([{k: r.params[k] for k in head_keys} for r in results], weights)
-                state.params = {**state.params, **heads}
+        sizes = np.array([r.num_samples for r in results], dtype=np.float64)
+        self._aggregate(state, info.phase, results, sizes / sizes.sum() if results else sizes)
         state.round += 1
         state.history.append(record)
         return record
 
-    # ---------------------------------------------------------------- round shape (fedlib.algorithms.base)
+    def _begin_classifier(self, fc: FedConcatState, model: nn.Module, head_generator: torch.Generator) -> None:
+        """Stage 3 set-up at the first classifier round: the concatenated model with a fresh head."""
+        if fc.model is None:
+            fc.model, fc.params = self.build_concat_model(model, fc.cluster_params, head_generator)
 
-    def num_rounds(self, experiment) -> int:
-        """T_e + T_c for the FedAvg budget ``config.rounds`` (:meth:`round_split`)."""
-        c = experiment.config
+    def _aggregate(self, fc: FedConcatState, phase: str, results: Sequence[LocalResult], weights) -> None:
+        """Stage 2 (FedAvg per cluster) or Stage 3 (the heads, FedAvg weights or uniform) of one round into ``fc``."""
+        if phase == "encoder":
+            fc.cluster_params = aggregate_clusters(fc.cluster_params, fc.assignment, results)
+        elif results:
+            if self.hparams.classifier_local_batches is not None:
+                weights = np.full(len(results), 1.0 / len(results))
+            heads = weighted_average([{k: r.params[k] for k in HEAD_KEYS} for r in results], weights)
+            fc.params = {**fc.params, **heads}
+
+    # ---------------------------------------------------------------- round hooks (fedlib.algorithms.base)
+
+    def num_rounds(self, rounds: int, model, *, num_clients: int, num_selected: int) -> int:
+        """T_e + T_c for the FedAvg budget ``rounds`` (:meth:`round_split`)."""
         try:
-            t_e, t_c = self.round_split(
-                c.rounds, experiment.model, num_clients=c.num_clients, num_selected=c.clients_per_round
-            )
+            t_e, t_c = self.round_split(rounds, model, num_clients=num_clients, num_selected=num_selected)
         except ValueError as exc:
             raise ValueError(f"too small a FedAvg budget for FedConcat ({exc})") from exc
         return int(t_e + t_c)
 
-    def init_round_state(self, experiment, global_params) -> FedConcatState:
+    def init_run_state(self, global_params, *, model, label_counts, config) -> FedConcatState:
         """:meth:`plan` on the label counts the server sees (stream ``clustering``)."""
-        c = experiment.config
         return self.plan(
-            experiment.model,
+            model,
             global_params,
-            label_counts=experiment.server_counts,
-            total_rounds=c.rounds,
-            num_selected=c.clients_per_round,
-            rng=stream_rng(c.seed, "clustering"),
+            label_counts=label_counts,
+            total_rounds=config.rounds,
+            num_selected=config.clients_per_round,
+            rng=stream_rng(config.seed, "clustering"),
         )
 
-    def round_state_to_checkpoint(self, fc: FedConcatState) -> dict:
+    def run_state_to_checkpoint(self, fc: FedConcatState) -> dict:
         """``fc`` as tensors and plain containers (``torch.load(weights_only=True)`` reads it back; the
         ``ConcatModel`` itself is rebuilt from the architecture)."""
         return {
@@ -614,9 +623,9 @@ class FedConcat(Algorithm):
             "history": [dict(h) for h in fc.history],
         }
 
-    def round_state_from_checkpoint(self, experiment, d: dict) -> FedConcatState:
-        """Inverse of :meth:`round_state_to_checkpoint`, on the run's device."""
-        to = lambda p: {k: v.to(experiment.device) for k, v in p.items()}  # noqa: E731
+    def run_state_from_checkpoint(self, d: dict, *, model, device) -> FedConcatState:
+        """Inverse of :meth:`run_state_to_checkpoint`, on ``device``."""
+        to = lambda p: {k: v.to(device) for k, v in p.items()}  # noqa: E731
         fc = FedConcatState(
             assignment=d["assignment"].cpu().numpy().astype(np.int64),
             encoder_rounds=int(d["encoder_rounds"]),
@@ -627,58 +636,45 @@ class FedConcat(Algorithm):
         )
         if d["params"] is not None:
             # rebuild the architecture only; its head initialisation (from a throw-away generator) is discarded
-            fc.model, _ = self.build_concat_model(experiment.model, fc.cluster_params, torch.Generator())
-            fc.model.to(experiment.device)
+            fc.model, _ = self.build_concat_model(model, fc.cluster_params, torch.Generator())
+            fc.model.to(device)
             fc.params = to(d["params"])
         return fc
 
-    def configure_round(self, experiment, state, rnd: int) -> RoundPlan:
-        """The phase of the next round, its learning rate ``lr · lr_decay^(phase_round)``, the run's selector's
-        clients."""
-        info = state.algorithm_state.next_round()
-        return RoundPlan(
-            rnd, decayed_lr(experiment.config, info.phase_round), experiment.select(state), phase=info.phase, info=info
-        )
+    def plan_round(self, rnd: int, fc: FedConcatState, *, config, model) -> tuple[RoundPlan, FedConcatState]:
+        """The next round's phase and ``lr · lr_decay^(phase_round)``; a classifier round trains the head of the
+        concatenated model (built at the first one, head from stream ``head_init``) and is tested with it."""
+        info = fc.next_round()
+        lr = decayed_lr(config, info.phase_round)
+        if info.phase == "encoder":
+            return RoundPlan(rnd, "encoder", lr, evaluate=False), fc
+        head_gen = make_generator(int(stream_rng(config.seed, "head_init").integers(2**62)), "cpu")
+        self._begin_classifier(fc, model, head_gen)
+        fc.model.to(next(iter(fc.params.values())).device)
+        batches = self.hparams.classifier_local_batches
+        return RoundPlan(rnd, "classifier", lr, model=fc.model, local=_head_algorithm(), max_batches=batches), fc
 
-    def fit_round(self, experiment, state, plan: RoundPlan, todo) -> RoundResult:
-        """One :meth:`step` with the clients of ``todo``, trained by the trainer's local training (its
-        per-(round, client) generators, round index = table round)."""
-        fc, c = state.algorithm_state, experiment.config
-        epochs = dict(todo)
-        done = []
+    def start_params(self, client: int, global_params, fc: FedConcatState):
+        """Encoder rounds: the client's cluster model; classifier rounds: the concatenated model."""
+        if fc.round < fc.encoder_rounds:
+            return fc.cluster_params[fc.assignment[client]]
+        return fc.params
 
-        def train_client(model, params, k, round_info, algorithm, max_batches):
-            hp = experiment.local_hyper_params(plan.lr, epochs[k])
-            inner = make_local_trainer(
-                experiment.client_data, lambda _info: hp, c.seed, transform=experiment.train_transform
-            )
-            with experiment.client_torch_rng(plan.round, k):
-                res = inner(
-                    model, params, k, dataclasses.replace(round_info, round_index=plan.round), algorithm, max_batches
-                )
-            done.append((int(k), res))
-            return res
+    def aggregate_round(self, plan, results, weights, global_params, server_state, fc: FedConcatState):
+        """Stage 2 or 3 of the round (:meth:`_aggregate`); the global model is the concatenated one once it exists."""
+        info, ids = fc.next_round(), [int(r.client_id) for r in results]
+        self._aggregate(fc, plan.phase, results, weights)
+        record = {"round_index": info.round_index, "phase": info.phase, "phase_round": info.phase_round, "picked": ids}
+        if plan.phase == "encoder":
+            record["clusters_trained"] = sorted({int(fc.assignment[k]) for k in ids})
+        fc.round += 1
+        fc.history.append(record)
+        return (global_params if fc.params is None else fc.params), server_state, fc
 
-        head_gen = make_generator(int(stream_rng(c.seed, "head_init").integers(2**62)), "cpu")
-        self.step(fc, experiment.model, [k for k, _ in todo], train_client, head_generator=head_gen)
-        if fc.model is not None:
-            fc.model.to(experiment.device)
-            state.global_params = fc.params
-        classifier = plan.phase == "classifier"
-        if classifier:
-            kept = [(k, r) for k, r in done if r.num_steps > 0]
-            per_upload = fc.model.head.weight.numel() + fc.model.head.bias.numel()
-        else:
-            kept = [(k, r) for k, r in done if r.num_samples > 0]
-            per_upload = experiment.num_params
-        return RoundResult(
-            trained=[k for k, _ in done],
-            kept=[k for k, _ in kept],
-            losses=[r for _, r in kept],
-            bytes_uploaded=4 * int(per_upload) * len(kept),
-            evaluate=classifier,
-            model=fc.model if classifier else None,
-        )
+
+def _head_algorithm() -> Algorithm:
+    """FedAvg's client hooks training only the head of a :class:`ConcatModel`."""
+    return Algorithm().bind(HEAD_KEYS)
 
 
 def make_local_trainer(
@@ -713,11 +709,7 @@ def make_local_trainer(
         x, y = client_data(client_id)
         gen, aug_gen = client_generators(seed, info.round_index, client_id, x.device)
         if max_batches is not None:
-            idx = torch.randperm(int(y.shape[0]), generator=gen)[: max_batches * hp.batch_size].to(y.device)
-            x, y = x[idx], y[idx]
-            hp = LocalHyperParams(
-                lr=hp.lr, momentum=hp.momentum, weight_decay=hp.weight_decay, batch_size=hp.batch_size, epochs=1
-            )
+            x, y, hp = cap_batches(x, y, hp, max_batches, gen)
         return local_train(
             model, params, x, y, {}, algorithm, hp, gen, transform=transform, aug_generator=aug_gen, client_id=client_id
         )

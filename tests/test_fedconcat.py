@@ -313,7 +313,7 @@ def test_registry_builds_fedconcat():
 
     algo = make_algorithm("fedconcat", num_clusters=3)
     assert isinstance(algo, FedConcat) and algo.num_clusters == 3
-    assert type(algo).fit_round is not Algorithm.fit_round  # its own round shape (two phases)
+    assert type(algo).plan_round is not Algorithm.plan_round  # its own round shape (two phases)
     with pytest.raises(ValueError, match="algorithm 'fedconcat' parameter 'num_clusters': got 0; allowed: an integer"):
         FedConcat(num_clusters=0)
 

@@ -1,9 +1,8 @@
 """The algorithm contract of fedlib's federated trainer.
 
 Everything an algorithm does is a function of tensors, so that the trainer can run one client at a time
-(``fedlib.training.trainer``, ``fedlib.training.local.local_train``) or many clients at once with ``torch.func.vmap``
-over a
-leading client axis (a batched trainer).  The vocabulary:
+(``fedlib.training.local.local_train``) or many at once with ``torch.func.vmap`` over a leading client axis
+(``fedlib.training.batched``).  The vocabulary:
 
 ``params``
     ``dict[str, Tensor]``: the model's state as used with ``torch.func.functional_call(model, params, (x,))``.
@@ -50,17 +49,13 @@ Server side (plain Python over lists of clients; not vmapped):
 * ``init_server_state(global_params, *, num_clients) -> dict[str, Tensor]``
 * ``init_client_state(global_params) -> dict[str, Tensor]`` -- state of one client before it ever trains.
 * ``update_client_state(client_state, result, *, global_params, server_state, ctx, hp)
-  -> (new_client_state, client_state_delta)`` -- called for every client that trained *and uploaded*,
-  after local training.  ``client_state_delta`` (``dict[str, Tensor]``) is what the client uploads on top of its
-  model (e.g. SCAFFOLD's ``Δc_i``); the trainer stores it in ``result.state_delta`` before ``aggregate``.
+  -> (new_client_state, client_state_delta)`` -- called for every client that trained.  ``client_state_delta``
+  (``dict[str, Tensor]``) is what the client uploads on top of its model (e.g. SCAFFOLD's ``Δc_i``); the trainer
+  stores it in ``result.state_delta`` before ``aggregate``.
 * ``aggregate(global_params, results, weights, server_state) -> (new_global_params, new_server_state)``.
   ``results`` is a non-empty list of ``fedlib.training.local.LocalResult`` of the clients that uploaded this round (in
   the order they were picked), ``weights`` a float64 numpy array of their FedAvg weights ``n_k / Σ n_j`` (sums
-  to 1 over the uploading clients).  If no client uploads, the trainer keeps the global model and server state
-  and does not call ``aggregate``.
-
-A batched trainer produces the same ``LocalResult`` objects (unstacking its outputs) and calls the server-side
-hooks unchanged.
+  to 1 over the uploading clients).  If no client uploads, ``aggregate`` is not called.
 
 Round hooks (pure: given values, they return values; the trainer's round loop,
 ``fedlib.training.trainer.Experiment.run_round``, calls them at its named points, as Flower's server asks a

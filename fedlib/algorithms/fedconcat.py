@@ -404,22 +404,21 @@ class FedConcat(Algorithm):
     :func:`fedconcat_round_split` (FedEntOpt §V-A5: "the same total communication budget as FedAvg"); the
     classifier gets ``classifier_rounds`` (default 200, the FedConcat paper's).
 
-    **In fedlib's trainer** (the round-shape hooks of ``fedlib.algorithms.base``): ``config.rounds`` is the
-    FedAvg-equivalent budget T, and the run lasts T_e + T_c table rounds (:meth:`num_rounds`; 661 in the paper's
-    setting: T = 500, M/N = 10 %, K = 5, LeNet-5), or T_e + T_c as given when ``encoder_rounds`` is set.  Clusters
-    come from K-means on the label counts the server sees (DP-noised with label DP; stream ``clustering``), the
-    concatenated head from stream ``head_init`` (:mod:`fedlib.seeds`).  Every round the trainer's selector picks M
-    clients (availability as for every algorithm); in the encoder phase each trained client trains its own
-    cluster's full model, in the classifier phase the head of the concatenated model.  Learning rate:
-    ``lr · lr_decay^(phase_round)``: the decay restarts at the first classifier round (the classifier is a fresh
-    model; continuing the decay past round 461 would leave lr ≈ 1e-6).  There is no single global model in the
-    encoder phase, so the table's ``test_accuracy``/``test_loss`` are NaN there (which also keeps encoder rounds out
-    of the last-rounds mean); the concatenated model is evaluated after classifier rounds (``eval_every`` rule,
-    last round always).  Bytes: 4·p per trained client in encoder rounds, 4·s per trained client in classifier
+    **In fedlib's trainer** (the round hooks of ``fedlib.algorithms.base``): ``config.rounds`` is the
+    FedAvg-equivalent budget T, and the run lasts T_e + T_c table rounds (:meth:`num_rounds`; as given when
+    ``encoder_rounds`` is set).  Clusters come from K-means on the label counts the server sees (DP-noised with
+    label DP; stream ``clustering``), the concatenated head from stream ``head_init`` (:mod:`fedlib.seeds`).  Every
+    round the trainer's selector picks M clients (availability as for every algorithm); in the encoder phase each
+    trained client trains its own cluster's full model, in the classifier phase the head of the concatenated model.
+    Learning rate: ``lr · lr_decay^(phase_round)``: the decay restarts at the first classifier round (the classifier
+    is a fresh model; continuing the decay past round 461 would leave lr ≈ 1e-6).  There is no single global model
+    in the encoder phase, so the table's ``test_accuracy``/``test_loss`` are NaN there (which also keeps encoder
+    rounds out of the last-rounds mean); the concatenated model is evaluated after classifier rounds (``eval_every``
+    rule, last round always).  Bytes: 4·p per trained client in encoder rounds, 4·s per trained client in classifier
     rounds (s = K·d·C + C, the concatenated head), plus the one-time label upload 4·C·K at round 0; downloads
-    (including the one-time broadcast of the K encoders) are not counted, as for every algorithm.  The run's
-    global parameters are the concatenated model's (``encoders.<j>.*``, ``head.*``) once the classifier phase has
-    started; the table's ``phase`` is ``"encoder"`` or ``"classifier"``.
+    (including the one-time broadcast of the K encoders) are not counted, as for every algorithm.  The run's global
+    parameters are the concatenated model's (``encoders.<j>.*``, ``head.*``) once the classifier phase has started;
+    the table's ``phase`` is ``"encoder"`` or ``"classifier"``.
 
     Parameters
     ----------

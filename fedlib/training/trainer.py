@@ -172,23 +172,8 @@ class Experiment:
         )
         acc, loss = self.evaluate(params)
         label_bytes = 4 * self.num_classes * c.num_clients if self.label_upload else 0
-        state.rows.append(
-            self._row(
-                0,
-                float("nan"),
-                acc,
-                loss,
-                float("nan"),
-                [],
-                [],
-                0,
-                label_bytes,
-                0,
-                time.perf_counter() - t0,
-                kept=[],
-                phase="init",
-            )
-        )
+        seconds = time.perf_counter() - t0
+        state.rows.append(self._row(0, "init", acc=acc, loss=loss, nbytes=label_bytes, seconds=seconds))
         return state
 
     def checkpoint(self, state: TrainState) -> dict:
@@ -294,27 +279,40 @@ class Experiment:
         local = plan.local or alg
         upload = sum(kept[0][1].params[key].numel() for key in local.trainable) if kept else 0
         nbytes = 4 * sum(int(np.size(r)) for r in reports) + 4 * upload * int(local.upload_factor) * len(kept)
-        cum_prev = state.rows[-1]["cumulative_bytes"] if state.rows else 0
         row = self._row(
             rnd,
-            plan.lr,
-            acc,
-            loss,
-            train_loss,
-            picked,
-            [k for k, _ in todo],
-            int(dropped.sum()),
-            nbytes,
-            cum_prev,
-            time.perf_counter() - t0,
+            plan.phase,
+            lr=plan.lr,
+            acc=acc,
+            loss=loss,
+            train_loss=train_loss,
+            picked=picked,
+            trained=[k for k, _ in todo],
             kept=[k for k, _ in kept],
-            phase=plan.phase,
+            num_dropped=int(dropped.sum()),
+            nbytes=nbytes,
+            cum_prev=state.rows[-1]["cumulative_bytes"] if state.rows else 0,
+            seconds=time.perf_counter() - t0,
         )
         state.rows.append(row)
         return row
 
     def _row(
-        self, rnd, lr, acc, loss, train_loss, picked, trained, num_dropped, nbytes, cum_prev, seconds, *, kept, phase
+        self,
+        rnd,
+        phase,
+        *,
+        acc,
+        loss,
+        seconds,
+        lr=float("nan"),
+        train_loss=float("nan"),
+        picked=(),
+        trained=(),
+        kept=(),
+        num_dropped=0,
+        nbytes=0,
+        cum_prev=0,
     ):
         from fedlib.selection.metrics import covers_all_classes, pooled_entropy
 

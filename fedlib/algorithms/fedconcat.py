@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -17,11 +17,7 @@ from fedlib.algorithms.base import Algorithm, HParams, RoundPlan, decayed_lr, we
 from fedlib.algorithms.kmeans import kmeans
 from fedlib.seeds import stream_rng
 from fedlib.training.local import (
-    LocalHyperParams,
     LocalResult,
-    cap_batches,
-    client_generators,
-    local_train,
     make_generator,
 )
 
@@ -39,7 +35,6 @@ __all__ = [
     "encoder_keys",
     "fedconcat_round_split",
     "aggregate_clusters",
-    "make_local_trainer",
 ]
 
 #: Clusters: FedConcat's default ("a division of the 40 clients into K = 5 clusters") and FedEntOpt §V-A5
@@ -302,9 +297,9 @@ def fedconcat_round_split(
 class RoundInfo:
     """Where a FedConcat round sits.
 
-    ``round_index`` counts all rounds (encoder rounds first, then classifier rounds) and seeds client
-    training; ``phase`` is ``"encoder"`` or ``"classifier"``; ``phase_round`` counts from 0 within the phase
-    (use it for a per-phase learning-rate schedule: the classifier is a fresh model).
+    ``round_index`` counts all rounds from 0 (encoder rounds first, then classifier rounds); ``phase`` is
+    ``"encoder"`` or ``"classifier"``; ``phase_round`` counts from 0 within the phase (the per-phase learning-rate
+    schedule: the classifier is a fresh model).
     """
 
     round_index: int
@@ -340,7 +335,7 @@ def aggregate_clusters(cluster_params: Sequence[Params], assignment, results: Se
 
 @dataclass
 class FedConcatState:
-    """Where a FedConcat run stands (the result of :meth:`FedConcat.plan`, advanced by :meth:`FedConcat.step`).
+    """Where a FedConcat run stands (the result of :meth:`FedConcat.plan`, advanced by the round hooks).
 
     ``assignment``       (N,) cluster of every client.
     ``encoder_rounds``, ``classifier_rounds``  the round split T_e, T_c.
@@ -372,13 +367,10 @@ class FedConcatState:
         return self.round >= self.total_rounds
 
     def next_round(self) -> RoundInfo:
-        """The :class:`RoundInfo` of the round :meth:`FedConcat.step` runs next."""
+        """The :class:`RoundInfo` of the next round."""
         if self.round < self.encoder_rounds:
             return RoundInfo(self.round, "encoder", self.round)
         return RoundInfo(self.round, "classifier", self.round - self.encoder_rounds)
-
-
-TrainClient = Callable[..., LocalResult]
 
 
 class FedConcat(Algorithm):
@@ -504,8 +496,6 @@ class FedConcat(Algorithm):
         head = _init_head(len(cluster_params) * feature_dim, num_classes, generator, like)
         return concat, concat_params(model, cluster_params, head)
 
-    # ---------------------------------------------------------------- driver
-
     def plan(
         self,
         model: nn.Module,
@@ -524,68 +514,6 @@ class FedConcat(Algorithm):
         params0 = {k: v.detach().clone() for k, v in init_params.items()}
         cluster_params = [dict(params0) for _ in range(int(assignment.max()) + 1)]
         return FedConcatState(assignment, t_e, t_c, cluster_params)
-
-    def step(
-        self,
-        state: FedConcatState,
-        model: nn.Module,
-        picked: Sequence[int],
-        train_client: TrainClient,
-        *,
-        head_generator: torch.Generator,
-    ) -> dict:
-        """Run round ``state.round`` with the clients ``picked`` (chosen by the trainer's selector); update ``state``.
-
-        Encoder phase: every picked client trains its own cluster's model (``train_client(model,
-        cluster_params[cluster], k, info, algorithm, None)``) and each cluster is FedAvg-averaged over its picked
-        members (:func:`aggregate_clusters`).  The first classifier round builds the :class:`ConcatModel`
-        (head initialised from ``head_generator``); every classifier round trains the head on the picked clients
-        (``train_client(concat_model, params, k, info, head_algorithm, classifier_local_batches)``) and averages
-        it.  Returns the round's history record (also appended to ``state.history``).
-        """
-        if state.done:
-            raise ValueError(f"state has run all {state.total_rounds} rounds; nothing left to step.")
-        info = state.next_round()
-        picked = [int(c) for c in picked]
-        record = {
-            "round_index": info.round_index,
-            "phase": info.phase,
-            "phase_round": info.phase_round,
-            "picked": picked,
-        }
-        if info.phase == "encoder":
-            full = Algorithm().bind(tuple(k for k, v in model.named_parameters() if v.requires_grad))
-            results = []
-            for c in picked:
-                res = train_client(model, state.cluster_params[state.assignment[c]], c, info, full, None)
-                res.client_id = c
-                results.append(res)
-            record["clusters_trained"] = sorted({int(state.assignment[c]) for c in picked})
-        else:
-            self._begin_classifier(state, model, head_generator)
-            batches = self.hparams.classifier_local_batches
-            results = [train_client(state.model, state.params, c, info, _head_algorithm(), batches) for c in picked]
-            results = [r for r in results if r.num_steps > 0]
-        sizes = np.array([r.num_samples for r in results], dtype=np.float64)
-        self._aggregate(state, info.phase, results, sizes / sizes.sum() if results else sizes)
-        state.round += 1
-        state.history.append(record)
-        return record
-
-    def _begin_classifier(self, fc: FedConcatState, model: nn.Module, head_generator: torch.Generator) -> None:
-        """Stage 3 set-up at the first classifier round: the concatenated model with a fresh head."""
-        if fc.model is None:
-            fc.model, fc.params = self.build_concat_model(model, fc.cluster_params, head_generator)
-
-    def _aggregate(self, fc: FedConcatState, phase: str, results: Sequence[LocalResult], weights) -> None:
-        """Stage 2 (FedAvg per cluster) or Stage 3 (the heads, FedAvg weights or uniform) of one round into ``fc``."""
-        if phase == "encoder":
-            fc.cluster_params = aggregate_clusters(fc.cluster_params, fc.assignment, results)
-        elif results:
-            if self.hparams.classifier_local_batches is not None:
-                weights = np.full(len(results), 1.0 / len(results))
-            heads = weighted_average([{k: r.params[k] for k in HEAD_KEYS} for r in results], weights)
-            fc.params = {**fc.params, **heads}
 
     # ---------------------------------------------------------------- round hooks (fedlib.algorithms.base)
 
@@ -643,12 +571,15 @@ class FedConcat(Algorithm):
     def plan_round(self, rnd: int, fc: FedConcatState, *, config, model) -> tuple[RoundPlan, FedConcatState]:
         """The next round's phase and ``lr · lr_decay^(phase_round)``; a classifier round trains the head of the
         concatenated model (built at the first one, head from stream ``head_init``) and is tested with it."""
+        if fc.done:
+            raise ValueError(f"the run has had all its {fc.total_rounds} rounds; nothing left to plan.")
         info = fc.next_round()
         lr = decayed_lr(config, info.phase_round)
         if info.phase == "encoder":
             return RoundPlan(rnd, "encoder", lr, evaluate=False), fc
-        head_gen = make_generator(int(stream_rng(config.seed, "head_init").integers(2**62)), "cpu")
-        self._begin_classifier(fc, model, head_gen)
+        if fc.model is None:  # Stage 3 set-up: the concatenated model with a fresh head
+            head_gen = make_generator(int(stream_rng(config.seed, "head_init").integers(2**62)), "cpu")
+            fc.model, fc.params = self.build_concat_model(model, fc.cluster_params, head_gen)
         fc.model.to(next(iter(fc.params.values())).device)
         batches = self.hparams.classifier_local_batches
         return RoundPlan(rnd, "classifier", lr, model=fc.model, local=_head_algorithm(), max_batches=batches), fc
@@ -660,9 +591,16 @@ class FedConcat(Algorithm):
         return fc.params
 
     def aggregate_round(self, plan, results, weights, global_params, server_state, fc: FedConcatState):
-        """Stage 2 or 3 of the round (:meth:`_aggregate`); the global model is the concatenated one once it exists."""
+        """Stage 2 (FedAvg in every cluster, :func:`aggregate_clusters`) or Stage 3 (the heads, FedAvg weights or
+        uniform with ``classifier_local_batches``); the global model is the concatenated one once it exists."""
         info, ids = fc.next_round(), [int(r.client_id) for r in results]
-        self._aggregate(fc, plan.phase, results, weights)
+        if plan.phase == "encoder":
+            fc.cluster_params = aggregate_clusters(fc.cluster_params, fc.assignment, results)
+        elif results:
+            if self.hparams.classifier_local_batches is not None:
+                weights = np.full(len(results), 1.0 / len(results))
+            heads = weighted_average([{k: r.params[k] for k in HEAD_KEYS} for r in results], weights)
+            fc.params = {**fc.params, **heads}
         record = {"round_index": info.round_index, "phase": info.phase, "phase_round": info.phase_round, "picked": ids}
         if plan.phase == "encoder":
             record["clusters_trained"] = sorted({int(fc.assignment[k]) for k in ids})
@@ -674,43 +612,3 @@ class FedConcat(Algorithm):
 def _head_algorithm() -> Algorithm:
     """FedAvg's client hooks training only the head of a :class:`ConcatModel`."""
     return Algorithm().bind(HEAD_KEYS)
-
-
-def make_local_trainer(
-    client_data: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
-    hp_for_round: Callable[[RoundInfo], LocalHyperParams],
-    seed: int,
-    *,
-    transform=None,
-) -> TrainClient:
-    """A ``train_client`` callback for :meth:`FedConcat.step` built on :func:`fedlib.training.local.local_train`.
-
-    Client ``k`` in round ``r`` uses the trainer's generators: batch order from
-    the streams of :func:`fedlib.training.local.client_generators` (CPU; augmentation on the data's device).
-    With ``max_batches = b``, the client first draws ``torch.randperm(n_k)[: b * batch_size]`` from the
-    batch-order generator and trains one epoch on those samples -- ``b`` mini-batches in random order, what
-    FedConcat's code does by stopping its shuffled loader after ``b`` batches.
-
-    Parameters
-    ----------
-    client_data : callable
-        ``client_data(k) -> (x, y)``: client ``k``'s inputs (in the form ``transform`` expects) and int64 labels.
-    hp_for_round : callable
-        ``hp_for_round(info) -> LocalHyperParams`` (e.g. a learning rate decayed by ``info.phase_round``).
-    seed : int
-        Experiment seed.
-    transform : callable, optional
-        Batch transform ``transform(xb, generator)`` passed to ``local_train`` (augmentation + normalisation).
-    """
-
-    def train_client(model, params, client_id, info: RoundInfo, algorithm, max_batches):
-        hp = hp_for_round(info)
-        x, y = client_data(client_id)
-        gen, aug_gen = client_generators(seed, info.round_index, client_id, x.device)
-        if max_batches is not None:
-            x, y, hp = cap_batches(x, y, hp, max_batches, gen)
-        return local_train(
-            model, params, x, y, {}, algorithm, hp, gen, transform=transform, aug_generator=aug_gen, client_id=client_id
-        )
-
-    return train_client

@@ -367,15 +367,30 @@ class Experiment:
         by the batched engine where it can, else one client after the other."""
         alg = self.algorithm
         starts = [alg.start_params(k, state.global_params, state.algorithm_state) for k, _ in todo]
-        if self.config.engine == "batched" and todo:
-            from fedlib.training.batched import batching_unsupported_reason
+        c = self.config
+        if c.engine == "batched" and todo:
+            from fedlib.training.batched import batching_unsupported_reason, options_from_config, train_clients_batched
 
             reason = batching_unsupported_reason(plan.model or self.model, plan.local or alg)
             if reason is None and not all(p is state.global_params for p in starts):
                 reason = "its clients start from different models"
-            if reason is None:
-                ks, epochs = [k for k, _ in todo], [e for _, e in todo]
-                return self.train_clients_batched(state, ks, plan.round, plan.lr, epochs, ctxs)
+            if reason is None:  # the same generators as train_client, so the same results
+                gens = [client_generators(c.seed, plan.round, k, self.device) for k, _ in todo]
+                return train_clients_batched(
+                    self.model,
+                    state.global_params,
+                    self.x_train,
+                    self.y_train,
+                    [self.client_index[k] for k, _ in todo],
+                    list(ctxs),
+                    alg,
+                    [self.hyper_params(plan.lr, e) for _, e in todo],
+                    [g for g, _ in gens],
+                    transform=self.preprocessor.train,
+                    aug_generators=[a for _, a in gens],
+                    client_ids=[k for k, _ in todo],
+                    options=options_from_config(c.engine_options),
+                )
             warnings.warn(f"engine='batched': falling back to the reference path: {reason}.", UserWarning, stacklevel=3)
         return [
             self.train_client(start, k, plan.round, plan.lr, epochs, ctx, plan)
@@ -408,29 +423,6 @@ class Experiment:
                 aug_generator=aug_gen,
                 client_id=k,
             )
-
-    def train_clients_batched(self, state: TrainState, ks: list[int], rnd: int, lr: float, epochs: list[int], ctxs):
-        """``train_client`` for all clients ``ks`` from the global model in one call of
-        ``fedlib.training.batched.train_clients_batched`` (same generators, so the same results)."""
-        from fedlib.training.batched import options_from_config, train_clients_batched
-
-        c, dev = self.config, self.device
-        pairs = [client_generators(c.seed, rnd, k, dev) for k in ks]
-        return train_clients_batched(
-            self.model,
-            state.global_params,
-            self.x_train,
-            self.y_train,
-            [self.client_index[k] for k in ks],
-            list(ctxs),
-            self.algorithm,
-            [self.hyper_params(lr, e) for e in epochs],
-            [g for g, _ in pairs],
-            transform=self.preprocessor.train,
-            aug_generators=[a for _, a in pairs],
-            client_ids=ks,
-            options=options_from_config(c.engine_options),
-        )
 
     def evaluate(self, params, model: torch.nn.Module | None = None) -> tuple[float, float]:
         """(accuracy, mean cross-entropy) of ``params`` on the test set, in batches of ``eval_batch_size``

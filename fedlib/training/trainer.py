@@ -6,8 +6,8 @@ availability, local training, client-state update, judgement, aggregation, evalu
 algorithm answers pure hooks at those points (``fedlib.algorithms.base``).
 
 Randomness: every stream is derived from ``config.seed`` by ``fedlib.seeds``; local training uses per-(round,
-client) generators (``fedlib.training.local.client_generators``).  The table's columns are
-``fedlib.training.runs.TABLE_COLUMNS``; the entropy columns use the TRUE label counts.
+client) generators (``fedlib.training.local.client_generators``).  ``Experiment._row`` describes the table's
+columns (``fedlib.training.runs.TABLE_COLUMNS``).
 """
 
 from __future__ import annotations
@@ -314,6 +314,12 @@ class Experiment:
         nbytes=0,
         cum_prev=0,
     ):
+        """The table row of round ``rnd`` (0: the initial model, with the one-time label upload of 4·C·K bytes when
+        the selector or the algorithm needs label counts).  ``picked``, ``kept``: client ids in pick order (``kept``:
+        whose uploads entered the aggregation); ``entropy_bits`` and ``covers_all_classes`` of the picked clients'
+        pooled TRUE label counts, ``entropy_bits_trained`` of the trained ones', ``reselection_entropy_bits`` of the
+        kept ones' (0.0 when none); the test columns are NaN in rounds without evaluation; ``phase``: ``"init"``,
+        ``"global"`` or the algorithm's."""
         from fedlib.selection.metrics import covers_all_classes, pooled_entropy
 
         picked = [int(k) for k in picked]

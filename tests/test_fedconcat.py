@@ -1,5 +1,7 @@
 """Tests for fedlib.algorithms.fedconcat: clustering, per-cluster FedAvg, concatenated encoders, round split."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
@@ -10,7 +12,6 @@ from fedlib.algorithms.fedavg import FedAvg
 from fedlib.algorithms.fedconcat import (
     ConcatModel,
     FedConcat,
-    RoundInfo,
     aggregate_clusters,
     cluster_clients,
     encoder_keys,
@@ -18,9 +19,16 @@ from fedlib.algorithms.fedconcat import (
     label_distributions,
     last_linear_name,
     make_encoder,
-    make_local_trainer,
 )
-from fedlib.training.local import LocalHyperParams, LocalResult, model_state
+from fedlib.training.local import (
+    LocalHyperParams,
+    LocalResult,
+    cap_batches,
+    client_generators,
+    local_train,
+    model_state,
+    trainable_keys,
+)
 from fedlib.training.models import LeNet5
 
 
@@ -43,41 +51,62 @@ def _clients(num_clients=6, per=12, seed=0):
     return xs, ys, np.array(counts)
 
 
-def _hp(info):
-    return LocalHyperParams(lr=0.05, momentum=0.9, weight_decay=5e-4, batch_size=4, epochs=1)
+_CONFIG = SimpleNamespace(lr=0.05, lr_decay=1.0, seed=0)  # what plan_round reads of an ExperimentConfig
+
+
+def _hp(epochs=1):
+    return LocalHyperParams(lr=0.05, momentum=0.9, weight_decay=5e-4, batch_size=4, epochs=epochs)
 
 
 def _selector(num_clients, m, seed):
     rng = np.random.default_rng(seed)
-    return lambda info: rng.choice(num_clients, size=m, replace=False)
+    return lambda rnd: rng.choice(num_clients, size=m, replace=False)
 
 
-def _run_stages(
-    algo,
-    model,
-    init_params,
-    *,
-    label_counts,
-    total_rounds,
-    num_selected,
-    select,
-    train_client,
-    rng,
-    head_generator,
-    evaluate=None,
-):
-    """All three stages outside the trainer: :meth:`FedConcat.plan`, then :meth:`FedConcat.step` until done, with
-    ``select(info)`` picking each round's clients and ``evaluate(concat_model, params, info)`` after every
-    classifier round (merged into the round's history record)."""
-    state = algo.plan(
-        model, init_params, label_counts=label_counts, total_rounds=total_rounds, num_selected=num_selected, rng=rng
+def _train(xs, ys, model, params, k, rnd, local, max_batches=None, seed=0):
+    """Client ``k``'s local training in round ``rnd``, as the trainer runs it (its generators, the batch cap)."""
+    x, y, hp = xs[k], ys[k], _hp()
+    gen, aug_gen = client_generators(seed, rnd, k, x.device)
+    if max_batches is not None:
+        x, y, hp = cap_batches(x, y, hp, max_batches, gen)
+    return local_train(model, params, x, y, {}, local, hp, gen, aug_generator=aug_gen, client_id=int(k))
+
+
+def _run_stages(algo, model, init_params, xs, ys, *, label_counts, total_rounds, num_selected, select, evaluate=None):
+    """All three stages through the round hooks, as the trainer's round loop calls them: ``select(rnd)`` picks each
+    round's clients; ``evaluate(concat_model, params, plan)`` after every classifier round (merged into the round's
+    history record)."""
+    algo.bind(trainable_keys(model))
+    fc = algo.plan(
+        model,
+        init_params,
+        label_counts=label_counts,
+        total_rounds=total_rounds,
+        num_selected=num_selected,
+        rng=np.random.default_rng(0),
     )
-    while not state.done:
-        info = state.next_round()
-        record = algo.step(state, model, select(info), train_client, head_generator=head_generator)
-        if evaluate is not None and info.phase == "classifier":
-            record.update(evaluate(state.model, state.params, info) or {})
-    return state
+    while not fc.done:
+        plan, fc = algo.plan_round(fc.round + 1, fc, config=_CONFIG, model=model)
+        local = plan.local or algo
+        results = [
+            _train(
+                xs,
+                ys,
+                plan.model or model,
+                algo.start_params(k, init_params, fc),
+                k,
+                plan.round,
+                local,
+                plan.max_batches,
+            )
+            for k in select(plan.round)
+        ]
+        kept = [r for r in results if r.num_samples > 0]
+        n = np.array([r.num_samples for r in kept], dtype=np.float64)
+        _, _, fc = algo.aggregate_round(plan, kept, n / n.sum(), init_params, {}, fc)
+        if evaluate is not None and plan.phase == "classifier":
+            fc.history[-1].update(evaluate(fc.model, fc.params, plan) or {})
+    return fc
 
 
 # --- clustering --------------------------------------------------------------------------------------------
@@ -163,20 +192,10 @@ def test_one_cluster_encoder_phase_equals_fedavg():
     xs, ys, counts = _clients()
     model = _mlp()
     init = model_state(model)
-    rounds, m, seed = 3, 3, 11
+    rounds, m = 3, 3
     algo = FedConcat(num_clusters=1, encoder_rounds=rounds, classifier_rounds=0)
-    train = make_local_trainer(lambda k: (xs[k], ys[k]), _hp, seed)
     out = _run_stages(
-        algo,
-        model,
-        init,
-        label_counts=counts,
-        total_rounds=rounds,
-        num_selected=m,
-        select=_selector(6, m, 5),
-        train_client=train,
-        rng=np.random.default_rng(0),
-        head_generator=torch.Generator().manual_seed(0),
+        algo, model, init, xs, ys, label_counts=counts, total_rounds=rounds, num_selected=m, select=_selector(6, m, 5)
     )
     assert out.model is None and out.classifier_rounds == 0
 
@@ -184,10 +203,8 @@ def test_one_cluster_encoder_phase_equals_fedavg():
     fedavg = FedAvg().bind(tuple(k for k, _ in model.named_parameters()))
     select = _selector(6, m, 5)
     glob = dict(init)
-    for t in range(rounds):
-        info = RoundInfo(t, "encoder", t)
-        picked = select(info)
-        res = [train(model, glob, int(c), info, fedavg, None) for c in picked]
+    for rnd in range(1, rounds + 1):
+        res = [_train(xs, ys, model, glob, int(c), rnd, fedavg) for c in select(rnd)]
         sizes = np.array([r.num_samples for r in res], dtype=float)
         glob, _ = fedavg.aggregate(glob, res, sizes / sizes.sum(), {})
     for k in glob:
@@ -200,18 +217,8 @@ def test_clients_train_their_own_cluster_and_unpicked_clusters_are_untouched():
     model = _mlp()
     init = model_state(model)
     algo = FedConcat(num_clusters=2, encoder_rounds=1, classifier_rounds=0)
-    out = _run_stages(
-        algo,
-        model,
-        init,
-        label_counts=counts,
-        total_rounds=1,
-        num_selected=2,
-        select=lambda info: [0, 1],  # both from cluster 0
-        train_client=make_local_trainer(lambda k: (xs[k], ys[k]), _hp, 0),
-        rng=np.random.default_rng(0),
-        head_generator=torch.Generator().manual_seed(0),
-    )
+    select = lambda rnd: [0, 1]  # noqa: E731 -- both from cluster 0
+    out = _run_stages(algo, model, init, xs, ys, label_counts=counts, total_rounds=1, num_selected=2, select=select)
     assert out.assignment.tolist() == [0, 0, 0, 1, 1, 1]
     assert out.history[0]["clusters_trained"] == [0]
     assert all(torch.equal(out.cluster_params[1][k], init[k]) for k in init)
@@ -228,8 +235,8 @@ def test_classifier_phase_trains_only_the_head(local_batches):
     algo = FedConcat(num_clusters=2, encoder_rounds=2, classifier_rounds=3, classifier_local_batches=local_batches)
     seen = []
 
-    def evaluate(concat, params, info):
-        seen.append(info.phase_round)
+    def evaluate(concat, params, plan):
+        seen.append(plan.round)
         logits = torch.func.functional_call(concat, params, (torch.cat(xs),))
         return {"accuracy": float((logits.argmax(1) == torch.cat(ys)).float().mean())}
 
@@ -237,18 +244,18 @@ def test_classifier_phase_trains_only_the_head(local_batches):
         algo,
         model,
         model_state(model),
+        xs,
+        ys,
         label_counts=counts,
         total_rounds=5,
         num_selected=3,
         select=_selector(6, 3, 1),
-        train_client=make_local_trainer(lambda k: (xs[k], ys[k]), _hp, 0),
-        rng=np.random.default_rng(0),
-        head_generator=torch.Generator().manual_seed(0),
         evaluate=evaluate,
     )
-    assert seen == [0, 1, 2]
+    assert seen == [3, 4, 5]
     assert [h["phase"] for h in out.history] == ["encoder"] * 2 + ["classifier"] * 3
     assert [h["round_index"] for h in out.history] == [0, 1, 2, 3, 4]
+    assert [h["phase_round"] for h in out.history] == [0, 1, 0, 1, 2]
     assert 0.0 <= out.history[-1]["accuracy"] <= 1.0
     keys = encoder_keys(model, out.cluster_params[0])
     for j in range(2):  # frozen encoders are exactly the cluster encoders
@@ -257,14 +264,13 @@ def test_classifier_phase_trains_only_the_head(local_batches):
     assert out.params["head.weight"].shape == (3, 2 * 6)
 
 
-def test_local_trainer_batch_cap():
+def test_local_batch_cap():
     xs, ys, _ = _clients()
     model = _mlp()
-    train = make_local_trainer(lambda k: (xs[k], ys[k]), _hp, 0)
     algo = FedAvg().bind(tuple(k for k, _ in model.named_parameters()))
-    res = train(model, model_state(model), 0, RoundInfo(0, "classifier", 0), algo, 2)
+    res = _train(xs, ys, model, model_state(model), 0, 1, algo, max_batches=2)
     assert res.num_steps == 2 and res.num_samples == 8  # 2 batches of 4
-    full = train(model, model_state(model), 0, RoundInfo(0, "encoder", 0), algo, None)
+    full = _train(xs, ys, model, model_state(model), 0, 1, algo)
     assert full.num_steps == 3  # 1 epoch of 12 samples in batches of 4
 
 
@@ -313,7 +319,7 @@ def test_registry_builds_fedconcat():
 
     algo = make_algorithm("fedconcat", num_clusters=3)
     assert isinstance(algo, FedConcat) and algo.num_clusters == 3
-    assert type(algo).fit_round is not Algorithm.fit_round  # its own round shape (two phases)
+    assert type(algo).plan_round is not Algorithm.plan_round  # its own round shape (two phases)
     with pytest.raises(ValueError, match="algorithm 'fedconcat' parameter 'num_clusters': got 0; allowed: an integer"):
         FedConcat(num_clusters=0)
 
@@ -324,28 +330,18 @@ def test_weighted_average_of_identical_heads_is_identity():
     torch.testing.assert_close(weighted_average([d, d, d], [0.2, 0.3, 0.5])["w"], d["w"])
 
 
-def test_plan_and_step_reproduce_the_stages_and_stop_at_the_end():
+def test_the_stages_are_reproducible_and_stop_at_the_end():
     xs, ys, counts = _clients()
     model = _mlp()
-    algo = FedConcat(num_clusters=2, encoder_rounds=1, classifier_rounds=1, classifier_local_batches=1)
-    train = make_local_trainer(lambda k: (xs[k], ys[k]), _hp, 3)
     kwargs = dict(label_counts=counts, total_rounds=2, num_selected=2)
-    ran = _run_stages(
-        algo,
-        model,
-        model_state(model),
-        select=_selector(6, 2, 4),
-        train_client=train,
-        rng=np.random.default_rng(0),
-        head_generator=torch.Generator().manual_seed(1),
-        **kwargs,
-    )
-    state = algo.plan(model, model_state(model), rng=np.random.default_rng(0), **kwargs)
-    select = _selector(6, 2, 4)
-    while not state.done:
-        algo.step(state, model, select(state.next_round()), train, head_generator=torch.Generator().manual_seed(1))
-    assert state.round == 2 and [h["picked"] for h in state.history] == [h["picked"] for h in ran.history]
+
+    def run():
+        algo = FedConcat(num_clusters=2, encoder_rounds=1, classifier_rounds=1, classifier_local_batches=1)
+        return algo, _run_stages(algo, model, model_state(model), xs, ys, select=_selector(6, 2, 4), **kwargs)
+
+    (algo, ran), (_, again) = run(), run()
+    assert again.round == 2 and [h["picked"] for h in again.history] == [h["picked"] for h in ran.history]
     for k in ran.params:
-        assert torch.equal(state.params[k], ran.params[k])
-    with pytest.raises(ValueError, match="state has run all 2 rounds"):
-        algo.step(state, model, [0], train, head_generator=torch.Generator())
+        assert torch.equal(again.params[k], ran.params[k])
+    with pytest.raises(ValueError, match="the run has had all its 2 rounds"):
+        algo.plan_round(3, again, config=_CONFIG, model=model)

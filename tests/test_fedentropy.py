@@ -243,4 +243,4 @@ def test_registry_builds_fedentropy():
 
     algo = make_algorithm("fedentropy", epsilon=0.5)
     assert isinstance(algo, FedEntropy) and algo.epsilon == 0.5
-    assert type(algo).judge_round is not Algorithm.judge_round  # its own round shape (the judgement)
+    assert type(algo).keep is not Algorithm.keep  # its own round shape (the judgement)

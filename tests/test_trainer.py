@@ -75,7 +75,7 @@ def test_dropout_and_stragglers(tiny_npz):
     state = exp.initial_state()
     seen = []
     orig = exp.train_client
-    exp.train_client = lambda st, k, rnd, lr, epochs: (seen.append((k, epochs)), orig(st, k, rnd, lr, epochs))[1]
+    exp.train_client = lambda p, k, rnd, lr, epochs, *a: (seen.append((k, epochs)), orig(p, k, rnd, lr, epochs, *a))[1]
     exp.run_round(state)
     for k, e in seen:
         assert (1 <= e <= 3) if exp.stragglers[k] else e == 3
@@ -140,34 +140,33 @@ class ToyTwoPhase(Algorithm):
     class HParams(HParams):
         warmup_rounds: int = 2
 
-    def num_rounds(self, experiment):
-        return experiment.config.rounds + self.hparams.warmup_rounds
+    def num_rounds(self, rounds, model, *, num_clients, num_selected):
+        return rounds + self.hparams.warmup_rounds
 
-    def init_round_state(self, experiment, global_params):
+    def init_run_state(self, global_params, **_):
         return {"warmup_done": 0}
 
-    def round_state_to_checkpoint(self, round_state):
-        return {"warmup_done": int(round_state["warmup_done"])}
+    def run_state_to_checkpoint(self, run_state):
+        return {"warmup_done": int(run_state["warmup_done"])}
 
-    def round_state_from_checkpoint(self, experiment, data):
+    def run_state_from_checkpoint(self, data, **_):
         return {"warmup_done": int(data["warmup_done"])}
 
-    def _warming(self, state):
-        return state.algorithm_state["warmup_done"] < self.hparams.warmup_rounds
+    def plan_round(self, rnd, run_state, *, config, model):
+        plan, run_state = super().plan_round(rnd, run_state, config=config, model=model)
+        if run_state["warmup_done"] < self.hparams.warmup_rounds:
+            plan = dataclasses.replace(plan, phase="warmup", lr=plan.lr / 2)
+        return plan, run_state
 
-    def configure_round(self, experiment, state, rnd):
-        plan = super().configure_round(experiment, state, rnd)
-        if self._warming(state):
-            plan.phase, plan.lr = "warmup", plan.lr / 2
-        return plan
+    def keep(self, plan, clients, reports, sizes, server_state):
+        mask = np.arange(len(clients)) < (1 if plan.phase == "warmup" else len(clients))
+        return mask, server_state
 
-    def judge_round(self, experiment, state, trained):
-        return (trained[:1], 0) if self._warming(state) else (trained, 0)
-
-    def fit_round(self, experiment, state, plan, todo):
-        result = super().fit_round(experiment, state, plan, todo)
-        state.algorithm_state["warmup_done"] += plan.phase == "warmup"
-        return result
+    def aggregate_round(self, plan, results, weights, global_params, server_state, run_state):
+        global_params, server_state, _ = super().aggregate_round(
+            plan, results, weights, global_params, server_state, run_state
+        )
+        return global_params, server_state, {"warmup_done": run_state["warmup_done"] + (plan.phase == "warmup")}
 
 
 @pytest.fixture

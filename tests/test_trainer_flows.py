@@ -93,7 +93,7 @@ def test_fedentropy_aggregates_exactly_the_kept_clients(tiny_npz):
     assert row["num_trained"] == 4 and len(kept) < 4
     # re-do the round by hand: train every picked client from the initial model, judge, FedAvg over the kept ones
     lr = cfg.lr
-    results = {k: exp.train_client(before, k, 1, lr, cfg.local_epochs)[0] for k in picked}
+    results = {k: exp.train_client(before.global_params, k, 1, lr, cfg.local_epochs, {}) for k in picked}
     soft = [
         model_soft_label(exp.model, results[k].params, exp.preprocessor.test(exp.x_train[exp.client_index[k]]))
         for k in picked

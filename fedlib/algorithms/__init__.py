@@ -4,7 +4,7 @@
 hyper-parameters once, as the fields of its frozen ``HParams`` dataclass (``fedlib.algorithms.base.HParams``); an
 unknown name or an unknown or bad parameter is a ``fedlib._validate.ParameterError`` (a ``TypeError`` and a
 ``ValueError``), e.g. ``algorithm 'fedprox' parameter 'mu': got -1.0; allowed: a finite real number >= 0.0.``
-The contract every algorithm follows (hook signatures, what a vmapped caller stacks, the round-shape hooks) is
+The contract every algorithm follows (hook signatures, what a vmapped caller stacks, the round hooks) is
 documented in ``fedlib.algorithms.base``.  A new algorithm is one module here plus one registry entry (``_EAGER``
 or ``_LAZY`` below; ``register_algorithm`` adds one at run time, e.g. in a test).
 

@@ -1,9 +1,8 @@
 """The algorithm contract of fedlib's federated trainer.
 
 Everything an algorithm does is a function of tensors, so that the trainer can run one client at a time
-(``fedlib.training.trainer``, ``fedlib.training.local.local_train``) or many clients at once with ``torch.func.vmap``
-over a
-leading client axis (a batched trainer).  The vocabulary:
+(``fedlib.training.local.local_train``) or many at once with ``torch.func.vmap`` over a leading client axis
+(``fedlib.training.batched``).  The vocabulary:
 
 ``params``
     ``dict[str, Tensor]``: the model's state as used with ``torch.func.functional_call(model, params, (x,))``.
@@ -50,50 +49,41 @@ Server side (plain Python over lists of clients; not vmapped):
 * ``init_server_state(global_params, *, num_clients) -> dict[str, Tensor]``
 * ``init_client_state(global_params) -> dict[str, Tensor]`` -- state of one client before it ever trains.
 * ``update_client_state(client_state, result, *, global_params, server_state, ctx, hp)
-  -> (new_client_state, client_state_delta)`` -- called for every client that trained *and uploaded*,
-  after local training.  ``client_state_delta`` (``dict[str, Tensor]``) is what the client uploads on top of its
-  model (e.g. SCAFFOLD's ``Δc_i``); the trainer stores it in ``result.state_delta`` before ``aggregate``.
+  -> (new_client_state, client_state_delta)`` -- called for every client that trained.  ``client_state_delta``
+  (``dict[str, Tensor]``) is what the client uploads on top of its model (e.g. SCAFFOLD's ``Δc_i``); the trainer
+  stores it in ``result.state_delta`` before ``aggregate``.
 * ``aggregate(global_params, results, weights, server_state) -> (new_global_params, new_server_state)``.
   ``results`` is a non-empty list of ``fedlib.training.local.LocalResult`` of the clients that uploaded this round (in
   the order they were picked), ``weights`` a float64 numpy array of their FedAvg weights ``n_k / Σ n_j`` (sums
-  to 1 over the uploading clients).  If no client uploads, the trainer keeps the global model and server state
-  and does not call ``aggregate``.
+  to 1 over the uploading clients).  If no client uploads, ``aggregate`` is not called.
 
-A batched trainer produces the same ``LocalResult`` objects (unstacking its outputs) and calls the server-side
-hooks unchanged.
+Round hooks (pure: given values, they return values; the trainer's round loop,
+``fedlib.training.trainer.Experiment.run_round``, calls them at its named points, as Flower's server asks a
+strategy).  The defaults give FedAvg's round; FedEntropy overrides ``sample``, ``client_report`` and ``keep``,
+FedConcat ``num_rounds``, the run state, ``plan_round``, ``start_params`` and ``aggregate_round``:
 
-Round shape (server side; the trainer's one round loop, ``fedlib.training.trainer.Experiment.run_round``, calls them, as
-Flower's server calls a strategy's ``configure_fit``/``aggregate_fit``).  ``experiment`` is the trainer's
-``Experiment``: the services of ``RoundServices`` (selection, local training, evaluation, data) and the run's
-set-up.  The defaults give the per-round shape of FedAvg and its relatives; an algorithm with another shape
-overrides only what differs (FedEntropy: its own client draw and a judgement of the uploads; FedConcat: two phases
-with their own models, run length and checkpointed state):
-
-* ``num_rounds(experiment) -> int`` -- table rounds of the run (default ``config.rounds``).  A ``ValueError``
-  means the configured ``rounds`` does not suit the algorithm (the trainer reports it as a config error).
-* ``init_round_state(experiment, global_params)`` -- the algorithm's own state of the run beside ``server_state``
-  (any object; default None), kept in ``TrainState.algorithm_state``; ``round_state_to_checkpoint(round_state)``
-  and ``round_state_from_checkpoint(experiment, data)`` store it with tensors and plain containers only.
-* ``configure_round(experiment, state, rnd) -> RoundPlan`` -- the round's learning rate, phase and picked clients
-  (default: ``lr · lr_decay^(rnd−1)``, phase ``"global"``, the run's selector).  The trainer then draws
-  availability: which picked clients drop out and how many epochs each of the others trains.
-* ``fit_round(experiment, state, plan, todo) -> RoundResult`` -- local training of ``todo`` (``[(client,
-  epochs)]``) and aggregation into ``state``.  Default: every client trains from the global model
-  (``experiment.train_clients``), the clients with data are judged (``judge_round``) and the kept ones are
-  averaged with ``aggregate``.
-* ``judge_round(experiment, state, trained) -> (kept, extra_bytes)`` -- which of the trained ``(client,
-  LocalResult)`` pairs (all with data) upload their models, and what the judgement itself costs in bytes (default:
-  all, 0).
-
-The trainer turns the ``RoundResult`` into the table row: train loss, evaluation (when due), bytes and the
-entropy columns -- the same for every algorithm.
+* ``num_rounds(rounds, model, *, num_clients, num_selected) -> int`` -- table rounds of the run (default
+  ``rounds``); a ``ValueError`` means ``rounds`` does not suit the algorithm.
+* ``init_run_state(global_params, *, model, label_counts, config)`` -- the algorithm's own state of the run (any
+  object, default None); ``run_state_to_checkpoint`` / ``run_state_from_checkpoint`` store it as tensors and
+  plain containers.
+* ``plan_round(rnd, run_state, *, config, model) -> (RoundPlan, run_state)`` -- the round's phase, learning rate
+  and the model its clients train.
+* ``sample(server_state, num_selected, rng) -> clients or None`` -- the algorithm's own client draw, used in place
+  of random selection (None: the run's selector).
+* ``start_params(client, global_params, run_state) -> params`` -- the model a client trains from.
+* ``client_report(model, params, x, *, batch_size)`` -- what a trained client reports beside its model (only
+  when ``has_client_report``; 4 bytes per entry).
+* ``keep(plan, clients, reports, sizes, server_state) -> (mask, server_state)`` -- which trained clients upload.
+* ``aggregate_round(plan, results, weights, global_params, server_state, run_state) -> (global_params,
+  server_state, run_state)`` -- the round's aggregation of the kept uploads (default: ``aggregate``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import ClassVar, Protocol
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -105,8 +95,6 @@ __all__ = [
     "Algorithm",
     "HParams",
     "RoundPlan",
-    "RoundResult",
-    "RoundServices",
     "decayed_lr",
     "weighted_average",
     "tree_sub",
@@ -164,69 +152,20 @@ def zeros_like_params(params: Mapping[str, torch.Tensor], keys=None) -> Params:
     return {k: torch.zeros_like(params[k]) for k in keys}
 
 
-@dataclass
+@dataclass(frozen=True)
 class RoundPlan:
-    """One round as ``Algorithm.configure_round`` plans it: table round ``round`` (from 1), learning rate ``lr``,
-    the table's ``phase``, the ``picked`` clients in pick order, and ``info`` (the algorithm's own, e.g.
-    FedConcat's ``RoundInfo``)."""
+    """One round as ``Algorithm.plan_round`` plans it: table round ``round`` (from 1), the table's ``phase``,
+    learning rate ``lr``; ``model``: the architecture the clients train and the global model is tested with (None:
+    the run's); ``local``: the algorithm whose client hooks train (None: the run's); ``max_batches``: mini-batches
+    per client (None: ``epochs`` epochs); ``evaluate``: False when the round leaves no global model to test."""
 
     round: int
+    phase: str
     lr: float
-    picked: list
-    phase: str = "global"
-    info: object = None
-
-
-@dataclass
-class RoundResult:
-    """What a round did, as ``Algorithm.fit_round`` reports it for the table row.
-
-    ``trained``: clients that trained, in training order; ``kept``: clients whose uploads entered the aggregation;
-    ``losses``: the ``LocalResult`` whose ``train_loss`` the row averages (weights ``num_samples``);
-    ``bytes_uploaded``: the round's uploads; ``evaluate``: False when the round leaves no global model to test
-    (the test columns are then NaN); ``model``: the architecture of ``state.global_params`` when it is not the
-    experiment's model.
-    """
-
-    trained: list
-    kept: list
-    losses: list
-    bytes_uploaded: int
-    evaluate: bool = True
     model: torch.nn.Module | None = None
-
-
-class RoundServices(Protocol):
-    """What the trainer's experiment offers the round-shape hooks (``fedlib.training.trainer.Experiment``)."""
-
-    config: object  # the ExperimentConfig
-    model: torch.nn.Module  # the architecture (its own tensors are not used)
-    device: torch.device
-    num_params: int  # trainable scalars of the model
-    num_classes: int
-    server_counts: np.ndarray  # (K, C) label counts the server sees (DP-noised with label DP)
-    total_rounds: int
-    train_transform: Callable  # the batch transform of local training, ``(x, generator) -> x`` (augment, normalise)
-
-    def select(self, state) -> list:
-        """The round's clients from the run's selector (selection stream, selector state in ``state``)."""
-
-    def train_clients(self, state, todo, rnd: int, lr: float) -> list:
-        """``[(client, LocalResult)]``: each ``(client, epochs)`` of ``todo`` trained from the global model with
-        the algorithm's client hooks (client states updated in ``state``)."""
-
-    def client_data(self, client: int) -> tuple:
-        """``(x, y)``: the client's training inputs (uint8, on the device) and labels."""
-
-    def client_inputs(self, client: int) -> torch.Tensor:
-        """The client's training inputs as the model sees them in evaluation (normalised, not augmented)."""
-
-    def local_hyper_params(self, lr: float, epochs: int):
-        """``fedlib.training.local.LocalHyperParams`` of the run with learning rate ``lr`` and ``epochs``."""
-
-    def client_torch_rng(self, rnd: int, client: int):
-        """Context manager: the global torch RNG seeded for ``client`` in round ``rnd`` (dropout layers), restored
-        after."""
+    local: object = None
+    max_batches: int | None = None
+    evaluate: bool = True
 
 
 def decayed_lr(config, step: int) -> float:
@@ -267,6 +206,7 @@ class Algorithm:
                              (e.g. FedConcat's clustering); the trainer then charges 4·C·K bytes at round 0,
                              as it does for label-based selectors.
     ``has_after_step``       True if ``after_step`` changes the parameters (the engines skip it otherwise).
+    ``has_client_report``    True if every trained client reports ``client_report`` (FedEntropy's soft label).
     ``upload_factor``        model-sized tensors a client uploads per round (1: its model; SCAFFOLD: 2, model
                              and Δc_i); the trainer charges ``4 · p · upload_factor`` bytes per uploading client.
     """
@@ -274,6 +214,7 @@ class Algorithm:
     name = "base"
     HParams: ClassVar[type] = HParams
     has_after_step = False
+    has_client_report = False
     needs_label_counts = False
     uploads_label_counts = False
     upload_factor = 1
@@ -363,49 +304,45 @@ class Algorithm:
         """FedAvg: ``w ← Σ_k p_k w_k`` with ``p_k = n_k / Σ_j n_j`` over the uploading clients."""
         return weighted_average([r.params for r in results], weights), server_state
 
-    # -- round shape (server side; see the module docstring) ------------------------------------------
-    def num_rounds(self, experiment: RoundServices) -> int:
-        """``config.rounds`` table rounds."""
-        return experiment.config.rounds
+    # -- round hooks (pure; see the module docstring) ---------------------------------------------------
+    def num_rounds(self, rounds: int, model, *, num_clients: int, num_selected: int) -> int:
+        """``rounds`` table rounds."""
+        return rounds
 
-    def init_round_state(self, experiment: RoundServices, global_params: Params):
+    def init_run_state(self, global_params: Params, *, model, label_counts, config):
         """No state beside ``server_state``."""
         return None
 
-    def round_state_to_checkpoint(self, round_state) -> dict | None:
+    def run_state_to_checkpoint(self, run_state) -> dict | None:
         """Nothing to store."""
         return None
 
-    def round_state_from_checkpoint(self, experiment: RoundServices, data: dict):
+    def run_state_from_checkpoint(self, data: dict, *, model, device):
         """Nothing stored."""
         return None
 
-    def configure_round(self, experiment: RoundServices, state, rnd: int) -> RoundPlan:
-        """``lr · lr_decay^(rnd−1)``, phase ``"global"``, the clients of the run's selector."""
-        return RoundPlan(rnd, decayed_lr(experiment.config, rnd - 1), experiment.select(state))
+    def plan_round(self, rnd: int, run_state, *, config, model) -> tuple[RoundPlan, object]:
+        """Phase ``"global"``, ``lr · lr_decay^(rnd−1)``, the run's model."""
+        return RoundPlan(rnd, "global", decayed_lr(config, rnd - 1)), run_state
 
-    def fit_round(self, experiment: RoundServices, state, plan: RoundPlan, todo) -> RoundResult:
-        """Train ``todo`` from the global model; FedAvg-weighted ``aggregate`` of the uploads ``judge_round`` keeps.
+    def sample(self, server_state, num_selected: int, rng: np.random.Generator):
+        """No draw of its own: the run's selector picks."""
+        return None
 
-        Every trained client with data reports its train loss; each kept client uploads ``upload_factor``
-        model-sized tensors (``4 · p · upload_factor`` bytes) on top of what the judgement costs.
-        """
-        trained = experiment.train_clients(state, todo, plan.round, plan.lr)
-        with_data = [(k, r) for k, r in trained if r.num_samples > 0]
-        kept, extra_bytes = self.judge_round(experiment, state, with_data) if with_data else (with_data, 0)
-        if kept:
-            n = np.array([r.num_samples for _, r in kept], dtype=np.float64)
-            state.global_params, state.server_state = self.aggregate(
-                state.global_params, [r for _, r in kept], n / n.sum(), state.server_state
-            )
-        nbytes = 4 * experiment.num_params * int(self.upload_factor) * len(kept) + extra_bytes
-        return RoundResult(
-            trained=[k for k, _ in trained],
-            kept=[k for k, _ in kept],
-            losses=[r for _, r in with_data],
-            bytes_uploaded=nbytes,
-        )
+    def start_params(self, client: int, global_params: Params, run_state) -> Params:
+        """Every client trains from the global model."""
+        return global_params
 
-    def judge_round(self, experiment: RoundServices, state, trained: list) -> tuple[list, int]:
-        """Every trained client uploads; no judgement, no extra bytes."""
-        return trained, 0
+    def client_report(self, model, params: Params, x: torch.Tensor, *, batch_size: int):
+        """Nothing beside the model (only called when ``has_client_report``)."""
+        return None
+
+    def keep(self, plan: RoundPlan, clients: list, reports: list, sizes: np.ndarray, server_state):
+        """Every trained client uploads."""
+        return np.ones(len(clients), dtype=bool), server_state
+
+    def aggregate_round(self, plan: RoundPlan, results: list, weights, global_params, server_state, run_state):
+        """``aggregate`` of the kept uploads (none: the global model and server state stay)."""
+        if results:
+            global_params, server_state = self.aggregate(global_params, results, weights, server_state)
+        return global_params, server_state, run_state

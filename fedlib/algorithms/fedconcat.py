@@ -4,9 +4,8 @@ frozen encoders, train a joint classifier."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,10 +13,13 @@ import torch
 from torch import nn
 
 from fedlib._validate import check_count_matrix, check_float, check_int, check_optional, check_rng
-from fedlib.algorithms.base import Algorithm, HParams, RoundPlan, RoundResult, decayed_lr, weighted_average
+from fedlib.algorithms.base import Algorithm, HParams, RoundPlan, decayed_lr, weighted_average
 from fedlib.algorithms.kmeans import kmeans
 from fedlib.seeds import stream_rng
-from fedlib.training.local import LocalHyperParams, LocalResult, client_generators, local_train, make_generator
+from fedlib.training.local import (
+    LocalResult,
+    make_generator,
+)
 
 __all__ = [
     "DEFAULT_NUM_CLUSTERS",
@@ -33,7 +35,6 @@ __all__ = [
     "encoder_keys",
     "fedconcat_round_split",
     "aggregate_clusters",
-    "make_local_trainer",
 ]
 
 #: Clusters: FedConcat's default ("a division of the 40 clients into K = 5 clusters") and FedEntOpt §V-A5
@@ -43,6 +44,8 @@ DEFAULT_NUM_CLUSTERS = 5
 DEFAULT_CLASSIFIER_ROUNDS = 200
 
 Params = dict[str, torch.Tensor]
+#: The trainable keys of a :class:`ConcatModel`: its head.
+HEAD_KEYS = ("head.weight", "head.bias")
 
 
 # --------------------------------------------------------------------------- clustering (Stage 1-A)
@@ -294,9 +297,9 @@ def fedconcat_round_split(
 class RoundInfo:
     """Where a FedConcat round sits.
 
-    ``round_index`` counts all rounds (encoder rounds first, then classifier rounds) and seeds client
-    training; ``phase`` is ``"encoder"`` or ``"classifier"``; ``phase_round`` counts from 0 within the phase
-    (use it for a per-phase learning-rate schedule: the classifier is a fresh model).
+    ``round_index`` counts all rounds from 0 (encoder rounds first, then classifier rounds); ``phase`` is
+    ``"encoder"`` or ``"classifier"``; ``phase_round`` counts from 0 within the phase (the per-phase learning-rate
+    schedule: the classifier is a fresh model).
     """
 
     round_index: int
@@ -332,7 +335,7 @@ def aggregate_clusters(cluster_params: Sequence[Params], assignment, results: Se
 
 @dataclass
 class FedConcatState:
-    """Where a FedConcat run stands (the result of :meth:`FedConcat.plan`, advanced by :meth:`FedConcat.step`).
+    """Where a FedConcat run stands (the result of :meth:`FedConcat.plan`, advanced by the round hooks).
 
     ``assignment``       (N,) cluster of every client.
     ``encoder_rounds``, ``classifier_rounds``  the round split T_e, T_c.
@@ -364,13 +367,10 @@ class FedConcatState:
         return self.round >= self.total_rounds
 
     def next_round(self) -> RoundInfo:
-        """The :class:`RoundInfo` of the round :meth:`FedConcat.step` runs next."""
+        """The :class:`RoundInfo` of the next round."""
         if self.round < self.encoder_rounds:
             return RoundInfo(self.round, "encoder", self.round)
         return RoundInfo(self.round, "classifier", self.round - self.encoder_rounds)
-
-
-TrainClient = Callable[..., LocalResult]
 
 
 class FedConcat(Algorithm):
@@ -396,22 +396,21 @@ class FedConcat(Algorithm):
     :func:`fedconcat_round_split` (FedEntOpt §V-A5: "the same total communication budget as FedAvg"); the
     classifier gets ``classifier_rounds`` (default 200, the FedConcat paper's).
 
-    **In fedlib's trainer** (the round-shape hooks of ``fedlib.algorithms.base``): ``config.rounds`` is the
-    FedAvg-equivalent budget T, and the run lasts T_e + T_c table rounds (:meth:`num_rounds`; 661 in the paper's
-    setting: T = 500, M/N = 10 %, K = 5, LeNet-5), or T_e + T_c as given when ``encoder_rounds`` is set.  Clusters
-    come from K-means on the label counts the server sees (DP-noised with label DP; stream ``clustering``), the
-    concatenated head from stream ``head_init`` (:mod:`fedlib.seeds`).  Every round the trainer's selector picks M
-    clients (availability as for every algorithm); in the encoder phase each trained client trains its own
-    cluster's full model, in the classifier phase the head of the concatenated model.  Learning rate:
-    ``lr · lr_decay^(phase_round)``: the decay restarts at the first classifier round (the classifier is a fresh
-    model; continuing the decay past round 461 would leave lr ≈ 1e-6).  There is no single global model in the
-    encoder phase, so the table's ``test_accuracy``/``test_loss`` are NaN there (which also keeps encoder rounds out
-    of the last-rounds mean); the concatenated model is evaluated after classifier rounds (``eval_every`` rule,
-    last round always).  Bytes: 4·p per trained client in encoder rounds, 4·s per trained client in classifier
+    **In fedlib's trainer** (the round hooks of ``fedlib.algorithms.base``): ``config.rounds`` is the
+    FedAvg-equivalent budget T, and the run lasts T_e + T_c table rounds (:meth:`num_rounds`; as given when
+    ``encoder_rounds`` is set).  Clusters come from K-means on the label counts the server sees (DP-noised with
+    label DP; stream ``clustering``), the concatenated head from stream ``head_init`` (:mod:`fedlib.seeds`).  Every
+    round the trainer's selector picks M clients (availability as for every algorithm); in the encoder phase each
+    trained client trains its own cluster's full model, in the classifier phase the head of the concatenated model.
+    Learning rate: ``lr · lr_decay^(phase_round)``: the decay restarts at the first classifier round (the classifier
+    is a fresh model; continuing the decay past round 461 would leave lr ≈ 1e-6).  There is no single global model
+    in the encoder phase, so the table's ``test_accuracy``/``test_loss`` are NaN there (which also keeps encoder
+    rounds out of the last-rounds mean); the concatenated model is evaluated after classifier rounds (``eval_every``
+    rule, last round always).  Bytes: 4·p per trained client in encoder rounds, 4·s per trained client in classifier
     rounds (s = K·d·C + C, the concatenated head), plus the one-time label upload 4·C·K at round 0; downloads
-    (including the one-time broadcast of the K encoders) are not counted, as for every algorithm.  The run's
-    global parameters are the concatenated model's (``encoders.<j>.*``, ``head.*``) once the classifier phase has
-    started; the table's ``phase`` is ``"encoder"`` or ``"classifier"``.
+    (including the one-time broadcast of the K encoders) are not counted, as for every algorithm.  The run's global
+    parameters are the concatenated model's (``encoders.<j>.*``, ``head.*``) once the classifier phase has started;
+    the table's ``phase`` is ``"encoder"`` or ``"classifier"``.
 
     Parameters
     ----------
@@ -497,8 +496,6 @@ class FedConcat(Algorithm):
         head = _init_head(len(cluster_params) * feature_dim, num_classes, generator, like)
         return concat, concat_params(model, cluster_params, head)
 
-    # ---------------------------------------------------------------- driver
-
     def plan(
         self,
         model: nn.Module,
@@ -518,89 +515,28 @@ class FedConcat(Algorithm):
         cluster_params = [dict(params0) for _ in range(int(assignment.max()) + 1)]
         return FedConcatState(assignment, t_e, t_c, cluster_params)
 
-    def step(
-        self,
-        state: FedConcatState,
-        model: nn.Module,
-        picked: Sequence[int],
-        train_client: TrainClient,
-        *,
-        head_generator: torch.Generator,
-    ) -> dict:
-        """Run round ``state.round`` with the clients ``picked`` (chosen by the trainer's selector); update ``state``.
+    # ---------------------------------------------------------------- round hooks (fedlib.algorithms.base)
 
-        Encoder phase: every picked client trains its own cluster's model (``train_client(model,
-        cluster_params[cluster], k, info, algorithm, None)``) and each cluster is FedAvg-averaged over its picked
-        members (:func:`aggregate_clusters`).  The first classifier round builds the :class:`ConcatModel`
-        (head initialised from ``head_generator``); every classifier round trains the head on the picked clients
-        (``train_client(concat_model, params, k, info, head_algorithm, classifier_local_batches)``) and averages
-        it.  Returns the round's history record (also appended to ``state.history``).
-        """
-        if state.done:
-            raise ValueError(f"state has run all {state.total_rounds} rounds; nothing left to step.")
-        info = state.next_round()
-        picked = [int(c) for c in picked]
-        record = {
-            "round_index": info.round_index,
-            "phase": info.phase,
-            "phase_round": info.phase_round,
-            "picked": picked,
-        }
-        if info.phase == "encoder":
-            full = Algorithm().bind(tuple(k for k, v in model.named_parameters() if v.requires_grad))
-            results = []
-            for c in picked:
-                res = train_client(model, state.cluster_params[state.assignment[c]], c, info, full, None)
-                res.client_id = c
-                results.append(res)
-            state.cluster_params = aggregate_clusters(state.cluster_params, state.assignment, results)
-            record["clusters_trained"] = sorted({int(state.assignment[c]) for c in picked})
-        else:
-            if state.model is None:
-                state.model, state.params = self.build_concat_model(model, state.cluster_params, head_generator)
-            head_keys = ("head.weight", "head.bias")
-            head_algo = Algorithm().bind(head_keys)
-            batches = self.hparams.classifier_local_batches
-            results = [train_client(state.model, state.params, c, info, head_algo, batches) for c in picked]
-            results = [r for r in results if r.num_steps > 0]
-            if results:
-                if batches is None:
-                    sizes = np.array([r.num_samples for r in results], dtype=np.float64)
-                    weights = sizes / sizes.sum()
-                else:
-                    weights = np.full(len(results), 1.0 / len(results))
-                heads = weighted_average([{k: r.params[k] for k in head_keys} for r in results], weights)
-                state.params = {**state.params, **heads}
-        state.round += 1
-        state.history.append(record)
-        return record
-
-    # ---------------------------------------------------------------- round shape (fedlib.algorithms.base)
-
-    def num_rounds(self, experiment) -> int:
-        """T_e + T_c for the FedAvg budget ``config.rounds`` (:meth:`round_split`)."""
-        c = experiment.config
+    def num_rounds(self, rounds: int, model, *, num_clients: int, num_selected: int) -> int:
+        """T_e + T_c for the FedAvg budget ``rounds`` (:meth:`round_split`)."""
         try:
-            t_e, t_c = self.round_split(
-                c.rounds, experiment.model, num_clients=c.num_clients, num_selected=c.clients_per_round
-            )
+            t_e, t_c = self.round_split(rounds, model, num_clients=num_clients, num_selected=num_selected)
         except ValueError as exc:
             raise ValueError(f"too small a FedAvg budget for FedConcat ({exc})") from exc
         return int(t_e + t_c)
 
-    def init_round_state(self, experiment, global_params) -> FedConcatState:
+    def init_run_state(self, global_params, *, model, label_counts, config) -> FedConcatState:
         """:meth:`plan` on the label counts the server sees (stream ``clustering``)."""
-        c = experiment.config
         return self.plan(
-            experiment.model,
+            model,
             global_params,
-            label_counts=experiment.server_counts,
-            total_rounds=c.rounds,
-            num_selected=c.clients_per_round,
-            rng=stream_rng(c.seed, "clustering"),
+            label_counts=label_counts,
+            total_rounds=config.rounds,
+            num_selected=config.clients_per_round,
+            rng=stream_rng(config.seed, "clustering"),
         )
 
-    def round_state_to_checkpoint(self, fc: FedConcatState) -> dict:
+    def run_state_to_checkpoint(self, fc: FedConcatState) -> dict:
         """``fc`` as tensors and plain containers (``torch.load(weights_only=True)`` reads it back; the
         ``ConcatModel`` itself is rebuilt from the architecture)."""
         return {
@@ -614,9 +550,9 @@ class FedConcat(Algorithm):
             "history": [dict(h) for h in fc.history],
         }
 
-    def round_state_from_checkpoint(self, experiment, d: dict) -> FedConcatState:
-        """Inverse of :meth:`round_state_to_checkpoint`, on the run's device."""
-        to = lambda p: {k: v.to(experiment.device) for k, v in p.items()}  # noqa: E731
+    def run_state_from_checkpoint(self, d: dict, *, model, device) -> FedConcatState:
+        """Inverse of :meth:`run_state_to_checkpoint`, on ``device``."""
+        to = lambda p: {k: v.to(device) for k, v in p.items()}  # noqa: E731
         fc = FedConcatState(
             assignment=d["assignment"].cpu().numpy().astype(np.int64),
             encoder_rounds=int(d["encoder_rounds"]),
@@ -627,99 +563,52 @@ class FedConcat(Algorithm):
         )
         if d["params"] is not None:
             # rebuild the architecture only; its head initialisation (from a throw-away generator) is discarded
-            fc.model, _ = self.build_concat_model(experiment.model, fc.cluster_params, torch.Generator())
-            fc.model.to(experiment.device)
+            fc.model, _ = self.build_concat_model(model, fc.cluster_params, torch.Generator())
+            fc.model.to(device)
             fc.params = to(d["params"])
         return fc
 
-    def configure_round(self, experiment, state, rnd: int) -> RoundPlan:
-        """The phase of the next round, its learning rate ``lr · lr_decay^(phase_round)``, the run's selector's
-        clients."""
-        info = state.algorithm_state.next_round()
-        return RoundPlan(
-            rnd, decayed_lr(experiment.config, info.phase_round), experiment.select(state), phase=info.phase, info=info
-        )
+    def plan_round(self, rnd: int, fc: FedConcatState, *, config, model) -> tuple[RoundPlan, FedConcatState]:
+        """The next round's phase and ``lr · lr_decay^(phase_round)``; a classifier round trains the head of the
+        concatenated model (built at the first one, head from stream ``head_init``) and is tested with it."""
+        if fc.done:
+            raise ValueError(f"the run has had all its {fc.total_rounds} rounds; nothing left to plan.")
+        info = fc.next_round()
+        lr = decayed_lr(config, info.phase_round)
+        if info.phase == "encoder":
+            return RoundPlan(rnd, "encoder", lr, evaluate=False), fc
+        if fc.model is None:  # Stage 3 set-up: the concatenated model with a fresh head
+            head_gen = make_generator(int(stream_rng(config.seed, "head_init").integers(2**62)), "cpu")
+            fc.model, fc.params = self.build_concat_model(model, fc.cluster_params, head_gen)
+        fc.model.to(next(iter(fc.params.values())).device)
+        batches = self.hparams.classifier_local_batches
+        return RoundPlan(rnd, "classifier", lr, model=fc.model, local=_head_algorithm(), max_batches=batches), fc
 
-    def fit_round(self, experiment, state, plan: RoundPlan, todo) -> RoundResult:
-        """One :meth:`step` with the clients of ``todo``, trained by the trainer's local training (its
-        per-(round, client) generators, round index = table round)."""
-        fc, c = state.algorithm_state, experiment.config
-        epochs = dict(todo)
-        done = []
+    def start_params(self, client: int, global_params, fc: FedConcatState):
+        """Encoder rounds: the client's cluster model; classifier rounds: the concatenated model."""
+        if fc.round < fc.encoder_rounds:
+            return fc.cluster_params[fc.assignment[client]]
+        return fc.params
 
-        def train_client(model, params, k, round_info, algorithm, max_batches):
-            hp = experiment.local_hyper_params(plan.lr, epochs[k])
-            inner = make_local_trainer(
-                experiment.client_data, lambda _info: hp, c.seed, transform=experiment.train_transform
-            )
-            with experiment.client_torch_rng(plan.round, k):
-                res = inner(
-                    model, params, k, dataclasses.replace(round_info, round_index=plan.round), algorithm, max_batches
-                )
-            done.append((int(k), res))
-            return res
-
-        head_gen = make_generator(int(stream_rng(c.seed, "head_init").integers(2**62)), "cpu")
-        self.step(fc, experiment.model, [k for k, _ in todo], train_client, head_generator=head_gen)
-        if fc.model is not None:
-            fc.model.to(experiment.device)
-            state.global_params = fc.params
-        classifier = plan.phase == "classifier"
-        if classifier:
-            kept = [(k, r) for k, r in done if r.num_steps > 0]
-            per_upload = fc.model.head.weight.numel() + fc.model.head.bias.numel()
-        else:
-            kept = [(k, r) for k, r in done if r.num_samples > 0]
-            per_upload = experiment.num_params
-        return RoundResult(
-            trained=[k for k, _ in done],
-            kept=[k for k, _ in kept],
-            losses=[r for _, r in kept],
-            bytes_uploaded=4 * int(per_upload) * len(kept),
-            evaluate=classifier,
-            model=fc.model if classifier else None,
-        )
+    def aggregate_round(self, plan, results, weights, global_params, server_state, fc: FedConcatState):
+        """Stage 2 (FedAvg in every cluster, :func:`aggregate_clusters`) or Stage 3 (the heads, FedAvg weights or
+        uniform with ``classifier_local_batches``); the global model is the concatenated one once it exists."""
+        info, ids = fc.next_round(), [int(r.client_id) for r in results]
+        if plan.phase == "encoder":
+            fc.cluster_params = aggregate_clusters(fc.cluster_params, fc.assignment, results)
+        elif results:
+            if self.hparams.classifier_local_batches is not None:
+                weights = np.full(len(results), 1.0 / len(results))
+            heads = weighted_average([{k: r.params[k] for k in HEAD_KEYS} for r in results], weights)
+            fc.params = {**fc.params, **heads}
+        record = {"round_index": info.round_index, "phase": info.phase, "phase_round": info.phase_round, "picked": ids}
+        if plan.phase == "encoder":
+            record["clusters_trained"] = sorted({int(fc.assignment[k]) for k in ids})
+        fc.round += 1
+        fc.history.append(record)
+        return (global_params if fc.params is None else fc.params), server_state, fc
 
 
-def make_local_trainer(
-    client_data: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
-    hp_for_round: Callable[[RoundInfo], LocalHyperParams],
-    seed: int,
-    *,
-    transform=None,
-) -> TrainClient:
-    """A ``train_client`` callback for :meth:`FedConcat.step` built on :func:`fedlib.training.local.local_train`.
-
-    Client ``k`` in round ``r`` uses the trainer's generators: batch order from
-    the streams of :func:`fedlib.training.local.client_generators` (CPU; augmentation on the data's device).
-    With ``max_batches = b``, the client first draws ``torch.randperm(n_k)[: b * batch_size]`` from the
-    batch-order generator and trains one epoch on those samples -- ``b`` mini-batches in random order, what
-    FedConcat's code does by stopping its shuffled loader after ``b`` batches.
-
-    Parameters
-    ----------
-    client_data : callable
-        ``client_data(k) -> (x, y)``: client ``k``'s inputs (in the form ``transform`` expects) and int64 labels.
-    hp_for_round : callable
-        ``hp_for_round(info) -> LocalHyperParams`` (e.g. a learning rate decayed by ``info.phase_round``).
-    seed : int
-        Experiment seed.
-    transform : callable, optional
-        Batch transform ``transform(xb, generator)`` passed to ``local_train`` (augmentation + normalisation).
-    """
-
-    def train_client(model, params, client_id, info: RoundInfo, algorithm, max_batches):
-        hp = hp_for_round(info)
-        x, y = client_data(client_id)
-        gen, aug_gen = client_generators(seed, info.round_index, client_id, x.device)
-        if max_batches is not None:
-            idx = torch.randperm(int(y.shape[0]), generator=gen)[: max_batches * hp.batch_size].to(y.device)
-            x, y = x[idx], y[idx]
-            hp = LocalHyperParams(
-                lr=hp.lr, momentum=hp.momentum, weight_decay=hp.weight_decay, batch_size=hp.batch_size, epochs=1
-            )
-        return local_train(
-            model, params, x, y, {}, algorithm, hp, gen, transform=transform, aug_generator=aug_gen, client_id=client_id
-        )
-
-    return train_client
+def _head_algorithm() -> Algorithm:
+    """FedAvg's client hooks training only the head of a :class:`ConcatModel`."""
+    return Algorithm().bind(HEAD_KEYS)

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from fedlib._validate import check_bool, check_float, check_int, check_rng
-from fedlib.algorithms.base import Algorithm, HParams, RoundPlan, decayed_lr
+from fedlib.algorithms.base import Algorithm, HParams
 from fedlib.selection.metrics import entropy_bits, pooled_entropy
 
 __all__ = [
@@ -353,12 +353,12 @@ class FedEntropy(Algorithm):
     The pools live in ``server_state["positive"]``, a ``(N,)`` bool tensor (True = positive pool); initially
     every client is positive (Algorithm 2 line 2).
 
-    **In fedlib's trainer** (the round-shape hooks of ``fedlib.algorithms.base``): with ``selector="random"`` the
-    round's clients S_t come from FedEntropy's own pools (:meth:`configure_round` calls :meth:`sample` on the
-    ``selection`` stream; this *is* the paper's device selection); with any other selector (e.g. ``"fedentopt"``)
-    that selector picks S_t and FedEntropy only judges (the pools are still updated but not used).  All of S_t
-    that do not drop out train as usual; :meth:`judge_round` judges every trained client with data on the soft
-    label of its trained model (eval mode, its un-augmented training inputs), and only the kept clients' models
+    **In fedlib's trainer** (the round hooks of ``fedlib.algorithms.base``): with ``selector="random"`` the
+    round's clients S_t come from FedEntropy's own pools (:meth:`sample` on the ``selection`` stream; this *is*
+    the paper's device selection); with any other selector (e.g. ``"fedentopt"``) that selector picks S_t and
+    FedEntropy only judges (the pools are still updated but not used).  All of S_t that do not drop out train as
+    usual; every trained client with data reports the soft label of its trained model (:meth:`client_report`: eval
+    mode, its un-augmented training inputs), :meth:`keep` judges them, and only the kept clients' models
     are FedAvg-averaged (weights n_k renormalised over the kept clients).  Bytes: every trained client uploads its
     soft label (C float32 = 4·C bytes), only the kept clients their models (§3.1 and "Communication Overhead"
     of the paper), so a round costs ``4·C·(#trained with data) + 4·p·(#kept)``.  The table's ``train_loss``
@@ -376,6 +376,7 @@ class FedEntropy(Algorithm):
     """
 
     name = "fedentropy"
+    has_client_report = True
 
     @dataclass(frozen=True)
     class HParams(HParams):
@@ -428,30 +429,12 @@ class FedEntropy(Algorithm):
             state["positive"] = torch.as_tensor(positive, dtype=torch.bool)
         return kept, state
 
-    # ---------------------------------------------------------------- round shape (fedlib.algorithms.base)
+    # ---------------------------------------------------------------- round hooks (fedlib.algorithms.base)
 
-    def configure_round(self, experiment, state, rnd: int) -> RoundPlan:
-        """With ``selector="random"``: S_t from the pools (Algorithm 2, lines 4-8); else the run's selector."""
-        if experiment.config.selector != "random":
-            return super().configure_round(experiment, state, rnd)
-        picked = self.sample(state.server_state, experiment.config.clients_per_round, state.selection_rng)
-        return RoundPlan(rnd, decayed_lr(experiment.config, rnd - 1), [int(k) for k in picked])
+    def client_report(self, model, params, x, *, batch_size: int) -> np.ndarray:
+        """The soft label of the client's trained model (Eq. 2, :func:`model_soft_label`)."""
+        return model_soft_label(model, params, x, batch_size=batch_size)
 
-    def judge_round(self, experiment, state, trained: list) -> tuple[list, int]:
-        """The maximum entropy judgement of the trained ``(client, LocalResult)`` pairs (all with data) on their
-        trained models' soft labels; updates the pools in ``state.server_state``.  Returns the kept pairs in the
-        same order and the soft labels' bytes (4·C per trained client)."""
-        soft = np.stack(
-            [
-                model_soft_label(
-                    experiment.model,
-                    r.params,
-                    experiment.client_inputs(k),
-                    batch_size=experiment.config.eval_batch_size,
-                )
-                for k, r in trained
-            ]
-        )
-        sizes = np.array([r.num_samples for _, r in trained], dtype=np.float64)
-        mask, state.server_state = self.judge([k for k, _ in trained], soft, sizes, state.server_state)
-        return [pair for pair, keep in zip(trained, mask) if keep], 4 * experiment.num_classes * len(trained)
+    def keep(self, plan, clients, reports, sizes, server_state):
+        """:meth:`judge` of the trained clients on their soft labels."""
+        return self.judge(clients, np.stack(reports), sizes, server_state)

@@ -172,7 +172,8 @@ def client_app(config: ExperimentConfig | None = None, *, threads: int | None = 
             availability_rng=None,
             rows=[],
         )
-        res, _ = exp.train_client(state, k, rnd, cfg.lr * cfg.lr_decay ** (rnd - 1), cfg.local_epochs)
+        _, ctx = exp.client_setup(state, k)
+        res = exp.train_client(params, k, rnd, cfg.lr * cfg.lr_decay ** (rnd - 1), cfg.local_epochs, ctx)
         arrays = ArrayRecord({key: v.detach().cpu() for key, v in res.params.items()})
         metrics = MetricRecord({"num-examples": int(res.num_samples), "train-loss": float(res.train_loss)})
         return Message(RecordDict({"arrays": arrays, "metrics": metrics}), reply_to=msg)

@@ -20,6 +20,7 @@ before it (nor on whether they are trained one by one or batched).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -40,6 +41,7 @@ __all__ = [
     "client_seed",
     "make_generator",
     "client_generators",
+    "cap_batches",
     "local_train",
     "train_step",
 ]
@@ -200,6 +202,13 @@ def client_generators(seed: int, round_index: int, client_id: int, device) -> tu
     order = make_generator(client_seed(seed, round_index, client_id, CLIENT_STREAMS["batch_order"]), "cpu")
     augment = make_generator(client_seed(seed, round_index, client_id, CLIENT_STREAMS["augmentation"]), device)
     return order, augment
+
+
+def cap_batches(x: torch.Tensor, y: torch.Tensor, hp: LocalHyperParams, max_batches: int, generator: torch.Generator):
+    """``(x, y, hp)`` for ``max_batches`` mini-batches in random order: the samples
+    ``torch.randperm(n)[: max_batches * batch_size]`` (from ``generator``) and one epoch over them."""
+    idx = torch.randperm(int(y.shape[0]), generator=generator)[: max_batches * hp.batch_size].to(y.device)
+    return x[idx], y[idx], dataclasses.replace(hp, epochs=1)
 
 
 def train_step(

@@ -1,51 +1,17 @@
 """The federated trainer: ``run_experiment(config) -> RunResult``.
 
 ``Experiment`` does the set-up of one configuration (data on the device, partition, label counts, availability,
-model, algorithm, selector) and offers the services a round needs (selection, availability, local training,
-evaluation).  One round loop, ``Experiment.run_round``, runs every algorithm; the round's shape is the
-algorithm's (the round-shape hooks of ``fedlib.algorithms.base``, as Flower's strategies own
-``configure_fit``/``aggregate_fit``):
+model, algorithm, selector); ``Experiment.run_round`` is the one round loop, read top to bottom: plan, pick,
+availability, local training, client-state update, judgement, aggregation, evaluation, the table row.  The
+algorithm answers pure hooks at those points (``fedlib.algorithms.base``).
 
-1. ``Algorithm.configure_round`` plans round r = 1…R: its learning rate, phase and picked clients (by default
-   ``lr · lr_decay^(r−1)`` and the selector's M clients, picked from the label counts the *server* sees: the true
-   counts, or their Laplace-noised version when ``label_dp_epsilon`` is set -- DP never touches training);
-2. availability: each picked client drops out with probability ``dropout_prob`` (it neither trains nor uploads);
-   a straggler (a fixed random ``straggler_fraction`` of the pool, drawn once per run) trains a uniform random
-   1…E epochs instead of E;
-3. ``Algorithm.fit_round`` trains the remaining clients and aggregates.  By default every client trains locally
-   (``fedlib.training.local.local_train``) from the global model, on its own data held on the device, augmented on the
-   device (``fedlib.data.augment``), and the uploads are aggregated with FedAvg weights n_k/Σn_j
-   (``Algorithm.aggregate``);
-4. the trainer writes the round's row (one tail for every algorithm): the train loss, the test accuracy and loss
-   of the global model (never augmented, in large batches; every ``eval_every`` rounds and the last), the bytes.
-
-FedEntropy (``fedlib.algorithms.fedentropy``: own client draw, a judgement of the uploads) and FedConcat
-(``fedlib.algorithms.fedconcat``: two phases, its own run length, state and models) document their rounds in
-their modules.  The run lasts ``Experiment.total_rounds`` = ``Algorithm.num_rounds`` rounds (``config.rounds``
-unless the algorithm says otherwise).
-
-Randomness: every stream is derived from ``config.seed`` by ``fedlib.seeds`` (``partition``, ``selection``,
-``availability``, ``stragglers``, ``label_dp``, ``model_init`` and the algorithms' own), so changing e.g. the
-selector does not change the partition; local training uses per-(round, client) generators
-(``fedlib.training.local.client_generators``; their streams are ``fedlib.seeds.CLIENT_STREAMS``).
-
-The per-round table (``RunResult.table``, columns ``fedlib.training.runs.TABLE_COLUMNS``) has one row per round plus a
-row for round 0 (the initial model; it carries the one-time label upload of 4·C·K bytes when the selector or the
-algorithm needs label counts): ``round, lr, test_accuracy, test_loss, train_loss, picked, num_picked,
-num_trained, num_dropped, entropy_bits, covers_all_classes, entropy_bits_trained, bytes_uploaded,
-cumulative_bytes, seconds, kept, reselection_entropy_bits, phase``.  ``picked`` is the space-separated client ids
-in pick order; ``entropy_bits``/``covers_all_classes`` are computed on the pooled TRUE label counts of the picked
-clients (``entropy_bits_trained`` on those that trained); ``kept`` (ids in pick order) are the clients whose
-models entered the aggregation and ``reselection_entropy_bits`` the entropy of their pooled TRUE label counts
-(0.0 when none); ``bytes_uploaded`` is ``4 · p · upload_factor`` per uploading client (p = trainable parameters)
-plus what the algorithm's round adds; ``phase`` is ``"init"`` for round 0, ``"global"`` for rounds that train
-one global model, or the algorithm's phase.  For the per-round algorithms every client that trained on at least
-one sample uploads, so ``kept`` = the trained clients and ``reselection_entropy_bits`` = ``entropy_bits_trained``.
+Randomness: every stream is derived from ``config.seed`` by ``fedlib.seeds``; local training uses per-(round,
+client) generators (``fedlib.training.local.client_generators``).  ``Experiment._row`` describes the table's
+columns (``fedlib.training.runs.TABLE_COLUMNS``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 import warnings
@@ -54,10 +20,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from fedlib.algorithms.base import RoundPlan
 from fedlib.seeds import CLIENT_STREAMS, stream_rng
 from fedlib.training.config import ConfigError, ExperimentConfig
 from fedlib.training.local import (
     LocalHyperParams,
+    LocalResult,
+    cap_batches,
     client_generators,
     client_seed,
     local_train,
@@ -81,7 +50,7 @@ class TrainState:
     selection_rng: np.random.Generator
     availability_rng: np.random.Generator
     rows: list
-    #: The algorithm's own state of the run (``Algorithm.init_round_state``; FedConcat: a ``FedConcatState``).
+    #: The algorithm's own state of the run (``Algorithm.init_run_state``).
     algorithm_state: object = None
 
     def to_checkpoint(self) -> dict:
@@ -106,8 +75,7 @@ def _restore_rng(state: dict) -> np.random.Generator:
 
 
 class Experiment:
-    """All deterministic set-up of one configuration, and the services of a round (``RoundServices`` of
-    ``fedlib.algorithms.base``).
+    """All deterministic set-up of one configuration.
 
     ``initial_state()`` gives round 0; ``run_round(state)`` advances ``state`` by one round in place.
     """
@@ -176,7 +144,11 @@ class Experiment:
         self.algorithm = algorithm.bind(self.trainable)
         self.label_upload = c.label_based_selection or bool(getattr(self.algorithm, "uploads_label_counts", False))
         try:  # table rounds of the run
-            self.total_rounds = int(self.algorithm.num_rounds(self))
+            self.total_rounds = int(
+                self.algorithm.num_rounds(
+                    c.rounds, self.model, num_clients=c.num_clients, num_selected=c.clients_per_round
+                )
+            )
         except ValueError as exc:
             raise ConfigError(f"config field 'rounds': got {c.rounds}; {exc}") from exc
 
@@ -195,33 +167,20 @@ class Experiment:
             rows=[],
         )
         t0 = time.perf_counter()
-        state.algorithm_state = self.algorithm.init_round_state(self, params)
+        state.algorithm_state = self.algorithm.init_run_state(
+            params, model=self.model, label_counts=self.server_counts, config=c
+        )
         acc, loss = self.evaluate(params)
         label_bytes = 4 * self.num_classes * c.num_clients if self.label_upload else 0
-        state.rows.append(
-            self._row(
-                0,
-                float("nan"),
-                acc,
-                loss,
-                float("nan"),
-                [],
-                [],
-                0,
-                label_bytes,
-                0,
-                time.perf_counter() - t0,
-                kept=[],
-                phase="init",
-            )
-        )
+        seconds = time.perf_counter() - t0
+        state.rows.append(self._row(0, "init", acc=acc, loss=loss, nbytes=label_bytes, seconds=seconds))
         return state
 
     def checkpoint(self, state: TrainState) -> dict:
         """``state`` as a checkpoint (``torch.save``; ``torch.load(weights_only=True)`` reads it back)."""
         ckpt = state.to_checkpoint()
         if state.algorithm_state is not None:
-            ckpt["algorithm_state"] = self.algorithm.round_state_to_checkpoint(state.algorithm_state)
+            ckpt["algorithm_state"] = self.algorithm.run_state_to_checkpoint(state.algorithm_state)
         return ckpt
 
     def state_from_checkpoint(self, ckpt: dict) -> TrainState:
@@ -239,51 +198,128 @@ class Experiment:
         )
         stored = ckpt.get("algorithm_state", ckpt.get("flow_state"))  # "flow_state": older checkpoints
         if stored is not None:
-            state.algorithm_state = self.algorithm.round_state_from_checkpoint(self, stored)
+            state.algorithm_state = self.algorithm.run_state_from_checkpoint(
+                stored, model=self.model, device=self.device
+            )
         return state
 
     # ------------------------------------------------------------------------------------------------
     # the one round loop
 
     def run_round(self, state: TrainState) -> dict:
-        """Advance ``state`` by one round (its shape is the algorithm's); append and return its table row."""
-        c = self.config
+        """Advance ``state`` by one round; append and return its table row."""
+        c, alg = self.config, self.algorithm
         t0 = time.perf_counter()
-        plan = self.algorithm.configure_round(self, state, state.round + 1)
-        dropped, todo = self._availability(state, plan.picked)
-        result = self.algorithm.fit_round(self, state, plan, todo)
-        if result.losses:
-            n = np.array([r.num_samples for r in result.losses], dtype=np.float64)
-            train_loss = float(np.sum(n * np.array([r.train_loss for r in result.losses])) / n.sum())
-        else:
-            train_loss = float("nan")
+        # 1. plan: the round's phase, learning rate and the model its clients train
+        plan, state.algorithm_state = alg.plan_round(state.round + 1, state.algorithm_state, config=c, model=self.model)
+        # 2. pick: the algorithm's own draw replaces random selection; else the selector, on the server's counts
+        picked = None
+        if c.selector == "random":
+            picked = alg.sample(state.server_state, c.clients_per_round, state.selection_rng)
+        if picked is None:
+            picked, state.selector_state = self.selector.select(
+                self.server_counts, c.clients_per_round, state.selector_state, state.selection_rng
+            )
+        picked = [int(k) for k in picked]
+        # 3. availability: drop-outs upload nothing; stragglers train 1…E epochs
+        dropped = state.availability_rng.random(len(picked)) < c.dropout_prob
+        straggler_epochs = state.availability_rng.integers(1, c.local_epochs + 1, size=len(picked))
+        todo = [
+            (k, int(straggler_epochs[j]) if self.stragglers[k] else c.local_epochs)
+            for j, k in enumerate(picked)
+            if not dropped[j]
+        ]
+        # 4. local training (batched or one client after the other)
+        setups = [self.client_setup(state, k) for k, _ in todo]
+        results = self.train_clients(state, plan, todo, [ctx for _, ctx in setups])
+        # 5. the algorithm's client-state update (and what a client uploads beside its model)
+        for (k, epochs), res, (cs, ctx) in zip(todo, results, setups):
+            new_cs, res.state_delta = alg.update_client_state(
+                cs,
+                res,
+                global_params=state.global_params,
+                server_state=state.server_state,
+                ctx=ctx,
+                hp=self.hyper_params(plan.lr, epochs),
+            )
+            if new_cs:
+                state.client_states[k] = new_cs
+        # 6. judgement: which clients with data upload, on what they report
+        with_data = [(k, r) for (k, _), r in zip(todo, results) if r.num_samples > 0]
+        model = plan.model or self.model
+        reports = []
+        if alg.has_client_report:
+            reports = [
+                alg.client_report(model, r.params, self.client_inputs(k), batch_size=c.eval_batch_size)
+                for k, r in with_data
+            ]
+        sizes = np.array([r.num_samples for _, r in with_data], dtype=np.float64)
+        mask = []
+        if with_data:
+            mask, state.server_state = alg.keep(plan, [k for k, _ in with_data], reports, sizes, state.server_state)
+        kept = [pair for pair, keep in zip(with_data, mask) if keep]
+        # 7. aggregation of the kept uploads, FedAvg weights n_k / Σ n_j
+        n = np.array([r.num_samples for _, r in kept], dtype=np.float64)
+        state.global_params, state.server_state, state.algorithm_state = alg.aggregate_round(
+            plan,
+            [r for _, r in kept],
+            n / n.sum() if kept else n,
+            state.global_params,
+            state.server_state,
+            state.algorithm_state,
+        )
+        # 8. evaluation of the global model (every eval_every rounds and the last)
         state.round = rnd = plan.round
-        if result.evaluate and (rnd % c.eval_every == 0 or rnd == self.total_rounds):
-            acc, loss = self.evaluate(state.global_params, model=result.model)
-        else:
-            acc, loss = float("nan"), float("nan")
-        cum_prev = state.rows[-1]["cumulative_bytes"] if state.rows else 0
+        acc = loss = float("nan")
+        if plan.evaluate and (rnd % c.eval_every == 0 or rnd == self.total_rounds):
+            acc, loss = self.evaluate(state.global_params, model=plan.model)
+        # 9. the table row; bytes: the reports and each kept client's upload_factor trainable-sized tensors
+        losses = np.array([r.train_loss for _, r in with_data])
+        train_loss = float(np.sum(sizes * losses) / sizes.sum()) if with_data else float("nan")
+        local = plan.local or alg
+        upload = sum(kept[0][1].params[key].numel() for key in local.trainable) if kept else 0
+        nbytes = 4 * sum(int(np.size(r)) for r in reports) + 4 * upload * int(local.upload_factor) * len(kept)
         row = self._row(
             rnd,
-            plan.lr,
-            acc,
-            loss,
-            train_loss,
-            plan.picked,
-            result.trained,
-            int(dropped.sum()),
-            result.bytes_uploaded,
-            cum_prev,
-            time.perf_counter() - t0,
-            kept=result.kept,
-            phase=plan.phase,
+            plan.phase,
+            lr=plan.lr,
+            acc=acc,
+            loss=loss,
+            train_loss=train_loss,
+            picked=picked,
+            trained=[k for k, _ in todo],
+            kept=[k for k, _ in kept],
+            num_dropped=int(dropped.sum()),
+            nbytes=nbytes,
+            cum_prev=state.rows[-1]["cumulative_bytes"] if state.rows else 0,
+            seconds=time.perf_counter() - t0,
         )
         state.rows.append(row)
         return row
 
     def _row(
-        self, rnd, lr, acc, loss, train_loss, picked, trained, num_dropped, nbytes, cum_prev, seconds, *, kept, phase
+        self,
+        rnd,
+        phase,
+        *,
+        acc,
+        loss,
+        seconds,
+        lr=float("nan"),
+        train_loss=float("nan"),
+        picked=(),
+        trained=(),
+        kept=(),
+        num_dropped=0,
+        nbytes=0,
+        cum_prev=0,
     ):
+        """The table row of round ``rnd`` (0: the initial model, with the one-time label upload of 4·C·K bytes when
+        the selector or the algorithm needs label counts).  ``picked``, ``kept``: client ids in pick order (``kept``:
+        whose uploads entered the aggregation); ``entropy_bits`` and ``covers_all_classes`` of the picked clients'
+        pooled TRUE label counts, ``entropy_bits_trained`` of the trained ones', ``reselection_entropy_bits`` of the
+        kept ones' (0.0 when none); the test columns are NaN in rounds without evaluation; ``phase``: ``"init"``,
+        ``"global"`` or the algorithm's."""
         from fedlib.selection.metrics import covers_all_classes, pooled_entropy
 
         picked = [int(k) for k in picked]
@@ -311,80 +347,9 @@ class Experiment:
         }
 
     # ------------------------------------------------------------------------------------------------
-    # services of a round (fedlib.algorithms.base.RoundServices)
+    # local training
 
-    def select(self, state: TrainState) -> list[int]:
-        """The round's clients from the selector, on the label counts the server sees."""
-        picked, state.selector_state = self.selector.select(
-            self.server_counts, self.config.clients_per_round, state.selector_state, state.selection_rng
-        )
-        return [int(k) for k in picked]
-
-    def _availability(self, state: TrainState, picked: list[int]):
-        """(dropped mask, [(client, epochs)] of the clients that train) for the round's ``picked`` clients."""
-        c = self.config
-        avail = state.availability_rng
-        dropped = avail.random(len(picked)) < c.dropout_prob
-        straggler_epochs = avail.integers(1, c.local_epochs + 1, size=len(picked))
-        todo = [
-            (k, int(straggler_epochs[j]) if self.stragglers[k] else c.local_epochs)
-            for j, k in enumerate(picked)
-            if not dropped[j]
-        ]
-        return dropped, todo
-
-    def client_data(self, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(x, y)`` of client ``k``: its training inputs (uint8, on the device) and labels."""
-        idx = self.client_index[k]
-        return self.x_train[idx], self.y_train[idx]
-
-    def client_inputs(self, k: int) -> torch.Tensor:
-        """Client ``k``'s training inputs as the model sees them in evaluation (normalised, not augmented)."""
-        return self.preprocessor.test(self.x_train[self.client_index[k]])
-
-    @property
-    def train_transform(self):
-        """The batch transform of local training (``fedlib.data.augment.Preprocessor.train``)."""
-        return self.preprocessor.train
-
-    def local_hyper_params(self, lr: float, epochs: int) -> LocalHyperParams:
-        c = self.config
-        return LocalHyperParams(
-            lr=lr, momentum=c.momentum, weight_decay=c.weight_decay, batch_size=c.batch_size, epochs=epochs
-        )
-
-    @contextlib.contextmanager
-    def client_torch_rng(self, rnd: int, k: int):
-        """Layers that draw from the global torch RNG (dropout) get a per-(round, client) seed; the caller's global
-        RNG state is restored afterwards."""
-        with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
-            torch.manual_seed(client_seed(self.config.seed, rnd, k, CLIENT_STREAMS["torch_rng"]))
-            yield
-
-    def train_clients(self, state: TrainState, todo: list, rnd: int, lr: float) -> list:
-        """Local training of the clients ``todo`` (``[(client, epochs)]``) from the global model (reference or
-        batched engine); stores the new client states and returns ``[(client, LocalResult)]`` in ``todo`` order."""
-        pairs = None
-        if self.config.engine == "batched" and todo:
-            from fedlib.training.batched import batching_unsupported_reason
-
-            reason = batching_unsupported_reason(self.model, self.algorithm)
-            if reason is None:
-                pairs = self.train_clients_batched(state, [k for k, _ in todo], rnd, lr, [e for _, e in todo])
-            else:
-                warnings.warn(
-                    f"engine='batched': falling back to the reference path: {reason}.", UserWarning, stacklevel=3
-                )
-        if pairs is None:
-            pairs = [self.train_client(state, k, rnd, lr, e) for k, e in todo]
-        out = []
-        for (k, _), (res, new_cs) in zip(todo, pairs):
-            if new_cs:
-                state.client_states[k] = new_cs
-            out.append((k, res))
-        return out
-
-    def _client_setup(self, state: TrainState, k: int):
+    def client_setup(self, state: TrainState, k: int):
         """Client ``k``'s state (initial if it never trained) and its context on the device."""
         alg = self.algorithm
         cs = state.client_states.get(k)
@@ -393,68 +358,77 @@ class Experiment:
         ctx = alg.client_context(k, self.true_counts_t[k], state.server_state, cs)
         return cs, {key: v.to(self.device) for key, v in ctx.items()}
 
-    def train_client(self, state: TrainState, k: int, rnd: int, lr: float, epochs: int):
-        """Local training of client ``k`` in round ``rnd``; returns its ``LocalResult`` (state_delta filled) and
-        its new client state."""
-        c, alg, dev = self.config, self.algorithm, self.device
-        cs, ctx = self._client_setup(state, k)
-        hp = self.local_hyper_params(lr, epochs)
+    def hyper_params(self, lr: float, epochs: int) -> LocalHyperParams:
+        c = self.config
+        return LocalHyperParams(
+            lr=lr, momentum=c.momentum, weight_decay=c.weight_decay, batch_size=c.batch_size, epochs=epochs
+        )
+
+    def client_inputs(self, k: int) -> torch.Tensor:
+        """Client ``k``'s training inputs as the model sees them in evaluation (normalised, not augmented)."""
+        return self.preprocessor.test(self.x_train[self.client_index[k]])
+
+    def train_clients(self, state: TrainState, plan: RoundPlan, todo: list, ctxs: list) -> list:
+        """``LocalResult`` of each ``(client, epochs)`` of ``todo`` (contexts ``ctxs``), in ``todo`` order: all at once
+        by the batched engine where it can, else one client after the other."""
+        alg = self.algorithm
+        starts = [alg.start_params(k, state.global_params, state.algorithm_state) for k, _ in todo]
+        c = self.config
+        if c.engine == "batched" and todo:
+            from fedlib.training.batched import batching_unsupported_reason, options_from_config, train_clients_batched
+
+            reason = batching_unsupported_reason(plan.model or self.model, plan.local or alg)
+            if reason is None and not all(p is state.global_params for p in starts):
+                reason = "its clients start from different models"
+            if reason is None:  # the same generators as train_client, so the same results
+                gens = [client_generators(c.seed, plan.round, k, self.device) for k, _ in todo]
+                return train_clients_batched(
+                    self.model,
+                    state.global_params,
+                    self.x_train,
+                    self.y_train,
+                    [self.client_index[k] for k, _ in todo],
+                    list(ctxs),
+                    alg,
+                    [self.hyper_params(plan.lr, e) for _, e in todo],
+                    [g for g, _ in gens],
+                    transform=self.preprocessor.train,
+                    aug_generators=[a for _, a in gens],
+                    client_ids=[k for k, _ in todo],
+                    options=options_from_config(c.engine_options),
+                )
+            warnings.warn(f"engine='batched': falling back to the reference path: {reason}.", UserWarning, stacklevel=3)
+        return [
+            self.train_client(start, k, plan.round, plan.lr, epochs, ctx, plan)
+            for (k, epochs), start, ctx in zip(todo, starts, ctxs)
+        ]
+
+    def train_client(self, params, k: int, rnd: int, lr: float, epochs: int, ctx, plan=None) -> LocalResult:
+        """Local training of client ``k`` in round ``rnd`` from ``params`` with context ``ctx`` (``plan``: the round's
+        model, client hooks and batch cap; None: the run's)."""
+        c, dev = self.config, self.device
+        hp = self.hyper_params(lr, epochs)
         gen, aug_gen = client_generators(c.seed, rnd, k, dev)
-        x, y = self.client_data(k)
-        with self.client_torch_rng(rnd, k):
-            res = local_train(
-                self.model,
-                state.global_params,
+        idx = self.client_index[k]
+        x, y = self.x_train[idx], self.y_train[idx]
+        if plan is not None and plan.max_batches is not None:
+            x, y, hp = cap_batches(x, y, hp, plan.max_batches, gen)
+        # layers that draw from the global torch RNG (dropout) get a per-(round, client) seed; restored after
+        with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
+            torch.manual_seed(client_seed(c.seed, rnd, k, CLIENT_STREAMS["torch_rng"]))
+            return local_train(
+                (plan and plan.model) or self.model,
+                params,
                 x,
                 y,
                 ctx,
-                alg,
+                (plan and plan.local) or self.algorithm,
                 hp,
                 gen,
                 transform=self.preprocessor.train,
                 aug_generator=aug_gen,
                 client_id=k,
             )
-        new_cs, delta = alg.update_client_state(
-            cs, res, global_params=state.global_params, server_state=state.server_state, ctx=ctx, hp=hp
-        )
-        res.state_delta = delta
-        return res, new_cs
-
-    def train_clients_batched(self, state: TrainState, ks: list[int], rnd: int, lr: float, epochs: list[int]) -> list:
-        """``train_client`` for all clients ``ks`` of round ``rnd`` in one call of
-        ``fedlib.training.batched.train_clients_batched`` (same generators, so the same results); returns the list of
-        ``(LocalResult, new client state)``."""
-        from fedlib.training.batched import options_from_config, train_clients_batched
-
-        c, alg, dev = self.config, self.algorithm, self.device
-        css, ctxs = zip(*[self._client_setup(state, k) for k in ks])
-        hps = [self.local_hyper_params(lr, e) for e in epochs]
-        pairs = [client_generators(c.seed, rnd, k, dev) for k in ks]
-        gens, aug_gens = [g for g, _ in pairs], [a for _, a in pairs]
-        results = train_clients_batched(
-            self.model,
-            state.global_params,
-            self.x_train,
-            self.y_train,
-            [self.client_index[k] for k in ks],
-            list(ctxs),
-            alg,
-            hps,
-            gens,
-            transform=self.preprocessor.train,
-            aug_generators=aug_gens,
-            client_ids=ks,
-            options=options_from_config(c.engine_options),
-        )
-        out = []
-        for res, cs, ctx, hp in zip(results, css, ctxs, hps):
-            new_cs, delta = alg.update_client_state(
-                cs, res, global_params=state.global_params, server_state=state.server_state, ctx=ctx, hp=hp
-            )
-            res.state_delta = delta
-            out.append((res, new_cs))
-        return out
 
     def evaluate(self, params, model: torch.nn.Module | None = None) -> tuple[float, float]:
         """(accuracy, mean cross-entropy) of ``params`` on the test set, in batches of ``eval_batch_size``

@@ -24,7 +24,14 @@ from fedlib.seeds import stream_rng
 from fedlib.selection.privacy import laplace_counts
 from fedlib.selection.selectors import make_selector
 
-__all__ = ["federation_counts", "selector_traces", "buffer_study", "coverage_study"]
+__all__ = [
+    "federation_counts",
+    "selector_traces",
+    "buffer_study",
+    "coverage_study",
+    "algorithm1_round_sizes",
+    "empty_client_draws",
+]
 
 
 def federation_counts(
@@ -191,3 +198,57 @@ def coverage_study(
                     }
                 )
     return pd.DataFrame(rows)
+
+
+def algorithm1_round_sizes(counts, num_selected: int, buffer_size: int, num_rounds: int, *, rng) -> np.ndarray:
+    """Clients picked in each of ``num_rounds`` rounds of Algorithm 1 of v2 as printed, for any buffer size Q.
+
+    Line by line: U = A minus B; the first pick uniform from U, the others the argmax of eq. (5) over U (lowest
+    index on ties); each pick appended to the FIFO buffer B, the oldest removed while |B| > Q; a round stops short
+    where U is empty.  Unlike :class:`fedlib.selection.selectors.FedEntOptSelector` it takes Q beyond the paper's
+    ``0 < Q <= K - M`` (Q from 0 to K), so that what a larger Q does can be read off.  ``rng``: a Generator.
+
+    Examples
+    --------
+    >>> algorithm1_round_sizes(np.eye(4), 2, 4, 3, rng=np.random.default_rng(0)).tolist()  # Q = K: B fills up
+    [2, 2, 0]
+    """
+    from fedlib.selection.metrics import entropy_bits
+
+    arr = np.asarray(counts, dtype=float)
+    num_clients = arr.shape[0]
+    buffer, sizes = [], np.zeros(int(num_rounds), dtype=np.int64)
+    for r in range(int(num_rounds)):
+        pooled, available = np.zeros(arr.shape[1]), np.ones(num_clients, dtype=bool)
+        for i in range(int(num_selected)):
+            free = available.copy()
+            free[buffer] = False
+            candidates = np.flatnonzero(free)
+            if candidates.size == 0:
+                break
+            if i == 0:
+                pick = int(rng.choice(candidates))
+            else:
+                pick = int(candidates[np.argmax(entropy_bits(pooled + arr[candidates], axis=1))])
+            buffer.append(pick)
+            while len(buffer) > buffer_size:
+                buffer.pop(0)
+            pooled += arr[pick]
+            available[pick] = False
+            sizes[r] += 1
+    return sizes
+
+
+def empty_client_draws(profile: str, num_clients: int, seed: int, *, beta: float, draws: int) -> float:
+    """Share of ``draws`` single Dir(``beta``) draws of a K-client federation (no redraw: minimum client size 0,
+    :func:`fedlib.data.partition.client_label_counts`) that leave some client without a sample.  The draws come one
+    after another from the ``partition`` stream of ``seed``, so the first is the federation a run would start
+    from before any redraw."""
+    rng = stream_rng(seed, "partition")
+    empty = 0
+    for _ in range(int(draws)):
+        counts = client_label_counts(
+            profile, "dirichlet", num_clients, seed=rng, beta=beta, min_partition_size=0, max_redraws=0
+        )
+        empty += bool((counts.sum(axis=1) == 0).any())
+    return empty / int(draws)

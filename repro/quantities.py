@@ -911,13 +911,28 @@ def _fig1_study(p) -> dict:
 
 
 def _table6_study(p) -> dict:
+    from fedlib.data.partition import parse_partition
     from repro import label_tables
+    from repro.label_studies import federation_counts
 
     keys = ("buffer_fractions", "num_clients", "num_selected", "num_rounds", "seeds")
-    table, per_seed, _ = label_tables.table6(
+    table, per_seed, picks = label_tables.table6(
         p["profiles"], p["dataset_names"], p["partitions"], **{k: p[k] for k in keys}
     )
-    return {"table": table, "per_seed": per_seed}
+    federations = {}
+    for profile, name in zip(p["profiles"], p["dataset_names"]):
+        for part in p["partitions"]:
+            spec = parse_partition(part)
+            for seed in p["seeds"]:
+                federations[(name, part, seed)] = federation_counts(
+                    profile,
+                    spec["scheme"],
+                    p["num_clients"],
+                    seed,
+                    beta=spec["beta"],
+                    classes_per_client=spec["classes_per_client"],
+                )
+    return {"table": table, "per_seed": per_seed, "picks": picks, "federations": federations}
 
 
 def coverage_common(p) -> dict:
@@ -1012,6 +1027,13 @@ def _lying_study(p) -> dict:
     return {"study": lying_study(p), **lying_extras(p)}
 
 
+def _greedy_gap_study(p) -> dict:
+    """The greedy-gap page's stored per-round table of the paper's settings (``scripts/greedy_gap.py``)."""
+    from repro import greedy_gap
+
+    return {"paper": pd.read_csv(greedy_gap.table_path("paper", p["results_dir"]))}
+
+
 #: label-only page -> its studies from the page's parameters (:func:`book_parameters`).
 LABEL_PAGES = {
     "entropy_trace": _fig1_study,
@@ -1019,6 +1041,7 @@ LABEL_PAGES = {
     "label_coverage": _coverage_study,
     "communication_cost": _table5_study,
     "lying_clients": _lying_study,
+    "greedy_gap": _greedy_gap_study,
 }
 
 
@@ -1027,6 +1050,64 @@ PAPER_FEDERATIONS = (("cifar10", 100, 10), ("cifar100-20", 100, 10), ("cinic10",
 #: The selection study (no page of its own): the paper's rounds and seeds; its smoke run is seconds long.
 SELECTION = {"num_rounds": 500, "seeds": (0, 1, 2)}
 SELECTION_SMOKE = {"num_rounds": 20, "seeds": (0,)}
+
+
+#: The studies of statements no page shows (§IV's buffer bound, §V-B2's one draw, §VI's sparse clients, v1's pool
+#: limit): the paper's rounds and seeds; ``empty_draws`` single Dir(0.1) draws per seed and pool size.
+EXTRAS = {"num_rounds": 500, "seeds": (0, 1, 2), "pool_seeds": (0, 1, 2, 3, 4), "empty_draws": 40}
+EXTRAS_SMOKE = {"num_rounds": 20, "seeds": (0, 1), "pool_seeds": (0, 1), "empty_draws": 3}
+#: §VI's sparse setting: near single-class clients (C = 1) at M = C, the data sets of §V-E's buffer study, Q as a share
+#: of K: 70 % (§V-A5's for quantity skew) and Table VI's 25 % and 75 %.
+SPARSE = {"profiles": ("cifar10", "cifar100-20"), "num_clients": 100, "buffer_fractions": (0.25, 0.7, 0.75)}
+#: v1 §V-B5's pool sizes: its largest K and the next step beyond it, on CIFAR-10 and CIFAR-100 training labels.
+POOL_LIMIT = {"profiles": ("cifar10", "cifar100-20"), "pool_sizes": (200, 250), "beta": 0.1}
+
+
+def _sparse_study(p) -> pd.DataFrame:
+    """FedEntOpt on C = 1 federations at M = C (:data:`SPARSE`): one row per (dataset, buffer_pct, seed) of
+    :func:`repro.label_studies.buffer_study` (h_norm, coverage, ...)."""
+    from fedlib.data.profiles import get_profile
+    from repro.label_studies import buffer_study
+
+    frames = []
+    for profile in SPARSE["profiles"]:
+        summary, _ = buffer_study(
+            profile,
+            "quantity",
+            buffer_fractions=SPARSE["buffer_fractions"],
+            num_clients=SPARSE["num_clients"],
+            num_selected=get_profile(profile).num_classes,
+            num_rounds=p["num_rounds"],
+            seeds=p["seeds"],
+            classes_per_client=1,
+        )
+        frames.append(summary.assign(dataset=reporting.paper_dataset(profile)))
+    return pd.concat(frames, ignore_index=True)
+
+
+def _empty_client_study(p) -> pd.DataFrame:
+    """One row per (dataset, K, seed) of :data:`POOL_LIMIT`: the share of single Dir(0.1) draws with an empty
+    client (:func:`repro.label_studies.empty_client_draws`)."""
+    from repro.label_studies import empty_client_draws
+
+    rows = [
+        {
+            "dataset": reporting.paper_dataset(profile),
+            "num_clients": k,
+            "seed": seed,
+            "value": empty_client_draws(profile, k, seed, beta=POOL_LIMIT["beta"], draws=p["empty_draws"]),
+        }
+        for profile in POOL_LIMIT["profiles"]
+        for k in POOL_LIMIT["pool_sizes"]
+        for seed in p["pool_seeds"]
+    ]
+    return pd.DataFrame(rows)
+
+
+def _extras_study(p) -> dict:
+    """The studies of :data:`EXTRAS`: ``sparse`` (:func:`_sparse_study`) and ``empty_clients``
+    (:func:`_empty_client_study`)."""
+    return {"sparse": _sparse_study(p), "empty_clients": _empty_client_study(p), "num_rounds": p["num_rounds"]}
 
 
 def _selection_study(p) -> dict:
@@ -1060,15 +1141,19 @@ def _selection_study(p) -> dict:
 @functools.lru_cache(maxsize=None)
 def label_study(page: str, smoke: bool = False) -> dict:
     """The studies of one label-only page (:data:`LABEL_PAGES`) at the book's parameters (``smoke``: the page's
-    smoke ones), or of the selection study (``"selection"``, :data:`SELECTION`), computed once per process."""
+    smoke ones), of the selection study (``"selection"``, :data:`SELECTION`) or of the statements no page shows
+    (``"extras"``, :data:`EXTRAS`), computed once per process."""
     if page == "selection":
         return _selection_study(SELECTION_SMOKE if smoke else SELECTION)
+    if page == "extras":
+        return _extras_study(EXTRAS_SMOKE if smoke else EXTRAS)
     return LABEL_PAGES[page](book_parameters(page, smoke))
 
 
 def label_studies(smoke: bool = False) -> dict:
-    """page -> its studies (:func:`label_study`) for every label-only page and the selection study."""
-    return {page: label_study(page, smoke) for page in (*LABEL_PAGES, "selection")}
+    """page -> its studies (:func:`label_study`) for every label-only page, the selection study and the studies of
+    statements no page shows (``"extras"``, :data:`EXTRAS`)."""
+    return {page: label_study(page, smoke) for page in (*LABEL_PAGES, "selection", "extras")}
 
 
 # ---------------------------------------------------------------------------- label-only: the statements
@@ -1475,6 +1560,283 @@ def _laplace_scale(studies, s, table):
     return rules.exact(pd.DataFrame(rows), "paper", tolerance=1e-9)
 
 
+def greedy_attains_best(rounds: pd.DataFrame) -> pd.Series:
+    """Per round of a :func:`repro.greedy_gap.round_gaps` table: whether the greedy pick's entropy is, within
+    :data:`fedlib.selection.best_subset.GAP_TOL`, that of the best subset known of the round's candidates (the swap
+    search on every round, the branch and bound where it ran).  A round where neither finds better counts as
+    attained: the share is an upper bound."""
+    from fedlib.selection.best_subset import GAP_TOL
+
+    best = np.fmax(rounds["swap_entropy"].to_numpy(dtype=float), rounds["exact_entropy"].to_numpy(dtype=float))
+    return pd.Series(best - rounds["greedy_entropy"].to_numpy(dtype=float) <= GAP_TOL, index=rounds.index)
+
+
+def _attains_maximum_entropy(studies, s, table):
+    """Per (data set, partition, seed) at the paper's buffer Q: the share of rounds whose greedy pick attains the
+    best subset known of its candidates (:func:`greedy_attains_best`)."""
+    t = studies["greedy_gap"]["paper"]
+    k = int(t["candidates"].max())  # every client is a candidate in round 1: K
+    t = t[[q == _paper_buffer(part, k) for part, q in zip(t["partition"], t["buffer_size"])]]
+    share = greedy_attains_best(t).astype(float).groupby([t["dataset"], t["partition"], t["seed"]]).mean()
+    return rules.exact(_seed_frame(share), 1.0)
+
+
+def buffer_bound_rows(counts, num_selected: int, num_rounds: int, seed: int) -> list[dict]:
+    """§IV's bound 0 < Q <= K - M on one federation: fedlib's FedEntOpt at Q = K - M (the share of rounds with M
+    picks, paper: all) and Algorithm 1 as printed (:func:`repro.label_studies.algorithm1_round_sizes`) at
+    Q = K - M + 1 (1 if some round falls short of M picks, the paper's "must": 1); both from the ``selection``
+    stream of ``seed``."""
+    from fedlib.label_only.simulate import run_selection
+    from fedlib.seeds import stream_rng
+    from fedlib.selection.selectors import make_selector
+    from repro.label_studies import algorithm1_round_sizes
+
+    k = np.asarray(counts).shape[0]
+    q = k - num_selected
+    trace = run_selection(
+        counts, make_selector("fedentopt", buffer_size=q), num_selected, num_rounds, seed=stream_rng(seed, "selection")
+    )
+    full = float(((trace.picked >= 0).sum(axis=1) == num_selected).mean())
+    sizes = algorithm1_round_sizes(counts, num_selected, q + 1, num_rounds, rng=stream_rng(seed, "selection"))
+    return [
+        {"what": "rounds with M picks at Q = K - M (share)", "value": full, "paper": 1.0},
+        {
+            "what": "some round short of M at Q = K - M + 1 (Algorithm 1)",
+            "value": float((sizes < num_selected).any()),
+            "paper": 1.0,
+        },
+    ]
+
+
+def _buffer_bound(studies, s, table):
+    """:func:`buffer_bound_rows` on each of the paper's CIFAR-style pools (K, M) (:data:`PAPER_FEDERATIONS`,
+    Dir(0.1), seed 0: nothing is sampled that an interval would need)."""
+    from repro.label_studies import federation_counts
+
+    rounds = studies["extras"]["num_rounds"]
+    rows = []
+    for k, m in dict.fromkeys((k, m) for _, k, m in PAPER_FEDERATIONS):
+        profile = next(p for p, kk, mm in PAPER_FEDERATIONS if (kk, mm) == (k, m))
+        counts = federation_counts(profile, "dirichlet", k, 0, beta=0.1)
+        rows += [{"num_clients": k, "clients_per_round": m, **r} for r in buffer_bound_rows(counts, m, rounds, 0)]
+    return rules.exact(pd.DataFrame(rows), "paper")
+
+
+def fedconcat_budget_gap(
+    total_rounds: int,
+    encoder_rounds: int,
+    classifier_rounds: int,
+    *,
+    num_clusters: int,
+    model_params: int,
+    classifier_params: int,
+    participation: float,
+) -> float:
+    """FedConcat's communication minus FedAvg's over ``total_rounds``, in rounds of FedAvg, in FedConcat's cost model
+    (:func:`fedlib.algorithms.fedconcat.fedconcat_round_split`: a model up and down per encoder round, the
+    concatenated classifier per classifier round, the K encoders broadcast once to all N clients):
+    ``T_e + (K / 2) (N / M) + (s / w) T_c - T``."""
+    broadcast = num_clusters / (2.0 * participation)
+    return encoder_rounds + broadcast + classifier_params / model_params * classifier_rounds - total_rounds
+
+
+def _fedconcat_budget(studies, s, table):
+    """The paper tier's FedConcat run of each (model, data set) of Table I: its round split as fedlib plans it
+    (the algorithm's ``round_split`` on the model), by :func:`fedconcat_budget_gap`; paper: under one round."""
+    import torch
+
+    from fedlib.algorithms import make_algorithm
+    from fedlib.algorithms.fedconcat import last_linear_name
+    from fedlib.data.profiles import get_profile
+    from fedlib.training.models import count_parameters, make_model
+
+    paper = tiers.get_tier("paper")
+    rows = []
+    for model in paper.models:
+        for ds in paper.table_datasets:
+            cfg = tiers.tier_config("paper", method="FedConcat", dataset=ds, model=model, partition_name="Dir(0.1)")
+            algo = make_algorithm("fedconcat", **(cfg.algorithm_params or {}))
+            c = get_profile(ds).num_classes
+            with torch.device("meta"):
+                net = make_model(model, c, in_channels=3, image_size=32)
+            t_e, t_c = algo.round_split(
+                cfg.rounds, net, num_clients=cfg.num_clients, num_selected=cfg.clients_per_round
+            )
+            k = min(algo.hparams.num_clusters, cfg.num_clients)
+            head = net.get_submodule(last_linear_name(net))
+            gap = fedconcat_budget_gap(
+                cfg.rounds,
+                t_e,
+                t_c,
+                num_clusters=k,
+                model_params=count_parameters(net),
+                classifier_params=k * head.in_features * head.out_features + head.out_features,
+                participation=cfg.clients_per_round / cfg.num_clients,
+            )
+            rows.append(
+                {"model": reporting.paper_model(model), "dataset": reporting.paper_dataset(ds), "value": abs(gap)}
+            )
+    return rules.exact(pd.DataFrame(rows), 1.0, relation="below")
+
+
+def cluster_round_spread(clusters, picked) -> float:
+    """Largest minus smallest share of rounds in which a cluster has a picked client (``clusters``: (K,) cluster of
+    each client; ``picked``: (R, M) clients per round, -1 padding)."""
+    clusters = np.asarray(clusters)
+    rows = np.asarray(picked)
+    hit = np.zeros((rows.shape[0], int(clusters.max()) + 1), dtype=bool)
+    for r, row in enumerate(rows):
+        hit[r, clusters[row[row >= 0]]] = True
+    share = hit.mean(axis=0)
+    return float(share.max() - share.min())
+
+
+def _fedconcat_clusters_uneven(studies, s, table):
+    """FedConcat's 5 clusters of each federation of the selection study (k-means on the label distributions,
+    ``clustering`` stream) under M uniformly random picks per round (``selection`` stream), per seed."""
+    from fedlib.algorithms.fedconcat import DEFAULT_NUM_CLUSTERS, cluster_clients
+    from fedlib.label_only.simulate import run_selection
+    from fedlib.seeds import stream_rng
+
+    st = _selection(studies)
+    m_of = {reporting.paper_dataset(p): m for p, _, m in PAPER_FEDERATIONS}
+    rows = []
+    for (ds, part, seed), counts in st["counts"].items():
+        clusters = cluster_clients(counts, DEFAULT_NUM_CLUSTERS, stream_rng(seed, "clustering"))
+        rounds = len(next(iter(st["traces"][(ds, part, seed)].values())).entropy)
+        trace = run_selection(counts, "random", m_of[ds], rounds, seed=stream_rng(seed, "selection"))
+        rows.append(
+            {
+                "dataset": ds,
+                "partition": part,
+                "method": "largest - smallest",
+                "seed": seed,
+                "value": cluster_round_spread(clusters, trace.picked),
+            }
+        )
+    return apply_rule(s, table, pd.DataFrame(rows), [("largest - smallest", None)], unit="")
+
+
+def dp_upload_rows(counts, epsilon: float, num_selected: int, num_rounds: int, seed: int, *, negative: str) -> list:
+    """What FedEntOpt is shown over a DP run (§V-B2): the counts noised as the trainer does
+    (:func:`fedlib.selection.privacy.laplace_counts`, ``label_dp`` stream of ``seed``, ``negative``), handed to
+    :func:`fedlib.label_only.simulate.run_selection`; rows: the distinct count matrices the selector sees over the
+    rounds (paper: 1, drawn once before round 1) and the largest difference between what it sees and the true
+    counts plus one raw Laplace draw of scale 1 / epsilon from the same stream (paper: 0, no further preprocessing)."""
+    from fedlib.label_only.simulate import run_selection
+    from fedlib.seeds import stream_rng
+    from fedlib.selection.privacy import SENSITIVITY, laplace_counts
+    from fedlib.selection.selectors import FedEntOptSelector
+
+    shown = []
+
+    class Shown(FedEntOptSelector):
+        def select(self, counts, num_selected, state, rng):
+            shown.append(np.array(counts, dtype=float))
+            return super().select(counts, num_selected, state, rng)
+
+    arr = np.asarray(counts, dtype=float)
+    noisy = laplace_counts(arr, epsilon, rng=stream_rng(seed, "label_dp"), negative=negative)
+    run_selection(
+        arr,
+        Shown(buffer_fraction=0.5),
+        num_selected,
+        num_rounds,
+        seed=stream_rng(seed, "selection"),
+        server_counts=noisy,
+    )
+    raw = arr + stream_rng(seed, "label_dp").laplace(0.0, SENSITIVITY / epsilon, size=arr.shape)
+    return [
+        {"what": "count matrices shown over the run", "value": float(len({x.tobytes() for x in shown})), "paper": 1.0},
+        {
+            "what": "largest |shown - (counts + one raw draw)|",
+            "value": float(max(np.abs(x - raw).max() for x in shown)),
+            "paper": 0.0,
+        },
+    ]
+
+
+def _dp_once(studies, s, table):
+    """:func:`dp_upload_rows` at the paper tier's FedEntOpt (DP) settings (epsilon, its ``dp_negative``) on the
+    CIFAR-10 Dir(0.1) federation of each seed, K = 100, M = 10."""
+    from repro.label_studies import federation_counts
+
+    cfg = tiers.tier_config("paper", method="FedEntOpt (DP)", dataset="cifar10", partition_name="Dir(0.1)")
+    rounds, rows = studies["extras"]["num_rounds"], []
+    for seed in studies["extras"]["sparse"]["seed"].unique():
+        counts = federation_counts("cifar10", "dirichlet", cfg.num_clients, int(seed), beta=0.1)
+        rows += [
+            {**r, "seed": int(seed)}
+            for r in dp_upload_rows(
+                counts, cfg.label_dp_epsilon, cfg.clients_per_round, rounds, int(seed), negative=cfg.dp_negative
+            )
+        ]
+    return rules.exact(pd.DataFrame(rows), "paper", tolerance=1e-9)
+
+
+def top_holder_share(counts, times_picked) -> float:
+    """Share of all picks that go to the clients holding the most samples of some class (one top holder per
+    class, lowest index on ties)."""
+    c = np.asarray(counts)
+    top = np.unique(np.argmax(c, axis=0))
+    times = np.asarray(times_picked)
+    return float(times[top].sum() / times.sum())
+
+
+def _buffer_excludes_concentrated(studies, s, table):
+    """Table VI's runs under Dir(0.1) (the buffer-diversity page's picks per client): :func:`top_holder_share` at
+    Q = 75 % and at Q = 50 % of K, per data set and seed."""
+    bd = studies["buffer_diversity"]
+    picks = bd["picks"][bd["picks"]["partition"] == "Dir(0.1)"]
+    rows = []
+    for (ds, pct, seed), sub in picks.groupby(["dataset", "buffer_pct", "seed"]):
+        if pct not in (50, 75):
+            continue
+        times = sub.sort_values("client")["times_picked"].to_numpy()
+        rows.append(
+            {
+                "dataset": ds,
+                "buffer_pct": pct,
+                "seed": seed,
+                "value": top_holder_share(bd["federations"][(ds, "Dir(0.1)", seed)], times),
+            }
+        )
+    return apply_rule(s, table, pd.DataFrame(rows), [(75, 50)], compare="buffer_pct", unit="")
+
+
+def _sparse_plateau(studies, s, table):
+    """FedEntOpt's share of rounds covering every class on C = 1 federations at M = C (:data:`SPARSE`, Q = 70 %)
+    minus on the paper's C = 2 federations at M = 10 (the selection study, Q = 70 %), per data set and seed."""
+    sparse = studies["extras"]["sparse"]
+    sparse = sparse[sparse["buffer_pct"] == 70]
+    paper = _per_federation(studies, lambda tr, c: tr[REF].covers.mean())
+    paper = paper[(paper["partition"] == "C=2") & paper["dataset"].isin(set(sparse["dataset"]))]
+    f = pd.concat(
+        [
+            sparse[["dataset", "seed"]].assign(method="C=1, M=C", value=sparse["coverage"].to_numpy()),
+            paper[["dataset", "seed", "value"]].assign(method="C=2, M=10"),
+        ],
+        ignore_index=True,
+    )
+    return apply_rule(s, table, f, [("C=1, M=C", "C=2, M=10")], unit="")
+
+
+def _buffer_mitigates_plateau(studies, s, table):
+    """H_norm of FedEntOpt's picks on C = 1 federations at M = C (:data:`SPARSE`), Q = 75 % minus Q = 25 %."""
+    f = studies["extras"]["sparse"]
+    f = f[f["buffer_pct"].isin([25, 75])][["dataset", "buffer_pct", "seed", "h_norm"]].rename(
+        columns={"h_norm": "value"}
+    )
+    return apply_rule(s, table, f, [(75, 25)], compare="buffer_pct", unit="")
+
+
+def _pool_size_limit(studies, s, table):
+    """The share of single Dir(0.1) draws with an empty client (:data:`POOL_LIMIT`), K = 250 minus K = 200."""
+    f = studies["extras"]["empty_clients"]
+    small, large = POOL_LIMIT["pool_sizes"]
+    return apply_rule(s, table, f, [(large, small)], compare="num_clients", unit="")
+
+
 #: statement id -> ``f(studies, statement, table)``: its judgement from the label-only studies at the paper's
 #: scale (:func:`label_studies`: page -> its studies; a statement without a page reads fedlib's own data).
 LABEL_ONLY: dict[str, Callable] = {
@@ -1509,4 +1871,13 @@ LABEL_ONLY: dict[str, Callable] = {
     "IV/weighted_mixture": _weighted_mixture,
     "V-A5/dir_concentrated": _dir_concentrated,
     "V-B2/laplace_scale": _laplace_scale,
+    "II/attains_maximum_entropy": _attains_maximum_entropy,
+    "IV/buffer_bound": _buffer_bound,
+    "V-A5/fedconcat_budget": _fedconcat_budget,
+    "V-B1/fedconcat_clusters_uneven": _fedconcat_clusters_uneven,
+    "V-B2/dp_once": _dp_once,
+    "V-E/buffer_excludes_concentrated": _buffer_excludes_concentrated,
+    "VI/sparse_plateau": _sparse_plateau,
+    "VI/buffer_mitigates_plateau": _buffer_mitigates_plateau,
+    "v1/pool_size_limit": _pool_size_limit,
 }

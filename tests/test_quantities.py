@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from fedlib.label_only.simulate import SelectionTrace
-from repro import paper_values, quantities, statements, tiers
+from repro import label_studies, paper_values, quantities, rules, statements, tiers
 
 
 @pytest.fixture(scope="module")
@@ -69,3 +69,75 @@ def test_paper_frames_hold_the_papers_tables():
     )
     assert quantities.paper_frame("large_pools") is None
     assert isinstance(quantities.paper_frame("medical"), pd.DataFrame)
+
+
+# ------------------------------------------------------------------- label-only statements: hand-made federations
+
+
+def test_algorithm_1_falls_short_only_where_the_buffer_holds_every_client():
+    """Four single-class clients, M = 2: Algorithm 1's per-pick eviction keeps every round full up to Q = K - 1 = 3
+    (one more than the paper's K - M), and at Q = K the third round finds every client buffered."""
+    counts, rng = np.eye(4), np.random.default_rng(0)
+    assert label_studies.algorithm1_round_sizes(counts, 2, 2, 6, rng=rng).tolist() == [2] * 6
+    assert label_studies.algorithm1_round_sizes(counts, 2, 3, 6, rng=rng).tolist() == [2] * 6
+    assert label_studies.algorithm1_round_sizes(counts, 2, 4, 3, rng=rng).tolist() == [2, 2, 0]
+
+
+def test_the_buffer_bound_rows_by_hand():
+    """K = 4, M = 2: fedlib's FedEntOpt fills every round at Q = 2; Algorithm 1 at Q = 3 does too (row 2: 0, the
+    paper's "must" would give 1), so the statement's exact rule misses."""
+    rows = quantities.buffer_bound_rows(np.eye(4, dtype=int) * 5, 2, 10, 0)
+    assert [r["value"] for r in rows] == [1.0, 0.0]
+    frame = pd.DataFrame([{"num_clients": 4, "clients_per_round": 2, **r} for r in rows])
+    assert rules.exact(frame, "paper").verdict == rules.DOES_NOT
+
+
+def test_the_fedconcat_budget_gap_of_the_docstrings_split():
+    """fedconcat_round_split's worked LeNet-5 values (w = 62,006, s = 4,210, T = 500, 10 %): T_e = 461 leaves
+    500 - 25 - 13.58 - 461 = 0.42 rounds unspent; v1's 480 encoder and 500 classifier rounds overspend by 38.9."""
+    kw = {"num_clusters": 5, "model_params": 62_006, "classifier_params": 4_210, "participation": 0.1}
+    assert quantities.fedconcat_budget_gap(500, 461, 200, **kw) == pytest.approx(461 + 25 + 4210 / 62006 * 200 - 500)
+    assert -1 < quantities.fedconcat_budget_gap(500, 461, 200, **kw) <= 0
+    assert quantities.fedconcat_budget_gap(500, 480, 500, **kw) == pytest.approx(5 + 4210 / 62006 * 500)
+
+
+def test_the_cluster_round_spread_by_hand():
+    """Clusters {0, 1} and {2}: cluster 0 has a pick in all 4 rounds, cluster 1 in 1 of them: 1 - 1/4."""
+    clusters = np.array([0, 0, 1])
+    picked = np.array([[0, -1], [1, -1], [0, 2], [1, 0]])
+    assert quantities.cluster_round_spread(clusters, picked) == pytest.approx(0.75)
+    assert quantities.cluster_round_spread(np.zeros(3, dtype=int), picked) == 0.0
+
+
+def test_the_dp_upload_is_one_raw_draw_and_clipping_shows():
+    """The selector sees one matrix over the run, equal to counts + one raw Laplace draw; clipped counts differ
+    from the raw draw wherever the noise went below zero (small counts, epsilon 0.5: some entry does)."""
+    counts = np.array([[0, 3], [2, 0], [1, 1], [0, 0]])
+    kept = quantities.dp_upload_rows(counts, 0.5, 2, 5, 0, negative="keep")
+    assert [r["value"] for r in kept] == [1.0, 0.0]
+    clipped = quantities.dp_upload_rows(counts, 0.5, 2, 5, 0, negative="clip")
+    assert clipped[0]["value"] == 1.0 and clipped[1]["value"] > 0
+
+
+def test_the_top_holders_share_of_picks_by_hand():
+    """Client 0 holds most of class 0, client 2 most of class 1: (4 + 1) of 10 picks go to them."""
+    counts = np.array([[9, 1], [1, 2], [0, 7]])
+    assert quantities.top_holder_share(counts, [4, 5, 1]) == pytest.approx(0.5)
+
+
+def test_greedy_attains_the_best_known_subset_by_hand():
+    """A round where the swap search or the branch and bound beats greedy by more than GAP_TOL does not count."""
+    rounds = pd.DataFrame(
+        {
+            "greedy_entropy": [1.0, 1.0, 1.0, 1.0],
+            "swap_entropy": [1.0, 1.2, 1.0, 1.0],
+            "exact_entropy": [np.nan, np.nan, 1.3, 1.0 + 1e-12],
+        }
+    )
+    assert quantities.greedy_attains_best(rounds).tolist() == [True, False, False, True]
+
+
+def test_an_empty_client_needs_a_pool_beyond_the_samples():
+    """600 CIFAR-10 clients for 50,000 images at Dir(0.1): most single draws leave someone empty; 10 clients never."""
+    assert label_studies.empty_client_draws("cifar10", 10, 0, beta=0.1, draws=3) == 0.0
+    assert label_studies.empty_client_draws("cifar10", 600, 0, beta=0.1, draws=3) > 0

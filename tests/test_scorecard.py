@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from repro import quantities, results, rules, scorecard, statements, tiers
+from repro import quantities, results, scorecard, statements, tiers
 from repro.results import StoredGroup
 from repro.rules import DOES_NOT, REPRODUCES, UNDECIDED
 
@@ -445,16 +445,8 @@ def test_a_label_page_shows_the_verdicts_of_its_own_studies(table):
         scorecard.page_card("entropy_trace", "label_only")
 
 
-def test_the_greedy_gap_pages_statement_is_judged_from_the_pages_own_study(table):
-    """The greedy-gap page has no verdicts on top yet (PAGES_WITH_STATEMENTS leaves it out), but its statement is
-    judged from what the page reads (the stored per-round table), as page_card would pass it."""
-    top = scorecard.page_card("greedy_gap", "label_only", quantities.label_study("greedy_gap")).set_index("id")
-    assert list(top.index) == ["II/attains_maximum_entropy"]
-    assert top.loc["II/attains_maximum_entropy", "verdict"] in (*rules.VERDICTS, scorecard.PAPER_TOO)
-
-
 PAGES_WITH_STATEMENTS = sorted(
-    {scorecard.page_of(s) for s in statements.load() if s.checkable and scorecard.page_of(s)} - {"greedy_gap"}
+    {scorecard.page_of(s) for s in statements.load() if s.checkable and scorecard.page_of(s)}
 )
 
 

@@ -483,8 +483,14 @@ _COLOURS = {
 }
 
 
-def _cell(verdict: str, small: str = "", page: str = "") -> str:
-    text = html.escape(verdict or "–") + (f"<br><small>{html.escape(small)}</small>" if small else "")
+#: What a tier's cell of the HTML card shows (its columns are narrow; the overall column spells the verdict out).
+_SHORT = {REPRODUCES: "yes", DOES_NOT: "no", PAPER_TOO: "no*", UNDECIDED: "?", PLAN_RUNNING: "plan running"}
+
+
+def _cell(verdict: str, small: str = "", page: str = "", short: bool = False) -> str:
+    shown = _SHORT.get(verdict, verdict) if short else verdict
+    text = f'<abbr title="{html.escape(verdict)}">{html.escape(shown)}</abbr>' if shown != verdict else None
+    text = (text or html.escape(verdict or "–")) + (f"<br><small>{html.escape(small)}</small>" if small else "")
     if page and verdict in _COLOURS:
         text = f'<a href="{page}.html">{text}</a>'
     return f'<td style="background:{_COLOURS.get(verdict, "#ffffff")};{_LEFT}">{text}</td>'
@@ -492,8 +498,8 @@ def _cell(verdict: str, small: str = "", page: str = "") -> str:
 
 def to_html(c: pd.DataFrame) -> str:
     """The card as an HTML table that fits a text column: the statement (id, section, the paper's words) with the
-    paper's value, a cell per column, and the overall verdict with its column, our value and its interval (linked
-    to the page that shows it)."""
+    paper's value, a cell per column (its verdict in short, :data:`_SHORT`, the full words on hover), and the
+    overall verdict with its column, our value and its interval (linked to the page that shows it)."""
     head = "".join(f'<th style="{_LEFT}">{col.replace("_", "-")}</th>' for col in COLUMNS)
     body = []
     for r in c.itertuples():
@@ -503,7 +509,7 @@ def to_html(c: pd.DataFrame) -> str:
             f"“{html.escape(_short(r.words, 240))}”"
             + (f"<br><small>the paper's value: {html.escape(r.paper_value)}</small>" if r.paper_value != "–" else "")
         )
-        cells = "".join(_cell(getattr(r, col)) for col in COLUMNS)
+        cells = "".join(_cell(getattr(r, col), short=True) for col in COLUMNS)
         src = f" ({r.overall_from.replace('_', '-')})" if r.overall_from else ""
         body.append(f'<tr><td style="{_LEFT}">{words}</td>{cells}{_cell(r.overall + src, r.ours, r.page)}</tr>')
     return (

@@ -154,6 +154,34 @@ def test_a_miss_the_papers_own_table_shares_is_marked_the_papers(table, stored):
         assert c.iloc[0]["contradicts"] and "the paper's own table contradicts it" in scorecard.to_html(c)
 
 
+def test_the_html_card_shortens_the_tier_cells_and_spells_out_the_overall_verdict():
+    """The tier columns are narrow: their verdicts show short (the full words on hover); the overall one in full."""
+    c = pd.DataFrame(
+        [
+            {
+                "id": "x/y",
+                "section": "§X",
+                "words": "w",
+                "paper_value": "–",
+                "label_only": scorecard.NOT_LISTED,
+                "quick": UNDECIDED,
+                "subset": scorecard.PLAN_RUNNING,
+                "paper": scorecard.NOT_RUN,
+                "overall": UNDECIDED,
+                "overall_from": "quick",
+                "ours": "",
+                "contradicts": False,
+                "page": "",
+            }
+        ]
+    )
+    out = scorecard.to_html(c)
+    assert (
+        '<abbr title="undecided">?</abbr>' in out and '<abbr title="seed plan still running">plan running</abbr>' in out
+    )
+    assert ">not run at this tier<" in out and ">undecided (quick)<" in out
+
+
 def test_a_label_only_verdict_is_not_copied_into_the_training_columns(table, stored):
     """A label-only statement fills its own column only; a training statement leaves that column empty."""
     traces = pd.DataFrame(

@@ -397,7 +397,7 @@ def card(judged: pd.DataFrame, table=None) -> pd.DataFrame:
                 **row,
                 "overall": overall,
                 "overall_from": source,
-                "ours": ours_text(hit.judgement, hit.flips) if hit is not None else "",
+                "ours": ours_text(hit.judgement, hit.flips, hit.interim) if hit is not None else "",
                 "page": page_of(s, source) if source else page_of(s),
             }
         )
@@ -406,13 +406,16 @@ def card(judged: pd.DataFrame, table=None) -> pd.DataFrame:
 
 def _overall(statement, row: dict) -> tuple[str, str]:
     """(verdict, column it comes from) of a statement: label-only its own; training the largest tier that judged
-    it; else why none did."""
+    it; else the tier whose seed plan is still running (its interim value); else why none did."""
     judged = (REPRODUCES, DOES_NOT, PAPER_TOO, UNDECIDED)
     if "label_only" in statement.tiers:
         return row["label_only"], "label_only" if row["label_only"] in judged else ""
     for tier in reversed(TRAINING_TIERS):
         if row[tier] in judged:
             return row[tier], tier
+    running = [t for t in TRAINING_TIERS if row[t] == PLAN_RUNNING]
+    if running:  # judged once the plan's runs are in; the card shows the interim value
+        return PLAN_RUNNING, running[-1]
     if statement.group_missing:
         return NO_GROUP, ""
     if any(row[t] == NOT_COMPUTED for t in statement.tiers):

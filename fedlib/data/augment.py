@@ -13,7 +13,6 @@ from fedlib._validate import check_float, check_int
 __all__ = [
     "LUMA_WEIGHTS",
     "to_unit_float",
-    "standardize",
     "resize_batch",
     "rgb_to_grayscale",
     "adjust_brightness",
@@ -50,16 +49,6 @@ def to_unit_float(x: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.
     if not x.is_floating_point():
         raise TypeError(f"x must be uint8 or floating point (got dtype {x.dtype}).")
     return x
-
-
-def standardize(x: torch.Tensor, mean, std) -> torch.Tensor:
-    """``(x - mean) / std`` per channel of x (..., C, H, W); ``mean``, ``std`` of length C (``channel_stats``)."""
-    channels = x.shape[-3]
-    m = torch.as_tensor(mean, dtype=x.dtype, device=x.device).reshape(-1)
-    s = torch.as_tensor(std, dtype=x.dtype, device=x.device).reshape(-1)
-    if m.numel() != channels or s.numel() != channels:
-        raise ValueError(f"mean and std must have one value per channel ({channels}); got {m.numel()} and {s.numel()}.")
-    return (x - m.view(-1, 1, 1)) / s.view(-1, 1, 1)
 
 
 def resize_batch(x: torch.Tensor, size: int) -> torch.Tensor:
@@ -169,14 +158,12 @@ def augment_batch(
     flip_p: float = 0.5,
     grayscale_p: float = 0.1,
 ) -> torch.Tensor:
-    """Colour jitter, horizontal flip and random grayscale of floating images in [0, 1] (..., C, H, W), C in
-    {1, 3}, independently per image; same shape and dtype out.
+    """Colour jitter, horizontal flip and random grayscale, per image, of floating images in [0, 1] (..., C, H, W).
 
-    ``generator`` is the only source of randomness: one (N, 7) uniform draw per call on its device (N images).
-    ``brightness``, ``contrast``, ``saturation``: ColorJitter strengths s, factors uniform in [max(0, 1 - s), 1 + s]
-    (the paper gives none; 0.4 is the common setting). ``hue``: shift uniform in [-hue, hue], at most 0.5.
-    ``jitter_p``: probability that an image is jittered at all. ``flip_p``, ``grayscale_p``: the paper's 0.5 and
-    0.1. The order is fixed (brightness, contrast, saturation, hue, flip, grayscale), unlike torchvision's.
+    ``generator`` makes one (N, 7) uniform draw per call (N images). Jitter strengths s give factors uniform in
+    [max(0, 1 - s), 1 + s] (the paper gives none; 0.4 is common), ``hue`` a shift in [-hue, hue]; ``jitter_p`` is
+    the probability that an image is jittered at all; ``flip_p`` and ``grayscale_p`` are the paper's 0.5 and 0.1.
+    The order is fixed (brightness, contrast, saturation, hue, flip, grayscale), unlike torchvision's.
     """
     if not isinstance(generator, torch.Generator):
         raise TypeError(
@@ -238,9 +225,8 @@ def augment_with_uniforms(
 @dataclass
 class Preprocessor:
     """The paper's input pipeline for batches (..., C, H, W), uint8 or floating in [0, 1]: scale to [0, 1], resize
-    (``image_size``, optional), augment (:meth:`train` only, with :func:`augment_batch`'s options), standardise
-    with the training set's ``mean`` and ``std`` (``ArrayDataset.channel_stats``). ``gray_to_rgb`` repeats
-    1-channel batches to 3 channels first (data held as ``to_tensors(one_gray_channel=True)``).
+    (``image_size``), augment (:meth:`train` only, :func:`augment_batch`'s options), standardise with the training
+    set's ``mean`` and ``std``; ``gray_to_rgb`` repeats 1-channel batches to 3 channels first.
     """
 
     mean: Sequence[float]

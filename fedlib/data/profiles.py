@@ -80,31 +80,15 @@ CIFAR100_COARSE: tuple[int, ...] = (
     16, 19, 2, 4, 6, 19, 5, 5, 8, 19,
     18, 1, 2, 15, 6, 0, 17, 8, 14, 13,
 )
-# fmt: on
 
 #: Names of the 20 CIFAR-100 superclasses, in coarse-label order (CIFAR-100 ``meta``).
 CIFAR100_SUPERCLASS_NAMES: tuple[str, ...] = (
-    "aquatic_mammals",
-    "fish",
-    "flowers",
-    "food_containers",
-    "fruit_and_vegetables",
-    "household_electrical_devices",
-    "household_furniture",
-    "insects",
-    "large_carnivores",
-    "large_man-made_outdoor_things",
-    "large_natural_outdoor_scenes",
-    "large_omnivores_and_herbivores",
-    "medium_mammals",
-    "non-insect_invertebrates",
-    "people",
-    "reptiles",
-    "small_mammals",
-    "trees",
-    "vehicles_1",
-    "vehicles_2",
+    "aquatic_mammals", "fish", "flowers", "food_containers", "fruit_and_vegetables", "household_electrical_devices",
+    "household_furniture", "insects", "large_carnivores", "large_man-made_outdoor_things",
+    "large_natural_outdoor_scenes", "large_omnivores_and_herbivores", "medium_mammals", "non-insect_invertebrates",
+    "people", "reptiles", "small_mammals", "trees", "vehicles_1", "vehicles_2",
 )
+# fmt: on
 
 
 def cifar100_to_superclass(fine_labels) -> np.ndarray:

@@ -21,7 +21,6 @@ from fedlib.training.local import LocalResult, make_generator
 __all__ = [
     "DEFAULT_NUM_CLUSTERS",
     "DEFAULT_CLASSIFIER_ROUNDS",
-    "RoundInfo",
     "FedConcatState",
     "ConcatModel",
     "FedConcat",
@@ -203,16 +202,6 @@ def fedconcat_round_split(
 # --------------------------------------------------------------------------- rounds
 
 
-@dataclass(frozen=True)
-class RoundInfo:
-    """Where a FedConcat round sits: ``round_index`` over all rounds, ``phase`` ("encoder" or "classifier") and
-    ``phase_round`` within the phase (the learning-rate schedule restarts with the classifier)."""
-
-    round_index: int
-    phase: str
-    phase_round: int
-
-
 def aggregate_clusters(cluster_params: Sequence[Params], assignment, results: Sequence[LocalResult]) -> list[Params]:
     """Stage 2 for one round: FedAvg inside every cluster over its members in ``results`` (with data); a cluster
     without one keeps its model. ``assignment`` is the ``(N,)`` cluster of every client."""
@@ -253,11 +242,11 @@ class FedConcatState:
         """True once all T_e + T_c rounds ran."""
         return self.round >= self.total_rounds
 
-    def next_round(self) -> RoundInfo:
-        """The :class:`RoundInfo` of the next round."""
+    def next_phase(self) -> tuple[str, int]:
+        """The next round's phase ("encoder" or "classifier") and round within it (the lr schedule restarts)."""
         if self.round < self.encoder_rounds:
-            return RoundInfo(self.round, "encoder", self.round)
-        return RoundInfo(self.round, "classifier", self.round - self.encoder_rounds)
+            return "encoder", self.round
+        return "classifier", self.round - self.encoder_rounds
 
 
 class FedConcat(Algorithm):
@@ -325,12 +314,6 @@ class FedConcat(Algorithm):
             classifier_rounds=self.hparams.classifier_rounds,
         )
 
-    def cluster(self, label_counts, rng: np.random.Generator) -> np.ndarray:
-        """Stage 1-A: ``(N,)`` cluster of every client (K is capped at N)."""
-        counts = check_count_matrix("label_counts", label_counts, allow_negative=True)
-        hp = self.hparams
-        return cluster_clients(counts, min(hp.num_clusters, counts.shape[0]), rng, n_init=hp.kmeans_restarts)
-
     def build_concat_model(
         self, model: nn.Module, cluster_params: Sequence[Params], generator: torch.Generator
     ) -> tuple[ConcatModel, Params]:
@@ -357,7 +340,8 @@ class FedConcat(Algorithm):
         check_rng("rng", rng)
         counts = check_count_matrix("label_counts", label_counts, allow_negative=True)
         t_e, t_c = self.round_split(total_rounds, model, num_clients=counts.shape[0], num_selected=num_selected)
-        assignment = self.cluster(counts, rng)
+        hp = self.hparams  # Stage 1-A (K capped at N)
+        assignment = cluster_clients(counts, min(hp.num_clusters, counts.shape[0]), rng, n_init=hp.kmeans_restarts)
         params0 = {k: v.detach().clone() for k, v in init_params.items()}
         cluster_params = [dict(params0) for _ in range(int(assignment.max()) + 1)]
         return FedConcatState(assignment, t_e, t_c, cluster_params)
@@ -420,9 +404,9 @@ class FedConcat(Algorithm):
         concatenated model (built at the first one, head from stream ``head_init``) and is tested with it."""
         if fc.done:
             raise ValueError(f"the run has had all its {fc.total_rounds} rounds; nothing left to plan.")
-        info = fc.next_round()
-        lr = decayed_lr(config, info.phase_round)
-        if info.phase == "encoder":
+        phase, phase_round = fc.next_phase()
+        lr = decayed_lr(config, phase_round)
+        if phase == "encoder":
             return RoundPlan(rnd, "encoder", lr, evaluate=False), fc
         if fc.model is None:  # Stage 3 set-up: the concatenated model with a fresh head
             head_gen = make_generator(int(stream_rng(config.seed, "head_init").integers(2**62)), "cpu")
@@ -440,7 +424,7 @@ class FedConcat(Algorithm):
     def aggregate_round(self, plan, results, weights, global_params, server_state, fc: FedConcatState):
         """Stage 2 (FedAvg in every cluster, :func:`aggregate_clusters`) or Stage 3 (the heads, FedAvg weights or
         uniform with ``classifier_local_batches``); the global model is the concatenated one once it exists."""
-        info, ids = fc.next_round(), [int(r.client_id) for r in results]
+        (phase, phase_round), ids = fc.next_phase(), [int(r.client_id) for r in results]
         if plan.phase == "encoder":
             fc.cluster_params = aggregate_clusters(fc.cluster_params, fc.assignment, results)
         elif results:
@@ -448,7 +432,7 @@ class FedConcat(Algorithm):
                 weights = np.full(len(results), 1.0 / len(results))
             heads = weighted_average([{k: r.params[k] for k in HEAD_KEYS} for r in results], weights)
             fc.params = {**fc.params, **heads}
-        record = {"round_index": info.round_index, "phase": info.phase, "phase_round": info.phase_round, "picked": ids}
+        record = {"round_index": fc.round, "phase": phase, "phase_round": phase_round, "picked": ids}
         if plan.phase == "encoder":
             record["clusters_trained"] = sorted({int(fc.assignment[k]) for k in ids})
         fc.round += 1

@@ -1,5 +1,7 @@
-"""Federated algorithms and their registry: ``make_algorithm(name, **params)`` builds one, ``ALGORITHMS`` lists the
-names; a bad name or parameter is a ``fedlib._validate.ParameterError``. The contract is in ``fedlib.algorithms.base``.
+"""Federated algorithms and their registry.
+
+``make_algorithm(name, **params)`` builds one, ``ALGORITHMS`` lists the names; a bad name or parameter is a
+``fedlib._validate.ParameterError``. The contract is in ``fedlib.algorithms.base``.
 
 Names and parameters (defaults are the FedEntOpt paper's, §V-A5):
   ``fedavg``      --

@@ -1,5 +1,7 @@
-"""The algorithm contract of fedlib's trainer: every client-side hook is a pure tensor function, so the trainer
-can run one client at a time (``fedlib.training.local``) or many with ``torch.func.vmap`` (``fedlib.training.batched``).
+"""The algorithm contract of fedlib's federated trainer.
+
+Every client-side hook is a pure tensor function, so the trainer can run one client at a time
+(``fedlib.training.local``) or many with ``torch.func.vmap`` (``fedlib.training.batched``).
 
 Vocabulary: ``params`` is ``dict[str, Tensor]``, the model state for ``functional_call`` (parameters and buffers;
 only the keys in ``trainable`` are trained). ``ctx`` is a client's context, tensors of fixed shapes that a batched

@@ -1,5 +1,7 @@
-"""FedProx (Li et al., MLSys 2020): FedAvg with the local objective F_k(w) + (μ/2)·‖w − w_g‖² over the trainable
-parameters, w_g the round's global model; FedEntOpt uses μ = 1e-4 (§V-A5). μ = 0 is FedAvg bit for bit.
+"""FedProx (Li et al., MLSys 2020): FedAvg with a proximal term in the local objective.
+
+Client k minimises F_k(w) + (μ/2)·‖w − w_g‖² over the trainable parameters, w_g the round's global model; FedEntOpt
+uses μ = 1e-4 (§V-A5). μ = 0 is FedAvg bit for bit.
 """
 
 from __future__ import annotations

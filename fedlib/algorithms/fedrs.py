@@ -1,6 +1,7 @@
-"""FedRS: restricted softmax (Li & Zhan, KDD 2021): on client k the logits of the classes it does not hold are
-scaled by α, z̃_c = s_c · z_c with s_c = 1 if n_{k,c} > 0 else α, loss = CE(softmax(z̃), y); aggregation is FedAvg.
-α = 1 is plain cross-entropy; FedEntOpt uses α = 0.5 (§V-A5).
+"""FedRS: restricted softmax (Li & Zhan, KDD 2021).
+
+On client k the logits of the classes it does not hold are scaled by α: z̃_c = s_c · z_c with s_c = 1 if n_{k,c} > 0
+else α, loss = CE(softmax(z̃), y); aggregation is FedAvg. α = 1 is plain cross-entropy; FedEntOpt uses α = 0.5.
 
 ``variant="paper"`` (default, all stored runs) scales the model's logits w_c^T h + b_c as above (the paper has no
 bias). ``"reference-code"`` is the authors' FedRepo code: s_c = α + (1 − α)·n_{k,c} / max_c n_{k,c} on the

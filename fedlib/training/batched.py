@@ -1,5 +1,6 @@
-"""Batched local training: the picked clients of a round trained at once, with the numbers of
-``fedlib.training.local.local_train`` per client (bit for bit on CPU).
+"""Batched local training: all picked clients of a round trained at once, as ``local_train`` trains each.
+
+The results are those of ``fedlib.training.local.local_train`` per client (bit for bit on CPU).
 
 Each client's batch order and augmentation uniforms are drawn from its own generators before the step loop, in
 the order ``local_train`` draws them, and copied to the device once (a step reads nothing back). Kernels:

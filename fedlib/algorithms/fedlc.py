@@ -1,6 +1,7 @@
 """FedLC: logit calibration (Zhang et al., ICML 2022).
 
-Eq. (8): client k trains on z̃_c = z_c − τ · n_{k,c}^{−1/4} with its class counts n_{k,c}; aggregation is FedAvg. τ = 0 is plain cross-entropy; FedEntOpt uses τ = 1 (§V-A5).
+Eq. (8): client k trains on z̃_c = z_c − τ · n_{k,c}^{−1/4} with its class counts n_{k,c}; aggregation is FedAvg.
+τ = 0 is plain cross-entropy; FedEntOpt uses τ = 1 (§V-A5).
 
 An absent class (n = 0) counts as ``zero_count`` (default 1e-8, as FL-bench and PFLlib), a margin of τ · 100.
 Context: ``{"margin": (C,)}`` = τ·n_c^{−1/4}.

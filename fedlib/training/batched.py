@@ -191,25 +191,26 @@ def _compile_cache_per_capability() -> None:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(default, f"capability-{cap}")
 
 
+def _forward(model, params, x, amp_dtype, device_type: str):
+    """``functional_call`` of ``model``; under autocast to ``amp_dtype`` (logits back in fp32) unless it is None."""
+    if amp_dtype is None:
+        return functional_call(model, params, (x,))
+    with torch.autocast(device_type=device_type, dtype=amp_dtype):
+        logits = functional_call(model, params, (x,))
+    return logits.float()
+
+
 def _grad_fn(model, algorithm, partial: bool, options: BatchedOptions, device_type: str):
     """vmap over clients of ``(grads, loss_value)`` for one step, compiled with ``options.compile``; ``partial``
     adds the padding identities of the module docstring."""
-    amp_dtype = options.amp_dtype
-
-    def forward(train, other, x):
-        if amp_dtype is None:
-            return functional_call(model, {**train, **other}, (x,))
-        with torch.autocast(device_type=device_type, dtype=amp_dtype):
-            logits = functional_call(model, {**train, **other}, (x,))
-        return logits.float()
 
     def full_loss(train, other, gp, x, y, rmask, scale, ctx):
-        logits = forward(train, other, x)
+        logits = _forward(model, {**train, **other}, x, options.amp_dtype, device_type)
         loss = algorithm.loss(logits, y, params=train, global_params=gp, ctx=ctx)
         return loss, loss.detach()
 
     def partial_loss(train, other, gp, x, y, rmask, scale, ctx):
-        logits = forward(train, other, x)
+        logits = _forward(model, {**train, **other}, x, options.amp_dtype, device_type)
         n = logits.shape[0]
         fixed = logits.detach()
         scaled = fixed + (logits - fixed) * scale  # value == logits; gradient × B/r on the real rows
@@ -563,12 +564,7 @@ def _run_loop(r: _Round, idx, count, u, tau_t):
             for pos, j in enumerate(act):
                 c = int(cnt[pos])
                 leaves = {k: p.requires_grad_(True) for k, p in zip(keys, params[j])}
-                if amp is None:
-                    logits = functional_call(r.model, {**leaves, **r.other}, (xb[pos, :c],))
-                else:
-                    with torch.autocast(device_type=device_type, dtype=amp):
-                        logits = functional_call(r.model, {**leaves, **r.other}, (xb[pos, :c],))
-                    logits = logits.float()
+                logits = _forward(r.model, {**leaves, **r.other}, xb[pos, :c], amp, device_type)
                 loss = r.algorithm.loss(logits, yb[pos, :c], params=leaves, global_params=r.gp, ctx=r.ctxs[j])
                 grads = torch.autograd.grad(loss, [leaves[k] for k in keys])
                 grads = r.algorithm.correct_grads(dict(zip(keys, grads)), ctx=r.ctxs[j])
@@ -615,7 +611,6 @@ def evaluate(
     *,
     transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
     batch_size: int = 4096,
-    amp_dtype: torch.dtype | None = None,
 ) -> tuple[float, float]:
     """Accuracy and mean cross-entropy of ``model`` with state ``params`` on ``(x, y)``, in large batches.
 
@@ -631,12 +626,7 @@ def evaluate(
             yb = y[start : start + batch_size]
             if transform is not None:
                 xb = transform(xb)
-            if amp_dtype is None:
-                logits = functional_call(model, dict(params), (xb,))
-            else:
-                with torch.autocast(device_type=x.device.type, dtype=amp_dtype):
-                    logits = functional_call(model, dict(params), (xb,))
-                logits = logits.float()
+            logits = functional_call(model, dict(params), (xb,))
             correct += (logits.argmax(1) == yb).sum()
             loss_sum += F.cross_entropy(logits, yb, reduction="sum").double()
     n = max(int(y.shape[0]), 1)

@@ -21,7 +21,6 @@ __all__ = [
     "get_profile",
     "profile_labels",
     "resolve_data_root",
-    "load_cifar10_labels",
 ]
 
 #: Environment variable naming the folder that holds fedlib's data files.
@@ -227,23 +226,3 @@ def resolve_data_root(data_root=None) -> pathlib.Path:
         return pathlib.Path(data_root).expanduser()
     env = os.environ.get(DATA_ROOT_ENV)
     return pathlib.Path(env).expanduser() if env else pathlib.Path("data")
-
-
-def load_cifar10_labels(data_root=None) -> tuple[np.ndarray, np.ndarray]:
-    """The full CIFAR-10 label vectors ``(y_train, y_test)`` (int64) from ``cifar10-labels.npz`` under
-    :func:`resolve_data_root`; ``FileNotFoundError`` (naming the path and ``FEDLIB_DATA_ROOT``) when it is missing.
-    """
-    path = resolve_data_root(data_root) / "cifar10-labels.npz"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"CIFAR-10 label file not found at {path.resolve()}; pass data_root=... or set the environment "
-            f"variable {DATA_ROOT_ENV} to the folder holding cifar10-labels.npz (default: ./data)."
-        )
-    with np.load(path, allow_pickle=False) as npz:
-        missing = {"y_train", "y_test"} - set(npz.files)
-        if missing:
-            raise ValueError(f"{path} lacks the array(s) {sorted(missing)} (has {npz.files}).")
-        return (
-            check_label_vector("y_train", npz["y_train"], num_classes=10),
-            check_label_vector("y_test", npz["y_test"], num_classes=10),
-        )

@@ -310,12 +310,9 @@ def _search_order(rows: np.ndarray):
 def best_subset(
     counts, num_selected: int, *, candidates=None, node_limit: int | None = None, bound_steps: int = 2, start=None
 ) -> SubsetResult:
-    """The M-subset of ``candidates`` (default: all clients) with the highest pooled entropy, by branch and bound;
-    ``result.optimal``: within :data:`GAP_TOL` bits of the best.
-
-    The search starts from ``start`` (M distinct candidates) or else the best greedy pick over every first client,
-    improved by swaps. ``node_limit`` stops it early (``optimal=False``); ``bound_steps``: Frank-Wolfe steps per
-    node that try to prune it.
+    """The M-subset of ``candidates`` (default: all clients) with the highest pooled entropy, by branch and bound
+    from ``start`` (default: the best greedy pick over every first client, improved by swaps); ``optimal`` is False
+    when ``node_limit`` stopped it; ``bound_steps``: Frank-Wolfe steps per node that try to prune it.
 
     >>> r = best_subset([[4, 0, 0], [3, 1, 0], [0, 0, 4], [0, 4, 0], [2, 2, 0]], 3)
     >>> r.subset.tolist(), round(r.entropy, 3), r.optimal

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["configure", "describe", "snapshot", "restore"]
+__all__ = ["configure", "describe"]
 
 
 def configure(device, *, tf32: bool = False, deterministic: bool = True) -> dict:
@@ -47,32 +47,3 @@ def describe() -> dict:
         "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
         "cublas_workspace_config": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
     }
-
-
-def snapshot() -> tuple:
-    """The process-wide settings :func:`configure` changes, for :func:`restore` (tests put them back)."""
-    import torch
-
-    return (
-        torch.backends.cuda.matmul.allow_tf32,
-        torch.backends.cudnn.allow_tf32,
-        torch.backends.cudnn.deterministic,
-        torch.backends.cudnn.benchmark,
-        torch.are_deterministic_algorithms_enabled(),
-        torch.is_deterministic_algorithms_warn_only_enabled(),
-    )
-
-
-def restore(state: tuple) -> None:
-    """Put back what :func:`snapshot` returned."""
-    import torch
-
-    (
-        torch.backends.cuda.matmul.allow_tf32,
-        torch.backends.cudnn.allow_tf32,
-        torch.backends.cudnn.deterministic,
-        torch.backends.cudnn.benchmark,
-        mode,
-        warn_only,
-    ) = state
-    torch.use_deterministic_algorithms(mode, warn_only=warn_only)

@@ -141,43 +141,29 @@ class Algorithm:
         return f"{type(self).__name__}({args})"
 
     # -- client side (pure tensor functions; vmappable) -----------------------------------------------
-    def loss(
-        self,
-        logits: torch.Tensor,
-        y: torch.Tensor,
-        *,
-        params: Params,
-        global_params: Params,
-        ctx: Mapping[str, torch.Tensor],
-    ) -> torch.Tensor:
+    def loss(self, logits: torch.Tensor, y: torch.Tensor, *, params: Params, global_params: Params, ctx: Params):
         """Mean cross-entropy of the mini-batch (the FedAvg loss)."""
         return F.cross_entropy(logits, y)
 
-    def correct_grads(self, grads: Params, *, ctx: Mapping[str, torch.Tensor]) -> Params:
+    def correct_grads(self, grads: Params, *, ctx: Params) -> Params:
         """Identity (FedAvg)."""
         return grads
 
-    def after_step(self, params: Params, *, ctx: Mapping[str, torch.Tensor], lr: float) -> Params:
+    def after_step(self, params: Params, *, ctx: Params, lr: float) -> Params:
         """Identity (FedAvg); only called when ``has_after_step`` is True."""
         return params
 
     # -- client side (once per client and round) ------------------------------------------------------
-    def client_context(
-        self,
-        client_id: int,
-        label_counts: torch.Tensor,
-        server_state: Mapping[str, torch.Tensor],
-        client_state: Mapping[str, torch.Tensor],
-    ) -> dict[str, torch.Tensor]:
+    def client_context(self, client_id: int, label_counts: torch.Tensor, server_state: Params, client_state: Params):
         """No context (FedAvg)."""
         return {}
 
     # -- server side -----------------------------------------------------------------------------------
-    def init_server_state(self, global_params: Params, *, num_clients: int) -> dict[str, torch.Tensor]:
+    def init_server_state(self, global_params: Params, *, num_clients: int) -> Params:
         """No server state (FedAvg)."""
         return {}
 
-    def init_client_state(self, global_params: Params) -> dict[str, torch.Tensor]:
+    def init_client_state(self, global_params: Params) -> Params:
         """No client state (FedAvg)."""
         return {}
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedlib._validate import check_count_matrix, check_int
+from fedlib.selection._count_layout import _TINY
 from fedlib.selection.scoring import ENTROPY_TIE_TOL, first_best
 
 __all__ = [
@@ -26,8 +27,6 @@ __all__ = [
 
 #: Subsets within this many bits of the best are optimal (ties); far above the rounding of entropies.
 GAP_TOL = 1e-9
-
-_TINY = 1e-300
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from fedlib._validate import check_choice
-from fedlib.selection._count_layout import ENTROPY_TIE_TOL, _class_columns, _group_by_value, _row_reader
+from fedlib.selection._count_layout import _TINY, ENTROPY_TIE_TOL, _class_columns, _group_by_value, _row_reader
 
 __all__ = ["ENTROPY_TIE_TOL", "SCORER_PATHS", "scorer_path", "first_best", "fast_scorer", "IncrementalScorer"]
 
@@ -21,7 +21,6 @@ __all__ = ["ENTROPY_TIE_TOL", "SCORER_PATHS", "scorer_path", "first_best", "fast
 SCORER_PATHS = ("auto", "plain", "incremental", "torch")
 
 _DEFAULT = {"path": "auto", "device": None}  # what path=None means; set with scorer_path
-_TINY = 1e-300  # log2 argument floor: x * log2(max(x, tiny)) is exactly 0 at x = 0
 _XLOG_TABLE_MAX = 1 << 22  # largest table of f(n) = n log2 n (entries); above it f is computed with logs
 
 

@@ -334,19 +334,13 @@ def train_clients_batched(
     other = {k: v.detach() for k, v in global_params.items() if k not in gp}
     h0 = hps[0]
     pre = _preprocessor_of(transform)
-    draw_uniforms = pre is not None and pre.augment
-    plans = [
-        _plan_client(ci, hps[i], gens[i], aug_gens[i], draw_uniforms, device) for i, ci in enumerate(client_indices)
-    ]
-    tau = [len(p.count) for p in plans]
-    trained = [i for i in range(m) if tau[i] > 0]
+    tables, tau, trained = _tables(client_indices, hps, gens, aug_gens, pre is not None and pre.augment, device)
     outs = {}
     if trained:
         ctxs_t, gens_t = [ctxs[i] for i in trained], [aug_gens[i] for i in trained]
         r = _Round(
             model, algorithm, keys, gp, other, data_x, data_y, ctxs_t, transform, pre, gens_t, h0, options, device
         )
-        tables = _tables(plans, tau, trained, h0.batch_size, device)
         params, losses = _run_loop(r, *tables) if kernel == "loop" else _run_vmap(r, *tables)
         outs = {i: (params[j], losses[j]) for j, i in enumerate(trained)}
     return [
@@ -367,54 +361,37 @@ def _result(global_params, out, steps: int, num_samples: int, epochs: int, h0, c
 
 
 # ----------------------------------------------------------------------------------------------- the planner
-@dataclass
-class _ClientPlan:
-    idx: torch.Tensor  # (τ, B) global data indices, padded with the batch's first index
-    count: list[int]  # real samples per step
-    u: torch.Tensor | None  # (τ, B, 7) augmentation uniforms (zeros in padding), vectorised augmentation only
-
-
-def _plan_client(indices: torch.Tensor, hp: LocalHyperParams, generator, aug_generator, draw_uniforms, device):
-    """Draw the client's batch order and (vectorised augmentation) its uniforms in the reference order."""
-    n, bsz = int(indices.shape[0]), hp.batch_size
-    batches = client_batch_order(n, bsz, hp.epochs, generator)
-    count = [int(b.shape[0]) for b in batches]
-    if not batches:
-        return _ClientPlan(torch.empty(0, bsz, dtype=torch.long, device=device), [], None)
-    indices = indices.to(device)
-    rows = []
-    for b in batches:  # padded on the generator's device, then one copy of the (τ, B) table
-        if b.shape[0] < bsz:
-            b = torch.cat([b, b[:1].expand(bsz - b.shape[0])])
-        rows.append(b)
-    idx = indices[torch.stack(rows).to(device)]
-    u = None
-    if draw_uniforms:
-        gen = aug_generator
-        us = []
-        for c in count:  # one (c, 7) draw per step, as local_train draws them; one copy of the table
-            draw = torch.rand((c, 7), generator=gen, device=gen.device)
-            if c < bsz:
-                draw = torch.cat([draw, draw.new_zeros(bsz - c, 7)])
-            us.append(draw)
-        u = torch.stack(us).to(device)
-    return _ClientPlan(idx, count, u)
-
-
-def _tables(plans, tau, trained, bsz, device):
-    """The round's (W, T, B) index table, (W, T) real counts, (W, T, B, 7) uniforms (or None) and (W,) steps of
-    the ``trained`` clients; finished steps repeat the first index with a full count (masked in "mask" mode)."""
-    width, steps = len(trained), max(tau[i] for i in trained)
+def _tables(client_indices, hps, gens, aug_gens, draw_uniforms: bool, device):
+    """Every client's batch order and (vectorised augmentation) uniforms, drawn in ``local_train``'s order, as the
+    round's tables of the clients that train: (W, T, B) data indices, (W, T) real counts, (W, T, B, 7) uniforms (or
+    None) and (W,) steps. A partial batch is padded with its first index (uniforms 0); the steps after a client's
+    last repeat its first index with a full count (masked in "mask" mode). Also every client's steps and the
+    positions of the clients that train."""
+    bsz = hps[0].batch_size
+    orders, draws = [], []  # per client
+    for ci, hp, gen, aug in zip(client_indices, hps, gens, aug_gens):
+        orders.append(client_batch_order(int(ci.shape[0]), bsz, hp.epochs, gen))
+        if draw_uniforms:  # one (c, 7) draw per step, as local_train draws them
+            draws.append([torch.rand((int(b.shape[0]), 7), generator=aug, device=aug.device) for b in orders[-1]])
+    tau = [len(o) for o in orders]
+    trained = [i for i, t in enumerate(tau) if t > 0]
+    if not trained:
+        return None, tau, trained
+    width, steps = len(trained), max(tau)
     idx = torch.zeros(width, steps, bsz, dtype=torch.long, device=device)
     count = torch.full((width, steps), bsz, dtype=torch.long)
-    u = torch.zeros(width, steps, bsz, 7, device=device) if plans[trained[0]].u is not None else None
+    u = torch.zeros(width, steps, bsz, 7, device=device) if draw_uniforms else None
     for j, i in enumerate(trained):
-        idx[j, : tau[i]] = plans[i].idx
-        idx[j, tau[i] :] = plans[i].idx[0, 0]
-        count[j, : tau[i]] = torch.tensor(plans[i].count)
+        # padded on the generators' devices, then one copy of each (τ, B) table
+        padded = [torch.cat([b, b[:1].expand(bsz - b.shape[0])]) if b.shape[0] < bsz else b for b in orders[i]]
+        rows = client_indices[i].to(device)[torch.stack(padded).to(device)]
+        idx[j, : tau[i]] = rows
+        idx[j, tau[i] :] = rows[0, 0]
+        count[j, : tau[i]] = torch.tensor([int(b.shape[0]) for b in orders[i]])
         if u is not None:
-            u[j, : tau[i]] = plans[i].u
-    return idx, count, u, torch.tensor([tau[i] for i in trained])
+            padded_u = [torch.cat([d, d.new_zeros(bsz - d.shape[0], 7)]) for d in draws[i]]
+            u[j, : tau[i]] = torch.stack(padded_u).to(device)
+    return (idx, count, u, torch.tensor([tau[i] for i in trained])), tau, trained
 
 
 # ----------------------------------------------------------------------------------------------- the kernels

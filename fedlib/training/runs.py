@@ -15,6 +15,7 @@ bump the version whenever a change alters what training computes.
 from __future__ import annotations
 
 import functools
+import io
 import json
 import math
 import os
@@ -210,12 +211,8 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def _atomic_save(obj, path: Path) -> None:
-    import io
-
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    atomic_write_bytes(path, buf.getvalue())
+def _write_json(path: Path, data: dict) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 class RunDir:
@@ -238,23 +235,13 @@ class RunDir:
     def prepare(self) -> None:
         """Create the folder and write ``config.json``."""
         self.path.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(
-            self.config_file,
-            json.dumps(
-                {
-                    "config": self.config.to_dict(),
-                    "code_version": self.version,
-                    "git_commit": _git_commit(),
-                    "hash": self.hash,
-                },
-                indent=2,
-                sort_keys=True,
-            )
-            + "\n",
-        )
+        provenance = {"code_version": self.version, "git_commit": _git_commit(), "hash": self.hash}
+        _write_json(self.config_file, {"config": self.config.to_dict(), **provenance})
 
     def save_checkpoint(self, ckpt: dict) -> None:
-        _atomic_save(ckpt, self.checkpoint_file)
+        buf = io.BytesIO()
+        torch.save(ckpt, buf)
+        atomic_write_bytes(self.checkpoint_file, buf.getvalue())
 
     def load_checkpoint(self) -> dict | None:
         if not self.checkpoint_file.exists():
@@ -264,8 +251,6 @@ class RunDir:
     def write_result(self, table: pd.DataFrame) -> None:
         atomic_write_text(self.table_file, table.to_csv(index=False))
         try:
-            import io
-
             import pyarrow  # noqa: F401
 
             buf = io.BytesIO()
@@ -274,14 +259,8 @@ class RunDir:
         except ImportError:
             pass
         summary = RunResult(self.config, table).summary()
-        atomic_write_text(
-            self.result_file,
-            json.dumps(
-                {"hash": self.hash, "code_version": self.version, "git_commit": _git_commit(), **summary},
-                indent=2,
-                sort_keys=True,
-            )
-            + "\n",
+        _write_json(
+            self.result_file, {"hash": self.hash, "code_version": self.version, "git_commit": _git_commit(), **summary}
         )
 
     def load_result(self):

@@ -146,25 +146,9 @@ def _check_aug(brightness, contrast, saturation, hue, jitter_p, flip_p, grayscal
         check_float(name, value, low=0.0, high=1.0)
 
 
-def augment_batch(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator,
-    brightness: float = 0.4,
-    contrast: float = 0.4,
-    saturation: float = 0.4,
-    hue: float = 0.0,
-    jitter_p: float = 1.0,
-    flip_p: float = 0.5,
-    grayscale_p: float = 0.1,
-) -> torch.Tensor:
-    """Colour jitter, horizontal flip and random grayscale, per image, of floating images in [0, 1] (..., C, H, W).
-
-    ``generator`` makes one (N, 7) uniform draw per call (N images). Jitter strengths s give factors uniform in
-    [max(0, 1 - s), 1 + s] (the paper gives none; 0.4 is common), ``hue`` a shift in [-hue, hue]; ``jitter_p`` is
-    the probability that an image is jittered at all; ``flip_p`` and ``grayscale_p`` are the paper's 0.5 and 0.1.
-    The order is fixed (brightness, contrast, saturation, hue, flip, grayscale), unlike torchvision's.
-    """
+def augment_batch(x: torch.Tensor, *, generator: torch.Generator, **options) -> torch.Tensor:
+    """Colour jitter, horizontal flip and random grayscale, per image, of floating images in [0, 1] (..., C, H, W):
+    one (N, 7) uniform draw from ``generator`` (N images), then :func:`augment_with_uniforms` with ``options``."""
     if not isinstance(generator, torch.Generator):
         raise TypeError(
             f"generator must be a torch.Generator, e.g. torch.Generator().manual_seed(0) "
@@ -172,17 +156,7 @@ def augment_batch(
         )
     num_images = _flat(x).shape[0] if x.is_floating_point() else 0
     u = torch.rand((num_images, 7), generator=generator, device=generator.device)
-    return augment_with_uniforms(
-        x,
-        u,
-        brightness=brightness,
-        contrast=contrast,
-        saturation=saturation,
-        hue=hue,
-        jitter_p=jitter_p,
-        flip_p=flip_p,
-        grayscale_p=grayscale_p,
-    )
+    return augment_with_uniforms(x, u, **options)
 
 
 def augment_with_uniforms(
@@ -197,8 +171,14 @@ def augment_with_uniforms(
     flip_p: float = 0.5,
     grayscale_p: float = 0.1,
 ) -> torch.Tensor:
-    """:func:`augment_batch` with its draws given: one row of ``u`` per image, columns jitter on/off,
-    brightness, contrast, saturation, hue, flip, grayscale (a batched trainer draws them per client)."""
+    """The augmentation of :func:`augment_batch` with its draws given: one row of ``u`` per image, columns jitter
+    on/off, brightness, contrast, saturation, hue, flip, grayscale (a batched trainer draws them per client).
+
+    Jitter strengths s give factors uniform in [max(0, 1 - s), 1 + s] (the paper gives none; 0.4 is common), ``hue``
+    a shift in [-hue, hue]; ``jitter_p`` is the probability that an image is jittered at all; ``flip_p`` and
+    ``grayscale_p`` are the paper's 0.5 and 0.1. The order is fixed (brightness, contrast, saturation, hue, flip,
+    grayscale), unlike torchvision's.
+    """
     if not x.is_floating_point():
         raise TypeError(f"x must be floating point in [0, 1] (got dtype {x.dtype}); see to_unit_float.")
     _check_aug(brightness, contrast, saturation, hue, jitter_p, flip_p, grayscale_p)
@@ -250,9 +230,7 @@ class Preprocessor:
             raise ValueError(f"mean and std must both have 1 or 3 entries (got {self.mean}, {self.std}).")
         for s in self.std:
             check_float("std", s, low=0.0, low_open=True)
-        _check_aug(
-            self.brightness, self.contrast, self.saturation, self.hue, self.jitter_p, self.flip_p, self.grayscale_p
-        )
+        _check_aug(**self._aug_params())
         if self.image_size is not None:
             self.image_size = check_int("image_size", self.image_size, low=1)
 
@@ -295,13 +273,8 @@ class Preprocessor:
 
     def _aug_params(self) -> dict:
         return {
-            "brightness": self.brightness,
-            "contrast": self.contrast,
-            "saturation": self.saturation,
-            "hue": self.hue,
-            "jitter_p": self.jitter_p,
-            "flip_p": self.flip_p,
-            "grayscale_p": self.grayscale_p,
+            k: getattr(self, k)
+            for k in ("brightness", "contrast", "saturation", "hue", "jitter_p", "flip_p", "grayscale_p")
         }
 
     def test(self, x: torch.Tensor) -> torch.Tensor:

@@ -31,9 +31,8 @@ GAP_TOL = 1e-9
 
 @dataclass(frozen=True)
 class SubsetResult:
-    """A subset found by :func:`best_subset` or :func:`swap_search`: client indices (ascending), their pooled
-    entropy in bits, whether it is proven within :data:`GAP_TOL` of the best, and the search nodes visited (or
-    swaps made)."""
+    """A subset (ascending client indices), its pooled entropy in bits, whether it is proven within :data:`GAP_TOL`
+    of the best, and the search nodes visited (or swaps made)."""
 
     subset: np.ndarray
     entropy: float
@@ -44,7 +43,6 @@ class SubsetResult:
 def round_candidates(buffer, num_clients: int, num_selected: int, buffer_size: int) -> np.ndarray:
     """The clients Algorithm 1 can pick in a round that starts with FIFO buffer ``buffer`` (oldest first): the
     unbuffered ones and the ``max(0, |B| + M - 1 - Q)`` oldest buffered ones, which picks evict (lines 10-12).
-    Every M-subset of them can be picked in some order (unbuffered first, then evicted oldest first), none other.
 
     >>> round_candidates((3, 4, 5), 8, 2, 3).tolist()  # buffer full: client 3 is evicted by the first pick
     [0, 1, 2, 3, 6, 7]
@@ -174,9 +172,8 @@ def _positions(name: str, subset, cand: np.ndarray, size: int) -> np.ndarray:
 
 
 def swap_search(counts, start, *, candidates=None, max_swaps: int = 1000) -> SubsetResult:
-    """Local search from ``start`` (e.g. FedEntOpt's pick): the best swap of one picked client for one other
-    candidate while it raises the pooled entropy by more than :data:`GAP_TOL`, at most ``max_swaps`` times. Ties go
-    to the lowest picked client, then the lowest candidate.
+    """Local search from ``start`` (e.g. FedEntOpt's pick): the best swap of a picked client for another candidate
+    while it raises the pooled entropy by more than :data:`GAP_TOL`, at most ``max_swaps`` times (ties: lowest).
 
     >>> r = swap_search([[4, 0, 0], [3, 1, 0], [0, 0, 4], [0, 4, 0]], [0, 1])  # pooled [7, 1, 0]
     >>> r.subset.tolist(), round(r.entropy, 3), r.nodes  # client 0 out, client 2 in: pooled [3, 1, 4]

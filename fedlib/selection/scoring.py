@@ -47,11 +47,8 @@ def first_best(scores: np.ndarray) -> int:
 
 
 def fast_scorer(counts, path: str | None = None, *, active=None):
-    """The scorer of ``path`` (None: the one :func:`scorer_path` set) for validated ``counts``, or None for plain.
-
-    ``"auto"`` is plain when some count is negative (kept DP noise: clipping breaks the incremental formula).
-    ``active`` (bool, shape (K,)): the clients that can be unblocked in this run; the others are left out.
-    """
+    """The scorer of ``path`` (None: the one :func:`scorer_path` set) for validated ``counts``, or None for plain
+    (``"auto"`` with negative counts, DP noise); ``active`` (K,): the clients that can be picked in this run."""
     path = check_choice("path", _DEFAULT["path"] if path is None else path, SCORER_PATHS)
     data = counts.data if sp.issparse(counts) else counts
     negative = bool(data.size and data.min() < 0)

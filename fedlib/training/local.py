@@ -79,17 +79,10 @@ def trainable_keys(model: torch.nn.Module) -> tuple[str, ...]:
     return tuple(k for k, v in model.named_parameters() if v.requires_grad)
 
 
-def sgd_step(
-    params: Mapping[str, torch.Tensor],
-    grads: Mapping[str, torch.Tensor],
-    bufs: Mapping[str, torch.Tensor],
-    *,
-    lr: float,
-    momentum: float,
-    weight_decay: float,
-):
-    """One ``torch.optim.SGD`` step on the keys of ``grads``: ``d = g + wd·p``, ``buf = d`` on the first step (``bufs``
-    empty), later ``buf = m·buf + d``, ``p ← p − lr·buf``. Returns ``(new_params, new_bufs)``; inputs are unchanged."""
+def sgd_step(params: Params, grads: Params, bufs: Params, *, lr: float, momentum: float, weight_decay: float):
+    """One ``torch.optim.SGD`` step on the keys of ``grads`` (other keys unchanged): ``d = g + wd·p``, ``buf = d`` on
+    the first step (``bufs`` empty), later ``buf = m·buf + d``, ``p ← p − lr·buf``. Returns ``(new_params,
+    new_bufs)``; inputs are not modified."""
     keys = list(grads)
     first = momentum != 0 and any(bufs.get(k) is None for k in keys)
     if first and any(k in bufs for k in keys):
@@ -170,19 +163,7 @@ def cap_batches(x: torch.Tensor, y: torch.Tensor, hp: LocalHyperParams, max_batc
     return x[idx], y[idx], dataclasses.replace(hp, epochs=1)
 
 
-def train_step(
-    model,
-    keys,
-    train: Params,
-    other: Params,
-    global_params: Params,
-    xb,
-    yb,
-    ctx,
-    algorithm,
-    hp: LocalHyperParams,
-    opt_bufs: Params,
-) -> tuple[Params, Params, torch.Tensor]:
+def train_step(model, keys, train: Params, other: Params, global_params: Params, xb, yb, ctx, algorithm, hp, opt_bufs):
     """One SGD step of :func:`local_train` on a transformed batch: forward, loss, gradients, ``correct_grads``,
     :func:`sgd_step`, ``after_step``; returns the new trainable tensors, momentum buffers and the detached loss."""
     leaves = {k: v.requires_grad_(True) for k, v in train.items()}

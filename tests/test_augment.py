@@ -125,6 +125,11 @@ def test_argument_errors_name_parameter():
         augment_batch((x * 255).to(torch.uint8), generator=_gen())
     with pytest.raises(ValueError, match="1 or 3 channels"):
         augment_batch(_batch((2, 4, 3, 3)), generator=_gen())
+    g = _gen()
+    state = g.get_state()
+    with pytest.raises(TypeError, match="unknown option.*'brightnes'"):
+        augment_batch(x, generator=g, brightnes=0.1)
+    assert torch.equal(g.get_state(), state)  # refused before the draw
 
 
 def test_standardize_with_own_stats_gives_zero_mean_unit_std():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -154,6 +155,9 @@ def augment_batch(x: torch.Tensor, *, generator: torch.Generator, **options) -> 
             f"generator must be a torch.Generator, e.g. torch.Generator().manual_seed(0) "
             f"(got {type(generator).__name__})."
         )
+    unknown = sorted(set(options) - set(inspect.signature(augment_with_uniforms).parameters) - {"x", "u"})
+    if unknown:  # before the draw: a bad call leaves the generator as it was
+        raise TypeError(f"augment_batch got unknown option(s) {', '.join(map(repr, unknown))}.")
     num_images = _flat(x).shape[0] if x.is_floating_point() else 0
     u = torch.rand((num_images, 7), generator=generator, device=generator.device)
     return augment_with_uniforms(x, u, **options)

@@ -59,13 +59,6 @@ def test_vgg11_structure_and_count():
     assert count_parameters(VGG11(20)) == 9_225_610 + 513 * 10
 
 
-def test_vgg11_batch_norm_option_counts_buffers():
-    model = VGG11(10, batch_norm=True)
-    # BN channels 64+128+256+256+512*4 = 2752: weight+bias 5504 trainable, mean+var 5504 buffers
-    assert count_parameters(model) == 9_225_610 + 5504
-    assert count_state_scalars(model) == 9_225_610 + 2 * 5504
-
-
 # ---------------------------------------------------------------- output shapes
 @pytest.mark.parametrize(
     "name", [pytest.param(n, marks=pytest.mark.slow) if n.startswith("efficientnet") else n for n in MODEL_NAMES]

@@ -130,6 +130,21 @@ _LABEL_PAGES = {
     "label_bytes": "communication_cost",
     "share_table": "lying_clients",
     "round_gaps": "greedy_gap",
+    # the statements of the selection study and of the extras (repro.quantities.label_study): one page for them
+    **dict.fromkeys(
+        (
+            "selector_traces",
+            "run_selection",
+            "get_profile",
+            "federation_counts",
+            "fedconcat_round_split",
+            "cluster_clients",
+            "laplace_counts",
+            "buffer_study",
+            "get_tier",
+        ),
+        "label_checks",
+    ),
 }
 _STATEMENT_PAGES = {"V-B1/faster": "accuracy_curves"}
 
@@ -582,14 +597,16 @@ _PART = {
 def page_card(page: str, tier: str, studies: dict | None = None, results_dir=None, machines_dir=None):
     """The statements book page ``page`` shows (its runs.yaml name without a ``_<tier>`` suffix), judged as the
     scorecard judges them at ``tier`` ("label_only" for a label-only page, which passes the studies it computed,
-    ``studies``): ``id``, ``section``, ``words``, ``paper``, ``ours`` and ``verdict``."""
+    ``studies``: a page of ``repro.quantities.LABEL_PAGES`` its own, the ``label_checks`` page those of
+    ``repro.quantities.label_study`` by name): ``id``, ``section``, ``words``, ``paper``, ``ours`` and ``verdict``."""
     table = statements.load_table()
     mine = [s for s in table.statements if s.checkable and page_of(s) == page]
     if tier == "label_only":
         if studies is None:
             raise ValueError(f"page {page!r}: pass the studies it computed (studies=) for the label-only column.")
         mine = [s for s in mine if "label_only" in s.tiers]
-        rows = [_judge_label(s, {page: studies}, table) for s in mine]
+        keyed = {page: studies} if page in quantities.LABEL_PAGES else studies
+        rows = [_judge_label(s, keyed, table) for s in mine]
     else:
         mine = [s for s in mine if s.groups]
         runs, machines = quantities.Runs(tier, results_dir), _machines(tier, results_dir, machines_dir)

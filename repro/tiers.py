@@ -67,6 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from fedlib._validate import check_parameter_names
 from fedlib.data.partition import partition_fields
 from fedlib.training.config import ExperimentConfig
 
@@ -367,12 +368,7 @@ def tier_config(tier: str, **overrides) -> ExperimentConfig:
     if fields.get("device") is None:
         fields.pop("device", None)
     names = {f.name for f in dataclasses.fields(ExperimentConfig)}
-    unknown = sorted(set(fields) - names)
-    if unknown:
-        raise ValueError(
-            f"unknown config field(s) {', '.join(map(repr, unknown))} for tier {t.name!r}; allowed: "
-            f"{', '.join(sorted(names))}, method, partition_name."
-        )
+    check_parameter_names(f"tier {t.name!r}", fields, [*sorted(names), "method", "partition_name"])
     if t.name == "paper" and "device" not in overrides:
         try:
             import torch

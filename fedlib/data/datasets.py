@@ -67,7 +67,9 @@ _WHERE = {
 
 
 class DataError(OSError):
-    """A data set's file cannot be read; the message names the file, the data root and the fix."""
+    """A data set's file is missing or cannot be read; the message names the file, the data root and the fix.
+
+    Not a :class:`~fedlib._validate.ParameterError`: the arguments were allowed, the files on disk are not there."""
 
 
 class DataNotFoundError(DataError, FileNotFoundError):
@@ -374,9 +376,12 @@ def _npz_dataset(path: Path, root: Path, name, num_classes, class_names) -> Arra
 def _load_npz(root, download, *, path=None, name=None, num_classes=None, class_names=None, image_size=None, rgb=False):
     """Any npz with x_train, y_train, x_test, y_test (relative paths: cwd first, then the data root)."""
     if path is None:
-        raise ValueError(
-            "dataset 'npz' needs the option path= (an .npz file with x_train, y_train, "
-            "x_test, y_test), e.g. load_dataset('npz', path='../shared/data/cifar10-subset.npz')."
+        raise ParameterError(
+            "dataset 'npz'",
+            "path",
+            path,
+            "an .npz file with x_train, y_train, x_test, y_test, "
+            "e.g. load_dataset('npz', path='../shared/data/cifar10-subset.npz')",
         )
     p = Path(path).expanduser()
     if not p.is_file() and not p.is_absolute() and (root / p).is_file():
@@ -616,7 +621,7 @@ def load_dataset(name: str, *, data_root=None, download: bool = False, **options
     if name not in _LOADERS:
         raise ParameterError("dataset", "name", name, ", ".join(repr(n) for n in _LOADERS))
     if not isinstance(download, bool):
-        raise TypeError(f"download must be True or False (got {download!r}).")
+        raise ParameterError(None, "download", download, "True, False")
     part = f"dataset {name!r}"
     check_parameter_names(part, options, dataset_options(name))
     with parameter_checks(part, names=options):

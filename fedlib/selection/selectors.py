@@ -243,9 +243,15 @@ class FedEntOptSelector(Selector):
         if q is None:
             q = buffer_size_from_fraction(self.buffer_fraction, num_clients)
         if q > num_clients - num_selected:
-            raise ValueError(
-                f"buffer_size Q must satisfy 0 <= Q <= K - M = {num_clients} - {num_selected} = "
-                f"{num_clients - num_selected} so that M clients stay selectable (got Q={q})."
+            raise ParameterError(
+                f"selector {self.name!r}",
+                "buffer_size",
+                q,
+                f"0 <= Q <= K - M = {num_clients} - {num_selected} = {num_clients - num_selected} "
+                "so that M clients stay selectable",
+                got=f"Q={q}"
+                if self.buffer_size is not None
+                else f"Q={q} (from buffer_fraction={self.buffer_fraction})",
             )
         return q
 
@@ -371,13 +377,19 @@ class DCSelector(Selector):
     def resolve_num_dc(self, num_clients: int, num_selected: int) -> int:
         """m_DC for a round of at most M clients; raises if M does not fit ``num_random``/``num_dc``."""
         if self.num_random > num_selected:
-            raise ValueError(
-                f"num_selected (the maximum m + m_DC) must be >= num_random={self.num_random} (got {num_selected})."
+            raise ParameterError(
+                f"selector {self.name!r}",
+                "num_selected",
+                num_selected,
+                f"the maximum m + m_DC, >= num_random={self.num_random}",
             )
         if self.num_dc is not None and self.num_random + self.num_dc != num_selected:
-            raise ValueError(
-                f"num_selected must equal num_random + num_dc = {self.num_random} + {self.num_dc} = "
-                f"{self.num_random + self.num_dc} (got {num_selected}); or pass num_dc=None."
+            raise ParameterError(
+                f"selector {self.name!r}",
+                "num_selected",
+                num_selected,
+                f"num_random + num_dc = {self.num_random} + {self.num_dc} = {self.num_random + self.num_dc}; "
+                "or pass num_dc=None",
             )
         return num_selected - self.num_random
 

@@ -373,7 +373,7 @@ def test_defence_errors_name_parameter_and_value(params, match):
     cfg = ExperimentConfig(
         num_clients=10, clients_per_round=2, selector="fedentopt", selector_params={"buffer_fraction": 0.5, **params}
     )
-    with pytest.raises(ConfigError, match=r"config field 'selector_params'.*" + match):
+    with pytest.raises(ConfigError, match=r"config parameter 'selector_params'.*" + match):
         cfg.validate()
 
 

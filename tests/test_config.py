@@ -23,43 +23,43 @@ def test_paper_defaults_and_model_dependent_weight_decay():
     [
         (
             dict(selector="entopt"),
-            "config field 'selector': got 'entopt'; allowed: 'random', 'fedentopt', 'kl', 'dc', 'fedentopt-swap'.",
+            "config parameter 'selector': got 'entopt'; allowed: 'random', 'fedentopt', 'kl', 'dc', 'fedentopt-swap'.",
         ),
-        (dict(algorithm="fedavgg"), "config field 'algorithm': got 'fedavgg'; allowed: 'fedavg', 'fedprox'"),
-        (dict(model="lenet"), "config field 'model': got 'lenet'; allowed: 'lenet5', 'vgg11'"),
-        (dict(num_clients=0), "config field 'num_clients': got 0; allowed: an integer >= 1."),
+        (dict(algorithm="fedavgg"), "config parameter 'algorithm': got 'fedavgg'; allowed: 'fedavg', 'fedprox'"),
+        (dict(model="lenet"), "config parameter 'model': got 'lenet'; allowed: 'lenet5', 'vgg11'"),
+        (dict(num_clients=0), "config parameter 'num_clients': got 0; allowed: an integer >= 1."),
         (
             dict(clients_per_round=101),
-            "config field 'clients_per_round': got 101; allowed: an integer <= num_clients (100).",
+            "config parameter 'clients_per_round': got 101; allowed: an integer <= num_clients (100).",
         ),
-        (dict(lr="0.01"), "config field 'lr': got '0.01'; allowed: a finite real number > 0.0."),
-        (dict(rounds=2.5), "config field 'rounds': got 2.5; allowed: an integer >= 1."),
+        (dict(lr="0.01"), "config parameter 'lr': got '0.01'; allowed: a finite real number > 0.0."),
+        (dict(rounds=2.5), "config parameter 'rounds': got 2.5; allowed: an integer >= 1."),
         (
             dict(dropout_prob=1.0),
-            "config field 'dropout_prob': got 1.0; allowed: a finite real number >= 0.0 and < 1.0.",
+            "config parameter 'dropout_prob': got 1.0; allowed: a finite real number >= 0.0 and < 1.0.",
         ),
-        (dict(beta=-1.0), "config field 'beta': got -1.0; allowed: a finite real number > 0.0."),
-        (dict(partition="quantity"), "config field 'classes_per_client': got None; allowed: an integer >= 1."),
+        (dict(beta=-1.0), "config parameter 'beta': got -1.0; allowed: a finite real number > 0.0."),
+        (dict(partition="quantity"), "config parameter 'classes_per_client': got None; allowed: an integer >= 1."),
         (
             dict(selector="fedentopt", selector_params={"buffer_fraction": 0.95}),
-            "config field 'selector_params': got {'buffer_fraction': 0.95}; buffer_size Q must satisfy",
+            "config parameter 'selector_params': got {'buffer_fraction': 0.95}; buffer_size Q must satisfy",
         ),
         (
             dict(algorithm="fedprox", algorithm_params={"m": 1}),
-            "config field 'algorithm_params': got {'m': 1}; rejected by algorithm 'fedprox': algorithm 'fedprox' "
+            "config parameter 'algorithm_params': got {'m': 1}; rejected by algorithm 'fedprox': algorithm 'fedprox' "
             "unknown "
             "parameter 'm': got 1; allowed: the parameters mu.",
         ),
-        (dict(dataset="cifar11"), "config field 'dataset': got 'cifar11'; allowed: "),
-        (dict(dp_negative="abs"), "config field 'dp_negative': got 'abs'; allowed: 'clip', 'keep'."),
-        (dict(device="gpu"), "config field 'device': got 'gpu'; allowed: 'cpu', 'cuda' or 'cuda:N'."),
-        (dict(augment="yes"), "config field 'augment': got 'yes'; allowed: True or False."),
-        (dict(lr=float("inf")), "config field 'lr': got inf; allowed: a finite real number > 0.0."),
+        (dict(dataset="cifar11"), "config parameter 'dataset': got 'cifar11'; allowed: "),
+        (dict(dp_negative="abs"), "config parameter 'dp_negative': got 'abs'; allowed: 'clip', 'keep'."),
+        (dict(device="gpu"), "config parameter 'device': got 'gpu'; allowed: 'cpu', 'cuda' or 'cuda:N'."),
+        (dict(augment="yes"), "config parameter 'augment': got 'yes'; allowed: True or False."),
+        (dict(lr=float("inf")), "config parameter 'lr': got inf; allowed: a finite real number > 0.0."),
         (
             dict(label_dp_epsilon="1"),
-            "config field 'label_dp_epsilon': got '1'; allowed: None or a finite real number > 0.0.",
+            "config parameter 'label_dp_epsilon': got '1'; allowed: None or a finite real number > 0.0.",
         ),
-        (dict(engine="gpu"), "config field 'engine': got 'gpu'; allowed: 'reference', 'batched'."),
+        (dict(engine="gpu"), "config parameter 'engine': got 'gpu'; allowed: 'reference', 'batched'."),
     ],
 )
 def test_validate_names_field_value_and_allowed(changes, message):
@@ -106,7 +106,7 @@ def test_a_config_is_validated_once_and_builds_its_selector_and_algorithm_once(m
     c.build_selector_and_algorithm()  # handed over once: a second caller gets new ones
     assert len(built) == 2
     c.selector_params["buffer_fraction"] = 2.0  # a changed field is checked again
-    with pytest.raises(ConfigError, match="config field 'selector_params'"):
+    with pytest.raises(ConfigError, match="config parameter 'selector_params'"):
         c.validate()
     c.selector_params["buffer_fraction"] = 0.5
     assert "_validated" not in pickle.loads(pickle.dumps(c.validate())).__dict__  # another process checks again
@@ -150,7 +150,7 @@ def test_engine_options_reach_the_batched_engine():
     ],
 )
 def test_bad_engine_options_name_the_option_and_what_is_allowed(options, match):
-    with pytest.raises(ConfigError, match=r"config field 'engine_options'.*" + match):
+    with pytest.raises(ConfigError, match=r"config parameter 'engine_options'.*" + match):
         ExperimentConfig(engine="batched", engine_options=options).validate()
 
 

@@ -80,11 +80,11 @@ def test_bad_configs_fail_before_any_work(tmp_path):
     good = ExperimentConfig(**BASE)
     with pytest.raises(
         ConfigError,
-        match=r"config field 'device' of run 1: got 'cuda:1'; with the Ray backend use "
+        match=r"config parameter 'device' of run 1: got 'cuda:1'; with the Ray backend use "
         r"'cuda'",
     ):
         run_configs([good, ExperimentConfig(**{**BASE, "device": "cuda:1"})], tmp_path / "runs")
-    with pytest.raises(ConfigError, match=r"config field 'selector': got 'entopt'"):
+    with pytest.raises(ConfigError, match=r"config parameter 'selector': got 'entopt'"):
         run_configs([good, ExperimentConfig(**{**BASE, "selector": "entopt"})], tmp_path / "runs")
     assert not (tmp_path / "runs").exists()
 

@@ -148,9 +148,9 @@ def test_errors_name_what_is_wrong():
     grid = FakeGrid({5: lambda m: Message(RecordDict({}), reply_to=m)})
     with pytest.raises(RuntimeError, match=r"node 5 did not report its label counts \(no 'label-counts' record"):
         SelectorStrategy("kl", 1, num_clients=1).collect_label_counts(grid)
-    with pytest.raises(ConfigError, match="config field 'algorithm': got 'scaffold'; the Flower apps run"):
+    with pytest.raises(ConfigError, match="config parameter 'algorithm': got 'scaffold'; the Flower apps run"):
         check_flower_config(ExperimentConfig(algorithm="scaffold"))
-    with pytest.raises(ConfigError, match="config field 'dropout_prob': got 0.3"):
+    with pytest.raises(ConfigError, match="config parameter 'dropout_prob': got 0.3"):
         check_flower_config(ExperimentConfig(dropout_prob=0.3))
 
 

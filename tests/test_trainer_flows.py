@@ -130,7 +130,7 @@ def test_fedconcat_round_budget(tiny_npz):
     assert exp.total_rounds == t_e + t_c and t_c == 3 and t_e == 37
     # explicit encoder rounds override the budget
     assert Experiment(cfg.replace(algorithm_params=_FC)).total_rounds == 4
-    with pytest.raises(ValueError, match="config field 'rounds': got 3; too small a FedAvg budget for FedConcat"):
+    with pytest.raises(ValueError, match="config parameter 'rounds': got 3; too small a FedAvg budget for FedConcat"):
         Experiment(cfg.replace(rounds=3))
 
 

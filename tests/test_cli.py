@@ -161,12 +161,14 @@ def test_bad_config_fails_before_training(tiny_npz, tmp_path, capsys):
     assert main(["run", "--selector", "entopt"] + _args(tiny_npz, tmp_path)) == 2
     err = capsys.readouterr().err
     assert err.strip() == (
-        "error: config parameter 'selector': got 'entopt'; allowed: 'random', 'fedentopt', 'kl', 'dc', 'fedentopt-swap'."
+        "error: config parameter 'selector': got 'entopt'; "
+        "allowed: 'random', 'fedentopt', 'kl', 'dc', 'fedentopt-swap'."
     )
     assert not (tmp_path).exists() or not any(tmp_path.iterdir())
     assert main(["run", "--buffer", "0.5"] + _args(tiny_npz, tmp_path)) == 2
     assert (
-        "command line parameter '--buffer': got '0.5'; allowed: only with selectors 'fedentopt', 'fedentopt-swap' (got 'random')."
+        "command line parameter '--buffer': got '0.5'; "
+        "allowed: only with selectors 'fedentopt', 'fedentopt-swap' (got 'random')."
         in capsys.readouterr().err
     )
     # a sweep checks every configuration before the first run

@@ -168,8 +168,7 @@ def test_bad_config_fails_before_training(tiny_npz, tmp_path, capsys):
     assert main(["run", "--buffer", "0.5"] + _args(tiny_npz, tmp_path)) == 2
     assert (
         "command line parameter '--buffer': got '0.5'; "
-        "allowed: only with selectors 'fedentopt', 'fedentopt-swap' (got 'random')."
-        in capsys.readouterr().err
+        "allowed: only with selectors 'fedentopt', 'fedentopt-swap' (got 'random')." in capsys.readouterr().err
     )
     # a sweep checks every configuration before the first run
     assert main(["sweep", "--algorithms", "fedavg,fedx", "--seeds", "0"] + _args(tiny_npz, tmp_path)) == 2

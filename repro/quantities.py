@@ -1801,7 +1801,14 @@ def _buffer_excludes_concentrated(studies, s, table):
                 "value": top_holder_share(bd["federations"][(ds, "Dir(0.1)", seed)], times),
             }
         )
-    return apply_rule(s, table, pd.DataFrame(rows), [(75, 50)], compare="buffer_pct", unit="")
+    return apply_rule(
+        s,
+        table,
+        pd.DataFrame(rows, columns=["dataset", "buffer_pct", "seed", "value"]),
+        [(75, 50)],
+        compare="buffer_pct",
+        unit="",
+    )
 
 
 def _sparse_plateau(studies, s, table):

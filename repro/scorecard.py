@@ -397,7 +397,7 @@ def card(judged: pd.DataFrame, table=None) -> pd.DataFrame:
                 **row,
                 "overall": overall,
                 "overall_from": source,
-                "ours": ours_text(hit.judgement, hit.flips) if hit is not None else "",
+                "ours": ours_text(hit.judgement, hit.flips, hit.interim) if hit is not None else "",
                 "page": page_of(s, source) if source else page_of(s),
             }
         )
@@ -406,13 +406,16 @@ def card(judged: pd.DataFrame, table=None) -> pd.DataFrame:
 
 def _overall(statement, row: dict) -> tuple[str, str]:
     """(verdict, column it comes from) of a statement: label-only its own; training the largest tier that judged
-    it; else why none did."""
+    it; else the tier whose seed plan is still running (its interim value); else why none did."""
     judged = (REPRODUCES, DOES_NOT, PAPER_TOO, UNDECIDED)
     if "label_only" in statement.tiers:
         return row["label_only"], "label_only" if row["label_only"] in judged else ""
     for tier in reversed(TRAINING_TIERS):
         if row[tier] in judged:
             return row[tier], tier
+    running = [t for t in TRAINING_TIERS if row[t] == PLAN_RUNNING]
+    if running:  # judged once the plan's runs are in; the card shows the interim value
+        return PLAN_RUNNING, running[-1]
     if statement.group_missing:
         return NO_GROUP, ""
     if any(row[t] == NOT_COMPUTED for t in statement.tiers):
@@ -483,8 +486,14 @@ _COLOURS = {
 }
 
 
-def _cell(verdict: str, small: str = "", page: str = "") -> str:
-    text = html.escape(verdict or "–") + (f"<br><small>{html.escape(small)}</small>" if small else "")
+#: What a tier's cell of the HTML card shows (its columns are narrow; the overall column spells the verdict out).
+_SHORT = {REPRODUCES: "yes", DOES_NOT: "no", PAPER_TOO: "no*", UNDECIDED: "?", PLAN_RUNNING: "plan running"}
+
+
+def _cell(verdict: str, small: str = "", page: str = "", short: bool = False) -> str:
+    shown = _SHORT.get(verdict, verdict) if short else verdict
+    text = f'<abbr title="{html.escape(verdict)}">{html.escape(shown)}</abbr>' if shown != verdict else None
+    text = (text or html.escape(verdict or "–")) + (f"<br><small>{html.escape(small)}</small>" if small else "")
     if page and verdict in _COLOURS:
         text = f'<a href="{page}.html">{text}</a>'
     return f'<td style="background:{_COLOURS.get(verdict, "#ffffff")};{_LEFT}">{text}</td>'
@@ -492,8 +501,8 @@ def _cell(verdict: str, small: str = "", page: str = "") -> str:
 
 def to_html(c: pd.DataFrame) -> str:
     """The card as an HTML table that fits a text column: the statement (id, section, the paper's words) with the
-    paper's value, a cell per column, and the overall verdict with its column, our value and its interval (linked
-    to the page that shows it)."""
+    paper's value, a cell per column (its verdict in short, :data:`_SHORT`, the full words on hover), and the
+    overall verdict with its column, our value and its interval (linked to the page that shows it)."""
     head = "".join(f'<th style="{_LEFT}">{col.replace("_", "-")}</th>' for col in COLUMNS)
     body = []
     for r in c.itertuples():
@@ -503,7 +512,7 @@ def to_html(c: pd.DataFrame) -> str:
             f"“{html.escape(_short(r.words, 240))}”"
             + (f"<br><small>the paper's value: {html.escape(r.paper_value)}</small>" if r.paper_value != "–" else "")
         )
-        cells = "".join(_cell(getattr(r, col)) for col in COLUMNS)
+        cells = "".join(_cell(getattr(r, col), short=True) for col in COLUMNS)
         src = f" ({r.overall_from.replace('_', '-')})" if r.overall_from else ""
         body.append(f'<tr><td style="{_LEFT}">{words}</td>{cells}{_cell(r.overall + src, r.ours, r.page)}</tr>')
     return (

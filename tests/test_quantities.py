@@ -141,3 +141,13 @@ def test_an_empty_client_needs_a_pool_beyond_the_samples():
     """600 CIFAR-10 clients for 50,000 images at Dir(0.1): most single draws leave someone empty; 10 clients never."""
     assert label_studies.empty_client_draws("cifar10", 10, 0, beta=0.1, draws=3) == 0.0
     assert label_studies.empty_client_draws("cifar10", 600, 0, beta=0.1, draws=3) > 0
+
+
+@pytest.mark.slow
+def test_every_label_only_statement_is_judged_from_the_pages_smoke_studies(table):
+    """The book's smoke run (a few rounds, one partition) lacks settings some statements compare: each still gets
+    a verdict (undecided where nothing is left to compare), never an error that stops the scorecard page."""
+    studies = quantities.label_studies(smoke=True)
+    for s in table.statements:
+        if s.checkable and s.id in quantities.LABEL_ONLY:
+            assert quantities.LABEL_ONLY[s.id](studies, s, table).verdict in rules.VERDICTS, s.id

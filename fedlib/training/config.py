@@ -49,8 +49,7 @@ DEFAULT_BETA = 0.1
 ENGINES = ("reference", "batched")
 
 #: ``engine_options`` keys -> what each allows.  The first seven are ``fedlib.training.batched.BatchedOptions`` (used
-#: with
-#: ``engine="batched"``; ``amp_dtype`` as a name); ``tf32`` and ``deterministic`` are the CUDA numerics of any run
+#: with ``engine="batched"``; ``amp_dtype`` as a name); ``tf32`` and ``deterministic`` are the CUDA numerics of any run
 #: on a GPU (``fedlib.training.numerics.configure``).  Missing keys take the defaults: fp32 without TF32, deterministic.
 ENGINE_OPTIONS = {
     "kernel": ("auto", "vmap", "loop", "sequential"),
@@ -203,10 +202,9 @@ class ExperimentConfig:
 
     # ------------------------------------------------------------------------------------------------
     def _check_engine_options(self, opts: dict) -> None:
+        check_parameter_names(ENGINE_OPTIONS_PART, opts, ENGINE_OPTIONS)
         for name, value in opts.items():
-            why = engine_option_error(name, value)
-            if why is not None:
-                raise _err("engine_options", opts, why)
+            check_engine_option(name, value)
         from fedlib.training.batched import options_from_config
 
         try:
@@ -366,20 +364,32 @@ class ExperimentConfig:
         return sel, alg
 
 
-def engine_option_error(name: str, value) -> str | None:
-    """Why ``value`` is not allowed for the ``engine_options`` key ``name`` (None if it is)."""
-    allowed = ENGINE_OPTIONS.get(name)
-    if allowed is None:
-        return f"the options {', '.join(ENGINE_OPTIONS)} (unknown option {name!r})"
+#: The part an ``engine_options`` key belongs to, in its :class:`~fedlib._validate.ParameterError`.
+ENGINE_OPTIONS_PART = "config engine_options"
+
+
+def check_engine_option(name: str, value) -> None:
+    """Raise :class:`~fedlib._validate.ParameterError` unless ``value`` is allowed for the ``engine_options`` key
+    ``name``.
+
+    >>> try:
+    ...     check_engine_option("kernel", "fast")
+    ... except ParameterError as exc:
+    ...     print(exc)
+    config engine_options parameter 'kernel': got 'fast'; allowed: 'auto', 'vmap', 'loop', 'sequential'.
+    """
+    check_parameter_names(ENGINE_OPTIONS_PART, {name: value}, ENGINE_OPTIONS)
+    allowed = ENGINE_OPTIONS[name]
     if isinstance(allowed, tuple):
-        ok = any(value is a if a is None or isinstance(a, bool) else value == a for a in allowed)
-        return None if ok else f"option {name!r} one of {', '.join(map(repr, allowed))} (got {value!r})"
+        if not any(value is a if a is None or isinstance(a, bool) else value == a for a in allowed):
+            raise ParameterError(ENGINE_OPTIONS_PART, name, value, ", ".join(map(repr, allowed)))
+        return
     low = 1 if name == "chunk_size" else 0
     if (value is None and name == "chunk_size") or (
         isinstance(value, int) and not isinstance(value, bool) and value >= low
     ):
-        return None
-    return f"option {name!r} {allowed} (got {value!r})"
+        return
+    raise ParameterError(ENGINE_OPTIONS_PART, name, value, allowed)
 
 
 def _plain(value):

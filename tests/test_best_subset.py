@@ -109,11 +109,11 @@ def test_node_limit_returns_the_best_found_unproven():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"num_selected": 0}, "num_selected must be >= 1"),
+        ({"num_selected": 0}, r"parameter 'num_selected': got 0; allowed: an integer >= 1\."),
         ({"num_selected": 4}, "num_selected must be <= the number of candidates 3"),
         ({"num_selected": 2, "candidates": [0, 0]}, "candidates must be distinct"),
         ({"num_selected": 1, "candidates": [3]}, r"client indices in \[0, 2\]"),
-        ({"num_selected": 2, "node_limit": 0}, "node_limit must be >= 1"),
+        ({"num_selected": 2, "node_limit": 0}, r"parameter 'node_limit': got 0; allowed: an integer >= 1\."),
         ({"num_selected": 2, "start": [0]}, "start must be a 1-D array of 2 client indices"),
         ({"num_selected": 2, "start": [0, 0]}, "start must be 2 distinct clients among the candidates"),
     ],
@@ -124,7 +124,7 @@ def test_best_subset_rejects_bad_input(kwargs, match):
 
 
 def test_negative_counts_are_rejected():
-    with pytest.raises(ValueError, match="counts must be non-negative"):
+    with pytest.raises(ValueError, match=r"parameter 'counts': got -1\.0 for client 0, class 1; allowed: .* non-negative numbers\."):
         best_subset([[1, -1], [0, 1]], 1)
 
 

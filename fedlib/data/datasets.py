@@ -111,26 +111,25 @@ class ArrayDataset:
             if x.ndim == 3:  # (N, H, W) grayscale: add the channel axis
                 x = x[..., None]
             if x.ndim != 4 or x.dtype != np.uint8:
-                raise ValueError(
-                    f"x_{split} must be a uint8 array of shape (N, H, W, C) (got dtype {x.dtype}, shape {x.shape})."
-                )
+                allowed = "a uint8 array of shape (N, H, W, C) or (N, H, W)"
+                raise ParameterError(None, f"x_{split}", x, allowed, got=f"dtype {x.dtype}, shape {x.shape}")
             y = check_label_vector(
                 f"y_{split}", np.asarray(getattr(self, f"y_{split}")).reshape(-1), num_classes=self.num_classes
             )
             if len(y) != len(x):
-                raise ValueError(f"x_{split} holds {len(x)} images but y_{split} holds {len(y)} labels.")
+                allowed = f"one label per image of x_{split} ({len(x)})"
+                raise ParameterError(None, f"y_{split}", y, allowed, got=f"{len(y)} labels")
             setattr(self, f"x_{split}", x)
             setattr(self, f"y_{split}", y)
         if self.x_train.shape[1:] != self.x_test.shape[1:]:
-            raise ValueError(
-                f"train and test images differ in shape: {self.x_train.shape[1:]} vs {self.x_test.shape[1:]}."
-            )
+            allowed = f"images of the shape of x_train's {self.x_train.shape[1:]}"
+            raise ParameterError(None, "x_test", self.x_test, allowed, got=f"images of shape {self.x_test.shape[1:]}")
         if self.class_names is not None:
             self.class_names = tuple(str(c) for c in self.class_names)
             if len(self.class_names) != self.num_classes:
-                raise ValueError(
-                    f"class_names has {len(self.class_names)} entries but num_classes is {self.num_classes}."
-                )
+                allowed = f"one name per class (num_classes is {self.num_classes})"
+                got = f"{len(self.class_names)} names"
+                raise ParameterError(None, "class_names", self.class_names, allowed, got=got)
 
     @property
     def image_shape(self) -> tuple[int, int, int]:
@@ -149,7 +148,7 @@ class ArrayDataset:
 
         dtype = torch.float32 if dtype is None else dtype
         if not (dtype.is_floating_point or dtype == torch.uint8):
-            raise ValueError(f"dtype must be a floating dtype or torch.uint8 (got {dtype}).")
+            raise ParameterError(None, "dtype", dtype, "a floating torch dtype or torch.uint8")
 
         def images(x):
             if one_gray_channel and self.gray_rgb:

@@ -536,7 +536,10 @@ def _cmd_sweep(args) -> int:
         try:
             import ray  # noqa: F401
         except ImportError:
-            raise ParameterError("command line", "--backend", "ray", f"'serial' ({RAY_MISSING})") from None
+            hint = f"{RAY_MISSING[0].upper()}{RAY_MISSING[1:]}."
+            raise ParameterError(
+                "command line", "--backend", "ray", "'serial' (Ray is not installed)", hint=hint
+            ) from None
         _ray_options(args)  # options are checked before any work
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     selectors = [s.strip() for s in args.selectors.split(",") if s.strip()]

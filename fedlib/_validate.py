@@ -173,7 +173,7 @@ def check_rng(name: str, rng) -> np.random.Generator:
     """Require an explicit ``np.random.Generator`` (fedlib never falls back to global randomness)."""
     if not isinstance(rng, np.random.Generator):
         allowed = "a numpy.random.Generator, e.g. np.random.default_rng(seed)"
-        raise ParameterError(None, name, rng, allowed, got=f"a {type(rng).__name__}")
+        raise ParameterError(None, name, rng, allowed, got=f"type {type(rng).__name__}")
     return rng
 
 

@@ -196,7 +196,7 @@ class ExperimentConfig:
     def from_dict(cls, data: dict) -> "ExperimentConfig":
         """Inverse of ``to_dict``; unknown keys are an error listing the allowed ones."""
         if not isinstance(data, dict):
-            raise ParameterError(None, "data", data, "a dict of config fields", got=f"a {type(data).__name__}")
+            raise ParameterError(None, "data", data, "a dict of config fields", got=f"type {type(data).__name__}")
         check_parameter_names("config", data, [f.name for f in dataclasses.fields(cls)])
         return cls(**data)
 

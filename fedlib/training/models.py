@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from fedlib._validate import check_choice, check_int
+from fedlib._validate import ParameterError, check_bool, check_choice, check_int
 
 __all__ = [
     "MODEL_NAMES",
@@ -102,8 +102,7 @@ class VGG11(nn.Module):
         super().__init__()
         num_classes = check_int("num_classes", num_classes, low=1)
         in_channels = check_int("in_channels", in_channels, low=1)
-        if not isinstance(batch_norm, bool):
-            raise TypeError(f"batch_norm must be True or False (got {batch_norm!r}).")
+        check_bool("batch_norm", batch_norm)
         self.num_classes = num_classes
         layers: list[nn.Module] = []
         channels = in_channels
@@ -208,7 +207,7 @@ def make_model(name: str, num_classes: int, *, in_channels: int = 3, image_size:
 
     Raises
     ------
-    ValueError
+    ParameterError
         For an unknown ``name`` (the message lists :data:`MODEL_NAMES`), ``num_classes`` or ``in_channels`` < 1,
         or ``image_size`` != 32 for VGG-11.
     """
@@ -220,7 +219,7 @@ def make_model(name: str, num_classes: int, *, in_channels: int = 3, image_size:
         return LeNet5(num_classes, in_channels=in_channels, image_size=image_size)
     if name == "vgg11":
         if image_size != 32:
-            raise ValueError(f"image_size must be 32 for 'vgg11' (got {image_size}); its classifier takes 512 inputs.")
+            raise ParameterError(None, "image_size", image_size, "32 for 'vgg11' (its classifier takes 512 inputs)")
         return VGG11(num_classes, in_channels=in_channels)
     return efficientnet(name.split("-")[1], num_classes, in_channels=in_channels)
 

@@ -380,9 +380,14 @@ def test_defence_errors_name_parameter_and_value(params, match):
 def test_share_cap_state_is_checked():
     sel = FedEntOptSelector(buffer_size=1, share_cap=1.0)
     counts = np.ones((4, 2))
-    with pytest.raises(ValueError, match=r"picks \(state\[2\]\) must hold one non-negative int per client, 4"):
+    with pytest.raises(
+        ValueError,
+        match=r"^parameter 'picks \(state\[2\]\)': got \(0, 0\); allowed: one non-negative int per client, 4 in all\.$",
+    ):
         sel.select(counts, 1, ((), 0, (0, 0)), np.random.default_rng(0))
-    with pytest.raises(ValueError, match=r"must be \(\) or \(buffer, rounds_done, picks\)"):
+    with pytest.raises(
+        ValueError, match=r"^parameter 'state': got \(1,\); allowed: \(\) or \(buffer, rounds_done, picks\) "
+    ):
         sel.select(counts, 1, (1,), np.random.default_rng(0))
     picked, state = sel.select(counts, 1, (), np.random.default_rng(0))
     assert state == ((int(picked[0]),), 1, tuple(int(k == picked[0]) for k in range(4)))

@@ -67,7 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from fedlib._validate import check_parameter_names
+from fedlib._validate import ParameterError, check_choice, check_parameter_names
 from fedlib.data.partition import partition_fields
 from fedlib.training.config import ExperimentConfig
 
@@ -285,12 +285,10 @@ class PlannedRun(NamedTuple):
 
 
 def get_tier(tier: str) -> Tier:
-    """The ``Tier`` named ``tier``; an unknown name is a ``ValueError`` listing the known ones."""
+    """The ``Tier`` named ``tier``; an unknown name is a ``ParameterError`` listing the known ones."""
     if isinstance(tier, Tier):
         return tier
-    if tier not in TIERS:
-        raise ValueError(f"unknown tier {tier!r}; allowed tiers: {', '.join(map(repr, TIERS))}.")
-    return TIERS[tier]
+    return TIERS[check_choice("tier", tier, TIERS)]
 
 
 def describe_tier(tier: str) -> str:
@@ -303,10 +301,8 @@ def _skew_fields(partition: str) -> dict:
     """Config fields of a label-skew partition (``fedlib.data.partition.partition_fields``); IID is not one."""
     fields = partition_fields(partition)
     if fields["partition"] == "iid":
-        raise ValueError(
-            f"unknown partition {partition!r}: the tiers run the paper's label-skew settings, "
-            f"'Dir(<beta>)' (e.g. 'Dir(0.1)') or 'C=<j>' (e.g. 'C=2')."
-        )
+        allowed = "a label-skew setting of the paper, 'Dir(<beta>)' (e.g. 'Dir(0.1)') or 'C=<j>' (e.g. 'C=2')"
+        raise ParameterError(None, "partition", partition, allowed)
     return fields
 
 
@@ -328,20 +324,16 @@ def method_overrides(method: str, partition: str = "Dir(0.1)", rounds: int | Non
     if method.startswith("FedEntOpt+"):
         base = method[len("FedEntOpt+") :]
         if base not in TABLE2_BASELINES:
-            raise ValueError(
-                f"unknown combination {method!r}; FedEntOpt combines with "
-                f"{', '.join(TABLE2_BASELINES)} (e.g. 'FedEntOpt+FedProx')."
-            )
+            allowed = f"'FedEntOpt+' and one of {', '.join(TABLE2_BASELINES)} (e.g. 'FedEntOpt+FedProx')"
+            raise ParameterError(None, "method", method, allowed)
         return {**fedentopt, **method_overrides(base, partition, rounds)}
     if method in _ALGO:
         out = {"algorithm": _ALGO[method]}
         if method == "FedConcat" and rounds is not None:
             out["algorithm_params"] = {"classifier_rounds": max(1, round(rounds * 200 / 500))}
         return out
-    raise ValueError(
-        f"unknown method {method!r}; allowed: {', '.join(TABLE1_METHODS)}, FedEntropy, or "
-        f"'FedEntOpt+<one of {', '.join(TABLE2_BASELINES)}>'."
-    )
+    allowed = f"{', '.join(TABLE1_METHODS)}, FedEntropy, or 'FedEntOpt+<one of {', '.join(TABLE2_BASELINES)}>'"
+    raise ParameterError(None, "method", method, allowed)
 
 
 def tier_config(tier: str, **overrides) -> ExperimentConfig:
@@ -734,6 +726,4 @@ def tier_groups(tier: str) -> tuple:
 def group_configs(tier: str, experiment: str, rounds: int | None = None) -> list[PlannedRun]:
     """The runs of one experiment group at ``tier`` (``rounds`` overrides the tier's number of rounds)."""
     get_tier(tier)
-    if experiment not in GROUPS:
-        raise ValueError(f"unknown experiment {experiment!r}; allowed: {', '.join(map(repr, GROUPS))}.")
-    return GROUPS[experiment](tier, rounds=rounds)
+    return GROUPS[check_choice("experiment", experiment, GROUPS)](tier, rounds=rounds)

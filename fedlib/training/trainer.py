@@ -150,6 +150,10 @@ class Experiment:
                     c.rounds, self.model, num_clients=c.num_clients, num_selected=c.clients_per_round
                 )
             )
+        except ParameterError as exc:
+            if exc.part is None and exc.name == "rounds":  # the algorithm's own bound on the round budget
+                raise exc.amend(part="config") from None
+            raise
         except ValueError as exc:
             allowed = f"a budget {c.algorithm!r} can run"
             raise ParameterError("config", "rounds", c.rounds, allowed, hint=str(exc)) from exc

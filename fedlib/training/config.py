@@ -209,8 +209,8 @@ class ExperimentConfig:
 
         try:
             options_from_config(opts)
-        except ValueError as exc:  # combinations BatchedOptions refuses (cuda_graphs without compile, ...)
-            raise _err("engine_options", opts, "a combination BatchedOptions accepts", hint=str(exc)) from exc
+        except ParameterError as exc:  # combinations BatchedOptions refuses (cuda_graphs without compile, ...)
+            raise ParameterError(ENGINE_OPTIONS_PART, exc.name, exc.value, exc.allowed, got=exc.got) from None
 
     def _fingerprint(self) -> str | None:
         try:

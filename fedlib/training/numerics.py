@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import os
 
+from fedlib._validate import check_bool
+
 __all__ = ["NONDETERMINISTIC_ON_CUDA", "configure", "describe", "snapshot", "restore"]
 
 #: Ops of fedlib's models that PyTorch cannot run deterministically on CUDA (see the module docstring).
@@ -46,8 +48,8 @@ def configure(device, *, tf32: bool = False, deterministic: bool = True) -> dict
     is what a run needs: a worker process trains one run at a time."""
     import torch
 
-    if not isinstance(tf32, bool) or not isinstance(deterministic, bool):
-        raise TypeError(f"tf32 and deterministic must be True or False (got {tf32!r}, {deterministic!r}).")
+    check_bool("tf32", tf32)
+    check_bool("deterministic", deterministic)
     if torch.device(device).type != "cuda":
         return describe()
     if deterministic:

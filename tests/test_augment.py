@@ -116,17 +116,30 @@ def test_jitter_factors_within_strength():
 
 def test_argument_errors_name_parameter():
     x = _batch()
-    with pytest.raises(TypeError, match="generator must be a torch.Generator"):
+    with pytest.raises(
+        TypeError, match=r"^parameter 'generator': got type Generator; allowed: a torch\.Generator, e\.g\. "
+    ):
         augment_batch(x, generator=np.random.default_rng(0))
-    with pytest.raises(ValueError, match=r"parameter 'flip_p': got 1\.5; allowed: a finite real number >= 0\.0 and <= 1\.0\."):
+    with pytest.raises(
+        ValueError, match=r"parameter 'flip_p': got 1\.5; allowed: a finite real number >= 0\.0 and <= 1\.0\."
+    ):
         augment_batch(x, generator=_gen(), flip_p=1.5)
-    with pytest.raises(ValueError, match=r"parameter 'hue': got 0\.7; allowed: a finite real number >= 0\.0 and <= 0\.5\."):
+    with pytest.raises(
+        ValueError, match=r"parameter 'hue': got 0\.7; allowed: a finite real number >= 0\.0 and <= 0\.5\."
+    ):
         augment_batch(x, generator=_gen(), hue=0.7)
-    with pytest.raises(TypeError, match="floating point"):
+    with pytest.raises(
+        TypeError, match=r"^parameter 'x': got dtype torch\.uint8; allowed: floating-point images in \[0, 1\]"
+    ):
         augment_batch((x * 255).to(torch.uint8), generator=_gen())
-    with pytest.raises(ValueError, match="1 or 3 channels"):
+    with pytest.raises(
+        ValueError,
+        match=r"^parameter 'x': got shape \(2, 4, 3, 3\); allowed: a tensor of shape \(\.\.\., C, H, W\) with C = 1 or",
+    ):
         augment_batch(_batch((2, 4, 3, 3)), generator=_gen())
-    with pytest.raises(ValueError, match="one value per channel"):
+    with pytest.raises(
+        ValueError, match=r"^parameter 'mean': got 1 values; allowed: one value per channel of x \(3\)\.$"
+    ):
         standardize(x, [0.5], [0.2, 0.2])
 
 

@@ -129,10 +129,9 @@ def _config(context: Context, config: ExperimentConfig | None) -> ExperimentConf
 def _partition(context: Context, config: ExperimentConfig) -> int:
     k = int(context.node_config["partition-id"])
     if not 0 <= k < config.num_clients:
-        raise ValueError(
-            f"partition-id {k} is outside the federation's {config.num_clients} clients; run "
-            f"num_supernodes = num_clients = {config.num_clients}."
-        )
+        allowed = f"an integer in [0, {config.num_clients}), one of the federation's num_clients clients"
+        hint = f"Run num_supernodes = num_clients = {config.num_clients}."
+        raise ParameterError("node config", "partition-id", k, allowed, hint=hint)
     return k
 
 

@@ -36,7 +36,10 @@ def test_model_bytes_hand_case():
         (lambda: label_bytes(0, 100), r"parameter 'num_classes': got 0; allowed: an integer >= 1\."),
         (lambda: label_bytes(10, 0), r"parameter 'num_clients': got 0; allowed: an integer >= 1\."),
         (lambda: model_bytes(0), r"parameter 'num_params': got 0; allowed: an integer >= 1\."),
-        (lambda: paper_count_reconstruction("resnet", 10), r"model must be one of 'lenet5'.*\(got 'resnet'\)"),
+        (
+            lambda: paper_count_reconstruction("resnet", 10),
+            r"^parameter 'model': got 'resnet'; allowed: 'lenet5', 'vgg11', 'efficientnet-b0', 'efficientnet-b3'\.$",
+        ),
     ],
 )
 def test_formula_errors(call, match):

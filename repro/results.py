@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from fedlib._validate import ParameterError
 from fedlib.training.config import ExperimentConfig
 from fedlib.training.runs import STORED_COLUMNS, atomic_write_text, compact_table, last_rounds_mean, read_table
 
@@ -101,10 +102,13 @@ def check_store(configs, tier: str, results_dir=None) -> None:
     here = Path(results_dir if results_dir is not None else RESULTS_DIR).resolve() == RESULTS_DIR.resolve()
     cuda = sorted({str(c.device) for c in configs if str(c.device).startswith("cuda")})
     if tier in CPU_TIERS and here and cuda:
-        raise ValueError(
-            f"results_dir: got the repository's results/ for {tier}-tier runs on {', '.join(cuda)}; allowed: "
+        raise ParameterError(
+            None,
+            "results_dir",
+            results_dir,
             f"results/machines/<machine name> (the {tier} tier's stored runs are CPU runs; a GPU run is another "
-            "machine's, which the scorecard compares through its machine rule)."
+            "machine's, which the scorecard compares through its machine rule)",
+            got=f"the repository's results/ for {tier}-tier runs on {', '.join(cuda)}",
         )
 
 
@@ -158,7 +162,7 @@ def store_run(
     }
     clash = sorted(set(extra_meta or {}) & set(meta))
     if clash:
-        raise ValueError(f"extra_meta must not replace the stored fields {clash}.")
+        raise ParameterError(None, "extra_meta", extra_meta, f"fields other than the stored ones {clash}")
     meta.update(extra_meta or {})
     stored = compact_table(table)
     for name, values in (columns or {}).items():

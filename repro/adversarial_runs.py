@@ -1,31 +1,12 @@
-"""Training with clients that lie about their label counts (issue 15, part 1), stored as a result group.
+"""Training with clients that lie about their label counts, stored as the result group ``lying_clients``.
 
-:func:`run_with_liars` builds the federation of a validated :class:`~fedlib.training.config.ExperimentConfig` with the
-trainer (:class:`fedlib.training.trainer.Experiment`: data, partition, model, selector) and then, before round 1, turns
-the clients :func:`repro.adversarial.choose_liars` names into liars: their training labels become
-:func:`repro.adversarial.liar_labels` (e.g. flipped) and the counts the server sees become the fabricated
-reports
-of :func:`repro.adversarial.liar_counts`.  The table's entropy columns are measured on what the clients
-really
-hold.  Aggregation weights stay the true sample counts (the liars lie to the selection only).  With no liars it
-is :func:`fedlib.training.trainer.run_experiment` itself.  No config field is added: the liars are a separate
-:class:`~repro.adversarial.LiarSpec`, and the stored key (:func:`liar_run_key`) covers both.
-
-The group (:func:`lying_runs`, experiment ``lying_clients``): at a tier's setting (Table I's: Dir(0.1) with Q = 50 %
-of K and #C = 2 with Q = 70 %), per partition and seed in :data:`SEEDS`:
-
-* :data:`METHODS`: FedEntOpt, FedEntOpt with the defence (:data:`DEFENCE`), with the strict defence
-  (:data:`STRICT_DEFENCE`) and random selection (FedAvg);
-* no liars (the honest federation: the defence's cost), and liars holding label-flipped data and uploading a
-  uniform report of ten times their size (threat a, :data:`THREAT`) at :data:`LIAR_SHARES` of K (1 % and 10 %;
-  at least one liar), the same liars for every method (they depend on the seed only).
-
-Stored like every group (:mod:`repro.results`): ``results/<tier>/lying_clients/<key>.csv`` and ``.json``;
-the CSV
-adds ``liars_picked`` (how many liars were picked in the round) to the usual columns, the JSON adds ``liar_spec``,
-``liar_ids`` and ``torch_threads``.  Every run is trained here, with one torch thread (:func:`liar_run_key`).
-:func:`paired_tests` compares two methods seed by seed (paired t-test with scipy, and the exact sign-flip
-permutation test).
+:func:`run_with_liars` builds a run's federation with the trainer, then before round 1 turns the clients
+:func:`repro.adversarial.choose_liars` names into liars: their training labels become
+:func:`repro.adversarial.liar_labels` and the counts the server sees :func:`repro.adversarial.liar_counts`
+(aggregation weights stay the true sample counts: the liars lie to the selection only). The liars are a separate
+:class:`~repro.adversarial.LiarSpec`, covered by the stored key (:func:`liar_run_key`); the CSV adds
+``liars_picked``. The group (:func:`lying_runs`): :data:`METHODS` at :data:`LIAR_SHARES` of K and without liars,
+per partition and seed in :data:`SEEDS`, the same liars for every method.
 """
 
 from __future__ import annotations
@@ -43,8 +24,8 @@ import pandas as pd
 from fedlib._validate import ParameterError
 from fedlib.training.config import ExperimentConfig
 from fedlib.training.runs import last_rounds_mean
+from repro import reporting
 from repro.adversarial import LiarSpec, choose_liars, liar_counts, liar_labels
-from repro.significance import paired_test
 
 __all__ = [
     "EXPERIMENT",
@@ -59,7 +40,7 @@ __all__ = [
     "liar_experiment",
     "ensure_lying_runs",
     "load_or_run_lying",
-    "paired_tests",
+    "liar_picks",
     "accuracy_summary",
 ]
 
@@ -259,7 +240,7 @@ def ensure_lying_runs(runs: Sequence[LiarRun], tier: str, *, results_dir=None, l
             table, liars = run_with_liars(r.config, r.spec)
             wall = time.perf_counter() - w0
             store_lying_run(table, r, liars, tier, results_dir=results_dir, wall_seconds=wall)
-            log(f"[{i}/{len(todo)}] {r.label}: last-10 acc {last_rounds_mean(table, 10):.4f}, {wall:.1f} s")
+            log(f"[{i}/{len(todo)}] {r.label}: final accuracy {100 * last_rounds_mean(table, 10):.2f} %, {wall:.1f} s")
     finally:
         torch.set_num_threads(before)
     return {"trained": len(todo), "already": len(runs) - len(todo), "wall_seconds": time.perf_counter() - t0}
@@ -282,50 +263,25 @@ def load_or_run_lying(tier: str = "quick", results_dir=None, *, run_missing: boo
 # statistics
 
 
-def final_per_run(frame: pd.DataFrame, last: int = 10) -> pd.DataFrame:
-    """Per run (partition, liars, method, seed): the mean test accuracy over its final ``last`` evaluated rounds,
-    and the liars' share of the picks (``liar_rounds``: rounds in which at least one liar was picked / rounds)."""
+def liar_picks(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per run (partition, liars, method, seed): liars picked per round (``liar_picks_per_round``) and the share of
+    rounds in which at least one liar was picked (``liar_rounds``)."""
     keys = [c for c in ("partition", "liars", "liar_pct", "method", "seed") if c in frame.columns]
-    t = frame[frame["round"] >= 1].sort_values([*keys, "round"])
-    g = t.groupby(keys, sort=False)
-    acc = last_rounds_mean(t, last, by=keys).reindex(g.size().index)  # a run never evaluated: NaN
-    out = acc.rename("accuracy").to_frame()
-    if "liars_picked" in t.columns:
-        out["liar_picks_per_round"] = g["liars_picked"].mean()
-        out["liar_rounds"] = g["liars_picked"].apply(lambda s: float((s > 0).mean()))
+    g = frame[frame["round"] >= 1].groupby(keys, sort=False)["liars_picked"]
+    out = pd.DataFrame({"liar_picks_per_round": g.mean(), "liar_rounds": g.apply(lambda s: float((s > 0).mean()))})
     return out.reset_index()
 
 
 def accuracy_summary(frame: pd.DataFrame, last: int = 10) -> pd.DataFrame:
-    """Mean and std (ddof=0, the paper's) over seeds of the final accuracy (%) per partition, liars and method."""
-    per = final_per_run(frame, last)
-    keys = [c for c in ("partition", "liars", "liar_pct", "method") if c in per.columns]
-    agg = {
-        "accuracy_mean": ("accuracy", lambda s: 100 * s.mean()),
-        "accuracy_std": ("accuracy", lambda s: 100 * float(np.std(s.to_numpy(dtype=float)))),
-        "n_seeds": ("accuracy", "size"),
-    }
-    if "liar_picks_per_round" in per.columns:
-        agg["liar_picks_per_round"] = ("liar_picks_per_round", "mean")
-    return per.groupby(keys, sort=False).agg(**agg).reset_index()
-
-
-def paired_tests(frame: pd.DataFrame, comparisons: Sequence[tuple[str, str]], last: int = 10) -> pd.DataFrame:
-    """For each (method a, method b) and each (partition, liars): :func:`paired_test` of the final accuracies
-    (in %) over the seeds both have."""
-    per = final_per_run(frame, last)
-    keys = [c for c in ("partition", "liars", "liar_pct") if c in per.columns]
-    rows = []
-    for a, b in comparisons:
-        for k, sub in per.groupby(keys, sort=False):
-            pa = sub[sub["method"] == a].set_index("seed")["accuracy"]
-            pb = sub[sub["method"] == b].set_index("seed")["accuracy"]
-            seeds = sorted(set(pa.index) & set(pb.index))
-            if not seeds:
-                continue
-            res = paired_test(100 * pa.loc[seeds].to_numpy(), 100 * pb.loc[seeds].to_numpy())
-            rows.append({**dict(zip(keys, k if isinstance(k, tuple) else (k,))), "a": a, "b": b, **res})
-    return pd.DataFrame(rows)
+    """Per partition, liars and method: the final accuracy's mean and std over seeds in %
+    (:func:`repro.reporting.final_accuracy`) and the liars picked per round (mean over rounds and seeds)."""
+    keys = [c for c in ("partition", "liars", "liar_pct", "method") if c in frame.columns]
+    acc = reporting.final_accuracy(frame, last, by=keys)
+    out = acc.rename(columns={"mean": "accuracy_mean", "std": "accuracy_std"})
+    if "liars_picked" in frame.columns:
+        picks = liar_picks(frame).groupby(keys, sort=False)["liar_picks_per_round"].mean().reset_index()
+        out = out.merge(picks, on=keys, how="left")
+    return out
 
 
 def main(argv=None) -> int:

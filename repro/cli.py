@@ -444,16 +444,21 @@ def _config(args, *, seed, selector, algorithm, part: dict, strict: bool) -> Exp
 
 
 def results_table(summaries: pd.DataFrame) -> pd.DataFrame:
-    """Group per-run summaries by (partition, selector, algorithm): mean ± std over seeds."""
-    g = summaries.groupby(["partition", "selector", "algorithm"], sort=False)
+    """Group per-run summaries by (partition, selector, algorithm): the final accuracy's mean ± std over seeds in %
+    (std with ddof=0, as :func:`repro.reporting.final_accuracy`)."""
+    import numpy as np
+
+    from repro import reporting
+
+    pct = summaries.assign(final_accuracy=100 * summaries["final_accuracy"])
+    g = pct.groupby(["partition", "selector", "algorithm"], sort=False)
     out = g.agg(
         accuracy_mean=("final_accuracy", "mean"),
-        accuracy_std=("final_accuracy", "std"),
+        accuracy_std=("final_accuracy", lambda s: float(np.std(s.to_numpy(dtype=float)))),
         seeds=("seed", "count"),
         seconds_per_round=("seconds_per_round", "mean"),
     ).reset_index()
-    out["accuracy_std"] = out["accuracy_std"].fillna(0.0)
-    out["accuracy (%)"] = [f"{100 * m:.2f} ± {100 * s:.2f}" for m, s in zip(out.accuracy_mean, out.accuracy_std)]
+    out["accuracy (%)"] = [reporting.format_pm(m, s) for m, s in zip(out.accuracy_mean, out.accuracy_std)]
     return out
 
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from fedlib.training.runs import last_rounds_mean
 from repro.results import RESULTS_DIR, load_group
+from repro.significance import per_run_final
 
 __all__ = [
     "MACHINES_DIR",
@@ -59,12 +59,11 @@ def machine_env(tier: str, experiment: str, machine: str, machines_dir=None, sho
 
 
 def _per_run(stored, last: int) -> pd.DataFrame:
+    """Per stored run: its label columns, ``key`` and ``final`` accuracy (%)."""
     labels = [c for c in stored.meta.columns if c in stored.frame.columns and c != "key"]
-    rows = [
-        {**dict(zip(labels, sub[labels].iloc[0])), "key": key, "final": last_rounds_mean(sub, last)}
-        for key, sub in stored.frame.groupby("key", sort=True)
-    ]
-    return pd.DataFrame(rows)
+    finals = per_run_final(stored.frame[["key", "round", "test_accuracy"]], last, by=["key"])
+    first = stored.frame.groupby("key", sort=True)[labels].first().reset_index()
+    return first.merge(finals.rename(columns={"accuracy": "final"}), on="key")
 
 
 def paired_final(
@@ -78,7 +77,6 @@ def paired_final(
     again = _per_run(load_group(tier, experiment, root / machine), last)[["key", "final"]]
     out = base.merge(again, on="key", suffixes=("_stored", "_retrained"))
     out = out.rename(columns={"final_stored": "stored", "final_retrained": "retrained"})
-    out[["stored", "retrained"]] *= 100
     out["change"] = out["retrained"] - out["stored"]
     return out
 
@@ -102,9 +100,7 @@ def spread(tier: str, experiment: str, last: int = 10, results_dir=None, machine
             continue
         if not rows:
             every = _per_run(load_group(tier, experiment, results_dir), last)
-            seeds = seed_std(
-                every.drop(columns="key").rename(columns={"final": "stored"}).assign(stored=lambda d: d["stored"] * 100)
-            )
+            seeds = seed_std(every.drop(columns="key").rename(columns={"final": "stored"}))
         rows.append(
             {
                 "machine": m,

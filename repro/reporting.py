@@ -1,13 +1,11 @@
 """Reporting: the paper's statistic over stored runs, our numbers beside the paper's, and the figures' styles.
 
-The statistic of the paper (§V-A5): per run the mean test accuracy over the final 10 rounds, then mean ± std over
-seeds (``final_accuracy``; std with ``ddof=0``, numpy's default -- the paper does not say which).
-``rounds_to_target`` gives the first round whose test accuracy reaches a target ("reaches a given target
-accuracy significantly faster", §V-B1).  The ``*_summary`` functions put the paper's value
-(``repro.paper_values``)
-beside ours for the stored runs of one experiment (``repro.results.load_group``); ``provenance`` is
-the
-caption line of a page; ``plot_curves`` and ``METHOD_STYLES`` draw the accuracy curves alike on every page.
+The statistic of the paper (§V-A5), in %: per run the mean test accuracy over the final 10 rounds
+(:func:`repro.significance.per_run_final`), then mean ± std over seeds (:func:`final_accuracy`; std with ddof=0,
+numpy's default: the paper does not say which). ``rounds_to_target`` gives the first round whose test accuracy
+reaches a target (§V-B1). The ``*_summary`` functions put the paper's value (``repro.paper_values``) beside ours
+for one stored group; ``provenance`` is a page's caption line; ``plot_curves`` and ``METHOD_STYLES`` draw the
+accuracy curves alike on every page.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 import pandas as pd
 
-from fedlib.training.runs import last_rounds_mean
+from repro.significance import per_run_final
 
 if TYPE_CHECKING:
     from repro.results import StoredGroup
@@ -53,29 +51,20 @@ class FinalAccuracy(NamedTuple):
     n_seeds: int
 
 
-def final_accuracy(
-    table: pd.DataFrame,
-    last: int = 10,
-    *,
-    by: Sequence[str] = (),
-    seed_col: str = "seed",
-    column: str = "test_accuracy",
-):
-    """The paper's statistic: per run (one ``seed`` within each ``by`` group) the mean of ``column`` over its
-    final ``last`` evaluated rounds (round ≥ 1), then mean and std (ddof=0) over the runs.
+def final_accuracy(table: pd.DataFrame, last: int = 10, *, by: Sequence[str] = ()):
+    """The paper's statistic, in %: per run the mean test accuracy over its final ``last`` evaluated rounds
+    (:func:`repro.significance.per_run_final`), then mean and std (ddof=0) over the runs.
 
     Without ``by``: a ``FinalAccuracy(mean, std, n_seeds)``; with ``by``: a DataFrame with the ``by`` columns and
-    ``mean``, ``std``, ``n_seeds``.  Units are those of ``column`` (fractions for the trainer's accuracy)."""
+    ``mean``, ``std``, ``n_seeds``, in the order of the sorted ``by`` columns."""
     by = list(by)
-    run_cols = by + ([seed_col] if seed_col in table.columns else [])
-    per = last_rounds_mean(table, last, by=run_cols, column=column)
-    per = per.reset_index() if run_cols else pd.DataFrame({column: [per]})
+    per = per_run_final(table, last, by=by)
+    v = per["accuracy"]
     if not by:
-        v = per[column].to_numpy(dtype=float)
-        return FinalAccuracy(float(np.mean(v)), float(np.std(v)), int(len(v)))
-    g = per.groupby(by, sort=False)[column]
-    out = g.agg(mean="mean", std=lambda s: float(np.std(s.to_numpy(dtype=float))), n_seeds="count").reset_index()
-    return out
+        return FinalAccuracy(float(v.mean()), float(np.std(v.to_numpy(dtype=float))), int(len(v)))
+    per = per.sort_values(by, kind="stable")
+    g = per.groupby(by, sort=False)["accuracy"]
+    return g.agg(mean="mean", std=lambda s: float(np.std(s.to_numpy(dtype=float))), n_seeds="count").reset_index()
 
 
 def rounds_to_target(
@@ -108,11 +97,11 @@ def rounds_to_target(
     return out
 
 
-def format_pm(mean: float, std: float, scale: float = 100.0, digits: int = 2) -> str:
-    """``"46.61 ± 0.17"`` (``scale`` 100 turns fractions into %); "–" for NaN."""
+def format_pm(mean: float, std: float, digits: int = 2) -> str:
+    """``"46.61 ± 0.17"``; "–" for NaN."""
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
         return "–"
-    return f"{mean * scale:.{digits}f} ± {std * scale:.{digits}f}"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -196,8 +185,8 @@ def table1_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
         rows.append(
             {
                 **{c: r[c] for c in by},
-                "ours_mean": 100 * r["mean"],
-                "ours_std": 100 * r["std"],
+                "ours_mean": r["mean"],
+                "ours_std": r["std"],
                 "n_seeds": int(r["n_seeds"]),
                 "paper_mean": pm[0],
                 "paper_std": pm[1],
@@ -241,11 +230,11 @@ def table2_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
             {
                 **{x: k[x] for x in by if x != "method"},
                 "baseline": k["method"],
-                "alone_mean": 100 * r["mean"],
-                "alone_std": 100 * r["std"],
-                "with_fedentopt_mean": 100 * c["mean"],
-                "with_fedentopt_std": 100 * c["std"],
-                "ours_change": 100 * (c["mean"] - r["mean"]),
+                "alone_mean": r["mean"],
+                "alone_std": r["std"],
+                "with_fedentopt_mean": c["mean"],
+                "with_fedentopt_std": c["std"],
+                "ours_change": c["mean"] - r["mean"],
                 "paper_change": paper_change,
             }
         )
@@ -269,8 +258,8 @@ def availability_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
         rows.append(
             {
                 **{c: r[c] for c in by},
-                "ours_mean": 100 * r["mean"],
-                "ours_std": 100 * r["std"],
+                "ours_mean": r["mean"],
+                "ours_std": r["std"],
                 "n_seeds": int(r["n_seeds"]),
                 "paper_mean": pm[0],
                 "paper_std": pm[1],
@@ -295,8 +284,8 @@ def buffer_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
         rows.append(
             {
                 **{c: r[c] for c in by},
-                "ours_mean": 100 * r["mean"],
-                "ours_std": 100 * r["std"],
+                "ours_mean": r["mean"],
+                "ours_std": r["std"],
                 "n_seeds": int(r["n_seeds"]),
                 "paper_mean": pv[0],
                 "paper_std": pv[1],

@@ -382,8 +382,9 @@ def ensure_runs(
             float_env=env,
         )
         trained += 1
-        acc = last_rounds_mean(table, 10)
-        log(f"[{trained + len(skipped)}/{len(todo)}] {r.experiment} {r.label}: last-10 acc {acc:.4f}, {wall:.1f} s")
+        acc = 100 * last_rounds_mean(table, 10)
+        done = f"[{trained + len(skipped)}/{len(todo)}] {r.experiment} {r.label}"
+        log(f"{done}: final accuracy {acc:.2f} %, {wall:.1f} s")
 
     if ray is not None and todo:
         from repro.distributed import check_config, ray_session, submit_runs

@@ -304,11 +304,12 @@ def from_group(stored, last: int = 10) -> pd.DataFrame:
     accuracy (%) over its final ``last`` evaluated rounds, with every label column of the run (method, seed, model,
     partition, clients_per_round, ...) and its data set (from the run's configuration) as setting columns; the
     number of rounds too where it differs between runs.  Settings are never collapsed."""
-    from fedlib.training.runs import last_rounds_mean
+    from repro.significance import per_run_final
 
     if stored.empty:
         return pd.DataFrame(columns=["method", "seed", "value"])
-    finals = (100 * last_rounds_mean(stored.frame, last, by=["key"])).rename("value")
+    runs = per_run_final(stored.frame[["key", "round", "test_accuracy"]], last, by=["key"])
+    finals = runs.set_index("key")["accuracy"].rename("value")
     meta = stored.meta.drop(columns=[c for c in _PROVENANCE if c != "key" and c in stored.meta.columns])
     if "rounds" in meta.columns and meta["rounds"].nunique() <= 1:
         meta = meta.drop(columns="rounds")

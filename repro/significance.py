@@ -22,10 +22,9 @@ runs at that seed, so methods are compared seed by seed:
     §V-B1 against every method: at each seed and for each other method X the target is X's final accuracy; the
     rounds X needs minus the rounds ``reference`` needs (never reached: one round past the run).
 
-``per_run_final(frame)`` gives the statistic these start from: per run, the mean test accuracy over the final
-``last`` evaluated rounds, in %, from :func:`fedlib.training.runs.last_rounds_mean` (that mean in the column's own
-units, the one definition every module uses: the trainer's run summary, the reporting tables, the lying-clients
-group).
+``per_run_final(frame)`` is the reproduction's one definition of a run's final accuracy: the mean test accuracy
+over its final ``last`` evaluated rounds, in % (from :func:`fedlib.training.runs.last_rounds_mean`, which gives it
+in the trainer's fractions). Every table, rule and page of the reproduction reports accuracy in %.
 """
 
 from __future__ import annotations

@@ -137,3 +137,25 @@ def test_every_quick_lying_run_is_stored():
     from repro.adversarial_runs import missing_lying_runs
 
     assert missing_lying_runs(ar.lying_runs("quick"), "quick") == []
+
+
+def test_accuracy_summary_in_percent_with_liar_picks():
+    # two seeds of one method: final accuracies (last 2 rounds) 0.5 and 0.7 -> mean 60 %, std (ddof=0) 10 %;
+    # liars picked 1, 0 per round at seed 0 and 2, 2 at seed 1 -> 1.25 per round; rounds with a liar 1/2 and 2/2
+    import pandas as pd
+
+    frame = pd.DataFrame(
+        {
+            "partition": "C=2",
+            "liars": 1,
+            "method": "FedEntOpt",
+            "seed": [0, 0, 0, 1, 1, 1],
+            "round": [0, 1, 2, 0, 1, 2],
+            "test_accuracy": [0.1, 0.4, 0.6, 0.1, 0.7, 0.7],
+            "liars_picked": [0, 1, 0, 0, 2, 2],
+        }
+    )
+    out = ar.accuracy_summary(frame, last=2).iloc[0]
+    assert (out["accuracy_mean"], out["accuracy_std"], out["n_seeds"]) == (pytest.approx(60.0), pytest.approx(10.0), 2)
+    assert out["liar_picks_per_round"] == pytest.approx(1.25)
+    assert ar.liar_picks(frame)["liar_rounds"].tolist() == [0.5, 1.0]

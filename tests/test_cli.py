@@ -214,3 +214,24 @@ def test_run_and_sweep(tiny_npz, tmp_path, capsys):
     )
     out = capsys.readouterr().out
     assert "accuracy (%)" in out and "fedentopt" in out and " ± " in out
+
+
+def test_results_table_mean_and_std_over_seeds_in_percent():
+    import pandas as pd
+
+    from repro.cli import results_table
+
+    summaries = pd.DataFrame(
+        {
+            "partition": "dir0.5",
+            "selector": "fedentopt",
+            "algorithm": "fedavg",
+            "seed": [0, 1],
+            "final_accuracy": [0.5, 0.7],
+            "seconds_per_round": [1.0, 3.0],
+        }
+    )
+    row = results_table(summaries).iloc[0]
+    # mean 60 %, std with ddof=0 (the paper's statistic) 10 %, not the sample std 14.14 %
+    assert (row["accuracy_mean"], row["accuracy_std"], row["seeds"]) == (pytest.approx(60.0), pytest.approx(10.0), 2)
+    assert row["accuracy (%)"] == "60.00 ± 10.00"

@@ -23,15 +23,15 @@ def test_final_accuracy_hand_made():
     # seed 0: rounds 1..12 have accuracies 0.1..1.2 (round 0: 0.0); the final 10 rounds are 3..12 -> mean of
     #         0.3..1.2 = (0.3 + 1.2) / 2 = 0.75
     # seed 1: rounds 1..12 all 0.55 -> 0.55
-    # mean over seeds (0.75 + 0.55) / 2 = 0.65; std (ddof=0) = |0.75 - 0.65| = 0.10
+    # mean over seeds (0.75 + 0.55) / 2 = 0.65; std (ddof=0) = |0.75 - 0.65| = 0.10; reported in %
     t = pd.concat([_table(0, [0.0] + [i / 10 for i in range(1, 13)]), _table(1, [0.0] + [0.55] * 12)])
     fa = reporting.final_accuracy(t, last=10)
     assert fa.n_seeds == 2
-    assert fa.mean == pytest.approx(0.65)
-    assert fa.std == pytest.approx(0.10)
+    assert fa.mean == pytest.approx(65.0)
+    assert fa.std == pytest.approx(10.0)
     # last=2: seed 0 -> (1.1 + 1.2) / 2 = 1.15, seed 1 -> 0.55; mean 0.85, std 0.30
     fa2 = reporting.final_accuracy(t, last=2)
-    assert (fa2.mean, fa2.std) == (pytest.approx(0.85), pytest.approx(0.30))
+    assert (fa2.mean, fa2.std) == (pytest.approx(85.0), pytest.approx(30.0))
 
 
 def test_final_accuracy_grouped_and_skips_unevaluated_rounds():
@@ -40,8 +40,8 @@ def test_final_accuracy_grouped_and_skips_unevaluated_rounds():
     b = _table(0, [0.0, 0.9, 0.9, 0.9])
     b["method"] = "B"
     out = reporting.final_accuracy(pd.concat([a, b]), last=2, by=["method"]).set_index("method")
-    assert out.loc["A", "mean"] == pytest.approx(0.3)
-    assert out.loc["B", "mean"] == pytest.approx(0.9)
+    assert out.loc["A", "mean"] == pytest.approx(30.0)
+    assert out.loc["B", "mean"] == pytest.approx(90.0)
     assert out.loc["A", "std"] == 0.0 and out.loc["A", "n_seeds"] == 1
 
 
@@ -161,7 +161,7 @@ def test_table1_summary_puts_paper_beside_ours(tmp_path):
 
 
 def test_format_pm():
-    assert reporting.format_pm(0.4661, 0.0017) == "46.61 ± 0.17"
+    assert reporting.format_pm(46.61, 0.17) == "46.61 ± 0.17"
     assert reporting.format_pm(math.nan, 0.0) == "–"
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from fedlib.data.profiles import get_profile
 from repro import paper_values, reporting, rules, tiers
 from repro.results import StoredGroup, load_group, run_key
 
@@ -762,6 +763,29 @@ def _accuracy_cells(runs, s, table):
     return _cells(s, table, f, p, compare="buffer_pct")
 
 
+# ------------------------------------------------------------------------------- §V-A5: the tuned values
+
+#: The label of the paper's chosen value in a tuning group's comparison.
+CHOSEN = "the paper's choice"
+
+
+def _chosen_best(group: str):
+    """The paper's chosen value (:func:`repro.tiers.paper_choice`, per model and partition) above every other value
+    of the tuning group's grid, seed-paired, in every setting (the rule best)."""
+    column = tiers.TUNING_COLUMNS[group]
+
+    def judge(runs, s, table):
+        f = runs.frame(group)
+        if f.empty:
+            return rules.best(f.assign(choice=[]), CHOSEN, compare="choice", unit=PP)
+        pick = [tiers.paper_choice(group, m, p) for m, p in zip(f["model"], f["partition"])]
+        values = f[column].to_numpy(dtype=float)
+        names = np.where(np.isclose(values, pick), CHOSEN, f"{column} = " + f[column].astype(str))
+        return rules.best(f.assign(choice=names).drop(columns=column), CHOSEN, compare="choice", unit=PP)
+
+    return judge
+
+
 # ------------------------------------------------------------------------------------- Fig. 1: FedEntropy
 
 
@@ -794,6 +818,32 @@ def _fedentropy_accuracy(runs, s, table):
 
 def _large_pools(runs, s, table):
     return apply_rule(s, table, runs.frame("large_pools"), [(REF, "FedAvg")])
+
+
+#: The pseudo-method an untrained classifier is: 100 / C % in every setting and seed.
+CHANCE = "chance (100 / C)"
+
+
+def _with_chance(f: pd.DataFrame) -> pd.DataFrame:
+    """``f`` plus :data:`CHANCE`'s rows: 100 / C % (C: the data set's classes) per setting and seed."""
+    if f.empty:
+        return f
+    keys = [c for c in f.columns if c not in ("method", "value")]
+    base = f.drop_duplicates(keys)[keys]
+    chance = [100.0 / get_profile(d.removesuffix("-subset")).num_classes for d in base["dataset"]]
+    return pd.concat([f, base.assign(method=CHANCE, value=chance)], ignore_index=True)
+
+
+def _fedconcat_fails(runs, s, table):
+    return apply_rule(s, table, _with_chance(runs.frame("large_pools")), [("FedConcat", CHANCE)])
+
+
+def _baselines_fail(runs, s, table):
+    """More than half of the baselines within the chance margin above chance, in some (K, M)."""
+    f = runs.frame("large_pools")
+    baselines = [m for m in dict.fromkeys(f["method"]) if m != REF] if not f.empty else []
+    j = apply_rule(s, table, _with_chance(f), [(b, CHANCE) for b in baselines])
+    return rules.at_least(j, len(baselines) // 2 + 1, across="some") if baselines else j
 
 
 def _medical_best(runs, s, table):
@@ -865,6 +915,11 @@ TRAINING: dict[str, Callable] = {
     "IV/random_above_reselection": _fedentropy_entropy("FedAvg", "FedEntropy"),
     "IV/reselection_below_fedavg": _fedentropy_accuracy,
     "v1/large_pools_robust": _large_pools,
+    "v1/fedconcat_fails": _fedconcat_fails,
+    "v1/baselines_fail_large_pools": _baselines_fail,
+    "V-A5/weight_decay": _chosen_best("weight_decay"),
+    "V-A5/fedprox_mu": _chosen_best("fedprox_mu"),
+    "V-A5/buffer_choice": _chosen_best("buffer_choice"),
     "V-C/best_medical": _medical_best,
     "V-C/scaffold_second": _scaffold_second,
     "V-C/table4_cells": _table4_cells,
@@ -1010,9 +1065,7 @@ def lying_study(p, *, num_selected=None, buffer_sizes=None) -> pd.DataFrame:
 
 def _paper_buffer(partition: str, num_clients: int) -> int:
     """The paper's buffer size Q (§V-A5) in clients: 50 % of K for Dir(0.1), 70 % for C = 2."""
-    from repro.tiers import _buffer_fraction
-
-    return int(round(_buffer_fraction(partition) * num_clients))
+    return int(round(tiers.buffer_fraction(partition) * num_clients))
 
 
 def lying_extras(p: Mapping) -> dict:
@@ -1118,7 +1171,6 @@ def _selection_study(p) -> dict:
     from fedlib.label_only.simulate import run_selection
     from fedlib.selection.selectors import make_selector
     from repro.label_studies import federation_counts
-    from repro.tiers import _buffer_fraction
 
     traces, counts = {}, {}
     for profile, k, m in PAPER_FEDERATIONS:
@@ -1130,7 +1182,7 @@ def _selection_study(p) -> dict:
                 )
                 key = (reporting.paper_dataset(profile), part, seed)
                 counts[key] = c
-                fedentopt = make_selector("fedentopt", buffer_fraction=_buffer_fraction(part))
+                fedentopt = make_selector("fedentopt", buffer_fraction=tiers.buffer_fraction(part))
                 traces[key] = {
                     name: run_selection(c, sel, m, p["num_rounds"], seed=seed)
                     for name, sel in (("KL", "kl"), (REF, fedentopt))

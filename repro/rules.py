@@ -827,11 +827,12 @@ def join(judgements: Sequence[Judgement], combine: str = "every", statement: str
     return Judgement(rule, statement, _combine(settings, combine, (), "setting"), settings)
 
 
-def at_least(judgement: Judgement, k: int) -> Judgement:
+def at_least(judgement: Judgement, k: int, across: str = "every") -> Judgement:
     """``judgement`` read as "at least ``k`` of the comparisons of each setting" ("several" baselines), in every
-    setting: a setting reproduces when ``k`` of its comparisons reproduce, does not when more than n - k do not
-    (fewer than ``k`` can still reproduce), else undecided.  Each comparison keeps its own verdict (judge it with
-    ``combine="every"``: a pass at alpha, a miss at the statement's family level)."""
+    setting (``across="some"``: in some setting): a setting reproduces when ``k`` of its comparisons reproduce,
+    does not when more than n - k do not (fewer than ``k`` can still reproduce), else undecided.  Each comparison
+    keeps its own verdict (judge it with ``combine="every"``: a pass at alpha, a miss at the statement's family
+    level)."""
     if k < 1:
         raise ParameterError(None, "k", k, "an integer >= 1")
     out = []
@@ -848,7 +849,7 @@ def at_least(judgement: Judgement, k: int) -> Judgement:
     if not out:
         return judgement
     return Judgement(
-        judgement.rule, f"at least {k}: {judgement.statement}", _combine(out, "every", (), "setting"), tuple(out)
+        judgement.rule, f"at least {k}: {judgement.statement}", _combine(out, across, (), "setting"), tuple(out)
     )
 
 

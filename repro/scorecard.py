@@ -117,6 +117,9 @@ _GROUP_PAGES = {
     "buffer": "buffer_accuracy",
     "large_pools": "large_pools",
     "fedentropy": "fedentropy_entropy",
+    "weight_decay": "tuning",
+    "fedprox_mu": "tuning",
+    "buffer_choice": "tuning",
 }
 #: Label-only source (its function's name) -> the book page that shows it.
 _LABEL_PAGES = {

@@ -68,8 +68,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from fedlib._validate import ParameterError, check_choice, check_parameter_names
+from fedlib.algorithms.fedprox import FedProx
 from fedlib.data.partition import partition_fields
-from fedlib.training.config import ExperimentConfig
+from fedlib.training.config import DEFAULT_WEIGHT_DECAY, ExperimentConfig
 
 __all__ = [
     "Tier",
@@ -227,11 +228,12 @@ TIERS: dict[str, Tier] = {
             "seeds": (0, 1, 2),
             "methods": ("FedAvg", "FedProx", "KL", "FedEntOpt"),
         },
-        large_pools={
+        large_pools={  # v1's Fig. 4 compares every baseline (FedConcat too: "it failed to learn anything")
             "num_clients": (150, 200),
             "clients_per_round": (3, 4, 5, 6, 7),
             "seeds": (0, 1, 2),
             "min_partition_size": 10,
+            "methods": ("FedAvg", "FedProx", "FedNova", "SCAFFOLD", "FedConcat", "FedLC", "FedRS", "KL", "FedEntOpt"),
         },
         single_seed_groups=("fedentropy",),
         table_datasets=("cifar10", "cinic10", "cifar100-20"),
@@ -306,15 +308,15 @@ def _skew_fields(partition: str) -> dict:
     return fields
 
 
-def _buffer_fraction(partition: str) -> float:
-    # §V-A5: Q = 50 % of K for distribution-based skew, 70 % for quantity-based skew
+def buffer_fraction(partition: str) -> float:
+    """FedEntOpt's buffer Q as a fraction of K (§V-A5): 50 % for Dir(β), 70 % for #C = k."""
     return 0.5 if _skew_fields(partition)["partition"] == "dirichlet" else 0.7
 
 
 def method_overrides(method: str, partition: str = "Dir(0.1)", rounds: int | None = None) -> dict:
     """Config fields of a method of the paper: Table I's names, ``"FedEntOpt+<baseline>"`` (Table II) or
     ``"FedEntropy"``.  ``rounds`` is needed for FedConcat's split of the round budget."""
-    fedentopt = {"selector": "fedentopt", "selector_params": {"buffer_fraction": _buffer_fraction(partition)}}
+    fedentopt = {"selector": "fedentopt", "selector_params": {"buffer_fraction": buffer_fraction(partition)}}
     if method == "FedEntOpt":
         return dict(fedentopt)
     if method in ("FedEntOpt (DP)", "FedEntOpt DP"):
@@ -550,7 +552,8 @@ def participation(tier: str, rounds: int | None = None) -> list[PlannedRun]:
 
 @_group()
 def large_pools(tier: str, rounds: int | None = None) -> list[PlannedRun]:
-    """v1's large pools: K = 150, 200 with M = 3..7, Dir(0.1), FedAvg (random selection) versus FedEntOpt."""
+    """v1's large pools: K = 150, 200 with M = 3..7, Dir(0.1), FedAvg (random selection) versus FedEntOpt (a tier
+    may run more methods: ``Tier.large_pools["methods"]``)."""
     t = get_tier(tier)
     p = t.large_pools
     grid = [
@@ -579,7 +582,7 @@ def large_pools(tier: str, rounds: int | None = None) -> list[PlannedRun]:
         for ds in t.datasets
         for k in p["num_clients"]
         for mm in p["clients_per_round"]
-        for m in ("FedAvg", "FedEntOpt")
+        for m in p.get("methods", ("FedAvg", "FedEntOpt"))
         for s in p["seeds"]
     ]
     return _runs(t, "large_pools", grid, rounds)
@@ -648,6 +651,83 @@ def fedentropy(tier: str, rounds: int | None = None) -> list[PlannedRun]:
         for s in _seeds(t, "fedentropy")
     ]
     return _runs(t, "fedentropy", grid, rounds)
+
+
+#: §V-A5's tuning grids: the weight decay (tuned with FedAvg: the paper does not say with which method), FedProx's
+#: mu and FedEntOpt's buffer Q (% of K: the paper names its choices, 50 % and 70 %, without the grid; ours adds
+#: the two values between and beside them).  The chosen values are the tiers' defaults
+#: (:func:`paper_choice`).
+WEIGHT_DECAYS = (0.0005, 0.001, 0.0025)
+FEDPROX_MUS = (0.0001, 0.001, 0.01)
+BUFFER_CHOICES = (0.5, 0.6, 0.7, 0.8)
+#: Tuning group -> its label column (the value it varies).
+TUNING_COLUMNS = {"weight_decay": "weight_decay", "fedprox_mu": "mu", "buffer_choice": "buffer_pct"}
+
+
+def paper_choice(group: str, model: str, partition: str) -> float:
+    """The value §V-A5 chose in a tuning group, in the group's label unit: the model's weight decay
+    (``DEFAULT_WEIGHT_DECAY``), FedProx's default mu, or FedEntOpt's buffer in % of K (:func:`buffer_fraction`)."""
+    if group == "weight_decay":
+        return DEFAULT_WEIGHT_DECAY[model]
+    if group == "fedprox_mu":
+        return FedProx.HParams().mu
+    if group == "buffer_choice":
+        return int(round(100 * buffer_fraction(partition)))
+    raise ParameterError(None, "group", group, ", ".join(map(repr, TUNING_COLUMNS)))
+
+
+def _tuning_grid(t: Tier, group: str, method: str, column: str, values, field: str, models) -> list:
+    """One tuning group's runs: ``method`` with ``field`` set to each of ``values`` (labelled ``column``), per
+    model, the tier's first data set, both partitions and the tier's seeds."""
+    ds = t.datasets[0]
+    grid = []
+    for mdl in models:
+        for p in PARTITIONS:
+            for v in values:
+                over = {"selector_params": {"buffer_fraction": v}} if field == "buffer_fraction" else {field: v}
+                if field == "mu":
+                    over = {"algorithm_params": {"mu": v}}
+                label_value = int(round(100 * v)) if field == "buffer_fraction" else v
+                for s in _seeds(t, group):
+                    grid.append(
+                        (
+                            {"model": mdl, "partition": p, "method": method, column: label_value, "seed": s},
+                            {"model": mdl, "dataset": ds, "partition_name": p, "method": method, "seed": s, **over},
+                        )
+                    )
+    return grid
+
+
+@_group()
+def weight_decay(tier: str, rounds: int | None = None) -> list[PlannedRun]:
+    """§V-A5's weight-decay tuning: FedAvg with each of :data:`WEIGHT_DECAYS`, every model of the tier."""
+    t = get_tier(tier)
+    grid = _tuning_grid(t, "weight_decay", "FedAvg", "weight_decay", WEIGHT_DECAYS, "weight_decay", t.models)
+    return _runs(t, "weight_decay", grid, rounds)
+
+
+@_group()
+def fedprox_mu(tier: str, rounds: int | None = None) -> list[PlannedRun]:
+    """§V-A5's tuning of FedProx's proximal weight: each of :data:`FEDPROX_MUS`, LeNet-5."""
+    t = get_tier(tier)
+    grid = _tuning_grid(t, "fedprox_mu", "FedProx", "mu", FEDPROX_MUS, "mu", t.models[:1])
+    return _runs(t, "fedprox_mu", grid, rounds)
+
+
+def _holds_buffer_choices(t: Tier) -> bool:
+    """Whether the tier's pool keeps M clients selectable at the largest Q of :data:`BUFFER_CHOICES`."""
+    return max(BUFFER_CHOICES) * t.base["num_clients"] <= t.base["num_clients"] - t.base["clients_per_round"]
+
+
+@_group(in_tier=_holds_buffer_choices)
+def buffer_choice(tier: str, rounds: int | None = None) -> list[PlannedRun]:
+    """§V-A5's choice of FedEntOpt's buffer: Q in :data:`BUFFER_CHOICES` of K, LeNet-5 (Table VI's grid is the
+    ``buffer`` group); empty where Q = 80 % of K leaves fewer than M clients (the quick tier)."""
+    t = get_tier(tier)
+    if not _holds_buffer_choices(t):
+        return []
+    grid = _tuning_grid(t, "buffer_choice", "FedEntOpt", "buffer_pct", BUFFER_CHOICES, "buffer_fraction", t.models[:1])
+    return _runs(t, "buffer_choice", grid, rounds)
 
 
 #: Table IV's methods in the paper's row order (medical data sets, Dir(0.1)).

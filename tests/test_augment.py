@@ -16,7 +16,6 @@ from fedlib.data.augment import (  # noqa: E402
     adjust_saturation,
     augment_batch,
     resize_batch,
-    standardize,
 )
 from fedlib.data.datasets import ArrayDataset  # noqa: E402
 
@@ -137,10 +136,13 @@ def test_argument_errors_name_parameter():
         match=r"^parameter 'x': got shape \(2, 4, 3, 3\); allowed: a tensor of shape \(\.\.\., C, H, W\) with C = 1 or",
     ):
         augment_batch(_batch((2, 4, 3, 3)), generator=_gen())
+    g = _gen()
+    state = g.get_state()
     with pytest.raises(
-        ValueError, match=r"^parameter 'mean': got 1 values; allowed: one value per channel of x \(3\)\.$"
+        TypeError, match=r"^augment_batch unknown parameter 'brightnes': got 0\.1; allowed: the parameters brightn"
     ):
-        standardize(x, [0.5], [0.2, 0.2])
+        augment_batch(x, generator=g, brightnes=0.1)
+    assert torch.equal(g.get_state(), state)  # refused before the draw
 
 
 def test_standardize_with_own_stats_gives_zero_mean_unit_std():
@@ -148,7 +150,7 @@ def test_standardize_with_own_stats_gives_zero_mean_unit_std():
     x = (rng.beta(2, 5, (64, 8, 8, 3)) * 255).astype(np.uint8)
     ds = ArrayDataset(x, np.zeros(64, np.int64), x[:2], np.zeros(2, np.int64), num_classes=1)
     mean, std = ds.channel_stats()
-    z = standardize(ds.to_tensors("cpu", torch.float64).x_train, mean, std)
+    z = Preprocessor(mean=mean, std=std).test(ds.to_tensors("cpu", torch.float64).x_train)
     torch.testing.assert_close(z.mean(dim=(0, 2, 3)), torch.zeros(3, dtype=torch.float64), atol=1e-9, rtol=0)
     torch.testing.assert_close(z.std(dim=(0, 2, 3), correction=0), torch.ones(3, dtype=torch.float64))
 
@@ -156,9 +158,10 @@ def test_standardize_with_own_stats_gives_zero_mean_unit_std():
 def test_preprocessor_test_path_is_standardize_only():
     x = _batch()
     pre = Preprocessor(mean=(0.5, 0.4, 0.3), std=(0.2, 0.25, 0.3))
-    torch.testing.assert_close(pre.test(x), standardize(x, pre.mean, pre.std))
+    mean, std = torch.tensor(pre.mean).view(3, 1, 1), torch.tensor(pre.std).view(3, 1, 1)
+    torch.testing.assert_close(pre.test(x), (x - mean) / std)
     raw = (x * 255).round().to(torch.uint8)
-    torch.testing.assert_close(pre.test(raw), standardize(raw.float() / 255, pre.mean, pre.std))
+    torch.testing.assert_close(pre.test(raw), (raw.float() / 255 - mean) / std)
     off = Preprocessor(mean=pre.mean, std=pre.std, augment=False)
     torch.testing.assert_close(off.train(x, _gen()), pre.test(x))
 

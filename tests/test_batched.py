@@ -26,7 +26,6 @@ from fedlib.algorithms.base import Algorithm  # noqa: E402
 from fedlib.data.augment import Preprocessor  # noqa: E402
 from fedlib.training.batched import (  # noqa: E402
     BatchedOptions,
-    augment_from_uniforms,
     batching_unsupported_reason,
     evaluate,
     train_clients_batched,
@@ -277,14 +276,14 @@ def test_client_without_samples_keeps_the_global_model(data):
 
 
 # --------------------------------------------------------------------------------------------- augmentation
-def test_augment_from_uniforms_is_preprocessor_train_bitwise():
+def test_train_with_uniforms_is_preprocessor_train_bitwise():
     x = torch.randint(0, 256, (12, 3, 16, 16), dtype=torch.uint8, generator=torch.Generator().manual_seed(4))
     pre = Preprocessor(mean=(0.4, 0.5, 0.6), std=(0.2, 0.3, 0.25), hue=0.1)
     expected = pre.train(x, torch.Generator().manual_seed(9))
     u = torch.rand((12, 7), generator=torch.Generator().manual_seed(9))  # the draw augment_batch makes
-    assert torch.equal(augment_from_uniforms(x, u, pre), expected)
+    assert torch.equal(pre.train_with_uniforms(x, u), expected)
     # a (clients, batch) layout gives the same images
-    assert torch.equal(augment_from_uniforms(x.view(3, 4, 3, 16, 16), u, pre), expected.view(3, 4, 3, 16, 16))
+    assert torch.equal(pre.train_with_uniforms(x.view(3, 4, 3, 16, 16), u), expected.view(3, 4, 3, 16, 16))
 
 
 def test_generic_transform_is_called_per_client(data):

@@ -43,10 +43,14 @@ def _same(a: torch.Tensor, b: torch.Tensor, device: str) -> bool:
 def _numerics(request):
     """Each test sets the numerics of its device explicitly (TF32 off, deterministic), as the trainer does."""
     device = request.node.callspec.params.get("device", "cpu") if hasattr(request.node, "callspec") else "cpu"
-    before = numerics.snapshot()
+    cuda, cudnn = torch.backends.cuda, torch.backends.cudnn
+    before = (cuda.matmul.allow_tf32, cudnn.allow_tf32, cudnn.deterministic, cudnn.benchmark)
+    mode = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
     numerics.configure(device)
     yield
-    numerics.restore(before)  # later tests in this process (CPU bit-for-bit ones) see PyTorch's defaults
+    # later tests in this process (CPU bit-for-bit ones) see PyTorch's defaults
+    cuda.matmul.allow_tf32, cudnn.allow_tf32, cudnn.deterministic, cudnn.benchmark = before
+    torch.use_deterministic_algorithms(mode[0], warn_only=mode[1])
 
 
 @pytest.fixture(scope="module")

@@ -59,13 +59,6 @@ def test_vgg11_structure_and_count():
     assert count_parameters(VGG11(20)) == 9_225_610 + 513 * 10
 
 
-def test_vgg11_batch_norm_option_counts_buffers():
-    model = VGG11(10, batch_norm=True)
-    # BN channels 64+128+256+256+512*4 = 2752: weight+bias 5504 trainable, mean+var 5504 buffers
-    assert count_parameters(model) == 9_225_610 + 5504
-    assert count_state_scalars(model) == 9_225_610 + 2 * 5504
-
-
 # ---------------------------------------------------------------- output shapes
 @pytest.mark.parametrize(
     "name", [pytest.param(n, marks=pytest.mark.slow) if n.startswith("efficientnet") else n for n in MODEL_NAMES]
@@ -151,8 +144,6 @@ def test_make_model_vgg11_needs_32px():
         match=r"^parameter 'image_size': got 28; allowed: 32 for 'vgg11' \(its classifier takes 512 inputs\)\.$",
     ):
         make_model("vgg11", 10, image_size=28)
-    with pytest.raises(TypeError, match=r"^parameter 'batch_norm': got 1; allowed: True, False\.$"):
-        VGG11(10, batch_norm=1)
 
 
 def test_efficientnet_unknown_variant():

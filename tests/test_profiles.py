@@ -19,7 +19,6 @@ from fedlib.data.profiles import (
     LabelProfile,
     cifar100_to_superclass,
     get_profile,
-    load_cifar10_labels,
     profile_labels,
     resolve_data_root,
 )
@@ -181,21 +180,9 @@ def test_resolve_data_root_order(monkeypatch, tmp_path):
     assert resolve_data_root() == pathlib.Path("data")
 
 
-def test_load_cifar10_labels_missing_file(tmp_path):
-    with pytest.raises(FileNotFoundError, match=f"{tmp_path}.*cifar10-labels.npz.*{DATA_ROOT_ENV}"):
-        load_cifar10_labels(tmp_path)
-
-
-def test_load_cifar10_labels_wrong_arrays(tmp_path):
-    np.savez(tmp_path / "cifar10-labels.npz", labels=np.zeros(3, dtype=int))
-    with pytest.raises(ValueError, match=r"lacks the array\(s\) \['y_test', 'y_train'\]"):
-        load_cifar10_labels(tmp_path)
-
-
-def test_real_cifar10_labels_match_profile(monkeypatch):
-    require_file("cifar10-labels.npz")
-    monkeypatch.setenv(DATA_ROOT_ENV, str(shared_data_root()))
-    y_train, y_test = load_cifar10_labels()  # found through the environment variable
+def test_real_cifar10_labels_match_profile():
+    with np.load(require_file("cifar10-labels.npz")) as npz:
+        y_train, y_test = npz["y_train"], npz["y_test"]
     p = get_profile("cifar10")
     assert y_train.shape == (50_000,) and y_test.shape == (10_000,)
     assert tuple(np.bincount(y_train, minlength=10)) == p.train_counts

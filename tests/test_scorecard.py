@@ -489,3 +489,57 @@ def test_every_page_with_statements_opens_with_its_verdicts(page):
     assert first[0].startswith("# ") and first[1:4] == ["", "```{glue} verdicts", "```"]
     code = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
     assert sum(f'on_top(scorecard.page_verdicts("{page}"' in c for c in code) == 1
+
+
+@pytest.mark.parametrize("group", ["weight_decay", "fedprox_mu", "buffer_choice"])
+def test_a_tuned_value_is_judged_against_the_other_values_of_its_grid_per_setting(table, group):
+    # the paper's choice (per model for the weight decay, per partition for the buffer) 3 pp above the rest:
+    # reproduces in every setting; then one other value 3 pp above it in the last setting: does not reproduce there
+    column = tiers.TUNING_COLUMNS[group]
+    sid = {"weight_decay": "V-A5/weight_decay", "fedprox_mu": "V-A5/fedprox_mu", "buffer_choice": "V-A5/buffer_choice"}
+    s = table.by_id(sid[group])
+
+    def chosen(label):
+        return label[column] == tiers.paper_choice(group, label["model"], label["partition"])
+
+    def judge(level):
+        runs = quantities.Runs("paper", groups=planned_groups("paper", level, groups=(group,)))
+        return quantities.TRAINING[s.id](runs, s, table)
+
+    j = judge(lambda label: 53.0 if chosen(label) else 50.0)
+    assert j.verdict == REPRODUCES and len(j.settings) == (4 if group == "weight_decay" else 2)
+    last = dict(j.settings[-1].setting)
+    in_last = lambda label: all(label[k] == v for k, v in last.items() if k in label)  # noqa: E731
+    rival = next(
+        r.label[column] for r in tiers.group_configs("paper", group) if in_last(r.label) and not chosen(r.label)
+    )
+
+    def beaten(label):
+        return 56.0 if in_last(label) and label[column] == rival else (53.0 if chosen(label) else 50.0)
+
+    j = judge(beaten)
+    by = {tuple(sorted(dict(v.setting).items())): v.verdict for v in j.settings}
+    assert j.verdict == DOES_NOT and by[tuple(sorted(last.items()))] == DOES_NOT
+    assert sum(v == REPRODUCES for v in by.values()) == len(by) - 1
+
+
+def test_large_pool_baselines_are_judged_against_chance(table):
+    # chance is 100 / C %: 10 % on CIFAR-10, 5 % on CIFAR-100's 20 superclasses
+    def chance(label):
+        return 10.0 if label["dataset"] == "cifar10" else 5.0
+
+    def judge(sid, level):
+        runs = quantities.Runs("paper", groups=planned_groups("paper", level, groups=("large_pools",)))
+        return quantities.TRAINING[sid](runs, table.by_id(sid), table)
+
+    at_chance = {"FedConcat", "FedNova", "SCAFFOLD", "FedLC", "FedRS"}  # 5 of the 8 baselines
+    fails = judge("v1/fedconcat_fails", lambda lb: chance(lb) if lb["method"] in at_chance else 40.0)
+    assert fails.verdict == REPRODUCES
+    learns = judge("v1/fedconcat_fails", lambda lb: 30.0)
+    assert learns.verdict == DOES_NOT
+    many = judge("v1/baselines_fail_large_pools", lambda lb: chance(lb) if lb["method"] in at_chance else 40.0)
+    assert many.verdict == REPRODUCES  # 5 of 8 at chance: more than half
+    few = judge(
+        "v1/baselines_fail_large_pools", lambda lb: chance(lb) if lb["method"] in {"FedConcat", "FedNova"} else 40.0
+    )
+    assert few.verdict == DOES_NOT  # 2 of 8 at chance, the other 6 far above it, in every (K, M)

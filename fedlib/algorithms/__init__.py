@@ -1,12 +1,7 @@
 """Federated algorithms and their registry.
 
-``make_algorithm(name, **params)`` builds one; ``ALGORITHMS`` lists the names.  Each algorithm declares its
-hyper-parameters once, as the fields of its frozen ``HParams`` dataclass (``fedlib.algorithms.base.HParams``); an
-unknown name or an unknown or bad parameter is a ``fedlib._validate.ParameterError`` (a ``TypeError`` and a
-``ValueError``), e.g. ``algorithm 'fedprox' parameter 'mu': got -1.0; allowed: a finite real number >= 0.0.``
-The contract every algorithm follows (hook signatures, what a vmapped caller stacks, the round hooks) is
-documented in ``fedlib.algorithms.base``.  A new algorithm is one module here plus one registry entry (``_EAGER``
-or ``_LAZY`` below; ``register_algorithm`` adds one at run time, e.g. in a test).
+``make_algorithm(name, **params)`` builds one, ``ALGORITHMS`` lists the names; a bad name or parameter is a
+``fedlib._validate.ParameterError``. The contract is in ``fedlib.algorithms.base``.
 
 Names and parameters (defaults are the FedEntOpt paper's, §V-A5):
   ``fedavg``      --
@@ -57,7 +52,7 @@ _EAGER = {
     "fedrs": FedRS,
     "fedlc": FedLC,
 }
-# lazy entries: name -> (module, class name); resolved on first use
+# lazy entries: name -> (module, class name)
 _LAZY = {
     "fedconcat": ("fedlib.algorithms.fedconcat", "FedConcat"),
     "fedentropy": ("fedlib.algorithms.fedentropy", "FedEntropy"),
@@ -110,14 +105,6 @@ def algorithm_class(name: str):
 def make_algorithm(name: str, **params) -> Algorithm:
     """Build the algorithm ``name`` with hyper-parameters ``params`` (the fields of its ``HParams``).
 
-    Raises
-    ------
-    ParameterError
-        For an unknown name, a parameter the algorithm does not take or a bad value (one message shape:
-        ``fedlib._validate.ParameterError``).
-
-    Examples
-    --------
     >>> make_algorithm("fedprox", mu=0.01)
     FedProx(mu=0.01)
     """

@@ -1,82 +1,26 @@
 """The algorithm contract of fedlib's federated trainer.
 
-Everything an algorithm does is a function of tensors, so that the trainer can run one client at a time
-(``fedlib.training.local.local_train``) or many at once with ``torch.func.vmap`` over a leading client axis
-(``fedlib.training.batched``).  The vocabulary:
+Every client-side hook is a pure tensor function, so the trainer can run one client at a time
+(``fedlib.training.local``) or many with ``torch.func.vmap`` (``fedlib.training.batched``).
 
-``params``
-    ``dict[str, Tensor]``: the model's state as used with ``torch.func.functional_call(model, params, (x,))``.
-    It holds every named parameter *and* every named buffer of the model (``fedlib.training.local.model_state``).
-    Only the keys in ``trainable`` (the model's ``named_parameters`` with ``requires_grad``) are trained; the
-    other keys (buffers such as batch-norm statistics) are carried along and averaged by ``weighted_average``.
-``ctx`` (client context)
-    ``dict[str, Tensor]``: everything client-specific the client-side hooks need, built by
-    ``client_context`` before local training.  All values are tensors of a fixed shape per algorithm (for a
-    given model and number of classes), so a batched caller stacks the dicts of M clients key by key along a
-    new leading axis (``torch.stack([ctx_k[key] for k in clients])``) and vmaps over that axis.
-``server_state`` / ``client_state``
-    ``dict[str, Tensor]`` (possibly empty): persistent algorithm state of the server and of each client
-    (e.g. SCAFFOLD's control variates).  They are checkpointed with ``torch.save`` so they must hold
-    tensors only.
-``hp``
-    ``fedlib.training.local.LocalHyperParams``: the client optimiser settings of one round (lr after decay,
-    momentum, weight decay, batch size, epochs of that client).
+Vocabulary: ``params`` is ``dict[str, Tensor]``, the model state for ``functional_call`` (parameters and buffers;
+only the keys in ``trainable`` are trained). ``ctx`` is a client's context, tensors of fixed shapes that a batched
+caller stacks key by key. ``server_state``/``client_state`` are tensor dicts (checkpointed). ``hp`` is a
+``LocalHyperParams``.
 
-Hooks (what a vmapped caller stacks):
+Client hooks, inside local training (vmappable: no Python control flow on tensor values, no in-place ops):
+``loss(logits, y, *, params, global_params, ctx)``, ``correct_grads(grads, *, ctx)`` (before weight decay) and
+``after_step(params, *, ctx, lr)`` (only when ``has_after_step``). Once per client and round:
+``client_context(client_id, label_counts, server_state, client_state)``; ``label_counts`` are the client's true
+counts.
 
-Client side, called inside local training, must be pure tensor functions (no Python control flow on tensor
-values, no in-place ops on inputs, no ``.item()``) so they can run under ``vmap`` and ``torch.func.grad``:
+Server hooks: ``init_server_state``, ``init_client_state``, ``update_client_state(...) -> (state, delta)`` (the
+delta is uploaded, stored in ``result.state_delta``) and ``aggregate(global_params, results, weights,
+server_state)`` with FedAvg weights ``n_k / sum n_j`` over the uploading clients (never called with none).
 
-* ``loss(logits, y, *, params, global_params, ctx) -> Tensor`` -- scalar training loss of one mini-batch.
-  ``logits`` (B, C), ``y`` (B,) int64.  Batched: ``logits``, ``y``, ``params``, ``ctx`` carry the client axis;
-  ``global_params`` is shared (``in_dims=None``) -- it is the same for all clients of a round.
-* ``correct_grads(grads, *, ctx) -> grads`` -- applied to the gradient of ``loss`` w.r.t. the trainable
-  parameters before the SGD step (before weight decay is added).  Batched: ``grads`` and ``ctx`` carry the
-  client axis.
-* ``after_step(params, *, ctx, lr) -> params`` -- applied to the trainable parameters after every SGD step,
-  outside the momentum buffer (e.g. SCAFFOLD as NIID-Bench codes it: ``y ← y − lr·(c − c_i)``).  Called only when
-  the algorithm sets ``has_after_step = True``.  Batched: ``params`` and ``ctx`` carry the client axis.
-
-Client side, called once per client and round *outside* the training loop (plain Python is fine):
-
-* ``client_context(client_id, label_counts, server_state, client_state) -> dict[str, Tensor]``.
-  ``label_counts`` is the client's TRUE per-class training-label count vector (float tensor, shape (C,)) --
-  the client knows its own labels; label DP only concerns what the server sees for selection.
-  A batched caller calls it once per client and stacks the results.
-
-Server side (plain Python over lists of clients; not vmapped):
-
-* ``init_server_state(global_params, *, num_clients) -> dict[str, Tensor]``
-* ``init_client_state(global_params) -> dict[str, Tensor]`` -- state of one client before it ever trains.
-* ``update_client_state(client_state, result, *, global_params, server_state, ctx, hp)
-  -> (new_client_state, client_state_delta)`` -- called for every client that trained.  ``client_state_delta``
-  (``dict[str, Tensor]``) is what the client uploads on top of its model (e.g. SCAFFOLD's ``Δc_i``); the trainer
-  stores it in ``result.state_delta`` before ``aggregate``.
-* ``aggregate(global_params, results, weights, server_state) -> (new_global_params, new_server_state)``.
-  ``results`` is a non-empty list of ``fedlib.training.local.LocalResult`` of the clients that uploaded this round (in
-  the order they were picked), ``weights`` a float64 numpy array of their FedAvg weights ``n_k / Σ n_j`` (sums
-  to 1 over the uploading clients).  If no client uploads, ``aggregate`` is not called.
-
-Round hooks (pure: given values, they return values; the trainer's round loop,
-``fedlib.training.trainer.Experiment.run_round``, calls them at its named points, as Flower's server asks a
-strategy).  The defaults give FedAvg's round; FedEntropy overrides ``sample``, ``client_report`` and ``keep``,
-FedConcat ``num_rounds``, the run state, ``plan_round``, ``start_params`` and ``aggregate_round``:
-
-* ``num_rounds(rounds, model, *, num_clients, num_selected) -> int`` -- table rounds of the run (default
-  ``rounds``); a ``ValueError`` means ``rounds`` does not suit the algorithm.
-* ``init_run_state(global_params, *, model, label_counts, config)`` -- the algorithm's own state of the run (any
-  object, default None); ``run_state_to_checkpoint`` / ``run_state_from_checkpoint`` store it as tensors and
-  plain containers.
-* ``plan_round(rnd, run_state, *, config, model) -> (RoundPlan, run_state)`` -- the round's phase, learning rate
-  and the model its clients train.
-* ``sample(server_state, num_selected, rng) -> clients or None`` -- the algorithm's own client draw, used in place
-  of random selection (None: the run's selector).
-* ``start_params(client, global_params, run_state) -> params`` -- the model a client trains from.
-* ``client_report(model, params, x, *, batch_size)`` -- what a trained client reports beside its model (only
-  when ``has_client_report``; 4 bytes per entry).
-* ``keep(plan, clients, reports, sizes, server_state) -> (mask, server_state)`` -- which trained clients upload.
-* ``aggregate_round(plan, results, weights, global_params, server_state, run_state) -> (global_params,
-  server_state, run_state)`` -- the round's aggregation of the kept uploads (default: ``aggregate``).
+Round hooks (pure; ``fedlib.training.trainer.Experiment.run_round`` calls them; the defaults give FedAvg's round):
+``num_rounds``, ``init_run_state`` and its checkpoint pair, ``plan_round``, ``sample``, ``start_params``,
+``client_report``, ``keep`` and ``aggregate_round``.
 """
 
 from __future__ import annotations
@@ -91,27 +35,13 @@ import torch.nn.functional as F
 
 from fedlib._validate import ParameterError, check_parameter_names, parameter_checks
 
-__all__ = [
-    "Algorithm",
-    "HParams",
-    "RoundPlan",
-    "decayed_lr",
-    "weighted_average",
-    "tree_sub",
-    "tree_add",
-    "tree_scale",
-    "zeros_like_params",
-]
+__all__ = ["Algorithm", "HParams", "RoundPlan", "decayed_lr", "weighted_average"]
 
 Params = dict[str, torch.Tensor]
 
 
 def weighted_average(dicts: Sequence[Mapping[str, torch.Tensor]], weights) -> Params:
-    """Key-wise ``Σ_k w_k d_k`` for floating tensors.
-
-    Integer tensors (e.g. ``num_batches_tracked``) are not averaged: the value of the first dict is kept.
-    The sum is computed in float64 and cast back to the tensor's dtype, in the order of ``dicts``.
-    """
+    """Key-wise ``Σ_k w_k d_k``, summed in float64 in the order of ``dicts``; integer tensors keep the first value."""
     if len(dicts) == 0:
         raise ParameterError(None, "dicts", dicts, "at least one dict of tensors")
     w = [float(x) for x in np.asarray(weights, dtype=np.float64).reshape(-1)]
@@ -129,35 +59,10 @@ def weighted_average(dicts: Sequence[Mapping[str, torch.Tensor]], weights) -> Pa
     return out
 
 
-def tree_sub(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor], keys=None) -> Params:
-    """``a - b`` key-wise (over ``keys`` or all keys of ``a``)."""
-    keys = a.keys() if keys is None else keys
-    return {k: a[k] - b[k] for k in keys}
-
-
-def tree_add(a: Mapping[str, torch.Tensor], b: Mapping[str, torch.Tensor], keys=None) -> Params:
-    """``a + b`` key-wise (over ``keys`` or all keys of ``a``)."""
-    keys = a.keys() if keys is None else keys
-    return {k: a[k] + b[k] for k in keys}
-
-
-def tree_scale(a: Mapping[str, torch.Tensor], s: float) -> Params:
-    """``s * a`` key-wise."""
-    return {k: v * s for k, v in a.items()}
-
-
-def zeros_like_params(params: Mapping[str, torch.Tensor], keys=None) -> Params:
-    """Zero tensors shaped like ``params`` (over ``keys`` or all floating keys)."""
-    keys = [k for k, v in params.items() if torch.is_floating_point(v)] if keys is None else keys
-    return {k: torch.zeros_like(params[k]) for k in keys}
-
-
 @dataclass(frozen=True)
 class RoundPlan:
-    """One round as ``Algorithm.plan_round`` plans it: table round ``round`` (from 1), the table's ``phase``,
-    learning rate ``lr``; ``model``: the architecture the clients train and the global model is tested with (None:
-    the run's); ``local``: the algorithm whose client hooks train (None: the run's); ``max_batches``: mini-batches
-    per client (None: ``epochs`` epochs); ``evaluate``: False when the round leaves no global model to test."""
+    """One round as ``Algorithm.plan_round`` plans it. ``model`` and ``local`` (the algorithm whose client hooks
+    train) default to the run's (None); ``max_batches`` None: ``epochs`` epochs; ``evaluate`` False: nothing to test."""
 
     round: int
     phase: str
@@ -175,40 +80,20 @@ def decayed_lr(config, step: int) -> float:
 
 @dataclass(frozen=True)
 class HParams:
-    """An algorithm's hyper-parameters, declared once: a frozen dataclass whose fields are the parameters
-    ``make_algorithm`` takes, with their defaults; ``__post_init__`` checks them with the ``fedlib._validate``
-    checks (and may store a value in its canonical form, e.g. ``1`` as ``1.0``).  This base has no fields."""
-
-    def as_dict(self) -> dict:
-        """``{field: value}`` in declaration order."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+    """An algorithm's hyper-parameters: a frozen dataclass whose fields (with defaults) are what ``make_algorithm``
+    takes; ``__post_init__`` checks them and may store a canonical form (``1`` as ``1.0``). This base has none."""
 
 
 class Algorithm:
-    """Base class: FedAvg behaviour for every hook (see the module docstring for the contract).
+    """Base class: FedAvg behaviour for every hook (contract: module docstring); subclasses override what they change.
 
-    Subclasses override only the hooks they change.  The hyper-parameters are declared once, as the fields of
-    the nested frozen dataclass ``HParams`` (a subclass of :class:`HParams`; the base one has none):
-    ``Algorithm(**params)`` builds ``self.hparams = type(self).HParams(**params)``; an unknown or bad parameter
-    is a ``fedlib._validate.ParameterError`` naming the algorithm.  Every field reads as an attribute of the
-    algorithm too (``FedProx().mu``) but cannot be set on it: a run with other hyper-parameters is another
-    algorithm.  ``params_dict`` (configs, reports, ``repr``) is ``hparams.as_dict()``.
+    The hyper-parameters are the fields of the nested frozen dataclass ``HParams``: ``Algorithm(**params)`` builds
+    ``self.hparams`` (a bad parameter is a ``ParameterError`` naming the algorithm); each field reads as an
+    attribute (``FedProx().mu``) but cannot be set. ``bind`` sets ``trainable``, the trained keys of ``params``.
 
-    The algorithm object itself is not frozen: ``bind`` sets ``trainable`` per model.  Attributes:
-
-    ``name``                 registry name.
-    ``hparams``              the hyper-parameters (a frozen ``HParams``).
-    ``trainable``            tuple of the trainable keys of ``params``; set by the trainer via
-                             ``bind(trainable_keys)`` before any hook is called.
-    ``needs_label_counts``   True if ``client_context`` uses the client's label counts (FedRS, FedLC); these
-                             stay on the client and are not uploaded.
-    ``uploads_label_counts`` True if the algorithm itself makes every client upload its label counts once
-                             (e.g. FedConcat's clustering); the trainer then charges 4·C·K bytes at round 0,
-                             as it does for label-based selectors.
-    ``has_after_step``       True if ``after_step`` changes the parameters (the engines skip it otherwise).
-    ``has_client_report``    True if every trained client reports ``client_report`` (FedEntropy's soft label).
-    ``upload_factor``        model-sized tensors a client uploads per round (1: its model; SCAFFOLD: 2, model
-                             and Δc_i); the trainer charges ``4 · p · upload_factor`` bytes per uploading client.
+    Class flags: ``needs_label_counts`` (``client_context`` uses the client's own counts), ``uploads_label_counts``
+    (every client uploads its counts once: 4·C·K bytes at round 0), ``has_after_step``, ``has_client_report``
+    (FedEntropy's soft label) and ``upload_factor`` (model-sized uploads per client and round; SCAFFOLD: 2).
     """
 
     name = "base"
@@ -248,51 +133,37 @@ class Algorithm:
         return self
 
     def params_dict(self) -> dict:
-        """The algorithm's hyper-parameters (for configs and reports): the fields of ``hparams``."""
-        return self.hparams.as_dict()
+        """The algorithm's hyper-parameters (for configs and reports), in declaration order."""
+        return {f.name: getattr(self.hparams, f.name) for f in fields(self.hparams)}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params_dict().items())
         return f"{type(self).__name__}({args})"
 
     # -- client side (pure tensor functions; vmappable) -----------------------------------------------
-    def loss(
-        self,
-        logits: torch.Tensor,
-        y: torch.Tensor,
-        *,
-        params: Params,
-        global_params: Params,
-        ctx: Mapping[str, torch.Tensor],
-    ) -> torch.Tensor:
+    def loss(self, logits: torch.Tensor, y: torch.Tensor, *, params: Params, global_params: Params, ctx: Params):
         """Mean cross-entropy of the mini-batch (the FedAvg loss)."""
         return F.cross_entropy(logits, y)
 
-    def correct_grads(self, grads: Params, *, ctx: Mapping[str, torch.Tensor]) -> Params:
+    def correct_grads(self, grads: Params, *, ctx: Params) -> Params:
         """Identity (FedAvg)."""
         return grads
 
-    def after_step(self, params: Params, *, ctx: Mapping[str, torch.Tensor], lr: float) -> Params:
+    def after_step(self, params: Params, *, ctx: Params, lr: float) -> Params:
         """Identity (FedAvg); only called when ``has_after_step`` is True."""
         return params
 
     # -- client side (once per client and round) ------------------------------------------------------
-    def client_context(
-        self,
-        client_id: int,
-        label_counts: torch.Tensor,
-        server_state: Mapping[str, torch.Tensor],
-        client_state: Mapping[str, torch.Tensor],
-    ) -> dict[str, torch.Tensor]:
+    def client_context(self, client_id: int, label_counts: torch.Tensor, server_state: Params, client_state: Params):
         """No context (FedAvg)."""
         return {}
 
     # -- server side -----------------------------------------------------------------------------------
-    def init_server_state(self, global_params: Params, *, num_clients: int) -> dict[str, torch.Tensor]:
+    def init_server_state(self, global_params: Params, *, num_clients: int) -> Params:
         """No server state (FedAvg)."""
         return {}
 
-    def init_client_state(self, global_params: Params) -> dict[str, torch.Tensor]:
+    def init_client_state(self, global_params: Params) -> Params:
         """No client state (FedAvg)."""
         return {}
 

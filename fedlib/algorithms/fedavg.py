@@ -1,11 +1,7 @@
 """FedAvg (McMahan et al., AISTATS 2017).
 
-Clients run E local epochs of SGD on the cross-entropy loss from the global model ``w``; the server averages
-the returned models weighted by data size:
-
-    w ← Σ_{k∈S} (n_k / Σ_{j∈S} n_j) · w_k
-
-(over the clients S that uploaded this round).  All hooks are the base-class defaults.
+Local SGD from the global model, then w ← Σ_{k∈S} (n_k / Σ_{j∈S} n_j) · w_k over the uploading clients S; all hooks
+are the base-class defaults.
 """
 
 from __future__ import annotations

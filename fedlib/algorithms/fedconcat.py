@@ -16,15 +16,11 @@ from fedlib._validate import ParameterError, check_count_matrix, check_float, ch
 from fedlib.algorithms.base import Algorithm, HParams, RoundPlan, decayed_lr, weighted_average
 from fedlib.algorithms.kmeans import kmeans
 from fedlib.seeds import stream_rng
-from fedlib.training.local import (
-    LocalResult,
-    make_generator,
-)
+from fedlib.training.local import LocalResult, make_generator
 
 __all__ = [
     "DEFAULT_NUM_CLUSTERS",
     "DEFAULT_CLASSIFIER_ROUNDS",
-    "RoundInfo",
     "FedConcatState",
     "ConcatModel",
     "FedConcat",
@@ -54,11 +50,8 @@ HEAD_KEYS = ("head.weight", "head.bias")
 def label_distributions(label_counts) -> np.ndarray:
     """Per-client label distributions, FedConcat Eq. (2): :math:`P_i(y) = (N_{i,1}/N_i, \\dots, N_{i,m}/N_i)`.
 
-    Negative entries (e.g. from DP noise on the uploaded counts) are clipped to 0 first; a client whose
-    clipped counts are all zero gets the uniform distribution.
+    Negative counts (DP noise) are clipped to 0; an all-zero client gets the uniform distribution.
 
-    Examples
-    --------
     >>> label_distributions([[3, 1], [0, 2]]).tolist()
     [[0.75, 0.25], [0.0, 1.0]]
     """
@@ -69,28 +62,10 @@ def label_distributions(label_counts) -> np.ndarray:
 
 
 def cluster_clients(label_counts, num_clusters: int, rng: np.random.Generator, *, n_init: int = 10) -> np.ndarray:
-    """Stage 1-A of FedConcat: K-means on the label distributions (Eq. 2) of all clients.
+    """Stage 1-A of FedConcat: K-means (``n_init`` k-means++ restarts from ``rng``) on the label distributions
+    (Eq. 2) of the ``(N, C)`` counts; ``(N,)`` int64 clusters numbered by first appearance (fewer than K values
+    when fewer than K distinct distributions exist).
 
-    Parameters
-    ----------
-    label_counts : array_like
-        ``(N, C)`` label counts the server received.
-    num_clusters : int
-        K, ``1 <= K <= N``.
-    rng : np.random.Generator
-        Seeds the k-means++ restarts (:func:`fedlib.algorithms.kmeans.kmeans`).
-    n_init : int, default 10
-        K-means restarts (the one with the lowest inertia is kept).
-
-    Returns
-    -------
-    np.ndarray
-        ``(N,)`` int64 cluster of every client, numbered by first appearance (client 0 is in cluster 0).
-        A cluster can only be empty when fewer than K distinct distributions exist; then the labels use
-        fewer than K values.
-
-    Examples
-    --------
     >>> import numpy as np
     >>> cluster_clients([[9, 1], [8, 2], [1, 9], [0, 10]], 2, np.random.default_rng(0)).tolist()
     [0, 0, 1, 1]
@@ -104,11 +79,8 @@ def cluster_clients(label_counts, num_clusters: int, rng: np.random.Generator, *
 
 
 def last_linear_name(model: nn.Module) -> str:
-    """Name of the last ``nn.Linear`` in ``model.named_modules()`` order: the classifier FedConcat splits off.
-
-    Its input is the encoder's feature ("all layers but the last layer"); for LeNet-5 that is the 84-d output of
-    the second hidden layer (after its ReLU), for VGG-11 the 512-d flattened conv feature.
-    """
+    """Name of the last ``nn.Linear`` (in ``named_modules`` order): the classifier FedConcat splits off; its input
+    is the encoder's feature (84-d for LeNet-5, 512-d for VGG-11)."""
     names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
     if not names:
         allowed = "a model with an nn.Linear classifier layer"
@@ -116,27 +88,14 @@ def last_linear_name(model: nn.Module) -> str:
     return names[-1]
 
 
-def _set_submodule(model: nn.Module, name: str, module: nn.Module) -> None:
-    parent_name, _, child = name.rpartition(".")
-    parent = model.get_submodule(parent_name) if parent_name else model
-    setattr(parent, child, module)
-
-
 def make_encoder(model: nn.Module) -> tuple[nn.Module, int]:
-    """Copy of ``model`` with its last linear layer replaced by ``nn.Identity`` and the feature size.
-
-    The encoder's parameter names are the model's minus the classifier's (``<head>.weight``/``<head>.bias``),
-    so a model state restricted to :func:`encoder_keys` drives it with ``functional_call``.
-
-    Returns
-    -------
-    (nn.Module, int)
-        The encoder and its output width (the head's ``in_features``; 84 for LeNet-5).
-    """
+    """A copy of ``model`` with its last linear layer replaced by ``nn.Identity``, and the feature width; its
+    parameter names are the model's minus the classifier's (:func:`encoder_keys`)."""
     head_name = last_linear_name(model)
     head = model.get_submodule(head_name)
     encoder = copy.deepcopy(model)
-    _set_submodule(encoder, head_name, nn.Identity())
+    parent, _, child = head_name.rpartition(".")
+    setattr(encoder.get_submodule(parent), child, nn.Identity())
     return encoder, int(head.in_features)
 
 
@@ -147,22 +106,8 @@ def encoder_keys(model: nn.Module, params: Mapping[str, torch.Tensor]) -> list[s
 
 
 class ConcatModel(nn.Module):
-    """FedConcat's global model (Stage 3): ``head(concat(E_1(x), ..., E_K(x)))`` with frozen encoders.
-
-    ``encoders.{j}.*`` are K copies of the encoder architecture (their tensors come from the cluster models);
-    ``head`` is ``Linear(K * feature_dim, num_classes)``.  The encoders always run in eval mode (they are
-    frozen: no batch-norm statistic updates, no dropout), whatever mode the module is put in.
-
-    Parameters
-    ----------
-    encoder : nn.Module
-        Encoder architecture from :func:`make_encoder` (copied K times).
-    num_encoders : int
-        K.
-    feature_dim : int
-        Output width of one encoder.
-    num_classes : int
-        Output logits.
+    """FedConcat's global model (Stage 3): ``head(concat(E_1(x), ..., E_K(x)))``, ``head`` a
+    ``Linear(K * feature_dim, num_classes)``; the K frozen encoders (copies of ``encoder``) always run in eval mode.
     """
 
     def __init__(self, encoder: nn.Module, num_encoders: int, feature_dim: int, num_classes: int):
@@ -225,52 +170,16 @@ def fedconcat_round_split(
     participation: float = 1.0,
     classifier_rounds: int = DEFAULT_CLASSIFIER_ROUNDS,
 ) -> tuple[int, int]:
-    """Encoder rounds T_e that give FedConcat the communication budget of T FedAvg rounds.
+    """``(T_e, T_c)``: encoder rounds that give FedConcat the communication budget of T FedAvg rounds.
 
-    FedConcat's cost model ("Communication" section): with model size :math:`w`, FedAvg over T rounds costs
-    :math:`2wNT`; FedConcat costs :math:`2wN(T_e + K/2 + cKT_c)` -- up- and download of one model per
-    encoder round, a one-time download of the K encoders by every client, and up/download of the
-    concatenated classifier (:math:`cKw` scalars) per classifier round.  With M of N clients per round the
-    per-round terms scale with M and the one-time broadcast with N, so equal budgets give
+    FedConcat's cost model ("Communication"): FedAvg costs :math:`2wNT`, FedConcat :math:`2wN(T_e + K/2 + cKT_c)`.
+    With M of N clients per round the per-round terms scale with M, the one-time encoder broadcast with N:
 
     .. math:: T_e = \\Big\\lfloor T - \\frac{K}{2}\\,\\frac{N}{M} - \\frac{s}{w}\\,T_c \\Big\\rfloor ,
 
-    where :math:`s` is the concatenated classifier's size (``classifier_params`` :math:`= KdC + C`, the
-    paper's :math:`cKw`) and :math:`N/M` = 1 / ``participation``.  For full participation this is the paper's
-    :math:`T = T_e + K/2 + cKT_c`.  Flooring keeps FedConcat within the budget.
+    :math:`w` = ``model_params``, :math:`s` = ``classifier_params`` (:math:`KdC + C`), :math:`N/M` =
+    1 / ``participation``. A budget that leaves no encoder round is a ``ValueError``.
 
-    Worked values: LeNet-5 on CIFAR-10 has :math:`w` = 62,006 and :math:`s = 5 \\cdot 84 \\cdot 10 + 10` = 4,210
-    for K = 5.  FedEntOpt's setting (T = 500, M/N = 10 %, :math:`T_c` = 200) gives
-    :math:`T_e = \\lfloor 500 - 25 - 13.58 \\rfloor = 461`.  The FedConcat paper's own setting (T = 50, full
-    participation) gives 33; the paper reports 31 for its simple CNN (its counting of :math:`c` is not given).
-
-    Parameters
-    ----------
-    total_rounds : int
-        T, the FedAvg round budget (FedEntOpt: 500 for CIFAR-style data).
-    num_clusters : int
-        K.
-    model_params : int
-        :math:`w`, scalars of one client model.
-    classifier_params : int
-        :math:`s`, scalars of the concatenated classifier.
-    participation : float, default 1.0
-        M / N in (0, 1].
-    classifier_rounds : int, default 200
-        :math:`T_c` (FedConcat's default).
-
-    Returns
-    -------
-    (int, int)
-        ``(encoder_rounds, classifier_rounds)``.
-
-    Raises
-    ------
-    ValueError
-        If the budget leaves fewer than one encoder round (the message gives the computed value).
-
-    Examples
-    --------
     >>> fedconcat_round_split(500, num_clusters=5, model_params=62_006, classifier_params=4_210, participation=0.1)
     (461, 200)
     """
@@ -299,35 +208,9 @@ def fedconcat_round_split(
 # --------------------------------------------------------------------------- rounds
 
 
-@dataclass(frozen=True)
-class RoundInfo:
-    """Where a FedConcat round sits.
-
-    ``round_index`` counts all rounds from 0 (encoder rounds first, then classifier rounds); ``phase`` is
-    ``"encoder"`` or ``"classifier"``; ``phase_round`` counts from 0 within the phase (the per-phase learning-rate
-    schedule: the classifier is a fresh model).
-    """
-
-    round_index: int
-    phase: str
-    phase_round: int
-
-
 def aggregate_clusters(cluster_params: Sequence[Params], assignment, results: Sequence[LocalResult]) -> list[Params]:
-    """Stage 2 of FedConcat for one round: FedAvg inside every cluster over its clients that trained.
-
-    Cluster :math:`j` becomes :math:`\\sum_{k \\in S_t \\cap S_j} n_k w_k / \\sum_{k \\in S_t \\cap S_j} n_k`; a
-    cluster none of whose clients was picked (or only clients without data) keeps its model.
-
-    Parameters
-    ----------
-    cluster_params : sequence of dict
-        The K cluster models before the round.
-    assignment : array_like of int
-        ``(N,)`` cluster of every client.
-    results : sequence of LocalResult
-        The round's trained clients (``client_id`` and ``num_samples`` set).
-    """
+    """Stage 2 for one round: FedAvg inside every cluster over its members in ``results`` (with data); a cluster
+    without one keeps its model. ``assignment`` is the ``(N,)`` cluster of every client."""
     assignment = np.asarray(assignment, dtype=np.int64)
     out = list(cluster_params)
     for j in range(len(cluster_params)):
@@ -341,16 +224,9 @@ def aggregate_clusters(cluster_params: Sequence[Params], assignment, results: Se
 
 @dataclass
 class FedConcatState:
-    """Where a FedConcat run stands (the result of :meth:`FedConcat.plan`, advanced by the round hooks).
-
-    ``assignment``       (N,) cluster of every client.
-    ``encoder_rounds``, ``classifier_rounds``  the round split T_e, T_c.
-    ``round``            rounds done so far (0 … T_e + T_c).
-    ``cluster_params``   the cluster models (full models: encoder + cluster head); final after T_e rounds.
-    ``model``            the :class:`ConcatModel` (None until the classifier phase starts); ``params`` its state
-                         (frozen encoders + the head being trained).
-    ``history``          one dict per round: ``round_index``, ``phase``, ``phase_round``, ``picked`` and, in the
-                         encoder phase, ``clusters_trained``.
+    """Where a FedConcat run stands (:meth:`FedConcat.plan`, advanced by the round hooks): the cluster of every
+    client, T_e and T_c, rounds done, the K cluster models, the :class:`ConcatModel` and its ``params`` (None until
+    the classifier phase) and one ``history`` record per round.
     """
 
     assignment: np.ndarray
@@ -372,67 +248,29 @@ class FedConcatState:
         """True once all T_e + T_c rounds ran."""
         return self.round >= self.total_rounds
 
-    def next_round(self) -> RoundInfo:
-        """The :class:`RoundInfo` of the next round."""
+    def next_phase(self) -> tuple[str, int]:
+        """The next round's phase ("encoder" or "classifier") and round within it (the lr schedule restarts)."""
         if self.round < self.encoder_rounds:
-            return RoundInfo(self.round, "encoder", self.round)
-        return RoundInfo(self.round, "classifier", self.round - self.encoder_rounds)
+            return "encoder", self.round
+        return "classifier", self.round - self.encoder_rounds
 
 
 class FedConcat(Algorithm):
     """FedConcat (Diao, Li & He, "Exploiting Label Skews in Federated Learning with Model Concatenation", AAAI 2024).
 
-    Algorithm 1 of the paper, three stages:
+    Algorithm 1: (1) K-means on the clients' label distributions (:func:`cluster_clients`); (2) ``encoder_rounds``
+    rounds in which every cluster trains its own full model by FedAvg among its picked members (a cluster without
+    one skips the round); (3) ``classifier_rounds`` rounds in which a fresh linear head over the K frozen,
+    concatenated encoders (:class:`ConcatModel`) is trained by FedAvg over all picked clients.
 
-    1. **Clustering** (Stage 1-A): K-means (:func:`cluster_clients`) on the clients' label distributions.
-    2. **Averaging** (Stage 2), ``encoder_rounds`` rounds: every cluster trains its own full model (encoder
-       and cluster classifier) with FedAvg among its members; all K start from the same initial model.
-    3. **Post-training** (Stage 3), ``classifier_rounds`` rounds: the K encoders (all layers but the last
-       linear one) are frozen and concatenated (:class:`ConcatModel`), and a fresh linear classifier over the
-       ``K * d`` features is trained by FedAvg over all clients.
+    In the trainer ``config.rounds`` is the FedAvg budget T; ``encoder_rounds=None`` derives T_e from it
+    (:func:`fedconcat_round_split`, FedEntOpt §V-A5). Clusters come from stream ``clustering``, the head from
+    ``head_init``. The lr decay restarts at the first classifier round; encoder rounds have no global model, so
+    their test columns are NaN. Bytes: 4·p per trained client in encoder rounds, 4·s in classifier rounds, plus
+    the label upload at round 0.
 
-    **Partial participation** (how selection meets clusters): each round the trainer's selector picks M of the
-    N clients from the whole population (FedConcat's code draws one random participation set per round and
-    intersects it with each cluster); every picked client trains the model of **its own** cluster, each
-    cluster is averaged over its picked members, and a cluster with no picked member skips the round.  One
-    model upload per picked client keeps the per-round cost equal to FedAvg's.  In the classifier phase the
-    picked clients all train the one global classifier.
-
-    **Round split**: ``encoder_rounds=None`` derives T_e from the FedAvg budget ``total_rounds`` with
-    :func:`fedconcat_round_split` (FedEntOpt §V-A5: "the same total communication budget as FedAvg"); the
-    classifier gets ``classifier_rounds`` (default 200, the FedConcat paper's).
-
-    **In fedlib's trainer** (the round hooks of ``fedlib.algorithms.base``): ``config.rounds`` is the
-    FedAvg-equivalent budget T, and the run lasts T_e + T_c table rounds (:meth:`num_rounds`; as given when
-    ``encoder_rounds`` is set).  Clusters come from K-means on the label counts the server sees (DP-noised with
-    label DP; stream ``clustering``), the concatenated head from stream ``head_init`` (:mod:`fedlib.seeds`).  Every
-    round the trainer's selector picks M clients (availability as for every algorithm); in the encoder phase each
-    trained client trains its own cluster's full model, in the classifier phase the head of the concatenated model.
-    Learning rate: ``lr · lr_decay^(phase_round)``: the decay restarts at the first classifier round (the classifier
-    is a fresh model; continuing the decay past round 461 would leave lr ≈ 1e-6).  There is no single global model
-    in the encoder phase, so the table's ``test_accuracy``/``test_loss`` are NaN there (which also keeps encoder
-    rounds out of the last-rounds mean); the concatenated model is evaluated after classifier rounds (``eval_every``
-    rule, last round always).  Bytes: 4·p per trained client in encoder rounds, 4·s per trained client in classifier
-    rounds (s = K·d·C + C, the concatenated head), plus the one-time label upload 4·C·K at round 0; downloads
-    (including the one-time broadcast of the K encoders) are not counted, as for every algorithm.  The run's global
-    parameters are the concatenated model's (``encoders.<j>.*``, ``head.*``) once the classifier phase has started;
-    the table's ``phase`` is ``"encoder"`` or ``"classifier"``.
-
-    Parameters
-    ----------
-    num_clusters : int, default 5
-        K (FedConcat's default, used by FedEntOpt).
-    encoder_rounds : int or None, default None
-        T_e; None = from the budget.
-    classifier_rounds : int, default 200
-        T_c.
-    classifier_local_batches : int or None, default None
-        None: in the classifier phase clients train ``hp.epochs`` epochs and the head is averaged with FedAvg
-        weights (the paper's "jointly train a classifier using FedAvg").  An int ``b``: every client takes
-        ``b`` mini-batches per round and the heads are averaged uniformly -- what FedConcat's released code
-        does (``b = 3``).
-    kmeans_restarts : int, default 10
-        K-means restarts.
+    ``classifier_local_batches``: None trains ``hp.epochs`` epochs and averages the heads with FedAvg weights (the
+    paper); an int ``b`` takes ``b`` mini-batches and averages uniformly (the released code, ``b = 3``).
     """
 
     name = "fedconcat"
@@ -441,8 +279,6 @@ class FedConcat(Algorithm):
 
     @dataclass(frozen=True)
     class HParams(HParams):
-        """The parameters above (class docstring)."""
-
         num_clusters: int = DEFAULT_NUM_CLUSTERS
         encoder_rounds: int | None = None
         classifier_rounds: int = DEFAULT_CLASSIFIER_ROUNDS
@@ -484,12 +320,6 @@ class FedConcat(Algorithm):
             classifier_rounds=self.hparams.classifier_rounds,
         )
 
-    def cluster(self, label_counts, rng: np.random.Generator) -> np.ndarray:
-        """Stage 1-A: ``(N,)`` cluster of every client (K is capped at N)."""
-        counts = check_count_matrix("label_counts", label_counts, allow_negative=True)
-        hp = self.hparams
-        return cluster_clients(counts, min(hp.num_clusters, counts.shape[0]), rng, n_init=hp.kmeans_restarts)
-
     def build_concat_model(
         self, model: nn.Module, cluster_params: Sequence[Params], generator: torch.Generator
     ) -> tuple[ConcatModel, Params]:
@@ -516,7 +346,8 @@ class FedConcat(Algorithm):
         check_rng("rng", rng)
         counts = check_count_matrix("label_counts", label_counts, allow_negative=True)
         t_e, t_c = self.round_split(total_rounds, model, num_clients=counts.shape[0], num_selected=num_selected)
-        assignment = self.cluster(counts, rng)
+        hp = self.hparams  # Stage 1-A (K capped at N)
+        assignment = cluster_clients(counts, min(hp.num_clusters, counts.shape[0]), rng, n_init=hp.kmeans_restarts)
         params0 = {k: v.detach().clone() for k, v in init_params.items()}
         cluster_params = [dict(params0) for _ in range(int(assignment.max()) + 1)]
         return FedConcatState(assignment, t_e, t_c, cluster_params)
@@ -581,9 +412,9 @@ class FedConcat(Algorithm):
         concatenated model (built at the first one, head from stream ``head_init``) and is tested with it."""
         if fc.done:
             raise ValueError(f"the run has had all its {fc.total_rounds} rounds; nothing left to plan.")
-        info = fc.next_round()
-        lr = decayed_lr(config, info.phase_round)
-        if info.phase == "encoder":
+        phase, phase_round = fc.next_phase()
+        lr = decayed_lr(config, phase_round)
+        if phase == "encoder":
             return RoundPlan(rnd, "encoder", lr, evaluate=False), fc
         if fc.model is None:  # Stage 3 set-up: the concatenated model with a fresh head
             head_gen = make_generator(int(stream_rng(config.seed, "head_init").integers(2**62)), "cpu")
@@ -601,7 +432,7 @@ class FedConcat(Algorithm):
     def aggregate_round(self, plan, results, weights, global_params, server_state, fc: FedConcatState):
         """Stage 2 (FedAvg in every cluster, :func:`aggregate_clusters`) or Stage 3 (the heads, FedAvg weights or
         uniform with ``classifier_local_batches``); the global model is the concatenated one once it exists."""
-        info, ids = fc.next_round(), [int(r.client_id) for r in results]
+        (phase, phase_round), ids = fc.next_phase(), [int(r.client_id) for r in results]
         if plan.phase == "encoder":
             fc.cluster_params = aggregate_clusters(fc.cluster_params, fc.assignment, results)
         elif results:
@@ -609,7 +440,7 @@ class FedConcat(Algorithm):
                 weights = np.full(len(results), 1.0 / len(results))
             heads = weighted_average([{k: r.params[k] for k in HEAD_KEYS} for r in results], weights)
             fc.params = {**fc.params, **heads}
-        record = {"round_index": info.round_index, "phase": info.phase, "phase_round": info.phase_round, "picked": ids}
+        record = {"round_index": fc.round, "phase": phase, "phase_round": phase_round, "picked": ids}
         if plan.phase == "encoder":
             record["clusters_trained"] = sorted({int(fc.assignment[k]) for k in ids})
         fc.round += 1

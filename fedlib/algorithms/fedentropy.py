@@ -11,27 +11,23 @@ import torch
 
 from fedlib._validate import ParameterError, check_bool, check_float, check_int, check_rng
 from fedlib.algorithms.base import Algorithm, HParams
-from fedlib.selection.metrics import entropy_bits, pooled_entropy
+from fedlib.selection.metrics import entropy_bits
 
 __all__ = [
     "DEFAULT_EPSILON",
     "FedEntropy",
     "aggregate_soft_label",
     "soft_label_entropy",
-    "mean_soft_label",
     "model_soft_label",
     "max_entropy_judgement",
     "epsilon_greedy_sample",
     "update_pools",
-    "reselection_entropy",
 ]
 
-#: ε of the ε-greedy pool draw: probability of drawing from the positive pool (FedEntropy §3.4 and §4.1,
-#: "we set the threshold ε to 0.8"; the official code draws from the negative pool when ``random() > 0.8``).
+#: ε: probability of drawing from the positive pool (FedEntropy §3.4 and §4.1, "we set the threshold ε to 0.8").
 DEFAULT_EPSILON = 0.8
 
-#: Tolerance (bits) by which removing a client must raise the entropy before it is dropped.  Guards the strict
-#: ``>`` of Algorithm 1 (line 9) against rounding (e.g. two identical soft labels); 0 gives the bare inequality.
+#: Entropy gain (bits) a removal must exceed: guards the strict ``>`` of Algorithm 1 (line 9) against rounding.
 DEFAULT_TOL = 1e-12
 
 
@@ -61,62 +57,13 @@ def _check_weights(weights, n: int) -> np.ndarray:
     return w
 
 
-def mean_soft_label(logits) -> np.ndarray:
-    """Average soft label of one client, Eq. (2) of FedEntropy: :math:`p_k = \\frac{1}{l_k} \\sum_i \\phi_k(x_k^i)`.
-
-    :math:`\\phi_k(x)` is the softmax output of the client's **locally trained** model (FedEntropy §3.3: "the
-    softmax layer output of the k-th local model"; Algorithm 2 line 11 returns :math:`p_k` from
-    ``ClientUpdate`` after local training; the official code evaluates the trained model in ``eval()`` mode on
-    the client's training data).  All samples count, correctly predicted or not.
-
-    Parameters
-    ----------
-    logits : array_like or torch.Tensor
-        ``(l_k, C)`` logits of the local model on all of the client's local samples.
-
-    Returns
-    -------
-    np.ndarray
-        ``(C,)`` float64 probability vector.
-
-    Examples
-    --------
-    >>> mean_soft_label([[0.0, 0.0], [0.0, 0.0]]).tolist()
-    [0.5, 0.5]
-    """
-    t = logits.detach() if isinstance(logits, torch.Tensor) else torch.as_tensor(np.asarray(logits))
-    allowed = "a non-empty 2-D array (num_samples, num_classes) of finite numbers"
-    if t.ndim != 2 or t.shape[0] < 1 or t.shape[1] < 1:
-        raise ParameterError(None, "logits", logits, allowed, got=f"shape {tuple(t.shape)}")
-    if not torch.is_floating_point(t):
-        t = t.to(torch.float64)
-    if not torch.all(torch.isfinite(t)):
-        raise ParameterError(None, "logits", logits, allowed, got="NaN or inf entries")
-    return torch.softmax(t.to(torch.float64), dim=1).mean(0).cpu().numpy()
-
-
 @torch.no_grad()
 def model_soft_label(
     model: torch.nn.Module, params: Mapping[str, torch.Tensor], x: torch.Tensor, *, batch_size: int = 512
 ) -> np.ndarray:
-    """Eq. (2) for a model given as ``params``: softmax of ``functional_call(model, params, x)`` in eval mode, averaged.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-        Architecture (its own tensors are not used).
-    params : mapping of str to Tensor
-        The client's model state **after** local training (``LocalResult.params``).
-    x : torch.Tensor
-        The client's local training inputs in model-input form (normalised, not augmented), on the model's device.
-    batch_size : int, default 512
-        Evaluation chunk size (does not change the result beyond rounding).
-
-    Returns
-    -------
-    np.ndarray
-        ``(C,)`` float64 probability vector.
-    """
+    """Mean soft label of a client, FedEntropy Eq. (2): :math:`p_k = \\frac{1}{l_k} \\sum_i \\phi_k(x_k^i)`, the
+    softmax of the **trained** model ``params`` in eval mode over the client's un-augmented inputs ``x``, as
+    ``(C,)`` float64 (``batch_size`` only chunks the evaluation)."""
     from torch.func import functional_call
 
     batch_size = check_int("batch_size", batch_size, low=1)
@@ -136,18 +83,9 @@ def model_soft_label(
 
 
 def aggregate_soft_label(soft_labels, weights) -> np.ndarray:
-    """Size-weighted aggregate soft label of Eq. (4): :math:`\\bar p = \\sum_i \\mathcal{L}[i]\\,\\mathcal{P}[i] /
-    \\sum_i \\mathcal{L}[i]`.
+    """Size-weighted aggregate soft label, Eq. (4): :math:`\\bar p = \\sum_i l_i p_i / \\sum_i l_i` for ``(n, C)``
+    soft labels and ``(n,)`` positive dataset sizes.
 
-    Parameters
-    ----------
-    soft_labels : array_like
-        ``(n, C)`` per-client soft labels :math:`\\mathcal{P}`.
-    weights : array_like
-        ``(n,)`` positive dataset sizes :math:`\\mathcal{L}`.
-
-    Examples
-    --------
     >>> aggregate_soft_label([[1.0, 0.0], [0.0, 1.0]], [3, 1]).tolist()
     [0.75, 0.25]
     """
@@ -157,11 +95,8 @@ def aggregate_soft_label(soft_labels, weights) -> np.ndarray:
 
 
 def soft_label_entropy(soft_labels, weights) -> float:
-    """``getEntropy`` of FedEntropy, Eqs. (3)-(4): :math:`-\\sum_c \\bar p[c] \\log_2 \\bar p[c]` of the aggregate soft
-    label (bits).
+    """``getEntropy`` of FedEntropy, Eqs. (3)-(4): entropy in bits of the aggregate soft label.
 
-    Examples
-    --------
     >>> soft_label_entropy([[1.0, 0.0], [0.0, 1.0]], [1, 1])
     1.0
     """
@@ -174,38 +109,11 @@ def _entropy_of(p: np.ndarray, w: np.ndarray, members: list[int]) -> float:
 
 
 def max_entropy_judgement(soft_labels, weights, *, tol: float = DEFAULT_TOL) -> np.ndarray:
-    """Maximum entropy judgement, Algorithm 1 of FedEntropy: greedily drop clients whose removal raises the entropy.
+    """Maximum entropy judgement, Algorithm 1 of FedEntropy: ``(n,)`` mask of the kept clients :math:`\\mathcal{A}`.
 
-    With :math:`\\mathcal{A}` the clients still kept (initially all), each pass computes
-    :math:`H = \\mathrm{getEntropy}(\\mathcal{A})` (Eq. 4: entropy of the :math:`\\mathcal{L}`-weighted mean soft
-    label over :math:`\\mathcal{A}`) and, for every :math:`k \\in \\mathcal{A}`,
-    :math:`H_{-k} = \\mathrm{getEntropy}(\\mathcal{A} \\setminus \\{k\\})`.  If some :math:`H_{-k} > H`, the one
-    client with the largest :math:`H_{-k}` moves from :math:`\\mathcal{A}` to the dropped set
-    :math:`\\mathcal{R}` and the pass repeats; otherwise the search stops.  Exactly one client is dropped per pass.
-
-    Rules (from Algorithm 1 and the official code): candidates are scanned in input order and the running
-    maximum is replaced only on a strict ``>``, so among equal :math:`H_{-k}` the **first** client in input
-    order is dropped; a removal must raise the entropy by more than ``tol`` bits.  The last remaining client is
-    never dropped (the aggregate of an empty set is undefined), so at least one client is always kept.
-
-    Parameters
-    ----------
-    soft_labels : array_like
-        ``(n, C)`` mean soft labels :math:`p_k` of the selected clients (Eq. 2).
-    weights : array_like
-        ``(n,)`` positive local dataset sizes :math:`l_k`.
-    tol : float, default 1e-12
-        Minimum entropy gain (bits) for a removal; 0 gives Algorithm 1's bare strict inequality.
-
-    Returns
-    -------
-    np.ndarray
-        ``(n,)`` bool mask, True for the kept (positive) clients :math:`\\mathcal{A}`.
-
-    Examples
-    --------
-    Two clients with a uniform soft label and one with a one-hot soft label: dropping the one-hot client lifts
-    the aggregate ``[2/3, 1/3]`` (0.918 bits) to ``[1/2, 1/2]`` (1 bit).
+    Each pass drops the one client whose removal raises :func:`soft_label_entropy` of the kept set the most (by more
+    than ``tol`` bits; ties: the first in input order, as the official code) and repeats; it stops when no removal
+    helps. The last client is never dropped.
 
     >>> max_entropy_judgement([[0.5, 0.5], [0.5, 0.5], [1.0, 0.0]], [1, 1, 1]).tolist()
     [True, True, False]
@@ -232,33 +140,12 @@ def max_entropy_judgement(soft_labels, weights, *, tol: float = DEFAULT_TOL) -> 
 def epsilon_greedy_sample(
     positive, num_selected: int, rng: np.random.Generator, *, epsilon: float = DEFAULT_EPSILON
 ) -> np.ndarray:
-    """Draw one round's candidates from the positive or negative pool, ε-greedy (FedEntropy §3.4, Algorithm 2 lines
-    4-8).
+    """The round's ``num_selected`` clients, ε-greedy (FedEntropy §3.4, Algorithm 2 lines 4-8).
 
-    With probability :math:`\\epsilon` the round draws from the positive pool :math:`S_p`, otherwise from the
-    negative pool :math:`S_n`: ``u = rng.random()``; positive if ``u < epsilon``.  ``num_selected`` clients are
-    drawn uniformly without replacement from that pool; "if the number of devices in one pool is insufficient,
-    our approach will randomly select the remaining devices from the other pool" (§3.4), so a short pool is
-    taken whole and the rest is drawn uniformly from the other pool.
+    One ``rng.random() < epsilon`` picks the positive pool (``positive`` True), else the negative one; clients are
+    drawn from it uniformly without replacement, and a short pool is taken whole and filled up from the other
+    ("randomly select the remaining devices from the other pool"). Returns int64 indices, primary draw first.
 
-    Parameters
-    ----------
-    positive : array_like of bool
-        ``(N,)`` pool membership: True = positive pool, False = negative pool (each client is in exactly one).
-    num_selected : int
-        Clients per round, :math:`N \\times C`, ``1 <= num_selected <= N``.
-    rng : np.random.Generator
-        Source of all randomness (one ``random()`` for the branch, then one or two ``choice`` calls).
-    epsilon : float, default 0.8
-        Probability of drawing from the positive pool.
-
-    Returns
-    -------
-    np.ndarray
-        ``(num_selected,)`` int64 client indices: the primary pool's draw first, then the fill-up draw.
-
-    Examples
-    --------
     >>> import numpy as np
     >>> sorted(epsilon_greedy_sample([True] * 4, 4, np.random.default_rng(0)).tolist())
     [0, 1, 2, 3]
@@ -279,27 +166,9 @@ def epsilon_greedy_sample(
 
 
 def update_pools(positive, selected, kept_mask) -> np.ndarray:
-    """Pool update of Algorithm 2 (lines 5/7 and 22): :math:`S_p \\leftarrow (S_p \\setminus S_t) \\cup \\mathcal{A}`,
-    :math:`S_n \\leftarrow (S_n \\setminus S_t) \\cup \\mathcal{R}`.
+    """Pool update of Algorithm 2 (lines 5/7 and 22): every ``selected`` client moves to the pool of its verdict
+    (``kept_mask`` True: positive), the others stay; a new ``(N,)`` bool array.
 
-    Every selected client moves to the pool of this round's judgement; the others stay where they are.
-
-    Parameters
-    ----------
-    positive : array_like of bool
-        ``(N,)`` membership before the round (True = positive pool).
-    selected : array_like of int
-        ``(n,)`` the round's clients :math:`S_t`.
-    kept_mask : array_like of bool
-        ``(n,)`` judgement for ``selected`` (True = kept, :math:`\\mathcal{A}`).
-
-    Returns
-    -------
-    np.ndarray
-        ``(N,)`` bool membership after the round (a new array).
-
-    Examples
-    --------
     >>> update_pools([True, True, False], [0, 2], [False, True]).tolist()
     [False, True, True]
     """
@@ -320,67 +189,17 @@ def _check_kept_mask(sel: np.ndarray, kept: np.ndarray, kept_mask) -> None:
         raise ParameterError(None, "kept_mask", kept_mask, allowed, got=f"{kept.size} entries")
 
 
-def reselection_entropy(label_counts, selected, kept_mask) -> float:
-    """Entropy (bits) of the TRUE pooled label distribution of the clients FedEntropy keeps (FedEntOpt v2, Fig. 1).
-
-    :math:`H\\big(L / \\lVert L \\rVert_1\\big)` with :math:`L = \\sum_{k \\in \\mathcal{A}} l^{(k)}`, the summed
-    true label-count vectors of the kept clients :math:`\\mathcal{A}` (not their soft labels).  This is the
-    "re-selection" curve of Fig. 1, comparable with the entropy of FedEntOpt's and random selection's subsets.
-
-    Parameters
-    ----------
-    label_counts : array_like
-        ``(N, C)`` true per-client label counts.
-    selected : array_like of int
-        The round's clients :math:`S_t`.
-    kept_mask : array_like of bool
-        Judgement for ``selected``.
-
-    Examples
-    --------
-    >>> reselection_entropy([[4, 0], [0, 4], [4, 0]], [0, 1, 2], [True, True, False])
-    1.0
-    """
-    sel = np.asarray(selected, dtype=np.int64).reshape(-1)
-    kept = np.asarray(kept_mask, dtype=bool).reshape(-1)
-    _check_kept_mask(sel, kept, kept_mask)
-    return pooled_entropy(label_counts, sel[kept])
-
-
 class FedEntropy(Algorithm):
     """FedEntropy (Ling, Yue, Xia, Hu, Wang & Chen, arXiv:2205.12038, Algorithm 2) on top of FedAvg.
 
-    Round ``t`` (Algorithm 2): (1) :meth:`sample` draws :math:`N \\times C` clients ε-greedily from the positive
-    or negative pool; (2) **all** of them train locally from the global model (the FedAvg loss, i.e. the base
-    class's client hooks) and report their mean soft label :math:`p_k` (Eq. 2, :func:`model_soft_label` on the
-    trained model); (3) :meth:`judge` runs the maximum entropy judgement (Algorithm 1) and moves each client
-    into the pool of its verdict; (4) only the kept clients upload, and the global model is their
-    FedAvg average :math:`w_g = \\sum_{i \\in \\mathcal{A}} l_i w_i / \\sum_{i \\in \\mathcal{A}} l_i`
-    (the inherited :meth:`aggregate`, given the kept clients' results and renormalised weights).
+    A round: :meth:`sample` draws the clients ε-greedily from the pools (``server_state["positive"]``, all positive
+    at first); all of them train with the FedAvg hooks and report their soft label (:meth:`client_report`);
+    :meth:`judge` runs the maximum entropy judgement and moves each client to the pool of its verdict; only the
+    kept clients upload and are FedAvg-averaged (weights renormalised over them). With a selector other than
+    ``"random"`` that selector picks and FedEntropy only judges. Bytes: 4·C per reporting client, 4·p per kept one.
 
-    The pools live in ``server_state["positive"]``, a ``(N,)`` bool tensor (True = positive pool); initially
-    every client is positive (Algorithm 2 line 2).
-
-    **In fedlib's trainer** (the round hooks of ``fedlib.algorithms.base``): with ``selector="random"`` the
-    round's clients S_t come from FedEntropy's own pools (:meth:`sample` on the ``selection`` stream; this *is*
-    the paper's device selection); with any other selector (e.g. ``"fedentopt"``) that selector picks S_t and
-    FedEntropy only judges (the pools are still updated but not used).  All of S_t that do not drop out train as
-    usual; every trained client with data reports the soft label of its trained model (:meth:`client_report`: eval
-    mode, its un-augmented training inputs), :meth:`keep` judges them, and only the kept clients' models
-    are FedAvg-averaged (weights n_k renormalised over the kept clients).  Bytes: every trained client uploads its
-    soft label (C float32 = 4·C bytes), only the kept clients their models (§3.1 and "Communication Overhead"
-    of the paper), so a round costs ``4·C·(#trained with data) + 4·p·(#kept)``.  The table's ``train_loss``
-    averages over all trained clients (they all trained); ``kept`` is the judgement's positive set.
-
-    Parameters
-    ----------
-    epsilon : float, default 0.8
-        Probability of drawing the round's clients from the positive pool (§3.4, §4.1).
-    use_pools : bool, default True
-        False gives the ablation "FedEntropy without positive/negative device pools" (§4.3, Fig. 3b): every
-        client stays in the positive pool, so the draw is uniform, but the judgement still filters uploads.
-    tol : float, default 1e-12
-        Entropy gain (bits) a removal must exceed in the judgement (see :func:`max_entropy_judgement`).
+    ``use_pools=False`` is the ablation without device pools (§4.3, Fig. 3b); ``tol``: see
+    :func:`max_entropy_judgement`.
     """
 
     name = "fedentropy"
@@ -388,8 +207,6 @@ class FedEntropy(Algorithm):
 
     @dataclass(frozen=True)
     class HParams(HParams):
-        """The parameters above (class docstring)."""
-
         epsilon: float = DEFAULT_EPSILON
         use_pools: bool = True
         tol: float = DEFAULT_TOL
@@ -412,24 +229,8 @@ class FedEntropy(Algorithm):
         return epsilon_greedy_sample(positive, num_selected, rng, epsilon=self.hparams.epsilon)
 
     def judge(self, selected, soft_labels, sizes, server_state: Mapping[str, torch.Tensor]):
-        """Maximum entropy judgement of the round and the pool update.
-
-        Parameters
-        ----------
-        selected : array_like of int
-            :math:`S_t` in the order of ``soft_labels``.
-        soft_labels : array_like
-            ``(n, C)`` mean soft labels of the selected clients' trained models (Eq. 2).
-        sizes : array_like
-            ``(n,)`` their local dataset sizes :math:`l_k`.
-        server_state : mapping
-            Holds ``"positive"``.
-
-        Returns
-        -------
-        (np.ndarray, dict)
-            The ``(n,)`` kept mask (True = upload and aggregate) and the new server state.
-        """
+        """The ``(n,)`` kept mask of the round's clients ``selected`` (soft labels and sizes in their order) and the
+        new server state with the pools updated."""
         kept = max_entropy_judgement(soft_labels, sizes, tol=self.hparams.tol)
         state = dict(server_state)
         if self.hparams.use_pools:

@@ -1,21 +1,10 @@
-"""FedLC: logit calibration (Zhang et al., ICML 2022, "Federated Learning with Label Distribution Skew via
-Logits Calibration").
+"""FedLC: logit calibration (Zhang et al., ICML 2022).
 
-Client k trains with calibrated logits, subtracting a class-dependent margin that grows as the class gets
-rarer on that client (eq. (8) of the paper):
+Eq. (8): client k trains on z̃_c = z_c − τ · n_{k,c}^{−1/4} with its class counts n_{k,c}; aggregation is FedAvg.
+τ = 0 is plain cross-entropy; FedEntOpt uses τ = 1 (§V-A5).
 
-    z̃_c = z_c − τ · n_{k,c}^{−1/4},          loss = CE(softmax(z̃), y)
-
-with ``n_{k,c}`` the client's number of training samples of class c.  τ = 0 is plain cross-entropy exactly;
-the FedEntOpt paper uses τ = 1 (§V-A5).  Aggregation is FedAvg.
-
-Absent classes (n_{k,c} = 0): ``0^{-1/4}`` is infinite.  As in the public FedLC implementations (FL-bench,
-``src/client/fedlc.py``, which counts absent labels as ``1e-8``; PFLlib's ``clientlc`` likewise), fedlib
-replaces a zero count with ``zero_count = 1e-8``, giving those classes a finite margin of ``τ · 100``.
-The choice matters under #C = 2: with 1e-8 the subset tier's FedLC runs stay at one-class predictions, where
-``zero_count = 1`` (a margin of τ) starts learning.
-
-Context (``client_context``): ``{"margin": (C,) float}`` = τ·n_c^{−1/4}; a batched caller stacks it to (M, C).
+An absent class (n = 0) counts as ``zero_count`` (default 1e-8, as FL-bench and PFLlib), a margin of τ · 100.
+Context: ``{"margin": (C,)}`` = τ·n_c^{−1/4}.
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
-"""FedNova: normalised averaging (Wang et al., NeurIPS 2020, "Tackling the Objective Inconsistency Problem in
-Heterogeneous Federated Optimization").
+"""FedNova: normalised averaging (Wang et al., NeurIPS 2020).
 
-Clients train exactly as in FedAvg.  Client i with τ_i local SGD steps and momentum ρ returns y_i; its
-cumulative-gradient normaliser is ‖a_i‖₁, the sum of the coefficients with which its τ_i gradients enter
-x − y_i:
-
-    a_i = τ_i                                             (ρ = 0, plain SGD)
-    a_i = Σ_{t=1}^{τ_i} (1 − ρ^t)/(1 − ρ)
-        = [τ_i − ρ(1 − ρ^{τ_i})/(1 − ρ)] / (1 − ρ)        (momentum ρ; Wang et al. 2020, Appendix / eq. for
-                                                             momentum SGD; the same expression is used by
-                                                             NIID-Bench, Li et al. ICDE 2022, ``a_i`` in
-                                                             ``experiments.py``)
-
-The server forms the normalised update and rescales it by the effective number of steps:
-
-    d_i   = (x − y_i) / a_i
-    τ_eff = Σ_i p_i a_i,        p_i = n_i / Σ_{j∈S} n_j
-    x⁺    = x − τ_eff · Σ_i p_i d_i
-
-(the learning rate cancels between d_i and x⁺, so it does not appear).  Weight decay is not part of a_i (as in
-NIID-Bench).  With equal τ_i and ρ = 0 this is FedAvg up to float rounding (a_i cancels).  Buffers that are
-not trainable (batch-norm statistics) are averaged with p_i.  Arithmetic is done in float64 and cast back.
+Clients train as in FedAvg. Client i with τ_i steps and momentum ρ has normaliser a_i = Σ_{t=1}^{τ_i} (1 − ρ^t)/(1 − ρ)
+(τ_i for ρ = 0; as NIID-Bench's ``a_i``). The server sets d_i = (x − y_i)/a_i, τ_eff = Σ_i p_i a_i and
+x⁺ = x − τ_eff · Σ_i p_i d_i (p_i = n_i / Σ n_j), in float64; non-trainable buffers are averaged with p_i.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """FedProx (Li et al., MLSys 2020): FedAvg with a proximal term in the local objective.
 
-Client k minimises
-
-    h_k(w; w_g) = F_k(w) + (μ/2) · ‖w − w_g‖²
-
-where ``F_k`` is the mean cross-entropy of the mini-batch and ``w_g`` the global model of the round (the sum
-runs over the trainable parameters).  Aggregation is FedAvg's data-size weighting.  The paper (FedEntOpt
-§V-A5) tunes μ ∈ {1e-4, 1e-3, 1e-2} and uses μ = 1e-4.  With μ = 0 FedProx is FedAvg (bitwise: the extra
-gradient is exactly 0).
+Client k minimises F_k(w) + (μ/2)·‖w − w_g‖² over the trainable parameters, w_g the round's global model; FedEntOpt
+uses μ = 1e-4 (§V-A5). μ = 0 is FedAvg bit for bit.
 """
 
 from __future__ import annotations
@@ -53,9 +47,8 @@ class FedProx(Algorithm):
 
 
 def _flat_sq_distance(params, global_params, keys):
-    """‖w − w_g‖² over ``keys`` as one flat vector: a handful of kernels per step instead of four per parameter
-    tensor (VGG-11: 22 tensors, EfficientNet-B0: 213). It sums in another order than the per-tensor loop, so it is
-    used on CUDA only (CUDA reductions never matched the CPU's order); CPU results stay bit for bit."""
+    """‖w − w_g‖² over ``keys`` as one flat vector (few kernels per step); its summation order differs from the
+    per-tensor loop's, so it is used on CUDA only and CPU results stay bit for bit."""
     w = torch.cat([params[k].reshape(-1) for k in keys])
     g = torch.cat([global_params[k].reshape(-1) for k in keys])
     d = w - g

@@ -1,28 +1,12 @@
-"""FedRS: restricted softmax (Li & Zhan, KDD 2021, "FedRS: Federated Learning with Restricted Softmax for
-Label Distribution Non-IID Data").
+"""FedRS: restricted softmax (Li & Zhan, KDD 2021).
 
-During local training on client k the logits of the classes the client does NOT hold are scaled by α:
+On client k the logits of the classes it does not hold are scaled by α: z̃_c = s_c · z_c with s_c = 1 if n_{k,c} > 0
+else α, loss = CE(softmax(z̃), y); aggregation is FedAvg. α = 1 is plain cross-entropy; FedEntOpt uses α = 0.5.
 
-    z̃_c = s_c · z_c,   s_c = 1 if n_{k,c} > 0 else α,      loss = CE(softmax(z̃), y)
-
-so the "missing" classes are pushed less (their classifier rows get smaller updates).  α = 1 recovers plain
-cross-entropy exactly; the FedEntOpt paper uses α = 0.5 (§V-A5).  Aggregation is FedAvg.
-
-``variant`` chooses between the two definitions in circulation:
-
-``"paper"`` (default)
-    The FedRS paper's restricted softmax: the binary factor s_c above on the logits z_c.  The paper writes the
-    logits as w_c^T h (no bias term); fedlib scales the model's logit w_c^T h + b_c, as the Flower and FLuke
-    baselines of FedRS do (identical when the bias is 0).  All stored FedRS results use it.
-``"reference-code"``
-    The authors' public code (FedRepo, ``algorithms/fedrs.py``): the soft factor s_c = α + (1 − α)·n_{k,c} / max_c
-    n_{k,c} on the bias-free logits h·w_c (fedlib subtracts the classifier's bias, the last trainable ``*bias``
-    of shape (C,), from the logits, so the bias gets no cross-entropy gradient, as there).  That code also clips
-    gradient norms, which fedlib does not.  Its loss depends on a parameter per sample, so the batched engine
-    trains it client by client (``supports_batched = False``).
-
-Context (``client_context``): ``{"scale": (C,) float}`` -- the per-class factor s; a batched caller stacks it
-to (M, C).
+``variant="paper"`` (default, all stored runs) scales the model's logits w_c^T h + b_c as above (the paper has no
+bias). ``"reference-code"`` is the authors' FedRepo code: s_c = α + (1 − α)·n_{k,c} / max_c n_{k,c} on the
+bias-free logits (the classifier's bias, the last trainable ``*bias`` of shape (C,), is subtracted); its loss
+depends on a parameter per sample, so the batched engine trains it client by client. Context: ``{"scale": (C,)}``.
 """
 
 from __future__ import annotations

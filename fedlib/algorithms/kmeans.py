@@ -14,21 +14,9 @@ __all__ = ["KMeansResult", "kmeans", "kmeans_plus_plus_init"]
 
 @dataclass(frozen=True)
 class KMeansResult:
-    """Outcome of :func:`kmeans`.
-
-    Attributes
-    ----------
-    labels : np.ndarray
-        ``(n,)`` int64 cluster id of every point. Ids are canonical: clusters are numbered in the
-        order in which their first member appears in the input (point 0 is always in cluster 0).
-    centers : np.ndarray
-        ``(k, d)`` cluster centres, row ``j`` is the centre of cluster ``j``.
-    inertia : float
-        Sum of squared Euclidean distances of the points to their centres,
-        :math:`\\sum_i \\lVert x_i - \\mu_{c(i)} \\rVert_2^2`.
-    n_iter : int
-        Lloyd iterations run by the restart that was kept.
-    """
+    """Outcome of :func:`kmeans`: ``(n,)`` int64 labels numbered by first appearance (point 0 is in cluster 0),
+    ``(k, d)`` centres, the inertia (sum of squared distances to the centres) and the Lloyd iterations of the kept
+    restart."""
 
     labels: np.ndarray
     centers: np.ndarray
@@ -43,32 +31,11 @@ def _squared_distances(x: np.ndarray, centers: np.ndarray) -> np.ndarray:
 
 
 def kmeans_plus_plus_init(x, k: int, rng: np.random.Generator) -> np.ndarray:
-    """Pick ``k`` initial centres by k-means++ seeding.
+    """``(k, d)`` initial centres (copies of rows of ``x``) by k-means++ seeding: the first uniformly, each further
+    one with probability :math:`D(x)^2 / \\sum D^2` (uniformly among the unchosen points when all :math:`D = 0`).
 
-    The first centre is drawn uniformly from the points; each further centre is drawn with probability
-    :math:`D(x)^2 / \\sum_{x'} D(x')^2`, where :math:`D(x)` is the distance from :math:`x` to the
-    nearest centre chosen so far. When every remaining point coincides with a chosen centre
-    (:math:`\\sum D^2 = 0`), the next centre is drawn uniformly among the points not yet chosen.
-
-    Parameters
-    ----------
-    x : array_like
-        ``(n, d)`` points.
-    k : int
-        Number of centres, ``1 <= k <= n``.
-    rng : np.random.Generator
-        Source of all randomness.
-
-    Returns
-    -------
-    np.ndarray
-        ``(k, d)`` float array of centres (copies of input rows).
-
-    Examples
-    --------
     >>> import numpy as np
-    >>> x = np.array([[0.0, 0.0], [0.0, 0.1], [10.0, 10.0]])
-    >>> kmeans_plus_plus_init(x, 1, np.random.default_rng(0)).shape
+    >>> kmeans_plus_plus_init(np.array([[0.0, 0.0], [0.0, 0.1], [10.0, 10.0]]), 1, np.random.default_rng(0)).shape
     (1, 2)
     """
     x = _check_points(x)
@@ -147,41 +114,10 @@ def kmeans(
     max_iter: int = 300,
     tol: float = 1e-10,
 ) -> KMeansResult:
-    """Cluster points with K-means (Lloyd's algorithm) from k-means++ seeds, keeping the best of ``n_init`` restarts.
+    """K-means (Lloyd's algorithm, ties to the lowest centre) from k-means++ seeds drawn from ``rng``, the best of
+    ``n_init`` restarts (lowest inertia, first among equals); a restart stops when the summed squared centre shift
+    is at most ``tol`` or after ``max_iter`` iterations. With fewer than ``k`` distinct points some clusters are empty.
 
-    Minimises the within-cluster sum of squares
-
-    .. math:: \\min_{c,\\,\\mu} \\sum_{i=1}^{n} \\lVert x_i - \\mu_{c(i)} \\rVert_2^2 ,
-
-    alternating the assignment :math:`c(i) = \\arg\\min_j \\lVert x_i - \\mu_j \\rVert_2^2`
-    (ties to the lowest ``j``) and the update :math:`\\mu_j = \\operatorname{mean}\\{x_i : c(i) = j\\}`
-    until the centres move less than ``tol`` (sum of squared shifts) or ``max_iter`` iterations.
-    FedConcat (Diao, Li & He, AAAI 2024, Stage 1-A, Eq. 2) applies it to the clients' label distributions
-    :math:`P_i(y) = (N_{i,1}/N_i, \\dots, N_{i,m}/N_i)`.
-
-    Parameters
-    ----------
-    x : array_like
-        ``(n, d)`` points.
-    k : int
-        Number of clusters, ``1 <= k <= n``.
-    rng : np.random.Generator
-        Source of all randomness (k-means++ seeding of each restart). The same seed gives the same result.
-    n_init : int, default 10
-        Restarts; the one with the lowest inertia is returned (the first one among equals).
-    max_iter : int, default 300
-        Lloyd iterations per restart.
-    tol : float, default 1e-10
-        Convergence threshold on the summed squared centre shift.
-
-    Returns
-    -------
-    KMeansResult
-        Labels in canonical order (see :class:`KMeansResult`), centres, inertia and iterations.
-        If fewer than ``k`` distinct points exist, some clusters are empty (no label refers to them).
-
-    Examples
-    --------
     >>> import numpy as np
     >>> x = np.array([[0.0, 0.0], [0.1, 0.0], [5.0, 5.0], [5.1, 5.0]])
     >>> kmeans(x, 2, np.random.default_rng(0)).labels.tolist()

@@ -1,46 +1,16 @@
-"""SCAFFOLD (Karimireddy et al., ICML 2020), control variates with option II.
+"""SCAFFOLD (Karimireddy et al., ICML 2020), control variates with option II, global learning rate 1.
 
-Server control variate c and client control variates c_i (all zero at the start).  Client i starts from the
-global model x and trains with the corrected gradient
+Client i trains from the global model x with the corrected gradient g̃ = ∇F_i(y) − c_i + c for K_i steps of lr η,
+ending at y_i, then updates (option II) c_i⁺ = c_i − c + (x − y_i) / (a_i · η), uploading Δc_i = c_i⁺ − c_i.
+The server sets x⁺ = Σ_i p_i y_i (p_i = n_i / Σ n_j) and c⁺ = c + (1/N) Σ_{i∈S} Δc_i.
 
-    g̃ = ∇F_i(y) − c_i + c                    (``correct_grads``; the correction enters the SGD step like the
-                                              gradient, i.e. before weight decay and inside the momentum buffer)
+``normaliser``: a_i = K_i (``"steps"``, the paper's plain SGD) or FedNova's Σ_t (1 − ρ^t)/(1 − ρ) (``"momentum"``):
+under momentum ρ the displacement holds about a_i average gradients, and K_i makes the control variates too large.
+``correction``: ``"gradient"`` adds c − c_i to the gradient (before weight decay, inside the momentum buffer;
+normaliser ``"momentum"`` unless given); ``"after_step"`` is NIID-Bench's (Li et al., ICDE 2022): plain momentum
+SGD, then y ← y − η·(c − c_i) after every step (normaliser ``"steps"`` unless given; trainable parameters only).
 
-for K_i local steps with learning rate η, ending at y_i.  Option II update of its control variate:
-
-    c_i⁺ = c_i − c + (x − y_i) / (a_i · η),        Δc_i = c_i⁺ − c_i
-
-Option II estimates the client's average corrected gradient from its displacement. The SCAFFOLD paper trains
-with plain SGD, where a_i = K_i. The FedEntOpt paper trains with momentum ρ = 0.9 (§V-A5), where K_i steps
-move the model by about η·a_i average gradients with a_i = Σ_{t=1}^{K_i} (1 − ρ^t)/(1 − ρ), about 10·K_i. Dividing by
-K_i·η then makes the control variates ~10x too large; with the correction inside the momentum buffer the run
-diverges to chance accuracy (measured on IID MNIST in fedlib's tests). ``normaliser`` chooses:
-``"momentum"`` (default) a_i as above, FedNova's normaliser (:func:`fedlib.algorithms.fednova.fednova_normaliser`);
-``"steps"`` the literal a_i = K_i. Both agree when momentum is 0.
-
-Where the correction enters (``correction``):
-
-``"gradient"`` (default; fedlib's formulation, used by the quick and subset tiers)
-    g̃ = ∇F_i(y) − c_i + c as above: the correction passes through weight decay's sum and the momentum buffer,
-    and the normaliser is ``"momentum"`` unless given.
-``"after_step"`` (NIID-Bench's formulation, Li et al., ICDE 2022, the baseline code FedEntOpt cites for its
-    partitions and its SCAFFOLD/FedNova observation; used by the paper tier)
-    the client runs plain momentum SGD on ∇F_i and after every optimiser step sets y ← y − η·(c − c_i), outside
-    the momentum buffer; the normaliser is ``"steps"`` (x − y_i)/(K_i·η) unless given.  NIID-Bench also shifts
-    non-trainable buffers (BatchNorm statistics) this way; fedlib corrects the trainable parameters only (the
-    paper's LeNet-5 and VGG-11 have no buffers).
-
-Server, with S the uploading clients and N the pool size (global learning rate η_g = 1):
-
-    x⁺ = x + Σ_{i∈S} p_i (y_i − x) = Σ_i p_i y_i     (p_i = n_i/Σ n_j: the paper's FedAvg weighting, §V-A5)
-    c⁺ = c + (|S|/N) · (1/|S|) Σ_{i∈S} Δc_i = c + (1/N) Σ_{i∈S} Δc_i
-
-In the first round every control variate is zero, so that round is exactly FedAvg.
-
-State layout (all ``dict[str, Tensor]``):
-  server state ``{"c:" + key: (shape of key)}`` for every trainable key, plus ``"num_clients": ()`` int64;
-  client state ``{key: c_i[key]}``;
-  client context ``{"corr:" + key: c − c_i}`` -- a batched caller stacks each entry along the client axis.
+State: server ``{"c:" + key}`` plus ``"num_clients"``; client ``{key: c_i}``; context ``{"corr:" + key: c − c_i}``.
 """
 
 from __future__ import annotations
@@ -60,11 +30,7 @@ __all__ = ["Scaffold"]
 
 
 class Scaffold(Algorithm):
-    """SCAFFOLD, option II, global learning rate 1 (module docstring).
-
-    ``correction`` in {"gradient", "after_step"}; ``normaliser`` in {"momentum", "steps"}, default ``"momentum"``
-    for ``"gradient"`` and ``"steps"`` for ``"after_step"`` (NIID-Bench's pair).
-    """
+    """SCAFFOLD (module docstring); ``normaliser`` defaults by ``correction`` (NIID-Bench's pair for "after_step")."""
 
     name = "scaffold"
     upload_factor = 2  # the model y_i and the control-variate change Δc_i

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 
-from fedlib._validate import ParameterError, check_float, check_int
+from fedlib._validate import ParameterError, check_float, check_int, check_parameter_names
 
 __all__ = [
     "LUMA_WEIGHTS",
     "to_unit_float",
-    "standardize",
     "resize_batch",
     "rgb_to_grayscale",
     "adjust_brightness",
@@ -51,18 +51,6 @@ def to_unit_float(x: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.
     if not x.is_floating_point():
         raise ParameterError(None, "x", x, "uint8 or floating-point images", got=f"dtype {x.dtype}")
     return x
-
-
-def standardize(x: torch.Tensor, mean, std) -> torch.Tensor:
-    """``(x - mean) / std`` per channel of x (..., C, H, W); ``mean``, ``std`` of length C (``channel_stats``)."""
-    channels = x.shape[-3]
-    m = torch.as_tensor(mean, dtype=x.dtype, device=x.device).reshape(-1)
-    s = torch.as_tensor(std, dtype=x.dtype, device=x.device).reshape(-1)
-    for name, given, values in (("mean", mean, m), ("std", std, s)):
-        if values.numel() != channels:
-            allowed = f"one value per channel of x ({channels})"
-            raise ParameterError(None, name, given, allowed, got=f"{values.numel()} values")
-    return (x - m.view(-1, 1, 1)) / s.view(-1, 1, 1)
 
 
 def resize_batch(x: torch.Tensor, size: int) -> torch.Tensor:
@@ -160,43 +148,17 @@ def _check_aug(brightness, contrast, saturation, hue, jitter_p, flip_p, grayscal
         check_float(name, value, low=0.0, high=1.0)
 
 
-def augment_batch(
-    x: torch.Tensor,
-    *,
-    generator: torch.Generator,
-    brightness: float = 0.4,
-    contrast: float = 0.4,
-    saturation: float = 0.4,
-    hue: float = 0.0,
-    jitter_p: float = 1.0,
-    flip_p: float = 0.5,
-    grayscale_p: float = 0.1,
-) -> torch.Tensor:
-    """Colour jitter, horizontal flip and random grayscale of floating images in [0, 1] (..., C, H, W), C in
-    {1, 3}, independently per image; same shape and dtype out.
-
-    ``generator`` is the only source of randomness: one (N, 7) uniform draw per call on its device (N images).
-    ``brightness``, ``contrast``, ``saturation``: ColorJitter strengths s, factors uniform in [max(0, 1 - s), 1 + s]
-    (the paper gives none; 0.4 is the common setting). ``hue``: shift uniform in [-hue, hue], at most 0.5.
-    ``jitter_p``: probability that an image is jittered at all. ``flip_p``, ``grayscale_p``: the paper's 0.5 and
-    0.1. The order is fixed (brightness, contrast, saturation, hue, flip, grayscale), unlike torchvision's.
-    """
+def augment_batch(x: torch.Tensor, *, generator: torch.Generator, **options) -> torch.Tensor:
+    """Colour jitter, horizontal flip and random grayscale, per image, of floating images in [0, 1] (..., C, H, W):
+    one (N, 7) uniform draw from ``generator`` (N images), then :func:`augment_with_uniforms` with ``options``."""
     if not isinstance(generator, torch.Generator):
         allowed = "a torch.Generator, e.g. torch.Generator().manual_seed(0)"
         raise ParameterError(None, "generator", generator, allowed, got=f"type {type(generator).__name__}")
+    names = [p for p in inspect.signature(augment_with_uniforms).parameters if p not in ("x", "u")]
+    check_parameter_names("augment_batch", options, names)  # before the draw: a bad call leaves the generator as it was
     num_images = _flat(x).shape[0] if x.is_floating_point() else 0
     u = torch.rand((num_images, 7), generator=generator, device=generator.device)
-    return augment_with_uniforms(
-        x,
-        u,
-        brightness=brightness,
-        contrast=contrast,
-        saturation=saturation,
-        hue=hue,
-        jitter_p=jitter_p,
-        flip_p=flip_p,
-        grayscale_p=grayscale_p,
-    )
+    return augment_with_uniforms(x, u, **options)
 
 
 def augment_with_uniforms(
@@ -211,8 +173,14 @@ def augment_with_uniforms(
     flip_p: float = 0.5,
     grayscale_p: float = 0.1,
 ) -> torch.Tensor:
-    """:func:`augment_batch` with its draws given: one row of ``u`` per image, columns jitter on/off,
-    brightness, contrast, saturation, hue, flip, grayscale (a batched trainer draws them per client)."""
+    """The augmentation of :func:`augment_batch` with its draws given: one row of ``u`` per image, columns jitter
+    on/off, brightness, contrast, saturation, hue, flip, grayscale (a batched trainer draws them per client).
+
+    Jitter strengths s give factors uniform in [max(0, 1 - s), 1 + s] (the paper gives none; 0.4 is common), ``hue``
+    a shift in [-hue, hue]; ``jitter_p`` is the probability that an image is jittered at all; ``flip_p`` and
+    ``grayscale_p`` are the paper's 0.5 and 0.1. The order is fixed (brightness, contrast, saturation, hue, flip,
+    grayscale), unlike torchvision's.
+    """
     if not x.is_floating_point():
         allowed = "floating-point images in [0, 1] (see to_unit_float)"
         raise ParameterError(None, "x", x, allowed, got=f"dtype {x.dtype}")
@@ -241,9 +209,8 @@ def augment_with_uniforms(
 @dataclass
 class Preprocessor:
     """The paper's input pipeline for batches (..., C, H, W), uint8 or floating in [0, 1]: scale to [0, 1], resize
-    (``image_size``, optional), augment (:meth:`train` only, with :func:`augment_batch`'s options), standardise
-    with the training set's ``mean`` and ``std`` (``ArrayDataset.channel_stats``). ``gray_to_rgb`` repeats
-    1-channel batches to 3 channels first (data held as ``to_tensors(one_gray_channel=True)``).
+    (``image_size``), augment (:meth:`train` only, :func:`augment_batch`'s options), standardise with the training
+    set's ``mean`` and ``std``; ``gray_to_rgb`` repeats 1-channel batches to 3 channels first.
     """
 
     mean: Sequence[float]
@@ -268,9 +235,7 @@ class Preprocessor:
             raise ParameterError(None, "std", self.std, allowed)
         for s in self.std:
             check_float("std", s, low=0.0, low_open=True)
-        _check_aug(
-            self.brightness, self.contrast, self.saturation, self.hue, self.jitter_p, self.flip_p, self.grayscale_p
-        )
+        _check_aug(**self._aug_params())
         if self.image_size is not None:
             self.image_size = check_int("image_size", self.image_size, low=1)
 
@@ -314,13 +279,8 @@ class Preprocessor:
 
     def _aug_params(self) -> dict:
         return {
-            "brightness": self.brightness,
-            "contrast": self.contrast,
-            "saturation": self.saturation,
-            "hue": self.hue,
-            "jitter_p": self.jitter_p,
-            "flip_p": self.flip_p,
-            "grayscale_p": self.grayscale_p,
+            k: getattr(self, k)
+            for k in ("brightness", "contrast", "saturation", "hue", "jitter_p", "flip_p", "grayscale_p")
         }
 
     def test(self, x: torch.Tensor) -> torch.Tensor:

@@ -21,7 +21,6 @@ __all__ = [
     "get_profile",
     "profile_labels",
     "resolve_data_root",
-    "load_cifar10_labels",
 ]
 
 #: Environment variable naming the folder that holds fedlib's data files.
@@ -81,31 +80,15 @@ CIFAR100_COARSE: tuple[int, ...] = (
     16, 19, 2, 4, 6, 19, 5, 5, 8, 19,
     18, 1, 2, 15, 6, 0, 17, 8, 14, 13,
 )
-# fmt: on
 
 #: Names of the 20 CIFAR-100 superclasses, in coarse-label order (CIFAR-100 ``meta``).
 CIFAR100_SUPERCLASS_NAMES: tuple[str, ...] = (
-    "aquatic_mammals",
-    "fish",
-    "flowers",
-    "food_containers",
-    "fruit_and_vegetables",
-    "household_electrical_devices",
-    "household_furniture",
-    "insects",
-    "large_carnivores",
-    "large_man-made_outdoor_things",
-    "large_natural_outdoor_scenes",
-    "large_omnivores_and_herbivores",
-    "medium_mammals",
-    "non-insect_invertebrates",
-    "people",
-    "reptiles",
-    "small_mammals",
-    "trees",
-    "vehicles_1",
-    "vehicles_2",
+    "aquatic_mammals", "fish", "flowers", "food_containers", "fruit_and_vegetables", "household_electrical_devices",
+    "household_furniture", "insects", "large_carnivores", "large_man-made_outdoor_things",
+    "large_natural_outdoor_scenes", "large_omnivores_and_herbivores", "medium_mammals", "non-insect_invertebrates",
+    "people", "reptiles", "small_mammals", "trees", "vehicles_1", "vehicles_2",
 )
+# fmt: on
 
 
 def cifar100_to_superclass(fine_labels) -> np.ndarray:
@@ -247,23 +230,3 @@ def resolve_data_root(data_root=None) -> pathlib.Path:
         return pathlib.Path(data_root).expanduser()
     env = os.environ.get(DATA_ROOT_ENV)
     return pathlib.Path(env).expanduser() if env else pathlib.Path("data")
-
-
-def load_cifar10_labels(data_root=None) -> tuple[np.ndarray, np.ndarray]:
-    """The full CIFAR-10 label vectors ``(y_train, y_test)`` (int64) from ``cifar10-labels.npz`` under
-    :func:`resolve_data_root`; ``FileNotFoundError`` (naming the path and ``FEDLIB_DATA_ROOT``) when it is missing.
-    """
-    path = resolve_data_root(data_root) / "cifar10-labels.npz"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"CIFAR-10 label file not found at {path.resolve()}; pass data_root=... or set the environment "
-            f"variable {DATA_ROOT_ENV} to the folder holding cifar10-labels.npz (default: ./data)."
-        )
-    with np.load(path, allow_pickle=False) as npz:
-        missing = {"y_train", "y_test"} - set(npz.files)
-        if missing:
-            raise ValueError(f"{path} lacks the array(s) {sorted(missing)} (has {npz.files}).")
-        return (
-            check_label_vector("y_train", npz["y_train"], num_classes=10),
-            check_label_vector("y_test", npz["y_test"], num_classes=10),
-        )

@@ -9,6 +9,7 @@ import scipy.sparse as sp
 #: Scores (entropies in bits, cosine distances) this close to the best tie, and ties go to the lowest client index:
 #: equal scores computed in different orders break the same way in every implementation.
 ENTROPY_TIE_TOL = 1e-10
+_TINY = 1e-300  # log2 argument floor: x * log2(max(x, tiny)) is exactly 0 at x = 0
 
 
 def _class_columns(counts, subset=None):

@@ -6,9 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from fedlib.selection._count_layout import ENTROPY_TIE_TOL, _class_columns, _group_by_value, _row_reader
-
-_TINY = 1e-300
+from fedlib.selection._count_layout import _TINY, ENTROPY_TIE_TOL, _class_columns, _group_by_value, _row_reader
 
 
 def _f(x: torch.Tensor) -> torch.Tensor:
@@ -43,15 +41,10 @@ class TorchScorer:
         self._slot_of = dev(np.repeat(np.arange(slot_vals.size), slot_len), torch.int64)
         self._slot_cls = dev(np.repeat(np.arange(num_classes), np.diff(class_slots)), torch.int64)
         self._slot_vals = dev(slot_vals, torch.float64)
-        self._own, self._sizes = dev(own, torch.float64), dev(sizes, torch.float64)
+        self._d, self._sizes = dev(own, torch.float64), dev(sizes, torch.float64)
         self._row_of = _row_reader(counts)
-        self.reset()
-
-    def reset(self) -> None:
-        """Start a greedy run: the pool is empty."""
         self._pooled = torch.zeros(self.shape[1], dtype=torch.float64, device=self.device)
         self._total = 0.0
-        self._d = self._own.clone()
 
     @property
     def pooled(self) -> np.ndarray:

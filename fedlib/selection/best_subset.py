@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedlib._validate import ParameterError, check_count_matrix, check_int
+from fedlib.selection._count_layout import _TINY
 from fedlib.selection.scoring import ENTROPY_TIE_TOL, first_best
 
 __all__ = [
@@ -27,14 +28,11 @@ __all__ = [
 #: Subsets within this many bits of the best are optimal (ties); far above the rounding of entropies.
 GAP_TOL = 1e-9
 
-_TINY = 1e-300
-
 
 @dataclass(frozen=True)
 class SubsetResult:
-    """A subset found by :func:`best_subset` or :func:`swap_search`: client indices (ascending), their pooled
-    entropy in bits, whether it is proven within :data:`GAP_TOL` of the best, and the search nodes visited (or
-    swaps made)."""
+    """A subset (ascending client indices), its pooled entropy in bits, whether it is proven within :data:`GAP_TOL`
+    of the best, and the search nodes visited (or swaps made)."""
 
     subset: np.ndarray
     entropy: float
@@ -45,7 +43,6 @@ class SubsetResult:
 def round_candidates(buffer, num_clients: int, num_selected: int, buffer_size: int) -> np.ndarray:
     """The clients Algorithm 1 can pick in a round that starts with FIFO buffer ``buffer`` (oldest first): the
     unbuffered ones and the ``max(0, |B| + M - 1 - Q)`` oldest buffered ones, which picks evict (lines 10-12).
-    Every M-subset of them can be picked in some order (unbuffered first, then evicted oldest first), none other.
 
     >>> round_candidates((3, 4, 5), 8, 2, 3).tolist()  # buffer full: client 3 is evicted by the first pick
     [0, 1, 2, 3, 6, 7]
@@ -182,9 +179,8 @@ def _positions(name: str, subset, cand: np.ndarray, size: int) -> np.ndarray:
 
 
 def swap_search(counts, start, *, candidates=None, max_swaps: int = 1000) -> SubsetResult:
-    """Local search from ``start`` (e.g. FedEntOpt's pick): the best swap of one picked client for one other
-    candidate while it raises the pooled entropy by more than :data:`GAP_TOL`, at most ``max_swaps`` times. Ties go
-    to the lowest picked client, then the lowest candidate.
+    """Local search from ``start`` (e.g. FedEntOpt's pick): the best swap of a picked client for another candidate
+    while it raises the pooled entropy by more than :data:`GAP_TOL`, at most ``max_swaps`` times (ties: lowest).
 
     >>> r = swap_search([[4, 0, 0], [3, 1, 0], [0, 0, 4], [0, 4, 0]], [0, 1])  # pooled [7, 1, 0]
     >>> r.subset.tolist(), round(r.entropy, 3), r.nodes  # client 0 out, client 2 in: pooled [3, 1, 4]
@@ -317,12 +313,9 @@ def _search_order(rows: np.ndarray):
 def best_subset(
     counts, num_selected: int, *, candidates=None, node_limit: int | None = None, bound_steps: int = 2, start=None
 ) -> SubsetResult:
-    """The M-subset of ``candidates`` (default: all clients) with the highest pooled entropy, by branch and bound;
-    ``result.optimal``: within :data:`GAP_TOL` bits of the best.
-
-    The search starts from ``start`` (M distinct candidates) or else the best greedy pick over every first client,
-    improved by swaps. ``node_limit`` stops it early (``optimal=False``); ``bound_steps``: Frank-Wolfe steps per
-    node that try to prune it.
+    """The M-subset of ``candidates`` (default: all clients) with the highest pooled entropy, by branch and bound
+    from ``start`` (default: the best greedy pick over every first client, improved by swaps); ``optimal`` is False
+    when ``node_limit`` stopped it; ``bound_steps``: Frank-Wolfe steps per node that try to prune it.
 
     >>> r = best_subset([[4, 0, 0], [3, 1, 0], [0, 0, 4], [0, 4, 0], [2, 2, 0]], 3)
     >>> r.subset.tolist(), round(r.entropy, 3), r.optimal

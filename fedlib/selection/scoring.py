@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from fedlib._validate import ParameterError, check_choice
-from fedlib.selection._count_layout import ENTROPY_TIE_TOL, _class_columns, _group_by_value, _row_reader
+from fedlib.selection._count_layout import _TINY, ENTROPY_TIE_TOL, _class_columns, _group_by_value, _row_reader
 
 __all__ = ["ENTROPY_TIE_TOL", "SCORER_PATHS", "scorer_path", "first_best", "fast_scorer", "IncrementalScorer"]
 
@@ -21,7 +21,6 @@ __all__ = ["ENTROPY_TIE_TOL", "SCORER_PATHS", "scorer_path", "first_best", "fast
 SCORER_PATHS = ("auto", "plain", "incremental", "torch")
 
 _DEFAULT = {"path": "auto", "device": None}  # what path=None means; set with scorer_path
-_TINY = 1e-300  # log2 argument floor: x * log2(max(x, tiny)) is exactly 0 at x = 0
 _XLOG_TABLE_MAX = 1 << 22  # largest table of f(n) = n log2 n (entries); above it f is computed with logs
 
 
@@ -48,11 +47,8 @@ def first_best(scores: np.ndarray) -> int:
 
 
 def fast_scorer(counts, path: str | None = None, *, active=None):
-    """The scorer of ``path`` (None: the one :func:`scorer_path` set) for validated ``counts``, or None for plain.
-
-    ``"auto"`` is plain when some count is negative (kept DP noise: clipping breaks the incremental formula).
-    ``active`` (bool, shape (K,)): the clients that can be unblocked in this run; the others are left out.
-    """
+    """The scorer of ``path`` (None: the one :func:`scorer_path` set) for validated ``counts``, or None for plain
+    (``"auto"`` with negative counts, DP noise); ``active`` (K,): the clients that can be picked in this run."""
     path = check_choice("path", _DEFAULT["path"] if path is None else path, SCORER_PATHS)
     data = counts.data if sp.issparse(counts) else counts
     negative = bool(data.size and data.min() < 0)

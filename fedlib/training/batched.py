@@ -1,57 +1,24 @@
-"""Batched local training: all picked clients of a round trained at once with ``torch.func.vmap``.
+"""Batched local training: all picked clients of a round trained at once, as ``local_train`` trains each.
 
-:func:`train_clients_batched` returns the same ``LocalResult`` list as calling
-``fedlib.training.local.local_train`` once per client, in the order given, from the same ``torch.Generator`` objects:
+The results are those of ``fedlib.training.local.local_train`` per client (bit for bit on CPU).
 
-* **Client axis** (``kernel="vmap"``, the default on CUDA). The trainable parameters and momentum buffers of
-  the M clients are stacked along a leading axis; the client contexts (``Algorithm.client_context``) are
-  stacked key by key. One local step is one ``vmap(grad(loss))`` call over all clients still training
-  (``torch.func.functional_call`` on the model), the algorithm's ``correct_grads`` inside the vmap, then one
-  SGD update on the stacked tensors with the same tensor ops as ``fedlib.training.local.sgd_step`` (and the algorithm's
-  ``after_step`` on the stacked parameters and contexts, e.g. SCAFFOLD with ``correction="after_step"``).
-  ``kernel="loop"`` (the default on CPU, where oneDNN's grouped convolutions are slower than separate ones)
-  batches the gather, augmentation and SGD update (``torch._foreach_*`` over all clients' tensors) and runs
-  the forward/backward per client on its exact batch: bitwise the reference result on CPU.
-* **Same random draws.** Before training, each client's batch order is drawn with
-  ``fedlib.training.local.client_batch_order`` from *its own* generator, then its augmentation uniforms one
-  ``(batch, 7)`` draw per step from its augmentation generator -- exactly the sequence ``local_train`` draws, so
-  the batches and augmentations agree for the same seeds (a client's stream never depends on other clients).
-* **Unequal client sizes.** Client i takes ``τ_i = E_i · ceil(n_i / B)`` steps. ``shrink="compact"`` (default)
-  drops a client from the stacked state at the step it finishes (its final state is stored, later steps vmap
-  over fewer clients: no wasted compute under Dir(0.1) size skew); ``shrink="mask"`` keeps all M clients for
-  ``max_i τ_i`` steps (fixed shapes, for ``torch.compile``/CUDA graphs) and a per-client ``active`` mask keeps
-  the parameters and buffers of finished clients unchanged (``torch.where``).
-* **Partial last batches.** A batch of r < B real samples is padded to the step's common width. The loss seen
-  by ``grad`` is ``algorithm.loss`` on logits whose real rows carry a gradient scale ``B/r`` (forward value
-  unchanged) and whose padded rows are a detached copy of row 0, so the gradient is exactly that of the mean
-  over the r real samples; the reported loss value is ``(B·v − (B−r)·v0) / r`` with ``v0`` the loss of row 0
-  repeated, which equals the mean over the real samples. Both identities need the contract's form of the
-  loss: a mean over samples of per-sample terms plus terms of the parameters only (true for FedAvg, FedProx,
-  FedNova, SCAFFOLD, FedRS, FedLC).
-* **Augmentation on the device.** With ``transform = Preprocessor.train`` the augmentation of all clients'
-  images of a step runs as one vectorised call fed with the pre-drawn uniforms (:func:`augment_from_uniforms`,
-  op for op ``fedlib.data.augment.augment_batch``); any other callable is called per client and step.
-* **Fallback.** Models with buffers (BatchNorm running statistics) or random layers (dropout, stochastic
-  depth), algorithms outside the six above (FedConcat's phases, FedEntropy, unless they set
-  ``supports_batched = True``), differing lr/momentum/weight decay/batch size across clients, or clients
-  sharing one generator run the reference path (``local_train`` per client) with a ``UserWarning`` naming the
-  reason (:func:`batching_unsupported_reason`).
-
-Options (:class:`BatchedOptions`): ``compile`` (``torch.compile`` of the vmapped step; off by default),
-``cuda_graphs`` (``mode="reduce-overhead"``, CUDA only), ``amp_dtype`` (e.g. ``torch.bfloat16`` autocast of the
-forward; loss, gradients and SGD stay fp32), ``chunk_size`` (``vmap`` chunking to bound memory); a run sets them
-in its configuration's ``engine_options`` (:func:`options_from_config`).
-
-**Host traffic.** The batch orders, augmentation uniforms and per-step tables of a round are built before the
-step loop and copied to the device once; a step copies nothing from the host and reads nothing back (on CUDA:
-no synchronisation per step; ``tests/test_devices.py`` counts them with ``torch.cuda.set_sync_debug_mode``). The
-host syncs of a round are one per client that finishes (compact shrinking) and one per client for its loss.
-
-:func:`evaluate` scores one model on a test set in large batches on the device.
+Each client's batch order and augmentation uniforms are drawn from its own generators before the step loop, in
+the order ``local_train`` draws them, and copied to the device once (a step reads nothing back). Kernels:
+``"vmap"`` stacks the clients' parameters and contexts along a leading axis and runs one ``vmap(grad(loss))``
+per step; ``"loop"`` batches the gather, augmentation and SGD update and runs the forward/backward per client;
+``"sequential"`` is ``local_train`` one client after the other. Client i takes ``E_i · ceil(n_i / B)`` steps;
+``shrink="compact"`` drops finished clients from the stacked state, ``"mask"`` keeps fixed shapes (for
+``torch.compile``) and masks them. A partial batch of r < B samples is padded: its real rows carry a gradient scale
+B/r and the padding repeats row 0 detached, which gives exactly the gradient and loss of the mean over the r real
+samples for losses that are a mean of per-sample terms plus parameter-only terms (the six
+:data:`BATCHABLE_ALGORITHMS`). Anything else falls back to ``local_train`` per client with a ``UserWarning``
+(:func:`batching_unsupported_reason`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -75,7 +42,6 @@ __all__ = [
     "BatchedOptions",
     "BATCHABLE_ALGORITHMS",
     "batching_unsupported_reason",
-    "augment_from_uniforms",
     "train_clients_batched",
     "evaluate",
     "resolve_kernel",
@@ -84,8 +50,7 @@ __all__ = [
 
 Params = dict[str, torch.Tensor]
 
-#: Registry names of the algorithms whose client hooks are known to be vmappable and of the form the
-#: partial-batch identities need (mean of per-sample terms + parameter-only terms).
+#: Algorithms whose client hooks are vmappable and of the form the partial-batch identities need.
 BATCHABLE_ALGORITHMS = ("fedavg", "fedprox", "fednova", "scaffold", "fedrs", "fedlc")
 
 _SHRINK = ("compact", "mask")
@@ -94,37 +59,14 @@ _KERNELS = ("auto", "vmap", "loop", "sequential")
 
 @dataclass(frozen=True)
 class BatchedOptions:
-    """Settings of the batched engine.
+    """Settings of the batched engine (a run sets them in its configuration's ``engine_options``).
 
-    Attributes
-    ----------
-    shrink : {"compact", "mask"}
-        How finished clients are handled: removed from the stacked state (``"compact"``, default, least
-        compute) or kept and masked (``"mask"``, fixed shapes: every step vmaps over all M clients and pads every
-        batch to B; use it with ``compile``/``cuda_graphs`` to avoid recompiles).
-    compile : bool
-        ``torch.compile`` the vmapped gradient function (default False; on CPU it rarely pays off). Use it with
-        ``shrink="mask"``: fixed shapes, so two compiled variants (full and partial batches) per model and
-        algorithm; ``"compact"`` recompiles for every width of the shrinking client set.
-    cuda_graphs : bool
-        Compile with ``mode="reduce-overhead"`` (CUDA graphs); needs ``compile=True`` and a CUDA device.
-    amp_dtype : torch.dtype or None
-        Autocast dtype of the forward/backward (``torch.bfloat16``); None (default) is fp32 throughout.
-    chunk_size : int or None
-        Passed to ``torch.func.vmap``: at most this many clients per internal chunk (bounds memory).
-    kernel : {"auto", "vmap", "loop", "sequential"}
-        How the per-client forward/backward of a step runs: one ``vmap(grad)`` call over the clients
-        (``"vmap"``; convolutions become grouped convolutions) or a loop over the clients inside the step
-        (``"loop"``; exact-size batches, no padding), with the gather, augmentation and SGD update batched in
-        both; or no batching at all (``"sequential"``: ``local_train`` for one client after the other).
-        ``"auto"`` (default) is ``"vmap"`` on CUDA. On CPU it is ``"loop"`` for models of at most
-        ``cpu_loop_max_params`` trainable parameters and ``"sequential"`` above: oneDNN's grouped convolution
-        measured ~2.5x slower than M separate convolutions (LeNet-5, M=10, B=64), and for a large model the
-        loop kernel, which advances all M clients one step at a time, cycles M parameter sets through the CPU
-        caches every step (VGG-11, 9.2M parameters: 13 % slower than one client after the other, measured with
-        ``benchmarks/bench_trainer.py``). Every kernel gives the reference path's numbers.
-    cpu_loop_max_params : int
-        Threshold of ``"auto"`` on CPU (default 1,000,000: LeNet-5 batches, VGG-11 and EfficientNet do not).
+    ``shrink``: ``"compact"`` (default) or ``"mask"`` (fixed shapes, for ``compile``). ``compile``:
+    ``torch.compile`` the vmapped step; ``cuda_graphs``: compile with ``mode="reduce-overhead"``. ``amp_dtype``:
+    autocast dtype of the forward (loss, gradients and SGD stay fp32). ``chunk_size``: ``vmap``'s chunking.
+    ``kernel``: ``"auto"`` is ``"vmap"`` on CUDA; on CPU, where grouped convolutions are slow, ``"loop"`` up to
+    ``cpu_loop_max_params`` trainable parameters and ``"sequential"`` above (M parameter sets per step no longer
+    fit the caches). Every kernel gives the reference path's numbers.
     """
 
     shrink: str = "compact"
@@ -151,35 +93,36 @@ class BatchedOptions:
 
 #: ``amp_dtype`` names of a configuration's ``engine_options`` (JSON) -> torch dtypes.
 _AMP_DTYPES = {None: None, "bfloat16": torch.bfloat16, "float16": torch.float16}
-#: ``engine_options`` keys that are not BatchedOptions fields (the CUDA numerics, ``fedlib.training.numerics``).
-_NUMERICS_KEYS = ("tf32", "deterministic")
 
 
 def options_from_config(engine_options: Mapping) -> BatchedOptions:
-    """The ``BatchedOptions`` of a configuration's ``engine_options`` (``fedlib.training.config.ENGINE_OPTIONS``; the
-    numerics keys ``tf32``/``deterministic`` are not engine options and are skipped)."""
-    kw = {k: v for k, v in dict(engine_options).items() if k not in _NUMERICS_KEYS}
+    """The ``BatchedOptions`` of a configuration's ``engine_options`` (the numerics keys ``tf32``/``deterministic``
+    are not engine options and are skipped)."""
+    kw = {k: v for k, v in dict(engine_options).items() if k not in ("tf32", "deterministic")}
     if "amp_dtype" in kw:
         kw["amp_dtype"] = _AMP_DTYPES[check_choice("amp_dtype", kw["amp_dtype"], _AMP_DTYPES)]
     return BatchedOptions(**kw)
 
 
+def resolve_kernel(options: BatchedOptions, model: torch.nn.Module, device: torch.device) -> str:
+    """The kernel ``options.kernel`` stands for on ``device`` (see :class:`BatchedOptions`)."""
+    if options.kernel != "auto":
+        return options.kernel
+    if device.type == "cuda":
+        return "vmap"
+    size = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return "loop" if size <= options.cpu_loop_max_params else "sequential"
+
+
 # --------------------------------------------------------------------------------------------- support checks
-def _algorithm_name(algorithm) -> str:
-    return str(getattr(algorithm, "name", type(algorithm).__name__))
-
-
 def batching_unsupported_reason(
     model: torch.nn.Module, algorithm, hps: Sequence[LocalHyperParams] = (), generators: Sequence[torch.Generator] = ()
 ) -> str | None:
-    """Why these clients cannot be trained by the batched engine, or None if they can.
-
-    Checks the model (no buffers, no random layers), the algorithm (one of :data:`BATCHABLE_ALGORITHMS` or
-    ``supports_batched = True``), that all clients share lr, momentum, weight decay and batch size, and that no
-    two clients share a generator object.
-    """
+    """Why these clients cannot be trained by the batched engine, or None: the model has buffers or random layers,
+    the algorithm is not batchable, the clients differ in lr, momentum, weight decay or batch size, or two share a
+    generator."""
     flag = getattr(algorithm, "supports_batched", None)
-    name = _algorithm_name(algorithm)
+    name = str(getattr(algorithm, "name", type(algorithm).__name__))
     if flag is False or (flag is None and name not in BATCHABLE_ALGORITHMS):
         if flag is False:
             return f"algorithm {name!r} is not batchable in this form ({algorithm!r} sets supports_batched = False)"
@@ -212,43 +155,56 @@ def batching_unsupported_reason(
     return None
 
 
-# ---------------------------------------------------------------------------------------------- augmentation
-def _preprocessor_of(transform) -> Preprocessor | None:
-    """The Preprocessor if ``transform`` is a bound ``Preprocessor.train`` (the vectorised fast path)."""
-    owner = getattr(transform, "__self__", None)
-    func = getattr(transform, "__func__", None)
-    if isinstance(owner, Preprocessor) and func is Preprocessor.train:
-        return owner
-    return None
+# ------------------------------------------------------------------------------------------ compiled steps
+_COMPILED: dict = {}
 
 
-def augment_from_uniforms(x: torch.Tensor, u: torch.Tensor, pre: Preprocessor) -> torch.Tensor:
-    """``pre.train`` with the random draws given: ``u`` holds the (N, 7) uniforms ``augment_batch`` would draw.
+def cpu_compile_unsupported_reason() -> str | None:
+    """Why ``compile=True`` cannot run on this CPU, or None: without a vector instruction set (no AVX2, or
+    ``ATEN_CPU_CAPABILITY=default``) torch's C++ backend generates code that does not compile."""
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
 
-    A thin name for :meth:`Preprocessor.train_with_uniforms`; ``tests/test_batched.py`` pins the equality with
-    ``Preprocessor.train`` for the same generator.
-    """
-    return pre.train_with_uniforms(x, u)
+    if pick_vec_isa():
+        return None
+    cap = torch.backends.cpu.get_cpu_capability()
+    return (
+        f"torch.compile on this CPU (torch capability {cap}) has no vector instruction set, and torch "
+        f"{torch.__version__}'s C++ backend then generates code that does not compile"
+    )
 
 
-# ------------------------------------------------------------------------------------------- the step kernel
-def _make_grad_fn(model, algorithm, partial: bool, amp_dtype, device_type: str, chunk_size):
-    """vmap over clients of ``(grads, loss_value)`` for one step; ``partial`` adds the padding identities."""
+def _compile_cache_per_capability() -> None:
+    """Point torch's compile cache at a folder of this CPU capability, unless ``TORCHINDUCTOR_CACHE_DIR`` is set:
+    the cache does not key kernels by the capability that chose their instructions."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
-    def forward(train, other, x):
-        if amp_dtype is None:
-            return functional_call(model, {**train, **other}, (x,))
-        with torch.autocast(device_type=device_type, dtype=amp_dtype):
-            logits = functional_call(model, {**train, **other}, (x,))
-        return logits.float()
+    default = os.path.abspath(default_cache_dir())
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR", default) != default:  # torch writes its default in on first use
+        return
+    cap = torch.backends.cpu.get_cpu_capability().lower()
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(default, f"capability-{cap}")
+
+
+def _forward(model, params, x, amp_dtype, device_type: str):
+    """``functional_call`` of ``model``; under autocast to ``amp_dtype`` (logits back in fp32) unless it is None."""
+    if amp_dtype is None:
+        return functional_call(model, params, (x,))
+    with torch.autocast(device_type=device_type, dtype=amp_dtype):
+        logits = functional_call(model, params, (x,))
+    return logits.float()
+
+
+def _grad_fn(model, algorithm, partial: bool, options: BatchedOptions, device_type: str):
+    """vmap over clients of ``(grads, loss_value)`` for one step, compiled with ``options.compile``; ``partial``
+    adds the padding identities of the module docstring."""
 
     def full_loss(train, other, gp, x, y, rmask, scale, ctx):
-        logits = forward(train, other, x)
+        logits = _forward(model, {**train, **other}, x, options.amp_dtype, device_type)
         loss = algorithm.loss(logits, y, params=train, global_params=gp, ctx=ctx)
         return loss, loss.detach()
 
     def partial_loss(train, other, gp, x, y, rmask, scale, ctx):
-        logits = forward(train, other, x)
+        logits = _forward(model, {**train, **other}, x, options.amp_dtype, device_type)
         n = logits.shape[0]
         fixed = logits.detach()
         scaled = fixed + (logits - fixed) * scale  # value == logits; gradient × B/r on the real rows
@@ -268,44 +224,20 @@ def _make_grad_fn(model, algorithm, partial: bool, amp_dtype, device_type: str, 
         grads, value = grad(loss_fn, has_aux=True)(train, other, gp, x, y, rmask, scale, ctx)
         return algorithm.correct_grads(grads, ctx=ctx), value
 
-    return vmap(per_client, in_dims=(0, None, None, 0, 0, 0, 0, 0), chunk_size=chunk_size)
+    fn = vmap(per_client, in_dims=(0, None, None, 0, 0, 0, 0, 0), chunk_size=options.chunk_size)
+    if not options.compile:
+        return fn
+    key = (id(model), id(algorithm), partial, options)
+    if key not in _COMPILED:
+        # every compiled step shares the code object of ``per_client``: raise dynamo's per-code cache limit so
+        # (full, partial) x widths x algorithms do not silently fall back to eager
+        from torch import _dynamo
 
-
-# ----------------------------------------------------------------------------------------------- the planner
-@dataclass
-class _ClientPlan:
-    idx: torch.Tensor  # (τ, B) global data indices, padded with the batch's first index
-    count: list[int]  # real samples per step
-    u: torch.Tensor | None  # (τ, B, 7) augmentation uniforms (zeros in padding), fast path only
-
-
-def _plan_client(
-    indices: torch.Tensor, hp: LocalHyperParams, generator, aug_generator, *, draw_uniforms: bool, device
-) -> _ClientPlan:
-    """Draw the client's batch order and (fast path) its augmentation uniforms in the reference order."""
-    n, bsz = int(indices.shape[0]), hp.batch_size
-    batches = client_batch_order(n, bsz, hp.epochs, generator)
-    count = [int(b.shape[0]) for b in batches]
-    if not batches:
-        return _ClientPlan(torch.empty(0, bsz, dtype=torch.long, device=device), [], None)
-    indices = indices.to(device)
-    rows = []
-    for b in batches:  # padded on the generator's device, then one copy of the (τ, B) table
-        if b.shape[0] < bsz:
-            b = torch.cat([b, b[:1].expand(bsz - b.shape[0])])
-        rows.append(b)
-    idx = indices[torch.stack(rows).to(device)]
-    u = None
-    if draw_uniforms:
-        gen = aug_generator
-        us = []
-        for c in count:  # one (c, 7) draw per step, as local_train draws them; one copy of the table
-            draw = torch.rand((c, 7), generator=gen, device=gen.device)
-            if c < bsz:
-                draw = torch.cat([draw, draw.new_zeros(bsz - c, 7)])
-            us.append(draw)
-        u = torch.stack(us).to(device)
-    return _ClientPlan(idx, count, u)
+        _dynamo.config.recompile_limit = max(_dynamo.config.recompile_limit, 64)
+        _compile_cache_per_capability()
+        mode = "reduce-overhead" if options.cuda_graphs else None
+        _COMPILED[key] = torch.compile(fn, mode=mode, dynamic=False)
+    return _COMPILED[key]
 
 
 # ------------------------------------------------------------------------------------------------ entry point
@@ -317,71 +249,12 @@ def _as_list(value, m: int, name: str) -> list:
     return [value] * m
 
 
-def _stack_ctx(ctxs: Sequence[Mapping[str, torch.Tensor]], device) -> Params:
-    keys = list(ctxs[0].keys()) if ctxs else []
-    for i, c in enumerate(ctxs):
-        if list(c.keys()) != keys:
-            raise ValueError(
-                f"client context {i} has keys {sorted(c)}, client 0 has {sorted(keys)}; "
-                "all clients of a round must share the context keys."
-            )
-    return {k: torch.stack([c[k].to(device) for c in ctxs]) for k in keys}
-
-
-_COMPILED: dict = {}
-
-
-def cpu_compile_unsupported_reason() -> str | None:
-    """Why ``compile=True`` cannot run on this CPU, or None.  torch's C++ backend (inductor) needs a vector
-    instruction set here: without one (a CPU without AVX2, or ``ATEN_CPU_CAPABILITY=default``) torch 2.13's
-    generated code still calls ``at::vec`` and fails to compile."""
-    from torch._inductor.cpu_vec_isa import pick_vec_isa
-
-    if pick_vec_isa():
-        return None
-    cap = torch.backends.cpu.get_cpu_capability()
-    return (
-        f"torch.compile on this CPU (torch capability {cap}) has no vector instruction set, and torch "
-        f"{torch.__version__}'s C++ backend then generates code that does not compile"
-    )
-
-
-def _compile_cache_per_capability() -> None:
-    """Point torch's compile cache at a folder of this CPU capability, unless ``TORCHINDUCTOR_CACHE_DIR`` is set.
-    The cache keys kernels by their source, not by the capability that chose their instructions: kernels cached
-    under AVX-512 and loaded under ``ATEN_CPU_CAPABILITY=avx2`` (as the tests imitate another CPU) crash."""
-    import os
-
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-
-    default = os.path.abspath(default_cache_dir())
-    if os.environ.get("TORCHINDUCTOR_CACHE_DIR", default) != default:  # torch writes its default in on first use
-        return
-    cap = torch.backends.cpu.get_cpu_capability().lower()
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(default, f"capability-{cap}")
-
-
-def _check_cpu_compile() -> None:
-    reason = cpu_compile_unsupported_reason()
-    if reason is not None:
-        raise ValueError(f"BatchedOptions(compile=True): {reason}; use compile=False on this machine.")
-
-
-def _grad_fn(model, algorithm, partial, options: BatchedOptions, device_type):
-    fn = _make_grad_fn(model, algorithm, partial, options.amp_dtype, device_type, options.chunk_size)
-    if not options.compile:
-        return fn
-    key = (id(model), id(algorithm), partial, options)
-    if key not in _COMPILED:
-        # every compiled step shares the code object of ``per_client``, so dynamo's per-code cache (default 8
-        # entries) fills up with (full, partial) x widths x algorithms and then silently runs eagerly
-        import torch._dynamo
-
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-        _compile_cache_per_capability()
-        mode = "reduce-overhead" if options.cuda_graphs else None
-        _COMPILED[key] = torch.compile(fn, mode=mode, dynamic=False)
-    return _COMPILED[key]
+def _preprocessor_of(transform) -> Preprocessor | None:
+    """The Preprocessor if ``transform`` is a bound ``Preprocessor.train`` (the vectorised augmentation)."""
+    owner = getattr(transform, "__self__", None)
+    if isinstance(owner, Preprocessor) and getattr(transform, "__func__", None) is Preprocessor.train:
+        return owner
+    return None
 
 
 def train_clients_batched(
@@ -400,42 +273,12 @@ def train_clients_batched(
     client_ids: Sequence[int] | None = None,
     options: BatchedOptions | None = None,
 ) -> list[LocalResult]:
-    """Train M clients from ``global_params`` at once; returns what ``local_train`` returns for each client.
+    """Train M clients from ``global_params`` at once; what ``local_train`` returns for each, in the order given.
 
-    Parameters
-    ----------
-    model : torch.nn.Module
-        Supplies the architecture only (its tensors are not touched), as in ``local_train``.
-    global_params : dict of str to Tensor
-        The round's global model state (``fedlib.training.local.model_state``), on the compute device.
-    data_x, data_y : Tensor
-        The whole training set on the compute device, held once (uint8 images if ``transform`` expects them).
-    client_indices : list of 1-D int64 Tensor
-        Client i's rows of ``data_x``/``data_y`` (its ``local_train`` data is ``data_x[client_indices[i]]``).
-    ctxs : list of dict
-        ``algorithm.client_context(...)`` of each client (same keys and shapes for all).
-    algorithm : fedlib.algorithms.Algorithm
-        Bound to the model's trainable keys (``algorithm.bind``).
-    hp : LocalHyperParams or list of them
-        One for all clients or one per client (epochs may differ, e.g. stragglers; lr, momentum, weight decay
-        and batch size must agree).
-    generators : list of torch.Generator
-        Client i's training generator, seeded as the reference path seeds it (``make_generator(client_seed(...))``).
-    transform, aug_generators, client_ids
-        As ``local_train``'s ``transform``, ``aug_generator`` (per client; default: ``generators``) and
-        ``client_id``.
-    options : BatchedOptions, optional
-        Engine settings (defaults: compact shrinking, no compile, fp32).
-
-    Returns
-    -------
-    list of LocalResult
-        One per client, in the order given.
-
-    Notes
-    -----
-    Unsupported cases (see :func:`batching_unsupported_reason`) run ``local_train`` per client after a
-    ``UserWarning`` that names the reason.
+    ``data_x``/``data_y`` hold the whole training set on the compute device; client i trains on the rows
+    ``client_indices[i]`` with context ``ctxs[i]`` and generator ``generators[i]``. ``hp`` is one for all clients or
+    one per client (epochs may differ; lr, momentum, weight decay and batch size must agree). ``transform``,
+    ``aug_generators`` (default: ``generators``) and ``client_ids`` are ``local_train``'s, per client.
     """
     options = options or BatchedOptions()
     m = len(client_indices)
@@ -459,8 +302,8 @@ def train_clients_batched(
             stacklevel=2,
         )
     device = data_x.device
-    if options.compile and device.type == "cpu":
-        _check_cpu_compile()
+    if options.compile and device.type == "cpu" and (why := cpu_compile_unsupported_reason()) is not None:
+        raise ValueError(f"BatchedOptions(compile=True): {why}; use compile=False on this machine.")
     kernel = resolve_kernel(options, model, device)
     if reason is not None or kernel == "sequential":
         return [
@@ -484,161 +327,142 @@ def train_clients_batched(
     gp = {k: global_params[k].detach() for k in keys}
     other = {k: v.detach() for k, v in global_params.items() if k not in gp}
     h0 = hps[0]
-    bsz = h0.batch_size
     pre = _preprocessor_of(transform)
-    plans = [
-        _plan_client(ci, hps[i], gens[i], aug_gens[i], draw_uniforms=pre is not None and pre.augment, device=device)
-        for i, ci in enumerate(client_indices)
-    ]
-    tau = [len(p.count) for p in plans]
-    trained = [i for i in range(m) if tau[i] > 0]
-
-    final: dict[int, Params] = {}
-    loss_sum: dict[int, torch.Tensor] = {}
+    tables, tau, trained = _tables(client_indices, hps, gens, aug_gens, pre is not None and pre.augment, device)
+    outs = {}
     if trained:
-        final, loss_sum = _run(
-            model,
-            algorithm,
-            keys,
-            gp,
-            other,
-            data_x,
-            data_y,
-            plans,
-            tau,
-            trained,
-            [ctxs[i] for i in trained],
-            transform,
-            pre,
-            [aug_gens[i] for i in trained],
-            h0,
-            bsz,
-            options,
-            device,
-            kernel,
+        ctxs_t, gens_t = [ctxs[i] for i in trained], [aug_gens[i] for i in trained]
+        r = _Round(
+            model, algorithm, keys, gp, other, data_x, data_y, ctxs_t, transform, pre, gens_t, h0, options, device
         )
-    results = []
-    for i in range(m):
-        if tau[i] > 0:
-            out = {k: (final[i][k] if k in final[i] else global_params[k].detach().clone()) for k in global_params}
-            loss = float(loss_sum[i] / tau[i])
-        else:
-            out = {k: v.detach().clone() for k, v in global_params.items()}
-            loss = float("nan")
-        results.append(
-            LocalResult(
-                params=out,
-                num_steps=tau[i],
-                num_samples=int(client_indices[i].shape[0]),
-                epochs=hps[i].epochs,
-                train_loss=loss,
-                lr=h0.lr,
-                momentum=h0.momentum,
-                weight_decay=h0.weight_decay,
-                client_id=ids[i],
-            )
-        )
-    return results
+        params, losses = _run_loop(r, *tables) if kernel == "loop" else _run_vmap(r, *tables)
+        outs = {i: (params[j], losses[j]) for j, i in enumerate(trained)}
+    return [
+        _result(global_params, outs.get(i), tau[i], int(client_indices[i].shape[0]), hps[i].epochs, h0, ids[i])
+        for i in range(m)
+    ]
 
 
-def resolve_kernel(options: BatchedOptions, model: torch.nn.Module, device: torch.device) -> str:
-    """The kernel ``options.kernel`` stands for on ``device`` (see :class:`BatchedOptions`)."""
-    if options.kernel != "auto":
-        return options.kernel
-    if device.type == "cuda":
-        return "vmap"
-    size = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    return "loop" if size <= options.cpu_loop_max_params else "sequential"
+def _result(global_params, out, steps: int, num_samples: int, epochs: int, h0, client_id: int) -> LocalResult:
+    """A client's ``LocalResult`` from its trained tensors and loss sum (``out`` None: it took no step)."""
+    if out is None:
+        params, loss = {k: v.detach().clone() for k, v in global_params.items()}, float("nan")
+    else:
+        trained, loss_sum = out
+        params = {k: (trained[k] if k in trained else v.detach().clone()) for k, v in global_params.items()}
+        loss = float(loss_sum / steps)
+    return LocalResult(params, steps, num_samples, epochs, loss, h0.lr, h0.momentum, h0.weight_decay, client_id)
 
 
-def _run(
-    model,
-    algorithm,
-    keys,
-    gp,
-    other,
-    data_x,
-    data_y,
-    plans,
-    tau,
-    trained,
-    ctxs,
-    transform,
-    pre,
-    aug_gens,
-    h0,
-    bsz,
-    options,
-    device,
-    kernel,
-):
-    """The step loop over the clients in ``trained`` (positions into ``plans``) with the resolved ``kernel``."""
-    compact = options.shrink == "compact"
-    fixed_width = not compact or options.compile
-    width = len(trained)
-    steps = max(tau[i] for i in trained)
-    # (W, T, B) index table, (W, T) real counts; finished steps: first index, full count (masked in "mask" mode)
+# ----------------------------------------------------------------------------------------------- the planner
+def _tables(client_indices, hps, gens, aug_gens, draw_uniforms: bool, device):
+    """Every client's batch order and (vectorised augmentation) uniforms, drawn in ``local_train``'s order, as the
+    round's tables of the clients that train: (W, T, B) data indices, (W, T) real counts, (W, T, B, 7) uniforms (or
+    None) and (W,) steps. A partial batch is padded with its first index (uniforms 0); the steps after a client's
+    last repeat its first index with a full count (masked in "mask" mode). Also every client's steps and the
+    positions of the clients that train."""
+    bsz = hps[0].batch_size
+    orders, draws = [], []  # per client
+    for ci, hp, gen, aug in zip(client_indices, hps, gens, aug_gens):
+        orders.append(client_batch_order(int(ci.shape[0]), bsz, hp.epochs, gen))
+        if draw_uniforms:  # one (c, 7) draw per step, as local_train draws them
+            draws.append([torch.rand((int(b.shape[0]), 7), generator=aug, device=aug.device) for b in orders[-1]])
+    tau = [len(o) for o in orders]
+    trained = [i for i, t in enumerate(tau) if t > 0]
+    if not trained:
+        return None, tau, trained
+    width, steps = len(trained), max(tau)
     idx = torch.zeros(width, steps, bsz, dtype=torch.long, device=device)
     count = torch.full((width, steps), bsz, dtype=torch.long)
-    u = torch.zeros(width, steps, bsz, 7, device=device) if plans[trained[0]].u is not None else None
+    u = torch.zeros(width, steps, bsz, 7, device=device) if draw_uniforms else None
     for j, i in enumerate(trained):
-        idx[j, : tau[i]] = plans[i].idx
-        idx[j, tau[i] :] = plans[i].idx[0, 0]
-        count[j, : tau[i]] = torch.tensor(plans[i].count)
+        # padded on the generators' devices, then one copy of each (τ, B) table
+        padded = [torch.cat([b, b[:1].expand(bsz - b.shape[0])]) if b.shape[0] < bsz else b for b in orders[i]]
+        rows = client_indices[i].to(device)[torch.stack(padded).to(device)]
+        idx[j, : tau[i]] = rows
+        idx[j, tau[i] :] = rows[0, 0]
+        count[j, : tau[i]] = torch.tensor([int(b.shape[0]) for b in orders[i]])
         if u is not None:
-            u[j, : tau[i]] = plans[i].u
-    tau_t = torch.tensor([tau[i] for i in trained])
-    if kernel == "loop":
-        return _run_loop(
-            model,
-            algorithm,
-            keys,
-            gp,
-            other,
-            data_x,
-            data_y,
-            idx,
-            count,
-            u,
-            tau_t,
-            trained,
-            ctxs,
-            transform,
-            pre,
-            aug_gens,
-            h0,
-            options,
-            device,
-        )
-    ctx = _stack_ctx(ctxs, device)
-    params = [gp[k].unsqueeze(0).repeat(width, *([1] * gp[k].dim())) for k in keys]
+            padded_u = [torch.cat([d, d.new_zeros(bsz - d.shape[0], 7)]) for d in draws[i]]
+            u[j, : tau[i]] = torch.stack(padded_u).to(device)
+    return (idx, count, u, torch.tensor([tau[i] for i in trained])), tau, trained
+
+
+# ----------------------------------------------------------------------------------------------- the kernels
+@dataclass
+class _Round:
+    """What the steps of a round share (``ctxs`` and ``aug_gens`` of the trained clients)."""
+
+    model: torch.nn.Module
+    algorithm: object
+    keys: tuple
+    gp: Params
+    other: Params
+    data_x: torch.Tensor
+    data_y: torch.Tensor
+    ctxs: list
+    transform: Callable | None
+    pre: Preprocessor | None
+    aug_gens: list
+    hp: LocalHyperParams
+    options: BatchedOptions
+    device: torch.device
+
+    def batch(self, idx, u, sel, t, span, cnt, rows, active):
+        """Step ``t``'s gathered and augmented ``(x, y)`` of the table rows ``sel`` (``rows`` on the host; only the
+        ``active`` ones draw from their generators)."""
+        b_idx = idx[sel, t, :span]
+        xb, yb = self.data_x[b_idx], self.data_y[b_idx]
+        if self.pre is not None:
+            xb = self.pre.train_with_uniforms(xb, u[sel, t, :span].reshape(-1, 7) if u is not None else None)
+        elif self.transform is not None:
+            xb = _transform_per_client(self.transform, xb, cnt, [self.aug_gens[int(j)] for j in rows], active)
+        return xb, yb
+
+    def sgd(self, params, grads, bufs):
+        hp = self.hp
+        return sgd_update(params, grads, bufs, lr=hp.lr, momentum=hp.momentum, weight_decay=hp.weight_decay)
+
+
+@contextlib.contextmanager
+def _mode(model: torch.nn.Module, training: bool):
+    """``model`` in train (or eval) mode within the block, its mode restored after."""
+    was_training = model.training
+    model.train(training)
+    try:
+        yield
+    finally:
+        model.train(was_training)
+
+
+def _run_vmap(r: _Round, idx, count, u, tau_t):
+    """The "vmap" kernel: stacked parameters, one ``vmap(grad)`` per step over the clients still training."""
+    compact = r.options.shrink == "compact"
+    fixed_width = not compact or r.options.compile
+    width, steps, bsz = idx.shape
+    keys, device = r.keys, r.device
+    ctx = _stack_ctx(r.ctxs, device)
+    params = [r.gp[k].unsqueeze(0).repeat(width, *([1] * r.gp[k].dim())) for k in keys]
     bufs = None
     losses = torch.zeros(width, device=device)
     rows = torch.arange(width)  # rows of the tables still in the stacked state (compact mode)
-    # the tables on the device once per round: a step copies nothing from the host and reads nothing back
     rows_dev, count_dev, tau_dev = torch.arange(width, device=device), count.to(device), tau_t.to(device)
-    final: dict[int, Params] = {}
-    loss_sum: dict[int, torch.Tensor] = {}
+    final: list = [None] * width
+    loss_sum: list = [None] * width
     grad_fns = {}
-    device_type = device.type
-    was_training = model.training
-    model.train()
-    try:
+    with _mode(r.model, True):
         for t in range(steps):
-            if compact:
-                done = tau_t[rows] <= t
-                if bool(done.any()):
-                    keep = (~done).nonzero().flatten()
-                    for j in done.nonzero().flatten().tolist():
-                        i = trained[int(rows[j])]
-                        final[i] = {k: p[j].clone() for k, p in zip(keys, params)}
-                        loss_sum[i] = losses[j].clone()
-                    keep_dev = keep.to(device)
-                    params = [p[keep_dev] for p in params]
-                    bufs = None if bufs is None else [b[keep_dev] for b in bufs]
-                    losses = losses[keep_dev]
-                    ctx = {k: v[keep_dev] for k, v in ctx.items()}
-                    rows, rows_dev = rows[keep], rows_dev[keep_dev]
+            if compact and bool((done := tau_t[rows] <= t).any()):
+                keep = (~done).nonzero().flatten()
+                for j in done.nonzero().flatten().tolist():
+                    final[int(rows[j])] = {k: p[j].clone() for k, p in zip(keys, params)}
+                    loss_sum[int(rows[j])] = losses[j].clone()
+                keep_dev = keep.to(device)
+                params = [p[keep_dev] for p in params]
+                bufs = None if bufs is None else [b[keep_dev] for b in bufs]
+                losses = losses[keep_dev]
+                ctx = {k: v[keep_dev] for k, v in ctx.items()}
+                rows, rows_dev = rows[keep], rows_dev[keep_dev]
             cnt, cnt_dev = count[rows, t], count_dev[rows_dev, t]
             active = tau_t[rows] > t
             if not compact:  # finished clients compute on a dummy full batch, then are masked out
@@ -647,133 +471,89 @@ def _run(
                 cnt_dev = torch.where(active_dev, cnt_dev, torch.full_like(cnt_dev, bsz))
             span = bsz if fixed_width else int(cnt.max())
             partial = bool((cnt < span).any())
-            b_idx = idx[rows_dev, t, :span]
-            xb, yb = data_x[b_idx], data_y[b_idx]
-            if pre is not None:
-                xb = augment_from_uniforms(xb, u[rows_dev, t, :span].reshape(-1, 7) if u is not None else None, pre)
-            elif transform is not None:
-                xb = _transform_per_client(transform, xb, cnt, [aug_gens[int(r)] for r in rows], active)
+            xb, yb = r.batch(idx, u, rows_dev, t, span, cnt, rows, active)
             rmask = torch.arange(span, device=device).unsqueeze(0) < cnt_dev.unsqueeze(1)
             scale = span / cnt_dev.to(torch.float32)
             if partial not in grad_fns:
-                grad_fns[partial] = _grad_fn(model, algorithm, partial, options, device_type)
-            grads, value = grad_fns[partial]({k: p for k, p in zip(keys, params)}, other, gp, xb, yb, rmask, scale, ctx)
+                grad_fns[partial] = _grad_fn(r.model, r.algorithm, partial, r.options, device.type)
+            grads, value = grad_fns[partial](dict(zip(keys, params)), r.other, r.gp, xb, yb, rmask, scale, ctx)
             with torch.no_grad():
-                g_list = [grads[k] for k in keys]
-                new_params, new_bufs = sgd_update(
-                    params, g_list, bufs, lr=h0.lr, momentum=h0.momentum, weight_decay=h0.weight_decay
-                )
-                if algorithm.has_after_step:  # stacked params and ctx: the same elementwise ops per client
-                    stepped = algorithm.after_step(dict(zip(keys, new_params)), ctx=ctx, lr=h0.lr)
+                new_params, new_bufs = r.sgd(params, [grads[k] for k in keys], bufs)
+                if r.algorithm.has_after_step:  # stacked params and ctx: the same elementwise ops per client
+                    stepped = r.algorithm.after_step(dict(zip(keys, new_params)), ctx=ctx, lr=r.hp.lr)
                     new_params = [stepped[k] for k in keys]
                 if compact:
                     params, bufs = new_params, new_bufs
                     losses = losses + value
                 else:
-                    act = active_dev
-                    params = [
-                        torch.where(act.view(-1, *[1] * (p.dim() - 1)), pn, p) for p, pn in zip(params, new_params)
-                    ]
+                    params = _masked(active_dev, new_params, params)
                     if new_bufs is not None:
-                        bufs = (
-                            new_bufs
-                            if bufs is None
-                            else [
-                                torch.where(act.view(-1, *[1] * (b.dim() - 1)), bn, b) for b, bn in zip(bufs, new_bufs)
-                            ]
-                        )
-                    losses = torch.where(act, losses + value, losses)
-    finally:
-        model.train(was_training)
-    for j, r in enumerate(rows.tolist()):
-        i = trained[r]
-        if i not in final:
-            final[i] = {k: p[j].clone() for k, p in zip(keys, params)}
-            loss_sum[i] = losses[j].clone()
+                        bufs = new_bufs if bufs is None else _masked(active_dev, new_bufs, bufs)
+                    losses = torch.where(active_dev, losses + value, losses)
+    for j, row in enumerate(rows.tolist()):
+        if final[row] is None:
+            final[row] = {k: p[j].clone() for k, p in zip(keys, params)}
+            loss_sum[row] = losses[j].clone()
     return final, loss_sum
 
 
-def _run_loop(
-    model,
-    algorithm,
-    keys,
-    gp,
-    other,
-    data_x,
-    data_y,
-    idx,
-    count,
-    u,
-    tau_t,
-    trained,
-    ctxs,
-    transform,
-    pre,
-    aug_gens,
-    h0,
-    options,
-    device,
-):
-    """The "loop" kernel: per step one gather + augmentation for all clients, then per client exactly
-    ``local_train``'s forward/backward on its real rows, then one ``_foreach`` SGD update over all clients'
-    tensors (per-client parameter lists, nothing stacked). Finished clients are skipped (no masking needed)."""
+def _masked(active: torch.Tensor, new: list, old: list) -> list:
+    """``new`` for the active clients, ``old`` for the others (client axis first)."""
+    return [torch.where(active.view(-1, *[1] * (o.dim() - 1)), n, o) for o, n in zip(old, new)]
+
+
+def _stack_ctx(ctxs: Sequence[Mapping[str, torch.Tensor]], device) -> Params:
+    keys = list(ctxs[0].keys()) if ctxs else []
+    for i, c in enumerate(ctxs):
+        if list(c.keys()) != keys:
+            raise ValueError(
+                f"client context {i} has keys {sorted(c)}, client 0 has {sorted(keys)}; "
+                "all clients of a round must share the context keys."
+            )
+    return {k: torch.stack([c[k].to(device) for c in ctxs]) for k in keys}
+
+
+def _run_loop(r: _Round, idx, count, u, tau_t):
+    """The "loop" kernel: per step one gather + augmentation for all clients, then ``local_train``'s
+    forward/backward per client on its real rows, then one ``_foreach`` SGD update over all clients' tensors."""
     width, steps = idx.shape[0], idx.shape[1]
-    params = [[gp[k].clone() for k in keys] for _ in range(width)]
+    keys, amp, device_type = r.keys, r.options.amp_dtype, r.device.type
+    params = [[r.gp[k].clone() for k in keys] for _ in range(width)]
     bufs: list = [None] * width
     losses: list = [None] * width
-    amp, device_type = options.amp_dtype, device.type
-    was_training = model.training
-    model.train()
     act_dev = None
-    try:
+    with _mode(r.model, True):
         for t in range(steps):
             act = (tau_t > t).nonzero().flatten()
             cnt = count[act, t]
             span = int(cnt.max())
             if act_dev is None or act_dev.shape[0] != act.shape[0]:  # copied when a client finishes, not per step
-                act_dev = act.to(device)
-            b_idx = idx[act_dev, t, :span]
-            xb, yb = data_x[b_idx], data_y[b_idx]
+                act_dev = act.to(r.device)
             act = act.tolist()
-            if pre is not None:
-                xb = augment_from_uniforms(xb, u[act_dev, t, :span].reshape(-1, 7) if u is not None else None, pre)
-            elif transform is not None:
-                xb = _transform_per_client(transform, xb, cnt, [aug_gens[j] for j in act], [True] * len(act))
+            xb, yb = r.batch(idx, u, act_dev, t, span, cnt, act, [True] * len(act))
             all_p, all_g = [], []
             for pos, j in enumerate(act):
                 c = int(cnt[pos])
                 leaves = {k: p.requires_grad_(True) for k, p in zip(keys, params[j])}
-                if amp is None:
-                    logits = functional_call(model, {**leaves, **other}, (xb[pos, :c],))
-                else:
-                    with torch.autocast(device_type=device_type, dtype=amp):
-                        logits = functional_call(model, {**leaves, **other}, (xb[pos, :c],))
-                    logits = logits.float()
-                loss = algorithm.loss(logits, yb[pos, :c], params=leaves, global_params=gp, ctx=ctxs[j])
+                logits = _forward(r.model, {**leaves, **r.other}, xb[pos, :c], amp, device_type)
+                loss = r.algorithm.loss(logits, yb[pos, :c], params=leaves, global_params=r.gp, ctx=r.ctxs[j])
                 grads = torch.autograd.grad(loss, [leaves[k] for k in keys])
-                grads = algorithm.correct_grads(dict(zip(keys, grads)), ctx=ctxs[j])
+                grads = r.algorithm.correct_grads(dict(zip(keys, grads)), ctx=r.ctxs[j])
                 all_p.extend(p.detach() for p in params[j])
                 all_g.extend(grads[k] for k in keys)
                 losses[j] = loss.detach() if losses[j] is None else losses[j] + loss.detach()
             with torch.no_grad():
-                prev = None if t == 0 else [b for j in act for b in bufs[j]]
-                new_p, new_b = sgd_update(
-                    all_p, all_g, prev, lr=h0.lr, momentum=h0.momentum, weight_decay=h0.weight_decay
-                )
+                new_p, new_b = r.sgd(all_p, all_g, None if t == 0 else [b for j in act for b in bufs[j]])
             n = len(keys)
             for pos, j in enumerate(act):
                 params[j] = list(new_p[pos * n : (pos + 1) * n])
-                if algorithm.has_after_step:
+                if r.algorithm.has_after_step:
                     with torch.no_grad():
-                        stepped = algorithm.after_step(dict(zip(keys, params[j])), ctx=ctxs[j], lr=h0.lr)
+                        stepped = r.algorithm.after_step(dict(zip(keys, params[j])), ctx=r.ctxs[j], lr=r.hp.lr)
                     params[j] = [stepped[k] for k in keys]
                 if new_b is not None:
                     bufs[j] = list(new_b[pos * n : (pos + 1) * n])
-    finally:
-        model.train(was_training)
-    final = {i: dict(zip(keys, params[j])) for j, i in enumerate(trained)}
-    loss_sum = {i: losses[j] for j, i in enumerate(trained)}
-    return final, loss_sum
+    return [dict(zip(keys, p)) for p in params], losses
 
 
 def _transform_per_client(transform, xb, cnt, gens, active):
@@ -802,32 +582,22 @@ def evaluate(
     *,
     transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
     batch_size: int = 4096,
-    amp_dtype: torch.dtype | None = None,
 ) -> tuple[float, float]:
     """Accuracy and mean cross-entropy of ``model`` with state ``params`` on ``(x, y)``, in large batches.
 
     ``transform`` is the test-time preprocessing (e.g. ``Preprocessor.test``); the model runs in eval mode.
     """
     check_int("batch_size", batch_size, low=1)
-    was_training = model.training
-    model.eval()
     correct = torch.zeros((), dtype=torch.long, device=x.device)
     loss_sum = torch.zeros((), dtype=torch.float64, device=x.device)
-    try:
+    with _mode(model, False):
         for start in range(0, int(y.shape[0]), batch_size):
             xb = x[start : start + batch_size]
             yb = y[start : start + batch_size]
             if transform is not None:
                 xb = transform(xb)
-            if amp_dtype is None:
-                logits = functional_call(model, dict(params), (xb,))
-            else:
-                with torch.autocast(device_type=x.device.type, dtype=amp_dtype):
-                    logits = functional_call(model, dict(params), (xb,))
-                logits = logits.float()
+            logits = functional_call(model, dict(params), (xb,))
             correct += (logits.argmax(1) == yb).sum()
             loss_sum += F.cross_entropy(logits, yb, reduction="sum").double()
-    finally:
-        model.train(was_training)
     n = max(int(y.shape[0]), 1)
     return float(correct) / n, float(loss_sum) / n

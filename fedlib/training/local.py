@@ -1,21 +1,8 @@
-"""Functional local training: one client's SGD as a pure function of tensors.
+"""Functional local training: one client's SGD as a pure function of tensors (``local_train``).
 
-* ``model_state(model)`` -- the ``params`` dict (parameters and buffers) used with
-  ``torch.func.functional_call``; ``trainable_keys(model)`` -- the keys that are trained.
-* ``sgd_step(params, grads, bufs, *, lr, momentum, weight_decay)`` -- exactly ``torch.optim.SGD`` (dampening 0,
-  no Nesterov): ``d = g + wd·p``; first step ``buf = d``, later ``buf = m·buf + d``; ``p ← p − lr·buf``
-  (``p ← p − lr·d`` when ``momentum == 0``, and then no buffers are kept).  The ops are ``torch._foreach_*``
-  over all parameter tensors (``sgd_update``): one multi-tensor kernel each on CUDA; on CPU they run the
-  single-tensor ops one tensor after the other, so results agree bitwise with PyTorch's single-tensor SGD.
-* ``client_batch_order(num_samples, batch_size, epochs, generator)`` -- one ``torch.randperm`` per epoch,
-  split into consecutive batches, the last partial batch kept (``drop_last=False``), i.e. what a
-  ``DataLoader(shuffle=True)`` with that generator would visit.
-* ``local_train(model, params, x, y, ctx, algorithm, hp, generator)`` -- E epochs of mini-batch SGD with the
-  algorithm's ``loss`` and ``correct_grads`` hooks; returns a ``LocalResult``.
-
-Random streams: the trainer gives every (round, client) its own ``torch.Generator`` seeded from
-``client_seed(seed, round, client_id)``, so a client's training does not depend on which other clients trained
-before it (nor on whether they are trained one by one or batched).
+``sgd_step`` is exactly ``torch.optim.SGD`` (dampening 0, no Nesterov); ``client_batch_order`` visits the data as
+a ``DataLoader(shuffle=True)`` with that generator would. Every (round, client) has its own generators seeded from
+``client_seed(seed, round, client_id)``, so a client's training does not depend on the other clients.
 """
 
 from __future__ import annotations
@@ -53,11 +40,7 @@ _TRAIN_STREAM = STREAMS["training"]  # keeps the training seeds apart from the o
 
 @dataclass(frozen=True)
 class LocalHyperParams:
-    """Client optimiser settings of one round for one client.
-
-    ``lr`` is the round's learning rate (after decay), ``epochs`` the number of local epochs this client trains
-    (fewer for a straggler).
-    """
+    """Client optimiser settings of one round for one client (``lr`` after decay; ``epochs`` fewer for a straggler)."""
 
     lr: float
     momentum: float = 0.9
@@ -68,18 +51,9 @@ class LocalHyperParams:
 
 @dataclass
 class LocalResult:
-    """What one client returns after local training.
-
-    ``params``       the client's model state after training (all keys of the input ``params``).
-    ``num_steps``    number of SGD steps taken (τ_i; batches over all epochs).
-    ``num_samples``  n_k, the client's number of training samples.
-    ``epochs``       epochs trained.
-    ``train_loss``   mean of the mini-batch losses (float).
-    ``lr``, ``momentum``, ``weight_decay``  the settings used (FedNova and SCAFFOLD need them).
-    ``client_id``    the client's index in the pool.
-    ``state_delta``  what the client uploads besides its model (filled by the trainer from
-                     ``Algorithm.update_client_state``; e.g. SCAFFOLD's Δc_i).
-    """
+    """What one client returns after local training: its model state, SGD steps τ_i, samples n_k, epochs, mean
+    mini-batch loss, the optimiser settings (FedNova and SCAFFOLD need them), its id and ``state_delta``, what it
+    uploads beside its model (set by the trainer from ``Algorithm.update_client_state``)."""
 
     params: Params
     num_steps: int
@@ -105,21 +79,10 @@ def trainable_keys(model: torch.nn.Module) -> tuple[str, ...]:
     return tuple(k for k, v in model.named_parameters() if v.requires_grad)
 
 
-def sgd_step(
-    params: Mapping[str, torch.Tensor],
-    grads: Mapping[str, torch.Tensor],
-    bufs: Mapping[str, torch.Tensor],
-    *,
-    lr: float,
-    momentum: float,
-    weight_decay: float,
-):
-    """One ``torch.optim.SGD`` step (dampening 0, no Nesterov) on the keys of ``grads``.
-
-    Returns ``(new_params, new_bufs)``; inputs are not modified.  ``bufs`` is the momentum-buffer dict: empty
-    on the first step (then ``buf = d``), afterwards the dict returned by the previous call.  Keys of ``params``
-    not in ``grads`` are returned unchanged.
-    """
+def sgd_step(params: Params, grads: Params, bufs: Params, *, lr: float, momentum: float, weight_decay: float):
+    """One ``torch.optim.SGD`` step on the keys of ``grads`` (other keys unchanged): ``d = g + wd·p``, ``buf = d`` on
+    the first step (``bufs`` empty), later ``buf = m·buf + d``, ``p ← p − lr·buf``. Returns ``(new_params,
+    new_bufs)``; inputs are not modified."""
     keys = list(grads)
     first = momentum != 0 and any(bufs.get(k) is None for k in keys)
     if first and any(k in bufs for k in keys):
@@ -140,11 +103,8 @@ def sgd_step(
 def sgd_update(
     params: list, grads: list, bufs: list | None, *, lr: float, momentum: float, weight_decay: float
 ) -> tuple[list, list | None]:
-    """:func:`sgd_step` on lists of tensors with ``torch._foreach_*`` ops (``bufs`` None: the first step).
-
-    On CUDA each op is one multi-tensor kernel for all tensors (3-4 launches per step instead of 3-4 per
-    parameter tensor). On CPU the ``_foreach`` ops run the per-tensor ops one tensor after the other, so the
-    result is bitwise the per-tensor loop's (``tests/test_local.py`` checks it against ``torch.optim.SGD``)."""
+    """:func:`sgd_step` on lists of tensors with ``torch._foreach_*`` ops (``bufs`` None: the first step); on CPU
+    they run the per-tensor ops in turn, bitwise the per-tensor loop's."""
     d = list(grads) if weight_decay == 0 else torch._foreach_add(grads, params, alpha=weight_decay)
     if momentum != 0:
         bufs = [t.clone() for t in d] if bufs is None else torch._foreach_add(torch._foreach_mul(bufs, momentum), d)
@@ -157,11 +117,8 @@ def sgd_update(
 def client_batch_order(
     num_samples: int, batch_size: int, epochs: int, generator: torch.Generator
 ) -> list[torch.Tensor]:
-    """Mini-batch index tensors (int64, on the generator's device) for ``epochs`` epochs.
-
-    Each epoch draws ``torch.randperm(num_samples, generator=generator)`` and cuts it into batches of
-    ``batch_size``; the last partial batch is kept.
-    """
+    """Mini-batch index tensors (int64, on the generator's device): per epoch one ``torch.randperm`` cut into
+    batches of ``batch_size``, the last partial batch kept."""
     if num_samples < 1:
         return []
     order: list[torch.Tensor] = []
@@ -179,11 +136,7 @@ def _on_device(batches: list[torch.Tensor], device) -> list[torch.Tensor]:
 
 
 def client_seed(seed: int, round_index: int, client_id: int, stream: int = CLIENT_STREAMS["batch_order"]) -> int:
-    """63-bit seed of a training generator of client ``client_id`` in round ``round_index``.
-
-    ``stream`` separates the generators one client uses in one round (:data:`fedlib.seeds.CLIENT_STREAMS`):
-    0 batch order, 1 augmentation, 2 the global torch RNG (layers such as dropout).
-    """
+    """63-bit seed of the generator ``stream`` (:data:`fedlib.seeds.CLIENT_STREAMS`) of a client in a round."""
     ss = np.random.SeedSequence([int(seed), _TRAIN_STREAM, int(round_index), int(client_id), int(stream)])
     return int(ss.generate_state(1, np.uint64)[0] & np.uint64((1 << 63) - 1))
 
@@ -196,9 +149,8 @@ def make_generator(seed: int, device="cpu") -> torch.Generator:
 
 
 def client_generators(seed: int, round_index: int, client_id: int, device) -> tuple[torch.Generator, torch.Generator]:
-    """``(batch order, augmentation)`` generators of client ``client_id`` in round ``round_index`` of experiment
-    ``seed``: the first on the CPU, the second on ``device`` (the data's), each seeded by :func:`client_seed` with
-    its :data:`fedlib.seeds.CLIENT_STREAMS` number."""
+    """``(batch order, augmentation)`` generators of a client in a round: the first on the CPU, the second on
+    ``device`` (the data's)."""
     order = make_generator(client_seed(seed, round_index, client_id, CLIENT_STREAMS["batch_order"]), "cpu")
     augment = make_generator(client_seed(seed, round_index, client_id, CLIENT_STREAMS["augmentation"]), device)
     return order, augment
@@ -211,22 +163,9 @@ def cap_batches(x: torch.Tensor, y: torch.Tensor, hp: LocalHyperParams, max_batc
     return x[idx], y[idx], dataclasses.replace(hp, epochs=1)
 
 
-def train_step(
-    model,
-    keys,
-    train: Params,
-    other: Params,
-    global_params: Params,
-    xb,
-    yb,
-    ctx,
-    algorithm,
-    hp: LocalHyperParams,
-    opt_bufs: Params,
-) -> tuple[Params, Params, torch.Tensor]:
-    """One SGD step of :func:`local_train` on the batch ``(xb, yb)`` (already transformed): forward, the
-    algorithm's loss, gradients w.r.t. ``keys``, ``correct_grads``, :func:`sgd_step`, ``after_step``.  Returns
-    the new trainable tensors, momentum buffers and the detached loss; nothing is read back to the host."""
+def train_step(model, keys, train: Params, other: Params, global_params: Params, xb, yb, ctx, algorithm, hp, opt_bufs):
+    """One SGD step of :func:`local_train` on a transformed batch: forward, loss, gradients, ``correct_grads``,
+    :func:`sgd_step`, ``after_step``; returns the new trainable tensors, momentum buffers and the detached loss."""
     leaves = {k: v.requires_grad_(True) for k, v in train.items()}
     logits = functional_call(model, {**leaves, **other}, (xb,))
     loss = algorithm.loss(logits, yb, params=leaves, global_params=global_params, ctx=ctx)
@@ -256,17 +195,11 @@ def local_train(
     aug_generator: torch.Generator | None = None,
     client_id: int = -1,
 ) -> LocalResult:
-    """Train one client for ``hp.epochs`` epochs of mini-batch SGD starting from ``params``.
+    """Train one client for ``hp.epochs`` epochs of mini-batch SGD from ``params`` with the algorithm's hooks.
 
-    ``x``/``y``: the client's training tensors (already on the compute device; ``x`` in the form ``transform``
-    expects, or model input if ``transform`` is None).  Batches follow ``client_batch_order(len(y),
-    hp.batch_size, hp.epochs, generator)``; each batch is passed through ``transform(xb, aug_generator)``
-    (augmentation + normalisation; ``aug_generator`` defaults to ``generator``).  Per step:
-    ``loss = algorithm.loss(logits, yb, params=trainable, global_params=params, ctx=ctx)``, gradients w.r.t. the
-    trainable keys, ``grads = algorithm.correct_grads(grads, ctx=ctx)``, then ``sgd_step`` (then
-    ``algorithm.after_step`` when the algorithm has one).  Buffers (e.g.
-    batch-norm statistics) are updated by the forward pass as in ``model.train()`` mode.  ``model`` only
-    supplies the architecture; its own tensors are not touched.
+    ``x``/``y`` are on the compute device, ``x`` in the form ``transform(xb, aug_generator)`` expects
+    (``aug_generator`` defaults to ``generator``, which draws the batch order). Buffers are updated as in train
+    mode; ``model`` only supplies the architecture.
     """
     keys = algorithm.trainable if algorithm.trainable else trainable_keys(model)
     global_params = {k: params[k].detach() for k in keys}

@@ -1,42 +1,21 @@
 """Run tables and run directories: the per-round table of a run, its reading back, the run cache and resume.
 
-A run's table (``RunResult.table``) has one row per round, columns ``TABLE_COLUMNS`` (described in
-``fedlib.training.trainer``).  It is kept in two places, each under its own key:
+A run's table (``TABLE_COLUMNS``, described in ``fedlib.training.trainer``) is kept in the run cache, a
+``RunDir`` under ``config_hash(config, code_version())`` with every column and the checkpoints that let a run
+resume, and in the caller's store of results, ``compact_table`` (``STORED_COLUMNS``, floats rounded to 5 decimals)
+under a key without the code version (``ExperimentConfig.key_dict``). ``read_table`` reads both back.
 
-* the run cache (``RunDir``, this module): ``<run_root>/<config_hash(config, code_version())>/table.csv``, every
-  column, with the checkpoints that let an interrupted run resume.  The key holds the code version, so a version
-  bump retrains;
-* a store of results kept by the caller (e.g. in a repository): the columns ``STORED_COLUMNS`` with floats
-  rounded to 5 decimals (``compact_table``), small enough to commit, under a key that leaves out the code version
-  and the fields that do not change the numbers (``ExperimentConfig.key_dict``), so a stored table survives
-  commits.
-
-Both are read back by ``read_table``, with the dtypes of a fresh run.
-
-Layout of ``<run_root>/<hash>/`` (``hash = config_hash(config, code_version())``):
-
-``config.json``      the configuration (``ExperimentConfig.to_dict()``) and the code version
-``checkpoint.pt``    the latest checkpoint (``torch.save``): round index, global params, server state, client
-                     states, selector state, the numpy bit-generator states of the selection and availability
-                     streams, the torch RNG state and the table rows so far.  Written every
-                     ``config.checkpoint_every`` rounds and after the last round (then it holds the final model).
-``table.csv``        the tidy per-round table (``TABLE_COLUMNS``); ``table.parquet`` too when
-                     pyarrow is installed.
-``result.json``      written last: the summary (final accuracy = mean of the last 10 rounds, seconds per round,
-                     total bytes).  Its presence marks the run as finished.
-
-Every file is written atomically: to a temporary file in the same folder, then ``os.replace``.
-
-Code version (``code_version()``): ``fedlib.__version__``, or the value of the environment variable
-``FEDLIB_CODE_VERSION`` if set. It keys the cache, so bump ``fedlib.__version__`` whenever a change alters what
-training computes; commits that do not (documentation, notebooks, new options with old defaults) keep their
-cached runs. The git commit a run was computed with is recorded in ``config.json`` and ``result.json``
-(``git_commit``) as provenance, not used as a key: keying on it made every commit retrain everything.
+A run directory holds ``config.json`` (configuration, code version, git commit as provenance), ``checkpoint.pt``
+(everything a resume needs, written every ``checkpoint_every`` rounds and at the end), ``table.csv`` (and
+``table.parquet`` with pyarrow) and ``result.json``, written last: its presence marks the run finished. Every file
+is written atomically. ``code_version()`` (``fedlib.__version__`` or ``$FEDLIB_CODE_VERSION``) keys the cache:
+bump the version whenever a change alters what training computes.
 """
 
 from __future__ import annotations
 
 import functools
+import io
 import json
 import math
 import os
@@ -67,44 +46,19 @@ __all__ = [
     "atomic_write_text",
 ]
 
+# fmt: off
 #: Columns of a run's per-round table, in order (``fedlib.training.trainer`` describes each).
 TABLE_COLUMNS = (
-    "round",
-    "lr",
-    "test_accuracy",
-    "test_loss",
-    "train_loss",
-    "picked",
-    "num_picked",
-    "num_trained",
-    "num_dropped",
-    "entropy_bits",
-    "covers_all_classes",
-    "entropy_bits_trained",
-    "bytes_uploaded",
-    "cumulative_bytes",
-    "seconds",
-    "kept",
-    "reselection_entropy_bits",
-    "phase",
+    "round", "lr", "test_accuracy", "test_loss", "train_loss", "picked", "num_picked", "num_trained", "num_dropped",
+    "entropy_bits", "covers_all_classes", "entropy_bits_trained", "bytes_uploaded", "cumulative_bytes", "seconds",
+    "kept", "reselection_entropy_bits", "phase",
 )
 #: Columns of a stored table (a caller's result store): no client ids, floats rounded to 5 decimals.
 STORED_COLUMNS = (
-    "round",
-    "test_accuracy",
-    "test_loss",
-    "train_loss",
-    "num_picked",
-    "num_trained",
-    "num_dropped",
-    "entropy_bits",
-    "covers_all_classes",
-    "entropy_bits_trained",
-    "reselection_entropy_bits",
-    "phase",
-    "cumulative_bytes",
-    "seconds",
+    "round", "test_accuracy", "test_loss", "train_loss", "num_picked", "num_trained", "num_dropped", "entropy_bits",
+    "covers_all_classes", "entropy_bits_trained", "reselection_entropy_bits", "phase", "cumulative_bytes", "seconds",
 )
+# fmt: on
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -112,14 +66,8 @@ STORED_COLUMNS = (
 
 
 def last_rounds_mean(table: pd.DataFrame, last: int = 10, *, by: Sequence[str] = (), column: str = "test_accuracy"):
-    """Mean of ``column`` over a run's final ``last`` evaluated rounds: the paper's per-run number (§V-A5).
-
-    Evaluated rounds are rounds >= 1 (round 0 is the initial model) whose ``column`` is not NaN (the test columns
-    are empty in rounds without an evaluation: between ``eval_every`` rounds, FedConcat's encoder phase).  Rounds
-    are taken in ``round`` order.  Without ``by``, ``table`` holds one run and a float is returned (NaN if no
-    round was evaluated); with ``by`` (the columns naming a run), a Series indexed by them with one mean per run
-    that has an evaluated round, runs in the order of the sorted ``by`` columns.  Units are those of ``column``
-    (fractions for the trainer's accuracy): callers convert to % themselves.
+    """Mean of ``column`` over a run's last ``last`` evaluated rounds (round >= 1, ``column`` not NaN): the paper's
+    per-run number (§V-A5). A float for one run; with ``by`` (the columns naming a run) a Series, one mean per run.
 
     >>> t = pd.DataFrame({"round": [0, 1, 2, 3], "test_accuracy": [0.1, 0.2, float("nan"), 0.6]})
     >>> round(last_rounds_mean(t, 2), 6)  # rounds 1 and 3; round 2 was not evaluated
@@ -135,12 +83,8 @@ def last_rounds_mean(table: pd.DataFrame, last: int = 10, *, by: Sequence[str] =
 
 @dataclass
 class RunResult:
-    """Outcome of ``fedlib.training.trainer.run_experiment``.
-
-    ``table``: the per-round DataFrame (``TABLE_COLUMNS``); ``run_dir``: the run directory or None;
-    ``from_cache``: True if a finished run was read back; ``finished``: False if stopped early
-    (``stop_after``); ``global_params``: the final global model (None if not available).
-    """
+    """Outcome of ``fedlib.training.trainer.run_experiment``: the per-round table, the run directory, whether it was
+    read from the cache, whether it finished (``stop_after``) and the final global model (None if not available)."""
 
     config: ExperimentConfig
     table: pd.DataFrame
@@ -170,12 +114,9 @@ def make_table(rows) -> pd.DataFrame:
 
 
 def normalise_table(table: pd.DataFrame) -> pd.DataFrame:
-    """A table read back from ``table.csv`` with the in-memory dtypes of the columns after ``seconds``.
-
-    ``kept`` is a string column (CSV reads ``""`` as NaN and a single id as a number).  Tables written before these
-    columns existed (per-round algorithms only) get them: ``reselection_entropy_bits`` = ``entropy_bits_trained``
-    (the same quantity for those algorithms), ``kept`` = ``picked`` where no client dropped out (else NaN:
-    unknown), ``phase`` = ``"init"``/``"global"``."""
+    """A ``table.csv`` read back with the in-memory dtypes of the columns after ``seconds`` (``kept`` as strings);
+    tables of per-round algorithms written before those columns existed get them (``kept`` NaN where a client
+    dropped out)."""
     t = table.copy()
 
     def as_ids(v):
@@ -270,12 +211,8 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def _atomic_save(obj, path: Path) -> None:
-    import io
-
-    buf = io.BytesIO()
-    torch.save(obj, buf)
-    atomic_write_bytes(path, buf.getvalue())
+def _write_json(path: Path, data: dict) -> None:
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 class RunDir:
@@ -298,23 +235,13 @@ class RunDir:
     def prepare(self) -> None:
         """Create the folder and write ``config.json``."""
         self.path.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(
-            self.config_file,
-            json.dumps(
-                {
-                    "config": self.config.to_dict(),
-                    "code_version": self.version,
-                    "git_commit": _git_commit(),
-                    "hash": self.hash,
-                },
-                indent=2,
-                sort_keys=True,
-            )
-            + "\n",
-        )
+        provenance = {"code_version": self.version, "git_commit": _git_commit(), "hash": self.hash}
+        _write_json(self.config_file, {"config": self.config.to_dict(), **provenance})
 
     def save_checkpoint(self, ckpt: dict) -> None:
-        _atomic_save(ckpt, self.checkpoint_file)
+        buf = io.BytesIO()
+        torch.save(ckpt, buf)
+        atomic_write_bytes(self.checkpoint_file, buf.getvalue())
 
     def load_checkpoint(self) -> dict | None:
         if not self.checkpoint_file.exists():
@@ -324,8 +251,6 @@ class RunDir:
     def write_result(self, table: pd.DataFrame) -> None:
         atomic_write_text(self.table_file, table.to_csv(index=False))
         try:
-            import io
-
             import pyarrow  # noqa: F401
 
             buf = io.BytesIO()
@@ -334,14 +259,8 @@ class RunDir:
         except ImportError:
             pass
         summary = RunResult(self.config, table).summary()
-        atomic_write_text(
-            self.result_file,
-            json.dumps(
-                {"hash": self.hash, "code_version": self.version, "git_commit": _git_commit(), **summary},
-                indent=2,
-                sort_keys=True,
-            )
-            + "\n",
+        _write_json(
+            self.result_file, {"hash": self.hash, "code_version": self.version, "git_commit": _git_commit(), **summary}
         )
 
     def load_result(self):

@@ -1,9 +1,5 @@
-"""Argument checks shared by fedlib: each error names the parameter, the value given and what is allowed.
-
-The ``check_*`` functions raise ``TypeError``/``ValueError`` (``"mu must be >= 0.0 (got -1.0)."``);
-:func:`parameter_checks` turns such a failure inside a part's constructor (a selector, an algorithm, a data set)
-into that part's :class:`ParameterError`.
-"""
+"""Argument checks shared by fedlib: every bad input is a :class:`ParameterError` naming the parameter, the value
+given and what is allowed, raised before any work starts."""
 
 from __future__ import annotations
 
@@ -29,20 +25,42 @@ __all__ = [
 
 
 class ParameterError(TypeError, ValueError):
-    """An unknown or bad parameter of one of fedlib's parts (a selector, an algorithm, a data set); both a
-    ``TypeError`` and a ``ValueError``. With ``unknown``, ``allowed`` lists the parameters the part takes.
+    """Bad input to fedlib: ``"[part ]parameter 'name': got value; allowed: what is allowed.[ hint]"``.
+
+    ``part`` names the part the parameter belongs to (``"algorithm 'fedprox'"``, ``"config"``; None for a plain
+    function's argument); ``got`` describes the value when its ``repr`` would not (a shape, an entry of a matrix);
+    ``hint`` says what to change; with ``unknown``, ``allowed`` lists the parameters the part takes. Both a
+    ``TypeError`` and a ``ValueError``.
 
     >>> str(ParameterError("algorithm 'fedprox'", "mu", -1.0, "a finite real number >= 0.0"))
     "algorithm 'fedprox' parameter 'mu': got -1.0; allowed: a finite real number >= 0.0."
     """
 
-    def __init__(self, part: str, name: str, value, allowed: str, unknown: bool = False) -> None:
-        self.part, self.name, self.value, self.allowed, self.unknown = part, name, value, allowed, unknown
-        kind = "unknown parameter" if unknown else "parameter"
-        super().__init__(f"{part} {kind} {name!r}: got {value!r}; allowed: {allowed}.")
+    def __init__(self, part, name, value, allowed, *, unknown=False, got=None, hint=None) -> None:
+        self.part, self.name, self.value, self.allowed = part, name, value, allowed
+        self.unknown, self.got, self.hint = unknown, got, hint
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        part = f"{self.part} " if self.part else ""
+        kind = "unknown parameter" if self.unknown else "parameter"
+        got = repr(self.value) if self.got is None else self.got
+        hint = f" {self.hint}" if self.hint else ""
+        return f"{part}{kind} {self.name!r}: got {got}; allowed: {self.allowed}.{hint}"
+
+    def amend(self, **fields) -> ParameterError:
+        """Set ``fields`` (e.g. the ``part`` of a failed check) and rewrite the message; returns ``self``."""
+        vars(self).update(fields)
+        self.args = (self._message(),)
+        return self
 
     def __reduce__(self):  # picklable (e.g. across a Ray worker) although __init__ takes more than the message
-        return type(self), (self.part, self.name, self.value, self.allowed, self.unknown)
+        keywords = {"unknown": self.unknown, "got": self.got, "hint": self.hint}
+        return _rebuild, (type(self), (self.part, self.name, self.value, self.allowed), keywords)
+
+
+def _rebuild(cls, args, keywords):
+    return cls(*args, **keywords)
 
 
 def check_parameter_names(part: str, params: Mapping[str, object], names: Iterable[str]) -> None:
@@ -55,33 +73,24 @@ def check_parameter_names(part: str, params: Mapping[str, object], names: Iterab
     selector 'kl' unknown parameter 'q': got 1; allowed: no parameters.
     """
     names = list(names)
-    for key, value in params.items():
-        if key not in names:
-            allowed = f"the parameters {', '.join(names)}" if names else "no parameters"
-            raise ParameterError(part, key, value, allowed, unknown=True)
+    unknown = [key for key in params if key not in names]
+    if unknown:
+        allowed = f"the parameters {', '.join(names)}" if names else "no parameters"
+        more = f"(also unknown: {', '.join(map(repr, unknown[1:]))})" if len(unknown) > 1 else None
+        raise ParameterError(part, unknown[0], params[unknown[0]], allowed, unknown=True, hint=more)
 
 
 @contextmanager
 def parameter_checks(part: str, names: Iterable[str] | None = None) -> Iterator[None]:
-    """Turn the failure of a ``check_*`` call in the block (of a parameter in ``names``, if given) into a
-    :class:`ParameterError` of ``part``; other errors pass unchanged."""
+    """Name ``part`` in a :class:`ParameterError` of the block that names no part (of a parameter in ``names``,
+    if given)."""
     names = None if names is None else set(names)
     try:
         yield
-    except ParameterError:
+    except ParameterError as exc:
+        if exc.part is None and (names is None or exc.name in names):
+            exc.amend(part=part)
         raise
-    except (TypeError, ValueError) as exc:
-        failed = getattr(exc, "failed_check", None)
-        if failed is None or (names is not None and failed[0] not in names):
-            raise
-        raise ParameterError(part, *failed) from None
-
-
-def _failure(exc_type: type, message: str, name: str, value, allowed: str) -> Exception:
-    """``exc_type(message)`` that records ``(name, value, allowed)`` for :func:`parameter_checks`."""
-    exc = exc_type(message)
-    exc.failed_check = (name, value, allowed)
-    return exc
 
 
 def _bounds(low, high, low_open: bool = False, high_open: bool = False) -> str:
@@ -94,25 +103,17 @@ def _bounds(low, high, low_open: bool = False, high_open: bool = False) -> str:
 
 
 def check_int(name: str, value, *, low: int | None = None, high: int | None = None) -> int:
-    """Return ``value`` as int if it is an integer in ``[low, high]``, else raise ValueError/TypeError.
+    """Return ``value`` as int if it is an integer in ``[low, high]``, else raise :class:`ParameterError`.
 
     >>> check_int("num_clients", 5, low=1)
     5
     """
     allowed = "an integer" + _bounds(low, high)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise _failure(
-            TypeError,
-            f"{name} must be an integer (got {value!r} of type {type(value).__name__}).",
-            name,
-            value,
-            allowed,
-        )
+        raise ParameterError(None, name, value, allowed)
     value = int(value)
-    if low is not None and value < low:
-        raise _failure(ValueError, f"{name} must be >= {low} (got {value}).", name, value, allowed)
-    if high is not None and value > high:
-        raise _failure(ValueError, f"{name} must be <= {high} (got {value}).", name, value, allowed)
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ParameterError(None, name, value, allowed)
     return value
 
 
@@ -128,32 +129,21 @@ def check_float(
     """Return ``value`` as float if it is a finite real number in the interval (``*_open``: strict bound)."""
     allowed = "a finite real number" + _bounds(low, high, low_open, high_open)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise _failure(
-            TypeError,
-            f"{name} must be a real number (got {value!r} of type {type(value).__name__}).",
-            name,
-            value,
-            allowed,
-        )
-    got = value
-    value = float(value)
-    if not np.isfinite(value):
-        raise _failure(ValueError, f"{name} must be finite (got {value}).", name, got, allowed)
-    if low is not None and (value <= low if low_open else value < low):
-        raise _failure(
-            ValueError, f"{name} must be {'>' if low_open else '>='} {low} (got {value}).", name, got, allowed
-        )
-    if high is not None and (value >= high if high_open else value > high):
-        raise _failure(
-            ValueError, f"{name} must be {'<' if high_open else '<='} {high} (got {value}).", name, got, allowed
-        )
-    return value
+        raise ParameterError(None, name, value, allowed)
+    x = float(value)
+    if (
+        not np.isfinite(x)
+        or (low is not None and (x <= low if low_open else x < low))
+        or (high is not None and (x >= high if high_open else x > high))
+    ):
+        raise ParameterError(None, name, value, allowed)
+    return x
 
 
 def check_bool(name: str, value) -> bool:
     """Return ``value`` if it is ``True`` or ``False`` (not merely truthy)."""
     if not isinstance(value, bool):
-        raise _failure(TypeError, f"{name} must be True or False (got {value!r}).", name, value, "True, False")
+        raise ParameterError(None, name, value, "True, False")
     return value
 
 
@@ -161,8 +151,7 @@ def check_choice(name: str, value, choices: Iterable[str]):
     """Return ``value`` if it is one of ``choices``; the error lists the allowed values."""
     choices = list(choices)
     if value not in choices:
-        allowed = ", ".join(repr(c) for c in choices)
-        raise _failure(ValueError, f"{name} must be one of {allowed} (got {value!r}).", name, value, allowed)
+        raise ParameterError(None, name, value, ", ".join(repr(c) for c in choices))
     return value
 
 
@@ -176,20 +165,20 @@ def check_optional(check: Callable, name: str, value, **options):
         return None
     try:
         return check(name, value, **options)
-    except (TypeError, ValueError) as exc:
-        failed = getattr(exc, "failed_check", None)
-        if failed is not None:
-            exc.failed_check = (*failed[:2], "None or " + failed[2])
-        raise
+    except ParameterError as exc:
+        raise exc.amend(allowed="None or " + exc.allowed) from None
 
 
 def check_rng(name: str, rng) -> np.random.Generator:
     """Require an explicit ``np.random.Generator`` (fedlib never falls back to global randomness)."""
     if not isinstance(rng, np.random.Generator):
-        raise TypeError(
-            f"{name} must be a numpy.random.Generator, e.g. np.random.default_rng(seed) (got {type(rng).__name__})."
-        )
+        allowed = "a numpy.random.Generator, e.g. np.random.default_rng(seed)"
+        raise ParameterError(None, name, rng, allowed, got=f"type {type(rng).__name__}")
     return rng
+
+
+def _matrix(allow_negative: bool) -> str:
+    return f"a 2-D array (num_clients, num_classes) of finite{'' if allow_negative else ', non-negative'} numbers"
 
 
 def check_count_matrix(name: str, counts, *, allow_negative: bool = False, sparse: bool = False):
@@ -202,25 +191,25 @@ def check_count_matrix(name: str, counts, *, allow_negative: bool = False, spars
     """
     if _is_sparse(counts):
         return _check_sparse_counts(name, counts, allow_negative=allow_negative, sparse=sparse)
+    allowed = _matrix(allow_negative)
     try:
         arr = np.asarray(counts)
     except ValueError:  # a ragged nested sequence
-        raise ValueError(
-            f"{name} must be a 2-D array of shape (num_clients, num_classes); {_ragged(counts)}."
-        ) from None
-    if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
-        raise ValueError(f"{name} must be a 2-D array of shape (num_clients, num_classes) (got shape {arr.shape}).")
-    if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
-        raise TypeError(f"{name} must hold numbers (got dtype {arr.dtype}).")
+        raise ParameterError(None, name, counts, allowed, got=_ragged(counts)) from None
+    _check_matrix_layout(name, arr, allowed)
     arr = arr.astype(float)
-    finite = np.isfinite(arr)
-    if not finite.all():
-        i, j = np.argwhere(~finite)[0]
-        raise ValueError(f"{name} must be finite (got {arr[i, j]} for client {i}, class {j}).")
-    if not allow_negative and np.any(arr < 0):
-        i, j = np.argwhere(arr < 0)[0]
-        raise ValueError(f"{name} must be non-negative (got {arr[i, j]} for client {i}, class {j}).")
+    bad = ~np.isfinite(arr) if allow_negative else ~(np.isfinite(arr) & (arr >= 0))
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        raise ParameterError(None, name, counts, allowed, got=f"{arr[i, j]} for client {i}, class {j}")
     return arr
+
+
+def _check_matrix_layout(name: str, arr, allowed: str) -> None:
+    if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise ParameterError(None, name, arr, allowed, got=f"shape {arr.shape}")
+    if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
+        raise ParameterError(None, name, arr, allowed, got=f"dtype {arr.dtype}")
 
 
 def _is_sparse(value) -> bool:
@@ -236,38 +225,38 @@ def _ragged(counts) -> str:
     try:
         lengths = [len(row) for row in counts]
     except TypeError:
-        return "got a nested sequence whose rows are not all sequences"
+        return "a nested sequence whose rows are not all sequences"
     k = next(i for i, n in enumerate(lengths) if n != lengths[0])
-    return f"got rows of different lengths (client 0 has {lengths[0]} entries, client {k} has {lengths[k]})"
+    return f"rows of different lengths (client 0 has {lengths[0]} entries, client {k} has {lengths[k]})"
 
 
 def _check_sparse_counts(name: str, counts, *, allow_negative: bool, sparse: bool):
     import scipy.sparse as sp
 
-    if counts.ndim != 2 or counts.shape[0] < 1 or counts.shape[1] < 1:
-        raise ValueError(f"{name} must be a 2-D array of shape (num_clients, num_classes) (got shape {counts.shape}).")
-    if not np.issubdtype(counts.dtype, np.number) or np.issubdtype(counts.dtype, np.complexfloating):
-        raise TypeError(f"{name} must hold numbers (got dtype {counts.dtype}).")
+    allowed = _matrix(allow_negative)
+    _check_matrix_layout(name, counts, allowed)
     csr = sp.csr_array(counts)
     csr = csr.astype(np.float64) if csr.dtype != np.float64 else csr.copy()  # one copy: sum_duplicates is in place
     csr.sum_duplicates()
-    for bad, what in ((~np.isfinite(csr.data), "finite"), (None if allow_negative else csr.data < 0, "non-negative")):
-        if bad is not None and bad.any():
-            at = int(np.argmax(bad))
-            i = int(np.searchsorted(csr.indptr, at, side="right") - 1)
-            raise ValueError(f"{name} must be {what} (got {csr.data[at]} for client {i}, class {csr.indices[at]}).")
+    bad = ~np.isfinite(csr.data) if allow_negative else ~(np.isfinite(csr.data) & (csr.data >= 0))
+    if bad.any():
+        at = int(np.argmax(bad))
+        i = int(np.searchsorted(csr.indptr, at, side="right") - 1)
+        got = f"{csr.data[at]} for client {i}, class {csr.indices[at]}"
+        raise ParameterError(None, name, counts, allowed, got=got)
     return csr if sparse else csr.toarray()
 
 
 def check_label_vector(name: str, labels, *, num_classes: int | None = None) -> np.ndarray:
     """Return ``labels`` as a 1-D int64 array of class ids in ``[0, num_classes)``."""
     arr = np.asarray(labels)
+    ids = ">= 0" if num_classes is None else f"in [0, {num_classes}) (num_classes is {num_classes})"
+    allowed = f"a non-empty 1-D array of integer class ids {ids}"
     if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-D array of class ids (got shape {arr.shape}).")
+        raise ParameterError(None, name, labels, allowed, got=f"shape {arr.shape}")
     if not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"{name} must hold integer class ids (got dtype {arr.dtype}).")
-    if arr.min() < 0:
-        raise ValueError(f"{name} must hold class ids >= 0 (got {arr.min()}).")
-    if num_classes is not None and arr.max() >= num_classes:
-        raise ValueError(f"{name} holds class id {arr.max()}, but num_classes is {num_classes}.")
+        raise ParameterError(None, name, labels, allowed, got=f"dtype {arr.dtype}")
+    if arr.min() < 0 or (num_classes is not None and arr.max() >= num_classes):
+        bad = arr.min() if arr.min() < 0 else arr.max()
+        raise ParameterError(None, name, labels, allowed, got=f"class id {bad}")
     return arr.astype(np.int64)

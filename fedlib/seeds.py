@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedlib._validate import check_int
+from fedlib._validate import check_choice, check_int
 
 __all__ = ["STREAMS", "CLIENT_STREAMS", "stream_rng"]
 
@@ -39,9 +39,7 @@ CLIENT_STREAMS = {
 
 def _entropy(seed: int, name: str) -> list[int]:
     seed = check_int("seed", seed, low=0)
-    if name not in STREAMS:
-        raise ValueError(f"unknown seed stream {name!r}; allowed: {', '.join(map(repr, STREAMS))}.")
-    return [seed, STREAMS[name]]
+    return [seed, STREAMS[check_choice("name", name, STREAMS)]]
 
 
 def stream_rng(seed: int, name: str) -> np.random.Generator:

@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from fedlib._validate import check_choice, check_count_matrix, check_float, check_int
+from fedlib._validate import ParameterError, check_choice, check_count_matrix, check_float, check_int
 from fedlib.seeds import stream_rng
 
 __all__ = [
@@ -115,7 +115,7 @@ def rarest_report(pool_totals, total: int) -> np.ndarray:
     """
     t = np.asarray(pool_totals, dtype=float)
     if t.ndim != 1 or t.size < 1 or not np.all(np.isfinite(t)) or np.any(t < 0):
-        raise ValueError(f"pool_totals must be a 1-D vector of finite non-negative class totals (got {pool_totals!r}).")
+        raise ParameterError(None, "pool_totals", pool_totals, "a 1-D vector of finite non-negative class totals")
     total = check_int("total", total, low=0)
     if t.sum() == 0:
         return uniform_report(total, t.size)
@@ -258,11 +258,13 @@ def liar_counts(true_counts, spec: LiarSpec, liars) -> tuple[np.ndarray, np.ndar
     """
     counts = check_count_matrix("true_counts", true_counts)
     if not np.array_equal(counts, np.rint(counts)):
-        raise ValueError("true_counts must hold whole numbers of samples.")
+        i, j = np.argwhere(counts != np.rint(counts))[0]
+        allowed = "a count matrix of whole numbers of samples"
+        raise ParameterError(None, "true_counts", true_counts, allowed, got=f"{counts[i, j]} for client {i}, class {j}")
     counts = counts.astype(np.int64)
     liars = np.unique(np.asarray(liars, dtype=np.int64))
     if liars.size and (liars[0] < 0 or liars[-1] >= counts.shape[0]):
-        raise ValueError(f"liars must be client indices in [0, {counts.shape[0] - 1}] (got {liars.tolist()}).")
+        raise ParameterError(None, "liars", liars.tolist(), f"client indices in [0, {counts.shape[0] - 1}]")
     data = counts.copy()
     for k in liars:
         data[k] = liar_data_counts(counts[k], spec.data)

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 import pandas as pd
 
+from fedlib._validate import ParameterError
 from fedlib.training.config import ExperimentConfig
 from fedlib.training.runs import last_rounds_mean
 from repro import reporting
@@ -148,9 +149,10 @@ def run_with_liars(config: ExperimentConfig, spec: LiarSpec, *, progress: bool =
 def _check_spec(config: ExperimentConfig, spec: LiarSpec) -> None:
     config.validate()
     if not isinstance(spec, LiarSpec):
-        raise TypeError(f"spec must be a repro.adversarial.LiarSpec (got {type(spec).__name__}).")
+        raise ParameterError(None, "spec", spec, "a repro.adversarial.LiarSpec", got=f"type {type(spec).__name__}")
     if spec.num_liars > config.num_clients:
-        raise ValueError(f"num_liars must be <= num_clients={config.num_clients} (got {spec.num_liars}).")
+        allowed = f"an integer >= 0 and <= num_clients={config.num_clients}"
+        raise ParameterError("LiarSpec", "num_liars", spec.num_liars, allowed)
 
 
 def liar_experiment(config: ExperimentConfig, spec: LiarSpec):

@@ -36,9 +36,9 @@ import sys
 
 import pandas as pd
 
+from fedlib._validate import ParameterError, parameter_checks
 from fedlib.data.datasets import DataError
-from fedlib.data.partition import PartitionError
-from fedlib.training.config import ConfigError, ExperimentConfig
+from fedlib.training.config import ExperimentConfig
 
 __all__ = ["main", "build_parser", "results_table"]
 
@@ -65,7 +65,7 @@ def _kv(items, flag) -> dict:
     out = {}
     for item in items or []:
         if "=" not in item:
-            raise ConfigError(f"{flag} expects key=value (got {item!r}).")
+            raise ParameterError("command line", flag, item, "key=value")
         k, v = item.split("=", 1)
         out[k.strip()] = _value(v.strip())
     return out
@@ -82,21 +82,22 @@ def _buffer_params(text: str | None) -> dict:
             return {"buffer_fraction": value}
         return {"buffer_size": int(text)}
     except ValueError:
-        raise ConfigError(
-            f"--buffer must be a fraction of K in [0, 1] written with a decimal point (e.g. 0.5) "
-            f"or an integer number of clients (got {text!r})."
+        raise ParameterError(
+            "command line",
+            "--buffer",
+            text,
+            "a fraction of K in [0, 1] written with a decimal point (e.g. 0.5) or an integer number of clients",
         ) from None
 
 
 def _partition(text: str) -> dict:
-    """``--partitions`` entry -> config fields (``fedlib.data.partition.partition_fields``); errors are
-    ``ConfigError``."""
+    """``--partitions`` entry -> config fields (``fedlib.data.partition.partition_fields``)."""
     from fedlib.data.partition import partition_fields
 
     try:
         return partition_fields(text.strip())
-    except ValueError as exc:
-        raise ConfigError(f"--partitions: {exc}") from None
+    except ParameterError as exc:
+        raise ParameterError("command line", "--partitions", text, exc.allowed) from None
 
 
 def _tier_default(field: str, fmt=str) -> str:
@@ -295,7 +296,7 @@ def _sweep_backend(p: argparse.ArgumentParser) -> None:
 def _ray_options(args):
     from repro.distributed import RayOptions
 
-    try:
+    with parameter_checks("Ray backend"):
         return RayOptions(
             address=args.ray_address,
             num_cpus=args.ray_cpus,
@@ -305,8 +306,6 @@ def _ray_options(args):
             threads=args.threads,
             max_retries=args.max_retries,
         )
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"Ray backend: {exc}") from None
 
 
 def _paper_parser(sub) -> None:
@@ -377,7 +376,8 @@ def _algorithm_params(args, algorithm: str, strict: bool) -> dict:
             params[name] = value
         elif strict:
             flag = key.replace("_", "-")
-            raise ConfigError(f"--{flag} is a parameter of {owner!r}, not of algorithm {algorithm!r}.")
+            allowed = f"only with algorithm {owner!r} (got {algorithm!r})"
+            raise ParameterError("command line", f"--{flag}", value, allowed)
     return params
 
 
@@ -388,9 +388,8 @@ def _selector_params(args, selector: str, strict: bool) -> dict:
         if selector in ("fedentopt", "fedentopt-swap"):
             params.update(buf)
         elif strict:
-            raise ConfigError(
-                f"--buffer is a parameter of selectors 'fedentopt' and 'fedentopt-swap', not of {selector!r}."
-            )
+            allowed = f"only with selectors 'fedentopt', 'fedentopt-swap' (got {selector!r})"
+            raise ParameterError("command line", "--buffer", args.buffer, allowed)
     return params
 
 
@@ -542,7 +541,10 @@ def _cmd_sweep(args) -> int:
         try:
             import ray  # noqa: F401
         except ImportError:
-            raise ConfigError(f"--backend ray: {RAY_MISSING}.") from None
+            hint = f"{RAY_MISSING[0].upper()}{RAY_MISSING[1:]}."
+            raise ParameterError(
+                "command line", "--backend", "ray", "'serial' (Ray is not installed)", hint=hint
+            ) from None
         _ray_options(args)  # options are checked before any work
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     selectors = [s.strip() for s in args.selectors.split(",") if s.strip()]
@@ -559,7 +561,7 @@ def _cmd_sweep(args) -> int:
             cfg.validate()
         jobs.append((part_name, cfg))
     if args.threads is not None and args.threads < 1:
-        raise ConfigError(f"--threads must be >= 1 (got {args.threads}).")
+        raise ParameterError("command line", "--threads", args.threads, "an integer >= 1")
     rows = []
     if args.backend == "ray":
         from repro.distributed import run_configs
@@ -608,12 +610,8 @@ def main(argv=None) -> int:
 
             return run(args)
         return _cmd_run(args) if args.command == "run" else _cmd_sweep(args)
-    except (ConfigError, PartitionError, DataError) as exc:  # bad input: one line, argparse's exit code
-        hint = " (command line: --min-partition-size, --beta, --clients)" if isinstance(exc, PartitionError) else ""
+    except (ParameterError, DataError) as exc:  # bad input or missing files: one line, argparse's exit code
+        partition = isinstance(exc, ParameterError) and str(exc.part).endswith("_partition")
+        hint = " (command line: --min-partition-size, --beta, --clients)" if partition else ""
         print(f"error: {exc}{hint}", file=sys.stderr)
         return 2
-    except (ValueError, TypeError) as exc:
-        if "config field" in str(exc):
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        raise

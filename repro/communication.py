@@ -3,7 +3,7 @@ bytes."""
 
 from __future__ import annotations
 
-from fedlib._validate import check_int
+from fedlib._validate import check_choice, check_int
 from repro.paper_values import TABLE_V
 
 __all__ = [
@@ -98,9 +98,7 @@ def paper_count_reconstruction(model: str, num_classes: int) -> int:
     num_classes : int
         Number of classes C (>= 1).
     """
-    if model not in _PAPER_NOMINAL:
-        allowed = ", ".join(repr(m) for m in _PAPER_NOMINAL)
-        raise ValueError(f"model must be one of {allowed} (got {model!r}).")
+    check_choice("model", model, _PAPER_NOMINAL)
     num_classes = check_int("num_classes", num_classes, low=1)
     nominal, width = _PAPER_NOMINAL[model]
     return nominal + (width + 1) * (num_classes - 10)

@@ -50,6 +50,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fedlib._validate import check_choice
+
 __all__ = [
     "StepModel",
     "STEP_MODEL",
@@ -94,8 +96,7 @@ class StepModel:
 
     def step_seconds(self, model: str, engine: str, batch_size: int, clients_per_round: int) -> float:
         """Seconds per client step of ``model`` on ``engine`` ("reference" or "batched")."""
-        if engine not in ("reference", "batched"):
-            raise ValueError(f"engine must be 'reference' or 'batched' (got {engine!r}).")
+        check_choice("engine", engine, ("reference", "batched"))
         launch = self.ops[model] * self.t_op
         if engine == "batched" and model in BATCHED_MODELS:
             launch *= self.max_over_mean / clients_per_round

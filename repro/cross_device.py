@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from fedlib._validate import check_float, check_int
+from fedlib._validate import ParameterError, check_float, check_int
 from fedlib.data.partition import _dirichlet_proportions
 from fedlib.label_only.simulate import run_selection
 from fedlib.selection.selectors import make_selector
@@ -59,9 +59,13 @@ def dirichlet_counts(
     max_redraws = check_int("max_redraws", max_redraws, low=0)
     class_size = samples_per_client * num_clients // num_classes
     if class_size * num_classes < num_clients * min_size:
-        raise ValueError(
-            f"min_partition_size={min_size} needs at least {num_clients * min_size} samples "
-            f"(got {class_size * num_classes}); lower it or raise samples_per_client."
+        total = class_size * num_classes
+        raise ParameterError(
+            "dirichlet_counts",
+            "min_partition_size",
+            min_size,
+            f"at most {total // num_clients} ({total} samples over num_clients={num_clients})",
+            hint=f"It needs at least {num_clients * min_size} samples; lower it or raise samples_per_client.",
         )
     rng = np.random.default_rng(check_int("seed", seed, low=0))
     for _ in range(max_redraws + 1):
@@ -69,9 +73,12 @@ def dirichlet_counts(
         if int(sizes.min()) >= min_size:
             counts = sp.csc_array((data, indices, indptr), shape=(num_clients, num_classes)).tocsr()
             return counts if sparse else counts.toarray()
-    raise ValueError(
-        f"dirichlet_counts: the smallest client still held {int(sizes.min())} samples (< min_partition_size="
-        f"{min_size}) after {max_redraws} redraws; lower min_partition_size or raise beta (got {beta})."
+    raise ParameterError(
+        "dirichlet_counts",
+        "min_partition_size",
+        min_size,
+        f"a size the draws reach (the smallest client still held {int(sizes.min())} after {max_redraws} redraws)",
+        hint=f"Lower min_partition_size or raise beta (got {beta}).",
     )
 
 
@@ -107,7 +114,7 @@ def participation_gini(times_picked) -> float:
     """
     x = np.sort(np.asarray(times_picked, dtype=float).ravel())
     if x.size == 0 or x.sum() <= 0:
-        raise ValueError("times_picked must hold at least one pick (got none).")
+        raise ParameterError(None, "times_picked", times_picked, "pick counts with at least one pick")
     i = np.arange(1, x.size + 1)
     return float(((2 * i - x.size - 1) * x).sum() / (x.size * x.sum()))
 

@@ -41,7 +41,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from fedlib._validate import check_float, check_int
+from fedlib._validate import ParameterError, check_float, check_int
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: repro/ runs from it
 
@@ -93,13 +93,16 @@ class RayOptions:
 
     def __post_init__(self):
         if self.address is not None and (not isinstance(self.address, str) or not self.address.strip()):
-            raise ValueError(
-                f"address must be None (start Ray here), 'auto' or 'ray://<head>:<port>' (got {self.address!r})."
+            raise ParameterError(
+                None, "address", self.address, "None (start Ray here), 'auto' or 'ray://<head>:<port>'"
             )
         if self.address is not None and (self.num_cpus is not None or self.num_gpus is not None):
-            raise ValueError(
-                f"num_cpus/num_gpus size a local Ray instance; with address={self.address!r} the "
-                f"cluster decides (got num_cpus={self.num_cpus!r}, num_gpus={self.num_gpus!r})."
+            raise ParameterError(
+                None,
+                "num_cpus/num_gpus",
+                (self.num_cpus, self.num_gpus),
+                f"None with address={self.address!r} (they size a local Ray instance; a cluster decides its own)",
+                got=f"num_cpus={self.num_cpus!r}, num_gpus={self.num_gpus!r}",
             )
         if self.num_cpus is not None:
             check_int("num_cpus", self.num_cpus, low=1)
@@ -129,26 +132,27 @@ def check_config(config, index: int = 0) -> None:
     ``"cuda:N"`` is refused (Ray assigns each run its GPU through ``CUDA_VISIBLE_DEVICES``)."""
     import dataclasses
 
-    from fedlib.training.config import ConfigError
-
     if str(config.device).startswith("cuda:"):
-        raise ConfigError(
-            f"config field 'device' of run {index}: got {config.device!r}; with the Ray backend use "
-            f"'cuda' (Ray assigns each run its GPU through CUDA_VISIBLE_DEVICES) or 'cpu'."
+        raise ParameterError(
+            f"config of run {index}",
+            "device",
+            config.device,
+            "'cuda' (Ray assigns each run its GPU through CUDA_VISIBLE_DEVICES) or 'cpu' with the Ray backend",
         )
     (dataclasses.replace(config, device="cpu") if config.device == "cuda" else config).validate()
 
 
 def _check_gpus(ray, configs, options: RayOptions) -> None:
     """Refuse (instead of waiting forever) runs on ``cuda`` when the Ray cluster has too few GPUs for one."""
-    from fedlib.training.config import ConfigError
-
     need = max((options.resources(c)["num_gpus"] for c in configs), default=0.0)
     have = float(ray.cluster_resources().get("GPU", 0.0))
     if need > have:
-        raise ConfigError(
-            f"runs on device 'cuda' need {need:g} GPU(s) each (gpus_per_run), but the Ray cluster "
-            f"offers {have:g}; use device 'cpu', lower gpus_per_run or add GPU nodes."
+        raise ParameterError(
+            "Ray backend",
+            "gpus_per_run",
+            need,
+            f"at most the {have:g} GPU(s) the Ray cluster offers for runs on device 'cuda'",
+            hint="Use device 'cpu', lower gpus_per_run or add GPU nodes.",
         )
 
 

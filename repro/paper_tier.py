@@ -47,6 +47,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from fedlib._validate import ParameterError
 from repro import tiers
 
 __all__ = [
@@ -83,7 +84,9 @@ def tier_runs(tier: str = "paper", groups=None, rounds: int | None = None) -> li
     names = tiers.tier_groups(tier) if groups is None else tuple(groups)
     for g in names:
         if g not in tiers.GROUPS:
-            raise ValueError(f"unknown experiment group {g!r}; allowed: {', '.join(tiers.tier_groups(tier))}.")
+            raise ParameterError(
+                None, "groups", groups, ", ".join(map(repr, tiers.tier_groups(tier))), got=f"the group {g!r}"
+            )
     return [r for g in names for r in tiers.group_configs(tier, g, rounds=rounds)]
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+from fedlib._validate import ParameterError
+
 __all__ = [
     "TABLE_I",
     "TABLE_I_METHODS",
@@ -199,7 +201,7 @@ def table_frame(name: str):
             for k, v in COVERAGE_V1.items()
         ]
     else:
-        raise ValueError(f"name must be one of 'I', 'V', 'VI', 'coverage' (got {name!r}).")
+        raise ParameterError(None, "name", name, "'I', 'V', 'VI', 'coverage'")
     return pd.DataFrame(rows)
 
 
@@ -302,7 +304,7 @@ def table_frame_ii_iii(name: str):
                 for m, mv in d.items()
             ]
         )
-    raise ValueError(f"name must be 'II' or 'III' (got {name!r}).")
+    raise ParameterError(None, "name", name, "'II', 'III'")
 
 
 #: Table IV: mean test accuracy (%) over the final 10 rounds on the medical data sets under Dir(0.1), mean ± std.

@@ -27,6 +27,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from fedlib._validate import ParameterError
 from repro import results, significance, tiers
 
 __all__ = ["RATE_KEYS", "full_rate_runs", "with_full_rate", "per_run", "group_columns", "rate_change", "summary"]
@@ -140,7 +141,8 @@ def rate_change(runs: pd.DataFrame, reference: str = "FedEntOpt") -> pd.DataFram
     ``rates`` the method has the highest mean.  Raises ``ValueError`` when ``reference`` has no run, and when a
     setting holds two runs of one method, rate and seed."""
     if reference not in set(runs["method"]):
-        raise ValueError(f"reference must be a method with stored runs (got {reference!r}).")
+        present = ", ".join(map(repr, dict.fromkeys(runs["method"])))
+        raise ParameterError(None, "reference", reference, f"a method with stored runs: {present}")
     keys = group_columns(runs)
     rows = []
     for key, grp in runs.groupby(keys, sort=False) if keys else [((), runs)]:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from fedlib._validate import ParameterError
 from fedlib.training.config import ExperimentConfig
 from fedlib.training.runs import STORED_COLUMNS, atomic_write_text, compact_table, last_rounds_mean, read_table
 
@@ -101,10 +102,13 @@ def check_store(configs, tier: str, results_dir=None) -> None:
     here = Path(results_dir if results_dir is not None else RESULTS_DIR).resolve() == RESULTS_DIR.resolve()
     cuda = sorted({str(c.device) for c in configs if str(c.device).startswith("cuda")})
     if tier in CPU_TIERS and here and cuda:
-        raise ValueError(
-            f"results_dir: got the repository's results/ for {tier}-tier runs on {', '.join(cuda)}; allowed: "
+        raise ParameterError(
+            None,
+            "results_dir",
+            results_dir,
             f"results/machines/<machine name> (the {tier} tier's stored runs are CPU runs; a GPU run is another "
-            "machine's, which the scorecard compares through its machine rule)."
+            "machine's, which the scorecard compares through its machine rule)",
+            got=f"the repository's results/ for {tier}-tier runs on {', '.join(cuda)}",
         )
 
 
@@ -158,7 +162,7 @@ def store_run(
     }
     clash = sorted(set(extra_meta or {}) & set(meta))
     if clash:
-        raise ValueError(f"extra_meta must not replace the stored fields {clash}.")
+        raise ParameterError(None, "extra_meta", extra_meta, f"fields other than the stored ones {clash}")
     meta.update(extra_meta or {})
     stored = compact_table(table)
     for name, values in (columns or {}).items():
@@ -285,7 +289,6 @@ def _train_one(config_dict: dict, run_root: str | None, threads: int):
 
     torch.set_num_threads(threads)
     from fedlib.data.datasets import load_dataset
-    from fedlib.training.config import ConfigError
     from fedlib.training.trainer import run_experiment
     from repro import float_env
 
@@ -293,7 +296,7 @@ def _train_one(config_dict: dict, run_root: str | None, threads: int):
     t0 = time.perf_counter()
     try:
         res = run_experiment(config, run_root=run_root, progress=False)
-    except (ConfigError, ValueError) as exc:  # e.g. an algorithm the trainer does not run yet, an impossible partition
+    except ValueError as exc:  # e.g. an algorithm the trainer does not run yet, an impossible partition
         return None, f"{type(exc).__name__}: {exc}", None, None
     wall = time.perf_counter() - t0
     if res.from_cache:  # the run cache holds it: the stored wall time is the training time it took

@@ -52,6 +52,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from fedlib._validate import ParameterError, check_choice
+
 __all__ = [
     "ALPHA",
     "REPRODUCES",
@@ -518,14 +520,14 @@ def _modes(combine) -> tuple[str, str]:
     """(within a setting, across settings) of ``combine``: one word for both, or a pair."""
     within, across = (combine, combine) if isinstance(combine, str) else tuple(combine)
     if within not in ("every", "some") or across not in ("every", "some"):
-        raise ValueError(f"combine must be 'every', 'some' or a pair of them (got {combine!r}).")
+        raise ParameterError(None, "combine", combine, "'every', 'some' or a pair of them")
     return within, across
 
 
 def _judge(frame, pairs, region_of, rule, statement, *, paper, paired, combine, alpha, compare, unit) -> Judgement:
     within, across = _modes(combine)
     if not 0 < alpha < 1:
-        raise ValueError(f"alpha must lie in (0, 1) (got {alpha!r}).")
+        raise ParameterError(None, "alpha", alpha, "a number in (0, 1)")
     settings = _check(frame, compare)
     items = []
     for setting, sub in _groups(frame, settings):
@@ -575,7 +577,7 @@ def direction(
     whether the interval excludes it.  ``compare``: the column that names what is compared (``method``, or e.g.
     ``buffer_pct``)."""
     if side not in (1, -1):
-        raise ValueError(f"side must be +1 or -1 (got {side!r}).")
+        raise ParameterError(None, "side", side, "+1 or -1")
     t = float(threshold)
     region = _Region(t, math.inf, False, f"above {t:g}") if side > 0 else _Region(-math.inf, t, False, f"below {t:g}")
     statement = f"{_pair_text(pairs)} {region.text} ({'/'.join(dict.fromkeys(_modes(combine)))} comparison)"
@@ -656,13 +658,10 @@ def magnitude(
     Reproduces: the (1 - alpha) interval lies inside that region; does not reproduce: it is disjoint from it;
     undecided: it overlaps its boundary.  ``paper``: the paper's own measured number (default: ``value``), whose
     exclusion the verdict reports."""
-    if kind not in ("about", "over", "under"):
-        raise ValueError(f"kind must be 'about', 'over' or 'under' (got {kind!r}).")
+    check_choice("kind", kind, ("about", "over", "under"))
     if tolerance < 0 or (kind == "about" and not tolerance > 0 and not isinstance(value, tuple | list)):
-        raise ValueError(
-            f"tolerance must be >= 0, and > 0 for 'about' one number (got {tolerance!r}): an interval never fits a "
-            "single point."
-        )
+        allowed = "a number >= 0, and > 0 for 'about' one number (an interval never fits a single point)"
+        raise ParameterError(None, "tolerance", tolerance, allowed)
 
     def region_of(setting, a, b):
         v = _resolve(value, setting, a, b)
@@ -717,7 +716,7 @@ def equal_within(
     +-margin.  ``one_sided="lower"``: non-inferiority, the region [-margin, +inf) (a rise is no miss);
     ``"upper"``: non-superiority, (-inf, +margin]."""
     if not margin > 0:
-        raise ValueError(f"margin must be > 0 (got {margin!r}).")
+        raise ParameterError(None, "margin", margin, "a number > 0")
     m = float(margin)
     if one_sided is None:
         region = _Region(-m, m, True, f"within +-{m:g}")
@@ -726,7 +725,7 @@ def equal_within(
     elif one_sided == "upper":
         region = _Region(-math.inf, m, True, f"at most {m:g}")
     else:
-        raise ValueError(f"one_sided must be None, 'lower' or 'upper' (got {one_sided!r}).")
+        raise ParameterError(None, "one_sided", one_sided, "None, 'lower', 'upper'")
     return _judge(
         frame,
         pairs,
@@ -761,14 +760,13 @@ def exact(
     reproduce iff one is not; undecided only where a value is missing.  ``low``/``high``: the smallest and largest
     value (no interval: nothing is sampled)."""
     if tolerance < 0:
-        raise ValueError(f"tolerance must be >= 0 (got {tolerance!r}).")
-    if combine not in ("every", "some"):
-        raise ValueError(f"combine must be 'every' or 'some' (got {combine!r}).")
-    if relation not in _EXACT:
-        raise ValueError(f"relation must be one of {', '.join(map(repr, _EXACT))} (got {relation!r}).")
+        raise ParameterError(None, "tolerance", tolerance, "a number >= 0")
+    check_choice("combine", combine, ("every", "some"))
+    check_choice("relation", relation, _EXACT)
     column = paper if isinstance(paper, str) else None
     if column is not None and column not in frame.columns:
-        raise ValueError(f"paper names no column of frame: {paper!r}.")
+        allowed = f"a number, a function or a column of frame: {', '.join(map(repr, frame.columns))}"
+        raise ParameterError(None, "paper", paper, allowed)
     settings = _settings(frame, (value, "seed", column or value))
     parts = []
     for setting, sub in _groups(frame, settings):
@@ -818,10 +816,9 @@ def exact(
 def join(judgements: Sequence[Judgement], combine: str = "every", statement: str = "") -> Judgement:
     """One judgement of several (the parts of a statement judged apart: a value per part, a margin per cell): every
     setting of each, combined as ``combine`` says ("every": the statement holds in each part)."""
-    if combine not in ("every", "some"):
-        raise ValueError(f"combine must be 'every' or 'some' (got {combine!r}).")
+    check_choice("combine", combine, ("every", "some"))
     if not judgements:
-        raise ValueError("join needs at least one judgement.")
+        raise ParameterError(None, "judgements", judgements, "at least one judgement")
     settings = tuple(s for j in judgements for s in j.settings)
     rule = "/".join(dict.fromkeys(j.rule for j in judgements))
     statement = statement or "; ".join(dict.fromkeys(j.statement for j in judgements))
@@ -837,7 +834,7 @@ def at_least(judgement: Judgement, k: int, across: str = "every") -> Judgement:
     keeps its own verdict (judge it with ``combine="every"``: a pass at alpha, a miss at the statement's family
     level)."""
     if k < 1:
-        raise ValueError(f"k must be at least 1 (got {k!r}).")
+        raise ParameterError(None, "k", k, "an integer >= 1")
     out = []
     for s in judgement.settings:
         parts = s.parts or (s,)

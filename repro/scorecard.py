@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from fedlib._validate import ParameterError
 from repro import quantities, rules, statements, tiers
 from repro.quantities import book_parameters
 from repro.results import RESULTS_DIR, run_key
@@ -603,7 +604,8 @@ def page_card(page: str, tier: str, studies: dict | None = None, results_dir=Non
     mine = [s for s in table.statements if s.checkable and page_of(s) == page]
     if tier == "label_only":
         if studies is None:
-            raise ValueError(f"page {page!r}: pass the studies it computed (studies=) for the label-only column.")
+            allowed = "the studies the page computed (for the label-only column)"
+            raise ParameterError(f"page {page!r}", "studies", studies, allowed)
         mine = [s for s in mine if "label_only" in s.tiers]
         keyed = {page: studies} if page in quantities.LABEL_PAGES else studies
         rows = [_judge_label(s, keyed, table) for s in mine]

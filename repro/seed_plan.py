@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fedlib._validate import ParameterError
 from repro.rules import ALPHA
 from repro.tiers import cell_key
 
@@ -93,7 +94,7 @@ class ClaimSpec:
 
 def _check(name: str, value, allowed: str, ok: bool) -> None:
     if not ok:
-        raise ValueError(f"{name} must be {allowed} (got {value!r}).")
+        raise ParameterError(None, name, value, allowed)
 
 
 def power(effect: float, sd: float, n: int, *, test: str = "excludes", margin: float = 0.0, alpha: float = None):
@@ -111,7 +112,7 @@ def power(effect: float, sd: float, n: int, *, test: str = "excludes", margin: f
     """
     from scipy import stats
 
-    _check("test", test, f"one of {TESTS[:2]}", test in TESTS[:2])
+    _check("test", test, ", ".join(map(repr, TESTS[:2])), test in TESTS[:2])
     _check("n", n, "an integer >= 2", isinstance(n, (int, np.integer)) and n >= 2)
     _check("sd", sd, "a finite number >= 0", np.isfinite(sd) and sd >= 0)
     alpha = ALPHA if alpha is None else alpha
@@ -138,7 +139,7 @@ def seeds_needed(
 ) -> int | None:
     """The fewest seeds ``n`` in 2..``cap`` with :func:`power` at least ``target``; None when ``cap`` seeds fall
     short (or the effect or spread is unknown).  ``test="rounds"``: 1 (the rule draws rounds, not seeds)."""
-    _check("test", test, f"one of {TESTS}", test in TESTS)
+    _check("test", test, ", ".join(map(repr, TESTS)), test in TESTS)
     _check("cap", cap, "an integer >= 2", isinstance(cap, (int, np.integer)) and cap >= 2)
     _check("target", target, "a probability in (0, 1)", 0 < target < 1)
     if test == "rounds":
@@ -190,7 +191,7 @@ def plan_gap(g: Gap, *, target: float = POWER, alpha: float = None, cap: int = C
 
     A rule that draws rounds needs one seed (``basis`` "rounds"); a gap with neither a pilot mean nor a paper
     effect cannot be powered and gets ``cap`` seeds (``basis`` "no effect: the cap")."""
-    _check("test", g.test, f"one of {TESTS}", g.test in TESTS)
+    _check("test", g.test, ", ".join(map(repr, TESTS)), g.test in TESTS)
     lo, hi = _interval(g.mean, g.sd, g.n)
     effect = planning_effect(g.mean, g.paper, (lo, hi))
     out = {
@@ -283,7 +284,7 @@ def read_plan(tier: str = "subset") -> dict:
 
     path = tiers.get_tier(tier).seed_plan
     if not isinstance(path, str):
-        raise ValueError(f"tier {tier!r} has no seed plan file (Tier.seed_plan: got {path!r}; allowed: a plans/ path).")
+        raise ParameterError(f"tier {tier!r}", "seed_plan", path, "a plans/ path (a tier with a seed plan file)")
     return yaml.safe_load((tiers._ROOT / path).read_text())
 
 

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from fedlib._validate import ParameterError
 from fedlib.training.runs import last_rounds_mean
 
 __all__ = [
@@ -62,7 +63,7 @@ def sign_flip_p(diffs) -> float:
     """
     d = np.asarray(diffs, dtype=float)
     if d.ndim != 1 or d.size < 1 or d.size > 20 or not np.all(np.isfinite(d)):
-        raise ValueError(f"diffs must be 1 to 20 finite differences (got {diffs!r}).")
+        raise ParameterError(None, "diffs", diffs, "1 to 20 finite differences (a 1-D sequence)")
     signs = np.array(list(itertools.product((1.0, -1.0), repeat=d.size)))
     means = np.abs(signs @ d) / d.size
     return float(np.mean(means >= abs(d.mean()) - 1e-12))
@@ -73,8 +74,10 @@ def paired_test(a, b) -> dict:
     the paired t-test's p (``scipy.stats.ttest_rel``; NaN without scipy or with constant differences) and the
     exact sign-flip p (:func:`sign_flip_p`)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a.shape != b.shape or a.ndim != 1:
-        raise ValueError(f"a and b must be 1-D of equal length (got shapes {a.shape} and {b.shape}).")
+    if a.ndim != 1:
+        raise ParameterError(None, "a", a, "a 1-D sequence of values", got=f"shape {a.shape}")
+    if b.shape != a.shape:
+        raise ParameterError(None, "b", b, f"a 1-D sequence of {a.size} values, as long as a", got=f"shape {b.shape}")
     d = a - b
     p_t = float("nan")
     if d.size > 1 and np.ptp(d) > 0:
@@ -96,7 +99,7 @@ def paired_test(a, b) -> dict:
 def _check_by(table: pd.DataFrame, by: Sequence[str], what: str) -> None:
     missing = [c for c in by if c not in table.columns]
     if missing:
-        raise ValueError(f"by names columns {what} does not have: {missing} (columns: {list(table.columns)}).")
+        raise ParameterError(None, "by", list(by), f"columns of {what}: {list(table.columns)}", got=f"{missing}")
 
 
 def per_run_final(frame: pd.DataFrame, last: int = 10, *, by: Sequence[str] = ()) -> pd.DataFrame:
@@ -104,7 +107,7 @@ def per_run_final(frame: pd.DataFrame, last: int = 10, *, by: Sequence[str] = ()
     e.g. ``clients_per_round``): the mean test accuracy over its final ``last`` evaluated rounds (round >= 1), in
     %, as column ``accuracy``.  Pass the same ``by`` to :func:`paired_pairs` to compare methods within its groups."""
     if last < 1:
-        raise ValueError(f"last must be a positive number of rounds (got {last!r}).")
+        raise ParameterError(None, "last", last, "a positive number of rounds")
     _check_by(frame, by, "the frame")
     keys = [
         *(c for c in _KEYS[:-2] if c in frame.columns),
@@ -157,7 +160,9 @@ def paired_against(
     :func:`paired_pairs`.  Raises ``ValueError`` when ``reference`` has no run."""
     present = list(dict.fromkeys(per_run["method"]))
     if reference not in present:
-        raise ValueError(f"reference must be a method with stored runs (got {reference!r}; have {present}).")
+        raise ParameterError(
+            None, "reference", reference, f"a method with stored runs: {', '.join(map(repr, present))}"
+        )
     others = [m for m in (methods or present) if m != reference]
     return paired_pairs(per_run, [(reference, m) for m in others], by=by)
 
@@ -219,10 +224,11 @@ def rounds_to_reference(
     ``method``, ``target`` (mean of the seeds' targets, %), ``rounds_mean`` (over the runs that reached it),
     ``reached``, ``runs``, ``speedup`` (the reference's ``rounds_mean`` / the method's)."""
     if window < 1:
-        raise ValueError(f"window must be a positive number of rounds (got {window!r}).")
+        raise ParameterError(None, "window", window, "a positive number of rounds")
     by = list(by)
     if reference not in set(frame["method"]):
-        raise ValueError(f"reference must be a method with stored runs (got {reference!r}).")
+        present = ", ".join(map(repr, dict.fromkeys(frame["method"])))
+        raise ParameterError(None, "reference", reference, f"a method with stored runs: {present}")
     t = frame[(frame["round"] >= 1) & frame["test_accuracy"].notna()]
     rows = []
     for k, grp in t.groupby(by, sort=False):
@@ -280,7 +286,7 @@ def races(
     are the first rounds at which each run's trailing ``window``-round mean reaches it (never: the run's last round
     + 1); ``saved`` = rounds_method - rounds_reference (> 0: the reference is faster)."""
     if window < 1:
-        raise ValueError(f"window must be a positive number of rounds (got {window!r}).")
+        raise ParameterError(None, "window", window, "a positive number of rounds")
     by = list(by)
     t = frame[(frame["round"] >= 1) & frame["test_accuracy"].notna()]
     rows = []

@@ -10,6 +10,8 @@ import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 
+from fedlib._validate import ParameterError
+
 __all__ = ["figure_to_png", "precompute_frames", "frame_slider_html", "FrameSlider"]
 
 
@@ -29,11 +31,12 @@ def precompute_frames(draw: Callable[..., object], controls: Mapping[str, Sequen
     Returns ``{tuple(values): png_bytes}`` in the order of ``itertools.product`` over ``controls``.
     """
     names = list(controls)
+    allowed = "a mapping of at least one control name to at least one value each"
     if not names:
-        raise ValueError("controls must name at least one control (got an empty mapping).")
+        raise ParameterError(None, "controls", controls, allowed)
     for name, values in controls.items():
         if len(values) == 0:
-            raise ValueError(f"control {name!r} must have at least one value (got none).")
+            raise ParameterError(None, "controls", controls, allowed, got=f"no value for control {name!r}")
     return {
         combo: figure_to_png(draw(**dict(zip(names, combo))), dpi=dpi)
         for combo in itertools.product(*(list(controls[n]) for n in names))
@@ -50,7 +53,8 @@ def frame_slider_html(frames: Mapping[tuple, bytes], controls: Mapping[str, Sequ
     keys = {"|".join(str(v) for v in combo): base64.b64encode(png).decode("ascii") for combo, png in frames.items()}
     missing = [k for k in map("|".join, itertools.product(*values.values())) if k not in keys]
     if missing:
-        raise ValueError(f"frames must hold every combination of control values (missing {missing[:3]}).")
+        allowed = "a frame for every combination of control values"
+        raise ParameterError(None, "frames", frames, allowed, got=f"no frame for {', '.join(missing[:3])}")
     uid = "fs" + uuid.uuid4().hex[:8]
     rows = "".join(
         f'<div style="margin:2px 0"><label style="display:inline-block;min-width:9em">{html.escape(n)}</label>'

@@ -67,6 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from fedlib._validate import ParameterError, check_choice, check_parameter_names
 from fedlib.algorithms.fedprox import FedProx
 from fedlib.data.partition import partition_fields
 from fedlib.training.config import DEFAULT_WEIGHT_DECAY, ExperimentConfig
@@ -286,12 +287,10 @@ class PlannedRun(NamedTuple):
 
 
 def get_tier(tier: str) -> Tier:
-    """The ``Tier`` named ``tier``; an unknown name is a ``ValueError`` listing the known ones."""
+    """The ``Tier`` named ``tier``; an unknown name is a ``ParameterError`` listing the known ones."""
     if isinstance(tier, Tier):
         return tier
-    if tier not in TIERS:
-        raise ValueError(f"unknown tier {tier!r}; allowed tiers: {', '.join(map(repr, TIERS))}.")
-    return TIERS[tier]
+    return TIERS[check_choice("tier", tier, TIERS)]
 
 
 def describe_tier(tier: str) -> str:
@@ -304,10 +303,8 @@ def _skew_fields(partition: str) -> dict:
     """Config fields of a label-skew partition (``fedlib.data.partition.partition_fields``); IID is not one."""
     fields = partition_fields(partition)
     if fields["partition"] == "iid":
-        raise ValueError(
-            f"unknown partition {partition!r}: the tiers run the paper's label-skew settings, "
-            f"'Dir(<beta>)' (e.g. 'Dir(0.1)') or 'C=<j>' (e.g. 'C=2')."
-        )
+        allowed = "a label-skew setting of the paper, 'Dir(<beta>)' (e.g. 'Dir(0.1)') or 'C=<j>' (e.g. 'C=2')"
+        raise ParameterError(None, "partition", partition, allowed)
     return fields
 
 
@@ -329,20 +326,16 @@ def method_overrides(method: str, partition: str = "Dir(0.1)", rounds: int | Non
     if method.startswith("FedEntOpt+"):
         base = method[len("FedEntOpt+") :]
         if base not in TABLE2_BASELINES:
-            raise ValueError(
-                f"unknown combination {method!r}; FedEntOpt combines with "
-                f"{', '.join(TABLE2_BASELINES)} (e.g. 'FedEntOpt+FedProx')."
-            )
+            allowed = f"'FedEntOpt+' and one of {', '.join(TABLE2_BASELINES)} (e.g. 'FedEntOpt+FedProx')"
+            raise ParameterError(None, "method", method, allowed)
         return {**fedentopt, **method_overrides(base, partition, rounds)}
     if method in _ALGO:
         out = {"algorithm": _ALGO[method]}
         if method == "FedConcat" and rounds is not None:
             out["algorithm_params"] = {"classifier_rounds": max(1, round(rounds * 200 / 500))}
         return out
-    raise ValueError(
-        f"unknown method {method!r}; allowed: {', '.join(TABLE1_METHODS)}, FedEntropy, or "
-        f"'FedEntOpt+<one of {', '.join(TABLE2_BASELINES)}>'."
-    )
+    allowed = f"{', '.join(TABLE1_METHODS)}, FedEntropy, or 'FedEntOpt+<one of {', '.join(TABLE2_BASELINES)}>'"
+    raise ParameterError(None, "method", method, allowed)
 
 
 def tier_config(tier: str, **overrides) -> ExperimentConfig:
@@ -369,12 +362,7 @@ def tier_config(tier: str, **overrides) -> ExperimentConfig:
     if fields.get("device") is None:
         fields.pop("device", None)
     names = {f.name for f in dataclasses.fields(ExperimentConfig)}
-    unknown = sorted(set(fields) - names)
-    if unknown:
-        raise ValueError(
-            f"unknown config field(s) {', '.join(map(repr, unknown))} for tier {t.name!r}; allowed: "
-            f"{', '.join(sorted(names))}, method, partition_name."
-        )
+    check_parameter_names(f"tier {t.name!r}", fields, [*sorted(names), "method", "partition_name"])
     if t.name == "paper" and "device" not in overrides:
         try:
             import torch
@@ -685,7 +673,7 @@ def paper_choice(group: str, model: str, partition: str) -> float:
         return FedProx.HParams().mu
     if group == "buffer_choice":
         return int(round(100 * buffer_fraction(partition)))
-    raise ValueError(f"group must be one of {', '.join(map(repr, TUNING_COLUMNS))} (got {group!r}).")
+    raise ParameterError(None, "group", group, ", ".join(map(repr, TUNING_COLUMNS)))
 
 
 def _tuning_grid(t: Tier, group: str, method: str, column: str, values, field: str, models) -> list:
@@ -818,6 +806,4 @@ def tier_groups(tier: str) -> tuple:
 def group_configs(tier: str, experiment: str, rounds: int | None = None) -> list[PlannedRun]:
     """The runs of one experiment group at ``tier`` (``rounds`` overrides the tier's number of rounds)."""
     get_tier(tier)
-    if experiment not in GROUPS:
-        raise ValueError(f"unknown experiment {experiment!r}; allowed: {', '.join(map(repr, GROUPS))}.")
-    return GROUPS[experiment](tier, rounds=rounds)
+    return GROUPS[check_choice("experiment", experiment, GROUPS)](tier, rounds=rounds)

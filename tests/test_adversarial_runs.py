@@ -55,9 +55,13 @@ def test_liar_experiment_relabels_and_fabricates():
 
 def test_liar_experiment_errors():
     cfg = tier_config("quick", partition_name="C=2", method="FedEntOpt", rounds=1)
-    with pytest.raises(ValueError, match=r"num_liars must be <= num_clients=20 \(got 21\)"):
+    with pytest.raises(
+        ValueError, match=r"^LiarSpec parameter 'num_liars': got 21; allowed: an integer >= 0 and <= num_clients=20\.$"
+    ):
         ar.run_with_liars(cfg, LiarSpec(21))
-    with pytest.raises(TypeError, match=r"spec must be a repro.adversarial.LiarSpec \(got dict\)"):
+    with pytest.raises(
+        TypeError, match=r"^parameter 'spec': got type dict; allowed: a repro\.adversarial\.LiarSpec\.$"
+    ):
         ar.run_with_liars(cfg, {"num_liars": 1})
 
 

@@ -350,3 +350,20 @@ def test_fedrs_scales_absent_classes_and_fedlc_calibrates():
     assert torch.allclose(
         lc.loss(logits, y, params={}, global_params={}, ctx={"margin": margin}), F.cross_entropy(logits - margin, y)
     )
+
+
+def test_registry_and_averaging_errors_name_the_argument():
+    from fedlib.algorithms import register_algorithm, unregister_algorithm
+
+    with pytest.raises(ParameterError, match=r"^parameter 'cls': got <class 'int'>; allowed: a subclass of fedlib\."):
+        register_algorithm("toy", int)
+    with pytest.raises(ParameterError, match=r"^parameter 'name': got 'fedavg'; allowed: a name not registered yet "):
+        register_algorithm("fedavg", FedProx)
+    with pytest.raises(ParameterError, match=r"^parameter 'name': got 'fedprox'; allowed: a name added by register_"):
+        unregister_algorithm("fedprox")
+    with pytest.raises(
+        ParameterError, match=r"^parameter 'weights': got 1 weights; allowed: one weight per dict \(2\)"
+    ):
+        weighted_average([{"w": torch.zeros(1)}] * 2, [1.0])
+    with pytest.raises(ParameterError, match=r"^parameter 'dicts': got \[\]; allowed: at least one dict of tensors\.$"):
+        weighted_average([], [])

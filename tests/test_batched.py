@@ -439,12 +439,23 @@ def test_unsupported_reason(change, match):
 
 
 def test_options_are_validated():
-    with pytest.raises(ValueError, match="shrink must be one of"):
+    with pytest.raises(ValueError, match=r"^parameter 'shrink': got 'drop'; allowed: 'compact', 'mask'\.$"):
         BatchedOptions(shrink="drop")
-    with pytest.raises(ValueError, match="cuda_graphs=True needs compile=True"):
+    with pytest.raises(
+        ValueError,
+        match=r"^parameter 'cuda_graphs': got True; allowed: False unless compile=True \(CUDA graphs come from ",
+    ):
         BatchedOptions(cuda_graphs=True)
-    with pytest.raises(ValueError, match="kernel must be one of"):
+    with pytest.raises(
+        ValueError, match=r"^parameter 'kernel': got 'grouped'; allowed: 'auto', 'vmap', 'loop', 'sequential'\.$"
+    ):
         BatchedOptions(kernel="grouped")
+    with pytest.raises(ValueError, match=r"^parameter 'chunk_size': got 0; allowed: None or an integer >= 1\.$"):
+        BatchedOptions(chunk_size=0)
+    with pytest.raises(
+        ValueError, match=r"^parameter 'amp_dtype': got torch\.float64; allowed: None, torch\.bfloat16 "
+    ):
+        BatchedOptions(amp_dtype=torch.float64)
 
 
 # ----------------------------------------------------------------------------------------------- evaluation
@@ -470,7 +481,10 @@ def test_auto_kernel_on_cpu_batches_small_models_and_runs_large_ones_client_by_c
     assert resolve_kernel(BatchedOptions(cpu_loop_max_params=10**8), vgg, cpu) == "loop"
     assert resolve_kernel(BatchedOptions(), vgg, torch.device("cuda")) == "vmap"
     assert resolve_kernel(BatchedOptions(kernel="vmap"), vgg, cpu) == "vmap"
-    with pytest.raises(ValueError, match="compile=True needs kernel='vmap' or 'auto'"):
+    with pytest.raises(
+        ValueError,
+        match=r"^parameter 'kernel': got 'sequential'; allowed: 'vmap' or 'auto' with compile=True \(the loop ",
+    ):
         BatchedOptions(kernel="sequential", compile=True)
 
 

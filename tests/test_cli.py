@@ -102,11 +102,9 @@ def test_impossible_partition_fails_fast_saying_what_to_change(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     assert main(["run", "--clients", "100", "--rounds", "1", "--no-progress"]) == 2
     line = _error_line(capsys)
-    assert line.startswith(
-        "error: dirichlet_partition: no draw gave every client >= 10 samples after 10000 redraws "
-        "(K=100, beta=0.1, 4,000 samples;"
-    )
-    assert "lower min_partition_size (got 10; " in line
+    assert line.startswith("error: dirichlet_partition parameter 'min_partition_size': got 10; allowed: ")
+    assert "No draw gave every client >= 10 samples after 10000 redraws (K=100, beta=0.1, 4,000 samples;" in line
+    assert "lower min_partition_size, raise beta (got 0.1) or use fewer clients (got num_clients=100)" in line
     assert line.endswith("(command line: --min-partition-size, --beta, --clients)")
     assert not (tmp_path / "runs").exists()
 
@@ -115,10 +113,9 @@ def test_impossible_partition_fails_fast_saying_what_to_change(tmp_path, monkeyp
 def test_impossible_partition_by_size_fails_before_drawing(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["run", "--clients", "401", "--per-round", "5", "--no-progress"]) == 2
-    assert _error_line(capsys).startswith(
-        "error: dirichlet_partition needs at least num_clients * "
-        "min_partition_size = 401 * 10 = 4010 samples (got 4000)"
-    )
+    line = _error_line(capsys)
+    assert line.startswith("error: dirichlet_partition parameter 'min_partition_size': got 10; allowed: at most 9 ")
+    assert "needs at least num_clients * min_partition_size = 401 * 10 = 4010 samples (got 4000)" in line
 
 
 def test_missing_data_set(tmp_path, monkeypatch, capsys):
@@ -164,17 +161,18 @@ def test_bad_config_fails_before_training(tiny_npz, tmp_path, capsys):
     assert main(["run", "--selector", "entopt"] + _args(tiny_npz, tmp_path)) == 2
     err = capsys.readouterr().err
     assert err.strip() == (
-        "error: config field 'selector': got 'entopt'; allowed: 'random', 'fedentopt', 'kl', 'dc', 'fedentopt-swap'."
+        "error: config parameter 'selector': got 'entopt'; "
+        "allowed: 'random', 'fedentopt', 'kl', 'dc', 'fedentopt-swap'."
     )
     assert not (tmp_path).exists() or not any(tmp_path.iterdir())
     assert main(["run", "--buffer", "0.5"] + _args(tiny_npz, tmp_path)) == 2
     assert (
-        "--buffer is a parameter of selectors 'fedentopt' and 'fedentopt-swap', not of 'random'."
-        in capsys.readouterr().err
+        "command line parameter '--buffer': got '0.5'; "
+        "allowed: only with selectors 'fedentopt', 'fedentopt-swap' (got 'random')." in capsys.readouterr().err
     )
     # a sweep checks every configuration before the first run
     assert main(["sweep", "--algorithms", "fedavg,fedx", "--seeds", "0"] + _args(tiny_npz, tmp_path)) == 2
-    assert "config field 'algorithm': got 'fedx'" in capsys.readouterr().err
+    assert "config parameter 'algorithm': got 'fedx'" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 
 
@@ -182,7 +180,7 @@ def test_parse_partition():
     # the command line's notation (--partitions) through the one parser, fedlib.data.partition
     assert partition_fields("dir0.1") == {"partition": "dirichlet", "beta": 0.1, "classes_per_client": None}
     assert partition_fields("c2")["classes_per_client"] == 2
-    with pytest.raises(ValueError, match="partition 'd0.1' not understood"):
+    with pytest.raises(ValueError, match="parameter 'notation': got 'd0.1'; allowed: 'Dir\\(0.1\\)'"):
         partition_fields("d0.1")
 
 

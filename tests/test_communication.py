@@ -33,10 +33,13 @@ def test_model_bytes_hand_case():
 @pytest.mark.parametrize(
     "call, match",
     [
-        (lambda: label_bytes(0, 100), r"num_classes must be >= 1 \(got 0\)"),
-        (lambda: label_bytes(10, 0), r"num_clients must be >= 1 \(got 0\)"),
-        (lambda: model_bytes(0), r"num_params must be >= 1 \(got 0\)"),
-        (lambda: paper_count_reconstruction("resnet", 10), r"model must be one of 'lenet5'.*\(got 'resnet'\)"),
+        (lambda: label_bytes(0, 100), r"parameter 'num_classes': got 0; allowed: an integer >= 1\."),
+        (lambda: label_bytes(10, 0), r"parameter 'num_clients': got 0; allowed: an integer >= 1\."),
+        (lambda: model_bytes(0), r"parameter 'num_params': got 0; allowed: an integer >= 1\."),
+        (
+            lambda: paper_count_reconstruction("resnet", 10),
+            r"^parameter 'model': got 'resnet'; allowed: 'lenet5', 'vgg11', 'efficientnet-b0', 'efficientnet-b3'\.$",
+        ),
     ],
 )
 def test_formula_errors(call, match):

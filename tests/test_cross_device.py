@@ -41,13 +41,18 @@ def test_dirichlet_counts_equal_the_partitioner(k, c, per_client, beta, min_size
 
 
 def test_dirichlet_counts_bad_input_raises():
-    with pytest.raises(ValueError, match="num_clients must be >= 1"):
+    with pytest.raises(ValueError, match=r"^parameter 'num_clients': got 0; allowed: an integer >= 1\.$"):
         dirichlet_counts(0, 10, seed=0)
-    with pytest.raises(ValueError, match="beta must be > 0.0"):
+    with pytest.raises(ValueError, match=r"^parameter 'beta': got 0; allowed: a finite real number > 0\.0\.$"):
         dirichlet_counts(10, 10, seed=0, beta=0)
-    with pytest.raises(ValueError, match="min_partition_size=20 needs at least 200 samples"):
+    with pytest.raises(
+        ValueError,
+        match=r"dirichlet_counts parameter 'min_partition_size': got 20; allowed: at most 10 \(100 samples over ",
+    ):
         dirichlet_counts(10, 2, seed=0, samples_per_client=10, min_partition_size=20)
-    with pytest.raises(ValueError, match="after 0 redraws"):
+    with pytest.raises(
+        ValueError, match=r"dirichlet_counts parameter 'min_partition_size': got 5; allowed: a size .* after 0 redraws"
+    ):
         dirichlet_counts(1000, 10, seed=0, samples_per_client=20, beta=0.01, min_partition_size=5, max_redraws=0)
 
 
@@ -55,7 +60,9 @@ def test_participation_gini_hand_cases():
     assert participation_gini([5, 5, 5]) == 0.0
     assert participation_gini([0, 0, 0, 4]) == pytest.approx(0.75)  # (-3*0 - 0 + 0 + 3*4) / (4 * 4)
     assert participation_gini([1, 3]) == pytest.approx(0.25)  # (-1*1 + 1*3) / (2 * 4)
-    with pytest.raises(ValueError, match="at least one pick"):
+    with pytest.raises(
+        ValueError, match=r"parameter 'times_picked': got \[0, 0\]; allowed: pick counts with at least one pick\."
+    ):
         participation_gini([0, 0])
 
 

@@ -144,7 +144,9 @@ def test_unknown_option_and_bad_values(tmp_path):
         load_dataset("pathmnist", data_root=tmp_path, size=100)
     with pytest.raises(ValueError, match="parameter 'train_split': got 'valid'; allowed: 'train', 'train\\+valid'"):
         load_dataset("cinic10", data_root=tmp_path, train_split="valid")
-    with pytest.raises(ValueError, match="needs the option path="):
+    with pytest.raises(
+        ValueError, match=r"dataset 'npz' parameter 'path': got None; allowed: an \.npz file with x_train, y_train"
+    ):
         load_dataset("npz")
     assert dataset_options("pathmnist") == {"size": 28, "image_size": None, "rgb": True, "include_val": False}
 
@@ -374,7 +376,9 @@ def test_to_tensors_layout_and_range():
     np.testing.assert_allclose(t.x_test[1, 2].numpy(), ds.x_test[1, :, :, 2] / 255.0, rtol=1e-6)
     raw = ds.to_tensors("cpu", torch.uint8)
     assert raw.x_train.dtype == torch.uint8 and int(raw.x_train[0, 1, 2, 3]) == ds.x_train[0, 2, 3, 1]
-    with pytest.raises(ValueError, match="dtype must be a floating dtype"):
+    with pytest.raises(
+        ValueError, match=r"parameter 'dtype': got torch\.int32; allowed: a floating torch dtype or torch\.uint8\."
+    ):
         ds.to_tensors("cpu", torch.int32)
 
 
@@ -387,7 +391,9 @@ def test_channel_stats_match_numpy():
 
 
 def test_array_dataset_validates():
-    with pytest.raises(ValueError, match="num_classes is 2"):
+    with pytest.raises(
+        ValueError, match=r"parameter 'y_train': got class id 2; allowed: .* in \[0, 2\) \(num_classes is 2\)"
+    ):
         ArrayDataset(
             np.zeros((2, 2, 2, 1), np.uint8),
             np.array([0, 2]),
@@ -395,8 +401,18 @@ def test_array_dataset_validates():
             np.array([0]),
             num_classes=2,
         )
-    with pytest.raises(ValueError, match="uint8 array"):
+    with pytest.raises(
+        ValueError,
+        match=r"parameter 'x_train': got dtype float64, shape \(2, 2, 2, 1\); allowed: a uint8 array of shape",
+    ):
         ArrayDataset(
             np.zeros((2, 2, 2, 1)), np.array([0, 1]), np.zeros((1, 2, 2, 1), np.uint8), np.array([0]), num_classes=2
         )
+    x2, x1 = np.zeros((2, 2, 2, 1), np.uint8), np.zeros((1, 2, 2, 1), np.uint8)
+    with pytest.raises(
+        ValueError, match=r"parameter 'y_train': got 1 labels; allowed: one label per image of x_train "
+    ):
+        ArrayDataset(x2, np.array([0]), x1, np.array([0]), num_classes=2)
+    with pytest.raises(ValueError, match=r"parameter 'class_names': got 1 names; allowed: one name per class \(num_c"):
+        ArrayDataset(x2, np.array([0, 1]), x1, np.array([0]), num_classes=2, class_names=["a"])
     assert "6 train / 2 test, 4x5x3" in _tiny().summary()

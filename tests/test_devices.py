@@ -143,7 +143,10 @@ def test_one_grayscale_channel_gives_the_three_channel_numbers(device):
     packed = Preprocessor(mean=(0.4, 0.4, 0.4), std=(0.2, 0.2, 0.2), image_size=40, gray_to_rgb=True)
     assert torch.equal(packed.test(gray), plain.test(rgb))
     assert torch.equal(packed.train(gray, make_generator(1, device)), plain.train(rgb, make_generator(1, device)))
-    with pytest.raises(ValueError, match="1 channels but mean/std have 3"):
+    with pytest.raises(
+        ValueError,
+        match=r"^parameter 'x': got 1 channels; allowed: images with as many channels as mean/std have \(3\)\.$",
+    ):
         plain.test(gray)  # without gray_to_rgb a 1-channel batch is still an error
 
 

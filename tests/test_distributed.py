@@ -63,11 +63,14 @@ WALL = ["seconds", "seconds_per_round"]
 
 
 def test_options_are_checked():
-    with pytest.raises(ValueError, match=r"num_cpus/num_gpus size a local Ray instance; with address='auto'"):
+    with pytest.raises(
+        ValueError,
+        match=r"parameter 'num_cpus/num_gpus': got num_cpus=2, num_gpus=None; allowed: None with address='auto' ",
+    ):
         RayOptions(address="auto", num_cpus=2)
-    with pytest.raises(ValueError, match=r"cpus_per_run must be > 0.0 \(got 0.0\)"):
+    with pytest.raises(ValueError, match=r"parameter 'cpus_per_run': got 0; allowed: a finite real number > 0\.0\."):
         RayOptions(cpus_per_run=0)
-    with pytest.raises(ValueError, match=r"max_retries must be >= 0 \(got -1\)"):
+    with pytest.raises(ValueError, match=r"parameter 'max_retries': got -1; allowed: an integer >= 0\."):
         RayOptions(max_retries=-1)
     assert RayOptions(cpus_per_run=2.5).torch_threads == 2 and RayOptions(threads=3).torch_threads == 3
     cpu, gpu = ExperimentConfig(**BASE), ExperimentConfig(**BASE, device="cuda")
@@ -80,11 +83,11 @@ def test_bad_configs_fail_before_any_work(tmp_path):
     good = ExperimentConfig(**BASE)
     with pytest.raises(
         ConfigError,
-        match=r"config field 'device' of run 1: got 'cuda:1'; with the Ray backend use "
-        r"'cuda'",
+        match=r"^config of run 1 parameter 'device': got 'cuda:1'; allowed: 'cuda' \(Ray assigns each run its GPU "
+        r"through CUDA_VISIBLE_DEVICES\) or 'cpu' with the Ray backend\.$",
     ):
         run_configs([good, ExperimentConfig(**{**BASE, "device": "cuda:1"})], tmp_path / "runs")
-    with pytest.raises(ConfigError, match=r"config field 'selector': got 'entopt'"):
+    with pytest.raises(ConfigError, match=r"config parameter 'selector': got 'entopt'; allowed: 'random', "):
         run_configs([good, ExperimentConfig(**{**BASE, "selector": "entopt"})], tmp_path / "runs")
     assert not (tmp_path / "runs").exists()
 
@@ -95,8 +98,8 @@ def test_cli_without_ray_says_how_to_install(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray now fails, as where the extra is missing
     assert main(["sweep", *CLI, "--backend", "ray", "--run-root", str(tmp_path / "runs")]) == 2
     assert capsys.readouterr().err.strip() == (
-        "error: --backend ray: the Ray backend needs Ray, an optional extra of "
-        'fedlib: pip install -e ".[ray]" (or pip install "ray==2.55.1").'
+        "error: command line parameter '--backend': got 'ray'; allowed: 'serial' (Ray is not installed). The Ray "
+        'backend needs Ray, an optional extra of fedlib: pip install -e ".[ray]" (or pip install "ray==2.55.1").'
     )
     assert not (tmp_path / "runs").exists()
 
@@ -189,8 +192,8 @@ def test_cuda_runs_need_gpus_in_the_cluster(ray_local, tmp_path):
         pytest.skip("this Ray instance has GPUs")
     with pytest.raises(
         ConfigError,
-        match=r"runs on device 'cuda' need 0.5 GPU\(s\) each \(gpus_per_run\), but the "
-        r"Ray cluster offers 0",
+        match=r"^Ray backend parameter 'gpus_per_run': got 0\.5; allowed: at most the 0 GPU\(s\) the Ray cluster "
+        r"offers for runs on device 'cuda'\.",
     ):
         run_configs([ExperimentConfig(**BASE, device="cuda")], tmp_path / "runs", RayOptions(gpus_per_run=0.5))
 

@@ -45,7 +45,7 @@ def test_model_soft_label_is_eval_mode_mean_of_trained_params():
 
 def test_model_soft_label_rejects_empty_client():
     model = nn.Linear(2, 2)
-    with pytest.raises(ValueError, match="x must hold at least one sample"):
+    with pytest.raises(ValueError, match=r"parameter 'x': got shape \(0, 2\); allowed: at least one sample"):
         model_soft_label(model, model_state(model), torch.zeros(0, 2))
 
 
@@ -126,13 +126,22 @@ def test_judgement_never_drops_all_and_kept_set_is_a_local_maximum():
 
 
 def test_judgement_errors_name_the_argument():
-    with pytest.raises(ValueError, match="weights must have one entry per client"):
+    with pytest.raises(
+        ValueError,
+        match=r"parameter 'weights': got 2 entries; allowed: one finite dataset size l_k > 0 per client \(1\)\.",
+    ):
         max_entropy_judgement([[0.5, 0.5]], [1, 2])
-    with pytest.raises(ValueError, match="weights must be finite and > 0"):
+    with pytest.raises(
+        ValueError,
+        match=r"parameter 'weights': got 0\.0 for client 0; allowed: one finite dataset size l_k > 0 per client",
+    ):
         max_entropy_judgement([[0.5, 0.5]], [0])
-    with pytest.raises(ValueError, match="soft_labels must be a 2-D array"):
+    with pytest.raises(
+        ValueError,
+        match=r"parameter 'soft_labels': got shape \(2,\); allowed: a 2-D array \(num_clients, num_classes\)",
+    ):
         max_entropy_judgement([0.5, 0.5], [1])
-    with pytest.raises(ValueError, match="tol must be >= 0.0"):
+    with pytest.raises(ValueError, match=r"parameter 'tol': got -1\.0; allowed: a finite real number >= 0\.0\."):
         max_entropy_judgement([[0.5, 0.5]], [1], tol=-1.0)
 
 
@@ -185,14 +194,20 @@ def test_branch_frequency_matches_epsilon():
 
 def test_update_pools_moves_selected_to_their_verdict():
     assert update_pools([True, True, False, False], [0, 3], [False, True]).tolist() == [False, True, False, True]
+    with pytest.raises(ValueError, match=r"parameter 'kept_mask': got 1 entries; allowed: one entry per selected "):
+        update_pools([True, True], [0, 1], [True])
+    with pytest.raises(ValueError, match=r"parameter 'selected': got indices from 0 to 2; allowed: client indices in"):
+        update_pools([True, True], [0, 2], [True, True])
 
 
 def test_sample_errors():
-    with pytest.raises(ValueError, match=r"num_selected must be <= 3 \(got 4\)"):
+    with pytest.raises(ValueError, match=r"parameter 'num_selected': got 4; allowed: an integer >= 1 and <= 3\."):
         epsilon_greedy_sample([True] * 3, 4, np.random.default_rng(0))
-    with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
+    with pytest.raises(TypeError, match=r"parameter 'rng': got type NoneType; allowed: a numpy\.random\.Generator"):
         epsilon_greedy_sample([True] * 3, 1, None)
-    with pytest.raises(ValueError, match="epsilon must be <= 1.0"):
+    with pytest.raises(
+        ValueError, match=r"parameter 'epsilon': got 1\.5; allowed: a finite real number >= 0\.0 and <= 1\.0\."
+    ):
         epsilon_greedy_sample([True] * 3, 1, np.random.default_rng(0), epsilon=1.5)
     with pytest.raises(ValueError, match="algorithm 'fedentropy' parameter 'epsilon': got 1.5; allowed: a finite "):
         FedEntropy(epsilon=1.5)

@@ -91,7 +91,7 @@ def test_step_model_is_launch_bound_for_lenet5_and_compute_bound_for_vgg11():
     assert m.step_seconds("vgg11", "reference", 64, 10) == pytest.approx(max(vgg, m.ops["vgg11"] * m.t_op))
     # EfficientNet (BatchNorm) falls back to the reference engine: batching does not change its step
     assert m.step_seconds("efficientnet-b0", "batched", 64, 5) == m.step_seconds("efficientnet-b0", "reference", 64, 5)
-    with pytest.raises(ValueError, match="engine must be 'reference' or 'batched' \\(got 'fast'\\)"):
+    with pytest.raises(ValueError, match=r"^parameter 'engine': got 'fast'; allowed: 'reference', 'batched'\.$"):
         m.step_seconds("lenet5", "fast", 64, 10)
 
 

@@ -90,17 +90,22 @@ def test_plus_plus_init_picks_distinct_input_rows():
 
 
 def test_k_larger_than_points_is_an_error():
-    with pytest.raises(ValueError, match=r"k must be <= 2 \(got 3\)"):
+    with pytest.raises(ValueError, match=r"parameter 'k': got 3; allowed: an integer >= 1 and <= 2\."):
         kmeans(np.zeros((2, 2)), 3, np.random.default_rng(0))
 
 
 def test_needs_explicit_generator():
-    with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
+    with pytest.raises(TypeError, match=r"parameter 'rng': got type int; allowed: a numpy\.random\.Generator"):
         kmeans(np.zeros((2, 2)), 1, 0)
 
 
 def test_rejects_non_2d_and_nan():
-    with pytest.raises(ValueError, match="x must be a 2-D array"):
+    with pytest.raises(
+        ValueError,
+        match=r"parameter 'x': got shape \(3,\); allowed: a non-empty 2-D array \(num_points, num_features\)",
+    ):
         kmeans(np.zeros(3), 1, np.random.default_rng(0))
-    with pytest.raises(ValueError, match="x must be finite"):
+    with pytest.raises(
+        ValueError, match=r"parameter 'x': got nan for point 0, feature 0; allowed: .* of finite numbers\."
+    ):
         kmeans(np.array([[np.nan, 0.0]]), 1, np.random.default_rng(0))

@@ -1,5 +1,7 @@
 """Tests of repro.label_studies: partition notation, seed streams, and the tidy study tables."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -25,7 +27,8 @@ def test_parse_partition(label, expected):
 
 @pytest.mark.parametrize("label", ["Dir(x)", "C=two", "dirichlet", ""])
 def test_parse_partition_rejects_unknown_notation(label):
-    with pytest.raises(ValueError, match="partition must look like 'Dir\\(0.1\\)', 'C=2' or 'IID'"):
+    allowed = r"allowed: 'Dir\(0\.1\)', 'C=2' or 'IID' \(the paper's notation; '#C=2' too\) or 'dir0\.1', 'c2', 'iid'"
+    with pytest.raises(ValueError, match=rf"^parameter 'notation': got {re.escape(repr(label))}; {allowed}"):
         parse_partition(label)
 
 
@@ -34,8 +37,10 @@ def test_streams_differ_between_streams_and_repeat_per_seed():
     draws = {int(stream_rng(7, s).integers(2**62)) for s in ("partition", "selection", "label_dp", "coverage")}
     assert len(draws) == 4
     assert stream_rng(7, "selection").integers(2**62) == stream_rng(7, "selection").integers(2**62)
-    with pytest.raises(ValueError, match="seed must be >= 0"):
+    with pytest.raises(ValueError, match=r"parameter 'seed': got -1; allowed: an integer >= 0\."):
         stream_rng(-1, "partition")
+    with pytest.raises(ValueError, match=r"^parameter 'name': got 'training_data'; allowed: 'partition', "):
+        stream_rng(0, "training_data")
 
 
 def test_selector_traces_same_seed_same_table_and_partition_independent_of_method():

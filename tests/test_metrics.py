@@ -106,38 +106,56 @@ def test_h_norm_in_unit_interval(history):
 
 
 def test_entropy_rejects_negative_counts():
-    with pytest.raises(ValueError, match="counts must be non-negative"):
+    with pytest.raises(ValueError, match=r"^parameter 'counts': got -1\.0 at index 1; allowed: finite, non-negative "):
         entropy_bits([3, -1])
 
 
 def test_entropy_rejects_nan_and_empty():
-    with pytest.raises(ValueError, match="counts must be finite"):
+    with pytest.raises(
+        ValueError, match=r"^parameter 'counts': got nan at index 1; allowed: finite, non-negative label counts\.$"
+    ):
         entropy_bits([1.0, np.nan])
-    with pytest.raises(ValueError, match="at least one class"):
+    with pytest.raises(
+        ValueError,
+        match=r"^parameter 'counts': got shape \(2, 0\); allowed: .* with at least one class along axis -1\.$",
+    ):
         entropy_bits(np.zeros((2, 0)))
 
 
 def test_pooled_metrics_reject_bad_input():
     counts = np.ones((3, 2))
-    with pytest.raises(ValueError, match=r"picked must hold client indices in \[0, 2\]"):
+    with pytest.raises(
+        ValueError, match=r"^parameter 'picked': got indices from 0 to 3; allowed: .* client indices in \[0, 2\]\.$"
+    ):
         pooled_entropy(counts, [0, 3])
-    with pytest.raises(ValueError, match="counts must be a 2-D array"):
+    with pytest.raises(ValueError, match=r"parameter 'picked': got dtype float64; allowed: a 1-D sequence of integer"):
+        pooled_entropy(counts, [0.0, 1.0])
+    with pytest.raises(
+        ValueError, match=r"^parameter 'counts': got shape \(3,\); allowed: a 2-D array \(num_clients, num_classes\)"
+    ):
         covers_all_classes(np.ones(3), [0])
-    with pytest.raises(ValueError, match="counts must be non-negative"):
+    with pytest.raises(
+        ValueError, match=r"^parameter 'counts': got -2\.0 for client 0, class 1; allowed: .* non-negative numbers\.$"
+    ):
         pooled_entropy([[1, -2], [0, 1]], [0])
 
 
 def test_h_norm_rejects_bad_input():
-    with pytest.raises(ValueError, match="num_clients must be >= 2"):
+    with pytest.raises(ValueError, match=r"^parameter 'num_clients': got 1; allowed: an integer >= 2\.$"):
         selection_entropy_norm([[0]], 1)
-    with pytest.raises(ValueError, match="at least one picked client"):
+    with pytest.raises(
+        ValueError,
+        match=r"^parameter 'picked_history': got no picked client; allowed: rounds of client indices with at least ",
+    ):
         selection_entropy_norm([[-1]], 3)
-    with pytest.raises(ValueError, match=r"picked must hold client indices in \[0, 2\]"):
+    with pytest.raises(
+        ValueError, match=r"^parameter 'picked_history': got indices from 0 to 5; allowed: .* in \[0, 2\]\.$"
+    ):
         selection_entropy_norm([[0, 5]], 3)
 
 
 def test_communication_cost_rejects_bad_input():
-    with pytest.raises(ValueError, match="num_params must be >= 1"):
+    with pytest.raises(ValueError, match=r"^parameter 'num_params': got 0; allowed: an integer >= 1\.$"):
         communication_cost(10, 100, 0)
-    with pytest.raises(TypeError, match="num_classes must be an integer"):
+    with pytest.raises(TypeError, match=r"^parameter 'num_classes': got 10\.5; allowed: an integer >= 1\.$"):
         communication_cost(10.5, 100, 10)

@@ -41,7 +41,7 @@ def test_lenet5_parameter_count(num_classes, in_channels, image_size, expected):
 
 
 def test_lenet5_rejects_too_small_images():
-    with pytest.raises(ValueError, match=r"image_size must be >= 14 \(got 13\)"):
+    with pytest.raises(ValueError, match=r"^parameter 'image_size': got 13; allowed: an integer >= 14\.$"):
         LeNet5(10, image_size=13)
 
 
@@ -122,28 +122,30 @@ def test_vmap_over_stacked_lenet_parameters():
 def test_make_model_unknown_name_lists_names():
     with pytest.raises(
         ValueError,
-        match=r"name must be one of 'lenet5', 'vgg11', 'efficientnet-b0', "
-        r"'efficientnet-b3' \(got 'resnet18'\)",
+        match=r"^parameter 'name': got 'resnet18'; allowed: 'lenet5', 'vgg11', 'efficientnet-b0', 'efficientnet-b3'\.$",
     ):
         make_model("resnet18", 10)
 
 
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_make_model_rejects_num_classes_below_one(name):
-    with pytest.raises(ValueError, match=r"num_classes must be >= 1 \(got 0\)"):
+    with pytest.raises(ValueError, match=r"^parameter 'num_classes': got 0; allowed: an integer >= 1\.$"):
         make_model(name, 0)
 
 
 def test_make_model_rejects_non_integer_num_classes():
-    with pytest.raises(TypeError, match=r"num_classes must be an integer \(got 2.5"):
+    with pytest.raises(TypeError, match=r"^parameter 'num_classes': got 2\.5; allowed: an integer >= 1\.$"):
         make_model("lenet5", 2.5)
 
 
 def test_make_model_vgg11_needs_32px():
-    with pytest.raises(ValueError, match=r"image_size must be 32 for 'vgg11' \(got 28\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"^parameter 'image_size': got 28; allowed: 32 for 'vgg11' \(its classifier takes 512 inputs\)\.$",
+    ):
         make_model("vgg11", 10, image_size=28)
 
 
 def test_efficientnet_unknown_variant():
-    with pytest.raises(ValueError, match=r"variant must be one of 'b0', 'b3' \(got 'b7'\)"):
+    with pytest.raises(ValueError, match=r"^parameter 'variant': got 'b7'; allowed: 'b0', 'b3'\.$"):
         efficientnet("b7", 10)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -243,7 +245,11 @@ def test_quantity_empty_unheld_class_is_fine():
 
 
 def test_quantity_unheld_class_raises():
-    with pytest.raises(ValueError, match=r"class\(es\) \[1, 2, 3\] have samples but no client drew them"):
+    with pytest.raises(
+        ValueError,
+        match=r"^quantity_partition parameter 'num_clients': got 1; allowed: at least the number of classes \(4\) or a "
+        r"larger classes_per_client \(got 1\)\. Class\(es\) \[1, 2, 3\] have samples but no client drew them",
+    ):
         quantity_partition(labels_from_counts([5] * 4), 1, 1, rng=rng(0))
 
 
@@ -275,15 +281,19 @@ def test_dirichlet_min_size_redraw_cap_raises():
     # 4 draws, none accepted: the 95 % upper bound on the acceptance rate is 1 - 0.05 ** (1 / 4) = 0.53 (1 in 2)
     with pytest.raises(
         PartitionError,
-        match=r"after 3 redraws \(K=10, beta=0.01, 100 samples; .*fewer than 1 in 2 "
-        r"draws would be accepted; lower min_partition_size \(got 10; .* raise "
-        r"beta \(got 0\.01\) or use fewer clients \(got num_clients=10\)",
+        match=r"^dirichlet_partition parameter 'min_partition_size': got 10; allowed: a size the draws reach .* "
+        r"after 3 redraws \(K=10, beta=0.01, 100 samples; .*fewer than 1 in 2 draws would be accepted; lower "
+        r"min_partition_size, raise beta \(got 0\.01\) or use fewer clients \(got num_clients=10\)",
     ):
         dirichlet_partition(labels_from_counts([10] * 10), 10, 0.01, rng=rng(0), min_partition_size=10, max_redraws=3)
 
 
 def test_dirichlet_needs_enough_samples_up_front():
-    with pytest.raises(PartitionError, match=r"num_clients \* min_partition_size = 10 \* 10 = 100 samples \(got 99\)"):
+    with pytest.raises(
+        PartitionError,
+        match=r"^dirichlet_partition parameter 'min_partition_size': got 10; allowed: at most 9 \(99 samples over "
+        r"num_clients=10\)\. It needs at least num_clients \* min_partition_size = 10 \* 10 = 100 samples \(got 99\)",
+    ):
         dirichlet_partition(labels_from_counts([33, 33, 33]), 10, 0.5, rng=rng(0))
 
 
@@ -328,13 +338,17 @@ Y = labels_from_counts([5, 5, 5])
 
 @pytest.mark.parametrize("beta", [0, -0.5, float("inf"), float("nan"), "0.1", True])
 def test_bad_beta(beta):
-    with pytest.raises(BAD, match="beta"):
+    with pytest.raises(
+        BAD, match=rf"^parameter 'beta': got {re.escape(repr(beta))}; allowed: a finite real number > 0"
+    ):
         dirichlet_partition(Y, 3, beta, rng=rng(), min_partition_size=0)
 
 
 @pytest.mark.parametrize("k", [0, -1, 4, 2.0])
 def test_bad_classes_per_client(k):
-    with pytest.raises(BAD, match="classes_per_client"):
+    with pytest.raises(
+        BAD, match=rf"^parameter 'classes_per_client': got {re.escape(repr(k))}; allowed: an integer >= 1"
+    ):
         quantity_partition(Y, 3, k, rng=rng())
 
 
@@ -348,37 +362,42 @@ def test_bad_classes_per_client(k):
 )
 @pytest.mark.parametrize("k", [0, -2, 1.5, None, True])
 def test_bad_num_clients(fn, args, k):
-    with pytest.raises(BAD, match="num_clients"):
+    with pytest.raises(BAD, match=rf"^parameter 'num_clients': got {re.escape(repr(k))}; allowed: an integer >= 1\.$"):
         fn(Y, k, *args, rng=rng())
 
 
 @pytest.mark.parametrize(
     "labels,match",
     [
-        (np.zeros((3, 2), dtype=int), "1-D"),
-        (np.array([0.0, 1.0, 2.0]), "integer"),
-        (np.array([0, -1, 2]), ">= 0"),
-        (np.array([], dtype=int), "non-empty"),
-        (np.array([True, False]), "integer"),
+        (np.zeros((3, 2), dtype=int), r"shape \(3, 2\)"),
+        (np.array([0.0, 1.0, 2.0]), "dtype float64"),
+        (np.array([0, -1, 2]), "class id -1"),
+        (np.array([], dtype=int), r"shape \(0,\)"),
+        (np.array([True, False]), "dtype bool"),
     ],
 )
 @pytest.mark.parametrize("scheme,kw", CASES)
 def test_bad_labels(labels, match, scheme, kw):
-    with pytest.raises(BAD, match=match):
+    with pytest.raises(
+        BAD, match=rf"^parameter 'labels': got {match}; allowed: a non-empty 1-D array of integer class "
+    ):
         partition(labels, scheme, 1, rng=rng(), **kw)
 
 
 @pytest.mark.parametrize(
     "counts,match",
     [
-        ([3, -1, 2], "non-negative"),
-        ([1.0, 2.0], "integer"),
-        ([[1, 2], [3, 4]], "1-D"),
-        ([0, 0], "at least one sample"),
-        ([], "non-empty"),
+        ([3, -1, 2], "-1 for class 1"),
+        ([1.0, 2.0], "dtype float64"),
+        ([[1, 2], [3, 4]], r"shape \(2, 2\)"),
+        ([0, 0], "all counts 0"),
+        ([], r"shape \(0,\)"),
     ],
 )
 def test_bad_class_counts(counts, match):
+    match = (
+        rf"^parameter 'class_counts': got {match}; allowed: a non-empty 1-D array of non-negative integer per-class "
+    )
     with pytest.raises(BAD, match=match):
         iid_partition(num_clients=1, rng=rng(), class_counts=counts)
     with pytest.raises(BAD, match=match):
@@ -394,49 +413,54 @@ def test_bad_class_counts(counts, match):
     ],
 )
 def test_both_or_neither_labels_and_counts(fn, args):
-    with pytest.raises(TypeError, match="exactly one of labels .* and class_counts.*got both"):
+    allowed = r"allowed: exactly one of labels \(a 1-D integer label vector\) and class_counts= \(per-class counts\)\.$"
+    with pytest.raises(TypeError, match=r"^parameter 'labels': got both of labels and class_counts; " + allowed):
         fn(Y, *args, rng=rng(), class_counts=[5, 5, 5])
-    with pytest.raises(TypeError, match="got neither"):
+    with pytest.raises(TypeError, match=r"^parameter 'labels': got neither of labels and class_counts; " + allowed):
         fn(None, *args, rng=rng())
 
 
 @pytest.mark.parametrize("bad_rng", [0, None, np.random.RandomState(0), "seed"])
 def test_rng_must_be_generator(bad_rng):
-    with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
+    with pytest.raises(
+        TypeError, match=rf"^parameter 'rng': got type {type(bad_rng).__name__}; allowed: a numpy\.random\.Generator"
+    ):
         iid_partition(Y, 2, rng=bad_rng)
 
 
 def test_unknown_scheme_lists_schemes():
-    with pytest.raises(ValueError, match=r"scheme must be one of 'dirichlet', 'quantity', 'iid' \(got 'patho"):
+    with pytest.raises(
+        ValueError, match=r"^parameter 'scheme': got 'pathological'; allowed: 'dirichlet', 'quantity', 'iid'\.$"
+    ):
         partition(Y, "pathological", 3, rng=rng())
 
 
 @pytest.mark.parametrize(
     "scheme,kw,match",
     [
-        ("dirichlet", {}, "needs beta="),
-        ("quantity", {}, "needs classes_per_client="),
+        ("dirichlet", {}, r"'beta': got None; allowed: a value \(scheme 'dirichlet' needs beta=\)"),
         (
-            "dirichlet",
-            dict(beta=0.1, classes_per_client=2),
-            "classes_per_client is not a parameter of scheme 'dirichlet'",
+            "quantity",
+            {},
+            r"'classes_per_client': got None; allowed: a value \(scheme 'quantity' needs classes_per_client=\)",
         ),
-        ("quantity", dict(classes_per_client=2, beta=0.1), "beta is not a parameter of scheme 'quantity'"),
-        ("iid", dict(beta=0.1), "beta is not a parameter of scheme 'iid'"),
-        ("iid", dict(classes_per_client=1), "classes_per_client is not a parameter of scheme 'iid'"),
+        ("dirichlet", dict(beta=0.1, classes_per_client=2), "'classes_per_client': got 2; allowed: None "),
+        ("quantity", dict(classes_per_client=2, beta=0.1), r"'beta': got 0\.1; allowed: None "),
+        ("iid", dict(beta=0.1), r"'beta': got 0\.1; allowed: None "),
+        ("iid", dict(classes_per_client=1), "'classes_per_client': got 1; allowed: None "),
     ],
 )
 def test_dispatcher_parameter_mismatch(scheme, kw, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ValueError, match=rf"^scheme '{scheme}' parameter {match}"):
         partition(Y, scheme, 3, rng=rng(), **kw)
 
 
 @pytest.mark.parametrize(
     "kw,match",
     [
-        (dict(min_partition_size=-1), "min_partition_size must be >= 0"),
-        (dict(max_redraws=-1), "max_redraws must be >= 0"),
-        (dict(min_partition_size=2.5), "min_partition_size must be an integer"),
+        (dict(min_partition_size=-1), r"^parameter 'min_partition_size': got -1; allowed: an integer >= 0\.$"),
+        (dict(max_redraws=-1), r"^parameter 'max_redraws': got -1; allowed: an integer >= 0\.$"),
+        (dict(min_partition_size=2.5), r"^parameter 'min_partition_size': got 2\.5; allowed: an integer >= 0\.$"),
     ],
 )
 def test_bad_dirichlet_options(kw, match):
@@ -447,26 +471,28 @@ def test_bad_dirichlet_options(kw, match):
 @pytest.mark.parametrize(
     "parts,num_classes,match",
     [
-        ([[0, 15]], 3, r"outside \[0, 15\)"),
-        ([[-1]], 3, "outside"),
-        ([np.zeros((2, 2), dtype=int)], 3, "1-D integer"),
-        ([[0.0, 1.0]], 3, "1-D integer"),
-        ([], 3, "non-empty sequence"),
-        ([[0]], 2, "num_classes is 2"),
-        ([[0]], 0, "num_classes must be >= 1"),
+        ([[0, 15]], 3, r"'parts\[0\]': got indices from 0 to 15; allowed: .* with indices in \[0, 15\)\.$"),
+        ([[-1]], 3, r"'parts\[0\]': got indices from -1 to -1; allowed: .* with indices in \[0, 15\)\.$"),
+        ([np.zeros((2, 2), dtype=int)], 3, r"'parts\[0\]': got shape \(2, 2\), dtype int64; allowed: a 1-D integer"),
+        ([[0.0, 1.0]], 3, r"'parts\[0\]': got shape \(2,\), dtype float64; allowed: a 1-D integer"),
+        ([], 3, r"'parts': got \[\]; allowed: a non-empty sequence of 1-D index arrays"),
+        ([[0]], 2, r"'labels': got class id 2; allowed: .* \(num_classes is 2\)\.$"),
+        ([[0]], 0, r"'num_classes': got 0; allowed: an integer >= 1\.$"),
     ],
 )
 def test_bad_label_count_matrix(parts, num_classes, match):
-    with pytest.raises(BAD, match=match):
+    with pytest.raises(BAD, match="^parameter " + match):
         label_count_matrix(Y, parts, num_classes)
 
 
 def test_client_label_counts_bad_inputs():
-    with pytest.raises(ValueError, match="profile name must be one of"):
+    with pytest.raises(ValueError, match=r"^get_profile parameter 'name': got 'imagenet'; allowed: 'cifar10', "):
         client_label_counts("imagenet", "iid", 3, seed=0)
-    with pytest.raises(ValueError, match="seed must be >= 0"):
+    with pytest.raises(ValueError, match=r"^parameter 'seed': got -1; allowed: an integer >= 0\.$"):
         client_label_counts("cifar10", "iid", 3, seed=-1)
-    with pytest.raises(ValueError, match="scheme must be one of"):
+    with pytest.raises(
+        ValueError, match=r"^parameter 'scheme': got 'shards'; allowed: 'dirichlet', 'quantity', 'iid'\.$"
+    ):
         client_label_counts("cifar10", "shards", 3, seed=0)
 
 
@@ -635,14 +661,20 @@ def test_impossible_partition_gives_up_after_the_default_cap(draw_counter):
         dirichlet_partition(class_counts=[400] * 10, num_clients=100, beta=0.1, rng=rng(0))
     assert draw_counter[0] == DEFAULT_MAX_REDRAWS + 1 == 10_001
     msg = str(err.value)
-    assert "no draw gave every client >= 10 samples after 10000 redraws (K=100, beta=0.1, 4,000 samples;" in msg
+    assert msg.startswith(
+        "dirichlet_partition parameter 'min_partition_size': got 10; allowed: a size the draws reach (2 "
+    )
+    assert "No draw gave every client >= 10 samples after 10000 redraws (K=100, beta=0.1, 4,000 samples;" in msg
     # 1 / (1 - 0.05 ** (1 / 10001)) = 3,339: the rule of three's 3 / n
     assert "at 95 % confidence fewer than 1 in 3,339 draws would be accepted" in msg
-    assert "lower min_partition_size (got 10; 2 was reached by" in msg and "num_clients=100" in msg
+    assert "2 was reached by" in msg and "lower min_partition_size, raise beta" in msg and "num_clients=100" in msg
 
 
 def test_impossible_size_fails_before_any_draw(draw_counter):
-    with pytest.raises(PartitionError, match="at least num_clients"):
+    with pytest.raises(
+        PartitionError,
+        match=r"^dirichlet_partition parameter 'min_partition_size': got 10; allowed: at most 9 .* at least ",
+    ):
         dirichlet_partition(class_counts=[400] * 10, num_clients=401, beta=0.1, rng=rng(0))
     assert draw_counter[0] == 0
 

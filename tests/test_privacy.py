@@ -59,18 +59,24 @@ def test_kept_negative_entries_count_as_zero_when_pooled():
 
 @pytest.mark.parametrize("epsilon", [0, -1.0])
 def test_nonpositive_epsilon_raises(epsilon):
-    with pytest.raises(ValueError, match="epsilon must be > 0"):
+    with pytest.raises(
+        ValueError, match=rf"^parameter 'epsilon': got {epsilon}; allowed: a finite real number > 0\.0\.$"
+    ):
         laplace_counts([[1, 2]], epsilon, rng=np.random.default_rng(0))
 
 
 def test_bad_arguments_raise():
-    with pytest.raises(ValueError, match="negative must be one of 'clip', 'keep'"):
+    with pytest.raises(ValueError, match=r"^parameter 'negative': got 'abs'; allowed: 'clip', 'keep'\.$"):
         laplace_counts([[1, 2]], 1.0, rng=np.random.default_rng(0), negative="abs")
-    with pytest.raises(TypeError, match="rng must be a numpy.random.Generator"):
+    with pytest.raises(TypeError, match=r"^parameter 'rng': got type int; allowed: a numpy\.random\.Generator"):
         laplace_counts([[1, 2]], 1.0, rng=0)
-    with pytest.raises(ValueError, match="counts must be non-negative"):
+    with pytest.raises(
+        ValueError, match=r"^parameter 'counts': got -2\.0 for client 0, class 1; allowed: .* non-negative numbers\.$"
+    ):
         laplace_counts([[1, -2]], 1.0, rng=np.random.default_rng(0))
-    with pytest.raises(ValueError, match="counts must be a 2-D array"):
+    with pytest.raises(
+        ValueError, match=r"^parameter 'counts': got shape \(2,\); allowed: a 2-D array \(num_clients, num_classes\)"
+    ):
         laplace_counts([1, 2], 1.0, rng=np.random.default_rng(0))
 
 

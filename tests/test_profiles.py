@@ -9,6 +9,7 @@ import pathlib
 import numpy as np
 import pytest
 
+from fedlib._validate import ParameterError
 from fedlib.data.profiles import (
     CIFAR100_COARSE,
     CIFAR100_SUPERCLASS_NAMES,
@@ -93,7 +94,11 @@ def test_medical_profile_counts():
 
 
 def test_label_profile_checks_lengths():
-    with pytest.raises(ValueError, match="train_counts has 2 entries, num_classes is 3"):
+    with pytest.raises(
+        ValueError,
+        match=r"^profile 'bad' parameter 'train_counts': got 2 entries; allowed: one entry per class "
+        r"\(num_classes is 3\)\.$",
+    ):
         LabelProfile("bad", 3, (1, 2), None, ("a", "b", "c"), "src")
 
 
@@ -124,25 +129,31 @@ def test_cifar100_to_superclass():
 @pytest.mark.parametrize(
     "bad,match",
     [
-        ([100], "num_classes is 100"),
-        ([-1], ">= 0"),
-        ([[1]], "1-D"),
-        ([1.0], "integer"),
+        ([100], r"got class id 100; allowed: .* in \[0, 100\) \(num_classes is 100\)"),
+        ([-1], r"got class id -1; allowed: .* in \[0, 100\)"),
+        ([[1]], r"got shape \(1, 1\); allowed: a non-empty 1-D array"),
+        ([1.0], r"got dtype float64; allowed: a non-empty 1-D array of integer class ids"),
     ],
 )
 def test_cifar100_to_superclass_bad_input(bad, match):
-    with pytest.raises((TypeError, ValueError), match=match):
+    with pytest.raises(ParameterError, match=r"^parameter 'fine_labels': " + match):
         cifar100_to_superclass(bad)
 
 
 # ----------------------------------------------------------------------------- lookup and label vectors
 def test_get_profile_unknown_lists_names():
-    with pytest.raises(ValueError, match="profile name must be one of .*'cifar10'.*'mnist'.*got 'imagenet'"):
+    with pytest.raises(
+        ValueError, match=r"^get_profile parameter 'name': got 'imagenet'; allowed: 'cifar10', .*'mnist'\.$"
+    ):
         get_profile("imagenet")
 
 
 def test_get_profile_unavailable_says_why():
-    with pytest.raises(ValueError, match="'tissuemnist' is not available: .*could not be verified"):
+    with pytest.raises(
+        ValueError,
+        match=r"^get_profile parameter 'name': got 'tissuemnist'; allowed: 'cifar10', .* "
+        r"'tissuemnist' is not available: .*could not be verified",
+    ):
         get_profile("tissuemnist")
 
 
@@ -156,7 +167,7 @@ def test_profile_labels_match_counts(name, split):
 
 
 def test_profile_labels_bad_split():
-    with pytest.raises(ValueError, match="split must be one of 'train', 'test' \\(got 'val'\\)"):
+    with pytest.raises(ValueError, match=r"^parameter 'split': got 'val'; allowed: 'train', 'test'\.$"):
         profile_labels("cifar10", "val")
 
 

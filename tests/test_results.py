@@ -107,7 +107,10 @@ def test_store_run_with_a_group_key_columns_and_fields(tmp_path):
     back, meta = results.load_run(csv)
     assert list(back.columns)[-1] == "extra_col" and list(back["extra_col"]) == [0, 2]
     assert meta["key"] == "0123abcd" and meta["liar_ids"] == [1] and meta["label"] == {"seed": 0}
-    with pytest.raises(ValueError, match=r"extra_meta must not replace the stored fields \['key'\]"):
+    with pytest.raises(
+        ValueError,
+        match=r"^parameter 'extra_meta': got \{'key': .*\}; allowed: fields other than the stored ones \['key'\]\.$",
+    ):
         results.store_run(table, cfg, "quick", "group", {"seed": 0}, results_dir=tmp_path, extra_meta={"key": "x"})
 
 
@@ -124,7 +127,9 @@ def test_a_gpu_run_of_a_cpu_tier_is_stored_as_another_machines_never_beside_the_
     gpu = tiers.tier_config("subset", rounds=3).replace(device="cuda")
     table = pd.DataFrame({"round": [0, 1], "test_accuracy": [0.1, 0.2]})
     label = {"seed": 0}
-    with pytest.raises(ValueError, match=r"results_dir: got the repository's results/ .* allowed: results/machines/"):
+    with pytest.raises(
+        ValueError, match=r"^parameter 'results_dir': got the repository's results/ for .* allowed: results/machines/"
+    ):
         results.store_run(table, gpu, "subset", "table1", label, float_env=None)
     with pytest.raises(ValueError, match="results_dir"):
         results.ensure_runs([tiers.PlannedRun("table1", label, gpu)], "subset", log=lambda *a: None)

@@ -393,9 +393,11 @@ def test_each_rule_judges_each_setting(judge, per_setting, overall):
 
 
 def test_a_combine_that_is_no_word_or_pair_is_refused():
-    with pytest.raises(ValueError, match="combine must be 'every', 'some' or a pair of them"):
+    with pytest.raises(
+        ValueError, match=r"^parameter 'combine': got \('some', 'most'\); allowed: 'every', 'some' or a pair of them\.$"
+    ):
         rules.direction(_multi(), ("A", "B"), combine=("some", "most"))
-    with pytest.raises(ValueError, match="one_sided must be None, 'lower' or 'upper'"):
+    with pytest.raises(ValueError, match=r"^parameter 'one_sided': got 'both'; allowed: None, 'lower', 'upper'\.$"):
         rules.equal_within(_multi(), ("A", "B"), margin=1.0, one_sided="both")
 
 
@@ -416,7 +418,7 @@ def test_at_least_k_of_the_comparisons():
     assert rules.at_least(j, 3).verdict == DOES_NOT  # D can no longer reproduce: fewer than 3 can
     g = _rivals(B=[5.0, 5.2, 4.8], C=[0.3, 1.3, -0.7], D=[-6.0, -6.1, -5.9])
     assert rules.at_least(rules.direction(g, [("A", m) for m in "BCD"]), 2).verdict == UNDECIDED
-    with pytest.raises(ValueError, match="k must be at least 1"):
+    with pytest.raises(ValueError, match=r"^parameter 'k': got 0; allowed: an integer >= 1\.$"):
         rules.at_least(j, 0)
 
 
@@ -441,7 +443,7 @@ def test_join_combines_the_parts_of_a_statement():
 def test_exact_against_a_bound(relation, bound, verdict):
     f = pd.DataFrame({"value": [31.0, 62.0, 9200.0]})
     assert rules.exact(f, bound, relation=relation).verdict == verdict
-    with pytest.raises(ValueError, match="relation must be one of"):
+    with pytest.raises(ValueError, match=r"^parameter 'relation': got 'near'; allowed: 'equal', "):
         rules.exact(f, bound, relation="near")
 
 

@@ -469,7 +469,10 @@ def test_a_label_page_shows_the_verdicts_of_its_own_studies(table):
     assert list(top["verdict"]) == list(card["label_only"])
     html = scorecard.page_verdicts("entropy_trace", "label_only", study)
     assert html.count("<tr>") == len(top) + 1 and "at the paper&#x27;s scale" in html
-    with pytest.raises(ValueError, match="pass the studies it computed"):
+    with pytest.raises(
+        ValueError,
+        match=r"^page 'entropy_trace' parameter 'studies': got None; allowed: the studies the page computed ",
+    ):
         scorecard.page_card("entropy_trace", "label_only")
 
 

@@ -47,11 +47,11 @@ def test_equivalence_power():
 
 
 def test_bad_arguments_are_named():
-    with pytest.raises(ValueError, match=r"test must be one of \('excludes', 'inside'\) \(got 'twosided'\)"):
+    with pytest.raises(ValueError, match=r"^parameter 'test': got 'twosided'; allowed: 'excludes', 'inside'\.$"):
         sp.power(1.0, 1.0, 10, test="twosided")
-    with pytest.raises(ValueError, match=r"n must be an integer >= 2 \(got 1\)"):
+    with pytest.raises(ValueError, match=r"^parameter 'n': got 1; allowed: an integer >= 2\.$"):
         sp.power(1.0, 1.0, 1)
-    with pytest.raises(ValueError, match=r"cap must be an integer >= 2 \(got 1\)"):
+    with pytest.raises(ValueError, match=r"^parameter 'cap': got 1; allowed: an integer >= 2\.$"):
         sp.seeds_needed(1.0, 1.0, cap=1)
 
 
@@ -169,5 +169,8 @@ def test_progress_counts_the_tiers_runs_and_those_stored(tmp_path):
 def test_a_tier_without_a_plan_file_is_refused():
     from repro import seed_plan
 
-    with pytest.raises(ValueError, match="tier 'quick' has no seed plan file"):
+    with pytest.raises(
+        ValueError,
+        match=r"^tier 'quick' parameter 'seed_plan': got None; allowed: a plans/ path \(a tier with a seed",
+    ):
         seed_plan.read_plan("quick")

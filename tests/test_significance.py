@@ -44,9 +44,10 @@ def test_sign_flip_p_hand():
 
 
 def test_sign_flip_p_rejects_bad_input():
-    with pytest.raises(ValueError, match=r"diffs must be 1 to 20 finite differences"):
+    allowed = r"allowed: 1 to 20 finite differences \(a 1-D sequence\)\.$"
+    with pytest.raises(ValueError, match=r"^parameter 'diffs': got \[\]; " + allowed):
         sg.sign_flip_p([])
-    with pytest.raises(ValueError, match=r"diffs must be 1 to 20 finite differences"):
+    with pytest.raises(ValueError, match=r"^parameter 'diffs': got \[1\.0, nan\]; " + allowed):
         sg.sign_flip_p([1.0, np.nan])
 
 
@@ -61,7 +62,9 @@ def test_paired_test_matches_scipy_and_hand():
     assert r["p_signflip"] == sg.sign_flip_p([10, -1, 2, 5])
     same = sg.paired_test([1.0, 2.0], [1.0, 2.0])
     assert np.isnan(same["p_ttest"]) and same["p_signflip"] == 1.0
-    with pytest.raises(ValueError, match=r"a and b must be 1-D of equal length"):
+    with pytest.raises(
+        ValueError, match=r"^parameter 'b': got shape \(1,\); allowed: a 1-D sequence of 2 values, as long as a\.$"
+    ):
         sg.paired_test([1.0, 2.0], [1.0])
 
 
@@ -83,7 +86,7 @@ def test_per_run_final_hand():
     f = _frame({("C=2", "A", 0): [0.1, 0.2, 0.3, 0.5], ("C=2", "B", 0): [0.4, 0.4, 0.4, 0.4]})
     per = sg.per_run_final(f, last=2).set_index("method")["accuracy"]
     assert per["A"] == pytest.approx(40.0) and per["B"] == pytest.approx(40.0)  # (0.3 + 0.5) / 2 in %
-    with pytest.raises(ValueError, match=r"last must be a positive number of rounds \(got 0\)"):
+    with pytest.raises(ValueError, match=r"^parameter 'last': got 0; allowed: a positive number of rounds\.$"):
         sg.per_run_final(f, last=0)
 
 
@@ -105,7 +108,7 @@ def test_paired_against_pairs_by_seed():
     assert list(t.index) == ["B", "C"] and (t["a"] == "A").all() and (t["partition"] == "C=2").all()
     assert t.loc["B", "n"] == 2 and t.loc["B", "mean_diff"] == pytest.approx(20.0)  # (10 + 30) / 2 pp
     assert t.loc["C", "mean_diff"] == pytest.approx(0.0) and t.loc["C", "p_signflip"] == 1.0
-    with pytest.raises(ValueError, match=r"reference must be a method with stored runs \(got 'Z'"):
+    with pytest.raises(ValueError, match=r"^parameter 'reference': got 'Z'; allowed: a method with stored runs: 'A', "):
         sg.paired_against(sg.per_run_final(f, last=1), "Z")
 
 
@@ -158,9 +161,9 @@ def test_rounds_to_reference_hand():
     assert t.loc["F", "rounds_mean"] == pytest.approx(2.5) and t.loc["F", "runs"] == 2
     assert t.loc["F", "speedup"] == pytest.approx(5.5 / 2.5)
     assert t.loc["S", "reached"] == 0 and np.isnan(t.loc["S", "rounds_mean"])
-    with pytest.raises(ValueError, match=r"window must be a positive number of rounds"):
+    with pytest.raises(ValueError, match=r"^parameter 'window': got 0; allowed: a positive number of rounds\.$"):
         sg.rounds_to_reference(f, "R", window=0)
-    with pytest.raises(ValueError, match=r"reference must be a method with stored runs \(got 'FedAvg'\)"):
+    with pytest.raises(ValueError, match=r"^parameter 'reference': got 'FedAvg'; allowed: a method with stored runs: "):
         sg.rounds_to_reference(f)
 
 

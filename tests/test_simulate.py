@@ -116,24 +116,37 @@ def test_trace_frame_columns():
 
 
 def test_run_selection_bad_input_raises():
-    with pytest.raises(ValueError, match="counts must be non-negative"):
+    with pytest.raises(
+        ValueError, match=r"^parameter 'counts': got -1\.0 for client 0, class 1; allowed: .* non-negative numbers\.$"
+    ):
         run_selection([[1, -1], [2, 2]], "random", 1, 1, seed=0)
-    with pytest.raises(ValueError, match=r"server_counts must have the shape of counts \(20, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"^parameter 'server_counts': got shape \(20, 3\); allowed: a matrix of the shape of counts \(20, 4\)\.$",
+    ):
         run_selection(COUNTS, "random", 1, 1, seed=0, server_counts=np.ones((20, 3)))
-    with pytest.raises(ValueError, match="num_rounds must be >= 1"):
+    with pytest.raises(ValueError, match=r"^parameter 'num_rounds': got 0; allowed: an integer >= 1\.$"):
         run_selection(COUNTS, "random", 1, 0, seed=0)
-    with pytest.raises(ValueError, match="num_selected must be <= the number of clients K=20"):
+    with pytest.raises(
+        ValueError, match=r"^parameter 'num_selected': got 21; allowed: .* <= the number of clients K=20"
+    ):
         run_selection(COUNTS, "random", 21, 1, seed=0)
-    with pytest.raises(TypeError, match="selector must be a fedlib.selection.selectors.Selector"):
+    with pytest.raises(
+        TypeError, match=r"^parameter 'selector': got type int; allowed: a fedlib\.selection\.selectors\.Selector or a "
+    ):
         run_selection(COUNTS, 3, 1, 1, seed=0)
     with pytest.raises(ValueError, match="selector parameter 'name': got 'best'; allowed: "):
         run_selection(COUNTS, "best", 1, 1, seed=0)
 
 
 def test_coverage_probability_bad_input_raises():
-    with pytest.raises(ValueError, match="num_selected must be <= the number of clients K=20"):
+    with pytest.raises(
+        ValueError, match=r"^parameter 'num_selected': got 21; allowed: .* <= the number of clients K=20"
+    ):
         coverage_probability(COUNTS, 21, 10, seed=0)
-    with pytest.raises(ValueError, match="num_rounds must be >= 1"):
+    with pytest.raises(ValueError, match=r"^parameter 'num_rounds': got 0; allowed: an integer >= 1\.$"):
         coverage_probability(COUNTS, 2, 0, seed=0)
-    with pytest.raises(ValueError, match="counts must be a 2-D array"):
+    with pytest.raises(
+        ValueError, match=r"^parameter 'counts': got shape \(5,\); allowed: a 2-D array \(num_clients, num_classes\)"
+    ):
         coverage_probability(np.ones(5), 2, 10, seed=0)

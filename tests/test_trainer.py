@@ -104,7 +104,7 @@ def test_all_algorithms_run(tiny_npz):
 
 def test_bad_config_fails_before_loading_data(tmp_path):
     cfg = _cfg(str(tmp_path / "missing.npz"), selector="entopt")
-    with pytest.raises(ValueError, match="config field 'selector': got 'entopt'"):
+    with pytest.raises(ValueError, match="config parameter 'selector': got 'entopt'"):
         run_experiment(cfg, progress=False)
 
 
@@ -122,7 +122,7 @@ def test_batched_engine_gives_the_reference_run(tiny_npz, algorithm):
 
 
 def test_unknown_engine_is_a_config_error(tiny_npz):
-    with pytest.raises(ValueError, match="config field 'engine': got 'gpu'; allowed: 'reference', 'batched'"):
+    with pytest.raises(ValueError, match="config parameter 'engine': got 'gpu'; allowed: 'reference', 'batched'"):
         run_experiment(_cfg(tiny_npz, engine="gpu"), progress=False)
 
 
@@ -200,5 +200,5 @@ def test_a_new_round_shape_needs_only_its_module_and_the_registry(tiny_npz, toy_
 
 
 def test_an_unregistered_algorithm_is_a_config_error(tiny_npz):
-    with pytest.raises(ValueError, match="config field 'algorithm': got 'toy_two_phase'"):
+    with pytest.raises(ValueError, match="config parameter 'algorithm': got 'toy_two_phase'"):
         run_experiment(_cfg(tiny_npz, algorithm="toy_two_phase"), progress=False)

@@ -130,7 +130,11 @@ def test_fedconcat_round_budget(tiny_npz):
     assert exp.total_rounds == t_e + t_c and t_c == 3 and t_e == 37
     # explicit encoder rounds override the budget
     assert Experiment(cfg.replace(algorithm_params=_FC)).total_rounds == 4
-    with pytest.raises(ValueError, match="config field 'rounds': got 3; too small a FedAvg budget for FedConcat"):
+    with pytest.raises(
+        ValueError,
+        match=r"^config parameter 'rounds': got 3 \(leaves 0\.20 encoder rounds\); allowed: an integer >= 4, which "
+        r"leaves an encoder round after the classifier phase \(classifier_rounds=3\)",
+    ):
         Experiment(cfg.replace(rounds=3))
 
 

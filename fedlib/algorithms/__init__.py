@@ -66,14 +66,12 @@ def register_algorithm(name: str, cls: type) -> None:
     """Add the ``Algorithm`` subclass ``cls`` under ``name`` (an error if the name is taken)."""
     global ALGORITHMS
     if not (isinstance(cls, type) and issubclass(cls, Algorithm)):
-        raise TypeError(f"cls must be a subclass of fedlib.algorithms.Algorithm (got {cls!r}).")
+        raise ParameterError(None, "cls", cls, "a subclass of fedlib.algorithms.Algorithm")
     if not (isinstance(cls.HParams, type) and issubclass(cls.HParams, HParams)):
-        raise TypeError(
-            f"{cls.__name__}.HParams must be a subclass of fedlib.algorithms.HParams, the frozen "
-            f"dataclass of its hyper-parameters (got {cls.HParams!r})."
-        )
+        allowed = "an Algorithm whose HParams is a subclass of fedlib.algorithms.HParams (its hyper-parameters)"
+        raise ParameterError(None, "cls", cls, allowed, got=f"{cls.__name__} with HParams {cls.HParams!r}")
     if name in ALGORITHMS:
-        raise ValueError(f"algorithm {name!r} is registered already.")
+        raise ParameterError(None, "name", name, f"a name not registered yet (registered: {', '.join(ALGORITHMS)})")
     _EAGER[name] = cls
     ALGORITHMS = ALGORITHMS + (name,)
 
@@ -82,7 +80,8 @@ def unregister_algorithm(name: str) -> None:
     """Remove an algorithm added by ``register_algorithm``."""
     global ALGORITHMS
     if name not in _EAGER or name in _BUILT_IN:
-        raise ValueError(f"algorithm {name!r} was not added by register_algorithm.")
+        added = ", ".join(repr(n) for n in _EAGER if n not in _BUILT_IN) or "none so far"
+        raise ParameterError(None, "name", name, f"a name added by register_algorithm ({added})")
     del _EAGER[name]
     ALGORITHMS = tuple(n for n in ALGORITHMS if n != name)
 

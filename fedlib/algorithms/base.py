@@ -33,7 +33,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fedlib._validate import check_parameter_names, parameter_checks
+from fedlib._validate import ParameterError, check_parameter_names, parameter_checks
 
 __all__ = ["Algorithm", "HParams", "RoundPlan", "decayed_lr", "weighted_average"]
 
@@ -43,10 +43,10 @@ Params = dict[str, torch.Tensor]
 def weighted_average(dicts: Sequence[Mapping[str, torch.Tensor]], weights) -> Params:
     """Key-wise ``Σ_k w_k d_k``, summed in float64 in the order of ``dicts``; integer tensors keep the first value."""
     if len(dicts) == 0:
-        raise ValueError("weighted_average needs at least one dict (got none).")
+        raise ParameterError(None, "dicts", dicts, "at least one dict of tensors")
     w = [float(x) for x in np.asarray(weights, dtype=np.float64).reshape(-1)]
     if len(w) != len(dicts):
-        raise ValueError(f"weights has {len(w)} entries but there are {len(dicts)} dicts.")
+        raise ParameterError(None, "weights", weights, f"one weight per dict ({len(dicts)})", got=f"{len(w)} weights")
     out: Params = {}
     for key, first in dicts[0].items():
         if not torch.is_floating_point(first):

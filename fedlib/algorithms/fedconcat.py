@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedlib._validate import check_count_matrix, check_float, check_int, check_optional, check_rng
+from fedlib._validate import ParameterError, check_count_matrix, check_float, check_int, check_optional, check_rng
 from fedlib.algorithms.base import Algorithm, HParams, RoundPlan, decayed_lr, weighted_average
 from fedlib.algorithms.kmeans import kmeans
 from fedlib.seeds import stream_rng
@@ -83,7 +83,8 @@ def last_linear_name(model: nn.Module) -> str:
     is the encoder's feature (84-d for LeNet-5, 512-d for VGG-11)."""
     names = [n for n, m in model.named_modules() if isinstance(m, nn.Linear)]
     if not names:
-        raise ValueError(f"model must contain an nn.Linear classifier layer (found none in {type(model).__name__}).")
+        allowed = "a model with an nn.Linear classifier layer"
+        raise ParameterError(None, "model", model, allowed, got=f"a {type(model).__name__} without an nn.Linear layer")
     return names[-1]
 
 
@@ -191,10 +192,15 @@ def fedconcat_round_split(
     exact = total_rounds - num_clusters / (2.0 * participation) - classifier_params / model_params * classifier_rounds
     encoder_rounds = math.floor(exact + 1e-9)
     if encoder_rounds < 1:
-        raise ValueError(
-            f"total_rounds={total_rounds} leaves {exact:.2f} encoder rounds after the classifier phase "
-            f"(classifier_rounds={classifier_rounds}) and the encoder broadcast; raise total_rounds or lower "
-            f"classifier_rounds, or give encoder_rounds explicitly."
+        least = math.ceil(total_rounds - exact + 1.0 - 1e-9)
+        raise ParameterError(
+            None,
+            "total_rounds",
+            total_rounds,
+            f"an integer >= {least}, which leaves an encoder round after the classifier phase "
+            f"(classifier_rounds={classifier_rounds}) and the encoder broadcast",
+            got=f"{total_rounds} (leaves {exact:.2f} encoder rounds)",
+            hint="Or lower classifier_rounds, or give encoder_rounds explicitly.",
         )
     return encoder_rounds, classifier_rounds
 
@@ -352,8 +358,10 @@ class FedConcat(Algorithm):
         """T_e + T_c for the FedAvg budget ``rounds`` (:meth:`round_split`)."""
         try:
             t_e, t_c = self.round_split(rounds, model, num_clients=num_clients, num_selected=num_selected)
-        except ValueError as exc:
-            raise ValueError(f"too small a FedAvg budget for FedConcat ({exc})") from exc
+        except ParameterError as exc:  # the FedAvg budget ``rounds`` is round_split's total_rounds
+            if exc.part is None and exc.name == "total_rounds":
+                exc.amend(name="rounds")
+            raise
         return int(t_e + t_c)
 
     def init_run_state(self, global_params, *, model, label_counts, config) -> FedConcatState:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fedlib._validate import check_bool, check_float, check_int, check_rng
+from fedlib._validate import ParameterError, check_bool, check_float, check_int, check_rng
 from fedlib.algorithms.base import Algorithm, HParams
 from fedlib.selection.metrics import entropy_bits
 
@@ -33,24 +33,27 @@ DEFAULT_TOL = 1e-12
 
 def _check_soft_labels(soft_labels) -> np.ndarray:
     arr = np.asarray(soft_labels.detach().cpu() if isinstance(soft_labels, torch.Tensor) else soft_labels)
+    allowed = "a 2-D array (num_clients, num_classes) of finite, non-negative numbers"
     if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
-        raise ValueError(
-            f"soft_labels must be a 2-D array of shape (num_clients, num_classes) (got shape {arr.shape})."
-        )
+        raise ParameterError(None, "soft_labels", soft_labels, allowed, got=f"shape {arr.shape}")
     if not np.issubdtype(arr.dtype, np.number):
-        raise TypeError(f"soft_labels must hold numbers (got dtype {arr.dtype}).")
+        raise ParameterError(None, "soft_labels", soft_labels, allowed, got=f"dtype {arr.dtype}")
     arr = arr.astype(np.float64)
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-        raise ValueError("soft_labels must be finite and non-negative (found NaN, inf or a negative entry).")
+    bad = ~(np.isfinite(arr) & (arr >= 0))
+    if bad.any():
+        i, j = np.argwhere(bad)[0]
+        raise ParameterError(None, "soft_labels", soft_labels, allowed, got=f"{arr[i, j]} for client {i}, class {j}")
     return arr
 
 
 def _check_weights(weights, n: int) -> np.ndarray:
     w = np.asarray(weights, dtype=np.float64).reshape(-1)
+    allowed = f"one finite dataset size l_k > 0 per client ({n})"
     if w.shape[0] != n:
-        raise ValueError(f"weights must have one entry per client ({n}) (got {w.shape[0]}).")
+        raise ParameterError(None, "weights", weights, allowed, got=f"{w.shape[0]} entries")
     if not np.all(np.isfinite(w)) or np.any(w <= 0):
-        raise ValueError(f"weights must be finite and > 0 (got minimum {w.min()}); they are dataset sizes l_k.")
+        k = int(np.flatnonzero(~(np.isfinite(w) & (w > 0)))[0])
+        raise ParameterError(None, "weights", weights, allowed, got=f"{w[k]} for client {k}")
     return w
 
 
@@ -65,7 +68,8 @@ def model_soft_label(
 
     batch_size = check_int("batch_size", batch_size, low=1)
     if x.shape[0] < 1:
-        raise ValueError("x must hold at least one sample (got 0); a client without data has no soft label.")
+        allowed = "at least one sample (a client without data has no soft label)"
+        raise ParameterError(None, "x", x, allowed, got=f"shape {tuple(x.shape)}")
     was_training = model.training
     model.eval()
     try:
@@ -171,12 +175,18 @@ def update_pools(positive, selected, kept_mask) -> np.ndarray:
     pos = np.array(positive, dtype=bool).reshape(-1)
     sel = np.asarray(selected, dtype=np.int64).reshape(-1)
     kept = np.asarray(kept_mask, dtype=bool).reshape(-1)
-    if sel.shape != kept.shape:
-        raise ValueError(f"kept_mask must have one entry per selected client ({sel.size}) (got {kept.size}).")
+    _check_kept_mask(sel, kept, kept_mask)
     if sel.size and (sel.min() < 0 or sel.max() >= pos.size):
-        raise ValueError(f"selected must hold client indices in [0, {pos.size - 1}] (got {sel.min()}..{sel.max()}).")
+        allowed = f"client indices in [0, {pos.size - 1}]"
+        raise ParameterError(None, "selected", selected, allowed, got=f"indices from {sel.min()} to {sel.max()}")
     pos[sel] = kept
     return pos
+
+
+def _check_kept_mask(sel: np.ndarray, kept: np.ndarray, kept_mask) -> None:
+    if sel.shape != kept.shape:
+        allowed = f"one entry per selected client ({sel.size})"
+        raise ParameterError(None, "kept_mask", kept_mask, allowed, got=f"{kept.size} entries")
 
 
 class FedEntropy(Algorithm):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fedlib._validate import check_float, check_int, check_rng
+from fedlib._validate import ParameterError, check_float, check_int, check_rng
 
 __all__ = ["KMeansResult", "kmeans", "kmeans_plus_plus_init"]
 
@@ -58,13 +58,15 @@ def kmeans_plus_plus_init(x, k: int, rng: np.random.Generator) -> np.ndarray:
 
 def _check_points(x) -> np.ndarray:
     arr = np.asarray(x)
+    allowed = "a non-empty 2-D array (num_points, num_features) of finite numbers"
     if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
-        raise ValueError(f"x must be a 2-D array of shape (num_points, num_features) (got shape {arr.shape}).")
+        raise ParameterError(None, "x", x, allowed, got=f"shape {arr.shape}")
     if not np.issubdtype(arr.dtype, np.number):
-        raise TypeError(f"x must hold numbers (got dtype {arr.dtype}).")
+        raise ParameterError(None, "x", x, allowed, got=f"dtype {arr.dtype}")
     arr = arr.astype(float)
     if not np.all(np.isfinite(arr)):
-        raise ValueError("x must be finite (found NaN or inf).")
+        i, j = np.argwhere(~np.isfinite(arr))[0]
+        raise ParameterError(None, "x", x, allowed, got=f"{arr[i, j]} for point {i}, feature {j}")
     return arr
 
 

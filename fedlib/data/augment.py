@@ -9,7 +9,7 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from fedlib._validate import check_float, check_int
+from fedlib._validate import ParameterError, check_float, check_int, check_parameter_names
 
 __all__ = [
     "LUMA_WEIGHTS",
@@ -31,10 +31,11 @@ _LUMA: dict = {}  # (dtype, device) -> LUMA_WEIGHTS as a (3, 1, 1) tensor
 
 def _flat(x: torch.Tensor, name: str = "x") -> torch.Tensor:
     """View ``x`` (..., C, H, W) as (N, C, H, W); C must be 1 or 3."""
-    if not isinstance(x, torch.Tensor) or x.dim() < 3:
-        raise ValueError(f"{name} must be a tensor of shape (..., C, H, W) (got {getattr(x, 'shape', type(x))}).")
-    if x.shape[-3] not in (1, 3):
-        raise ValueError(f"{name} must have 1 or 3 channels in dim -3 (got shape {tuple(x.shape)}).")
+    allowed = "a tensor of shape (..., C, H, W) with C = 1 or 3 channels"
+    if not isinstance(x, torch.Tensor):
+        raise ParameterError(None, name, x, allowed, got=f"type {type(x).__name__}")
+    if x.dim() < 3 or x.shape[-3] not in (1, 3):
+        raise ParameterError(None, name, x, allowed, got=f"shape {tuple(x.shape)}")
     return x.reshape(-1, *x.shape[-3:])
 
 
@@ -48,7 +49,7 @@ def to_unit_float(x: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.
     if x.dtype == torch.uint8:
         return x.to(dtype).div_(255.0)
     if not x.is_floating_point():
-        raise TypeError(f"x must be uint8 or floating point (got dtype {x.dtype}).")
+        raise ParameterError(None, "x", x, "uint8 or floating-point images", got=f"dtype {x.dtype}")
     return x
 
 
@@ -151,13 +152,10 @@ def augment_batch(x: torch.Tensor, *, generator: torch.Generator, **options) -> 
     """Colour jitter, horizontal flip and random grayscale, per image, of floating images in [0, 1] (..., C, H, W):
     one (N, 7) uniform draw from ``generator`` (N images), then :func:`augment_with_uniforms` with ``options``."""
     if not isinstance(generator, torch.Generator):
-        raise TypeError(
-            f"generator must be a torch.Generator, e.g. torch.Generator().manual_seed(0) "
-            f"(got {type(generator).__name__})."
-        )
-    unknown = sorted(set(options) - set(inspect.signature(augment_with_uniforms).parameters) - {"x", "u"})
-    if unknown:  # before the draw: a bad call leaves the generator as it was
-        raise TypeError(f"augment_batch got unknown option(s) {', '.join(map(repr, unknown))}.")
+        allowed = "a torch.Generator, e.g. torch.Generator().manual_seed(0)"
+        raise ParameterError(None, "generator", generator, allowed, got=f"type {type(generator).__name__}")
+    names = [p for p in inspect.signature(augment_with_uniforms).parameters if p not in ("x", "u")]
+    check_parameter_names("augment_batch", options, names)  # before the draw: a bad call leaves the generator as it was
     num_images = _flat(x).shape[0] if x.is_floating_point() else 0
     u = torch.rand((num_images, 7), generator=generator, device=generator.device)
     return augment_with_uniforms(x, u, **options)
@@ -184,11 +182,13 @@ def augment_with_uniforms(
     grayscale), unlike torchvision's.
     """
     if not x.is_floating_point():
-        raise TypeError(f"x must be floating point in [0, 1] (got dtype {x.dtype}); see to_unit_float.")
+        allowed = "floating-point images in [0, 1] (see to_unit_float)"
+        raise ParameterError(None, "x", x, allowed, got=f"dtype {x.dtype}")
     _check_aug(brightness, contrast, saturation, hue, jitter_p, flip_p, grayscale_p)
     out = _flat(x)
     if tuple(u.shape) != (out.shape[0], 7):
-        raise ValueError(f"u must have shape ({out.shape[0]}, 7), one row per image (got {tuple(u.shape)}).")
+        allowed = f"shape ({out.shape[0]}, 7), one row per image"
+        raise ParameterError(None, "u", u, allowed, got=f"shape {tuple(u.shape)}")
     u = u.to(out.device)
     apply = u[:, 0] < jitter_p
     if brightness > 0:
@@ -231,7 +231,8 @@ class Preprocessor:
         self.mean = tuple(float(m) for m in self.mean)
         self.std = tuple(float(s) for s in self.std)
         if len(self.mean) != len(self.std) or len(self.mean) not in (1, 3):
-            raise ValueError(f"mean and std must both have 1 or 3 entries (got {self.mean}, {self.std}).")
+            allowed = f"1 or 3 entries, as many as mean has ({len(self.mean)})"
+            raise ParameterError(None, "std", self.std, allowed)
         for s in self.std:
             check_float("std", s, low=0.0, low_open=True)
         _check_aug(**self._aug_params())
@@ -252,7 +253,8 @@ class Preprocessor:
             )
         mean, std = self._stats[key]
         if x.shape[-3] != mean.shape[0]:
-            raise ValueError(f"x has {x.shape[-3]} channels but mean/std have {mean.shape[0]}.")
+            allowed = f"images with as many channels as mean/std have ({mean.shape[0]})"
+            raise ParameterError(None, "x", x, allowed, got=f"{x.shape[-3]} channels")
         return (x - mean) / std
 
     def _prepare(self, x: torch.Tensor) -> torch.Tensor:

@@ -67,7 +67,9 @@ _WHERE = {
 
 
 class DataError(OSError):
-    """A data set's file cannot be read; the message names the file, the data root and the fix."""
+    """A data set's file is missing or cannot be read; the message names the file, the data root and the fix.
+
+    Not a :class:`~fedlib._validate.ParameterError`: the arguments were allowed, the files on disk are not there."""
 
 
 class DataNotFoundError(DataError, FileNotFoundError):
@@ -109,26 +111,25 @@ class ArrayDataset:
             if x.ndim == 3:  # (N, H, W) grayscale: add the channel axis
                 x = x[..., None]
             if x.ndim != 4 or x.dtype != np.uint8:
-                raise ValueError(
-                    f"x_{split} must be a uint8 array of shape (N, H, W, C) (got dtype {x.dtype}, shape {x.shape})."
-                )
+                allowed = "a uint8 array of shape (N, H, W, C) or (N, H, W)"
+                raise ParameterError(None, f"x_{split}", x, allowed, got=f"dtype {x.dtype}, shape {x.shape}")
             y = check_label_vector(
                 f"y_{split}", np.asarray(getattr(self, f"y_{split}")).reshape(-1), num_classes=self.num_classes
             )
             if len(y) != len(x):
-                raise ValueError(f"x_{split} holds {len(x)} images but y_{split} holds {len(y)} labels.")
+                allowed = f"one label per image of x_{split} ({len(x)})"
+                raise ParameterError(None, f"y_{split}", y, allowed, got=f"{len(y)} labels")
             setattr(self, f"x_{split}", x)
             setattr(self, f"y_{split}", y)
         if self.x_train.shape[1:] != self.x_test.shape[1:]:
-            raise ValueError(
-                f"train and test images differ in shape: {self.x_train.shape[1:]} vs {self.x_test.shape[1:]}."
-            )
+            allowed = f"images of the shape of x_train's {self.x_train.shape[1:]}"
+            raise ParameterError(None, "x_test", self.x_test, allowed, got=f"images of shape {self.x_test.shape[1:]}")
         if self.class_names is not None:
             self.class_names = tuple(str(c) for c in self.class_names)
             if len(self.class_names) != self.num_classes:
-                raise ValueError(
-                    f"class_names has {len(self.class_names)} entries but num_classes is {self.num_classes}."
-                )
+                allowed = f"one name per class (num_classes is {self.num_classes})"
+                got = f"{len(self.class_names)} names"
+                raise ParameterError(None, "class_names", self.class_names, allowed, got=got)
 
     @property
     def image_shape(self) -> tuple[int, int, int]:
@@ -147,7 +148,7 @@ class ArrayDataset:
 
         dtype = torch.float32 if dtype is None else dtype
         if not (dtype.is_floating_point or dtype == torch.uint8):
-            raise ValueError(f"dtype must be a floating dtype or torch.uint8 (got {dtype}).")
+            raise ParameterError(None, "dtype", dtype, "a floating torch dtype or torch.uint8")
 
         def images(x):
             if one_gray_channel and self.gray_rgb:
@@ -374,9 +375,12 @@ def _npz_dataset(path: Path, root: Path, name, num_classes, class_names) -> Arra
 def _load_npz(root, download, *, path=None, name=None, num_classes=None, class_names=None, image_size=None, rgb=False):
     """Any npz with x_train, y_train, x_test, y_test (relative paths: cwd first, then the data root)."""
     if path is None:
-        raise ValueError(
-            "dataset 'npz' needs the option path= (an .npz file with x_train, y_train, "
-            "x_test, y_test), e.g. load_dataset('npz', path='../shared/data/cifar10-subset.npz')."
+        raise ParameterError(
+            "dataset 'npz'",
+            "path",
+            path,
+            "an .npz file with x_train, y_train, x_test, y_test, "
+            "e.g. load_dataset('npz', path='../shared/data/cifar10-subset.npz')",
         )
     p = Path(path).expanduser()
     if not p.is_file() and not p.is_absolute() and (root / p).is_file():
@@ -616,7 +620,7 @@ def load_dataset(name: str, *, data_root=None, download: bool = False, **options
     if name not in _LOADERS:
         raise ParameterError("dataset", "name", name, ", ".join(repr(n) for n in _LOADERS))
     if not isinstance(download, bool):
-        raise TypeError(f"download must be True or False (got {download!r}).")
+        raise ParameterError(None, "download", download, "True, False")
     part = f"dataset {name!r}"
     check_parameter_names(part, options, dataset_options(name))
     with parameter_checks(part, names=options):

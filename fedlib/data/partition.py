@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fedlib._validate import check_choice, check_float, check_int, check_label_vector, check_rng
+from fedlib._validate import ParameterError, check_choice, check_float, check_int, check_label_vector, check_rng
 
 __all__ = [
     "SCHEMES",
@@ -41,8 +41,8 @@ SUGGEST_ACCEPTANCE = 0.01
 _log = logging.getLogger("fedlib.data.partition")
 
 
-class PartitionError(ValueError):
-    """A partition that cannot be drawn with the given parameters (the message says why and what to change)."""
+#: The former name of a partition's bad input, kept for user code: :class:`~fedlib._validate.ParameterError`.
+PartitionError = ParameterError
 
 
 # ----------------------------------------------------------------------------- notation
@@ -77,9 +77,11 @@ def parse_partition(notation: str) -> dict:
             }
         except ValueError:
             break
-    raise ValueError(
-        f"partition {notation!r} not understood: a partition must look like 'Dir(0.1)', 'C=2' or "
-        f"'IID' (the paper's notation; '#C=2' too) or 'dir0.1', 'c2', 'iid' (the command line's)."
+    raise ParameterError(
+        None,
+        "notation",
+        notation,
+        "'Dir(0.1)', 'C=2' or 'IID' (the paper's notation; '#C=2' too) or 'dir0.1', 'c2', 'iid' (the command line's)",
     )
 
 
@@ -95,24 +97,25 @@ def partition_fields(notation: str) -> dict:
 
 # ----------------------------------------------------------------------------- input helpers
 def _required(name: str, value, what: str):
-    """Raise a TypeError naming ``name`` when a required argument was left out (``None``)."""
+    """Raise a :class:`ParameterError` naming ``name`` when a required argument was left out (``None``)."""
     if value is None:
-        raise TypeError(f"{name} is required ({what}).")
+        raise ParameterError(None, name, None, what)
     return value
 
 
 def _check_class_counts(class_counts) -> np.ndarray:
     """Return ``class_counts`` as a 1-D int64 array of non-negative counts with a positive total."""
     arr = np.asarray(class_counts)
+    allowed = "a non-empty 1-D array of non-negative integer per-class counts, at least one sample in all"
     if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"class_counts must be a non-empty 1-D array of per-class counts (got shape {arr.shape}).")
+        raise ParameterError(None, "class_counts", class_counts, allowed, got=f"shape {arr.shape}")
     if not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"class_counts must hold integer counts (got dtype {arr.dtype}).")
+        raise ParameterError(None, "class_counts", class_counts, allowed, got=f"dtype {arr.dtype}")
     if arr.min() < 0:
         c = int(np.argmin(arr))
-        raise ValueError(f"class_counts must be non-negative (got {arr[c]} for class {c}).")
+        raise ParameterError(None, "class_counts", class_counts, allowed, got=f"{arr[c]} for class {c}")
     if arr.sum() == 0:
-        raise ValueError("class_counts must hold at least one sample (all counts are 0).")
+        raise ParameterError(None, "class_counts", class_counts, allowed, got="all counts 0")
     return arr.astype(np.int64)
 
 
@@ -130,10 +133,8 @@ def _resolve_labels(labels, class_counts) -> tuple[np.ndarray, int]:
     """Return ``(label vector, num_classes)`` from exactly one of ``labels`` and ``class_counts``."""
     if (labels is None) == (class_counts is None):
         given = "both" if labels is not None else "neither"
-        raise TypeError(
-            "pass exactly one of labels (a 1-D integer label vector) and class_counts= (per-class counts); "
-            f"got {given}."
-        )
+        allowed = "exactly one of labels (a 1-D integer label vector) and class_counts= (per-class counts)"
+        raise ParameterError(None, "labels", labels, allowed, got=f"{given} of labels and class_counts")
     if class_counts is not None:
         counts = _check_class_counts(class_counts)
         return labels_from_counts(counts), int(counts.size)
@@ -226,9 +227,9 @@ def dirichlet_partition(
     NIID-Bench's 10, needs ``N >= K * min_partition_size``; ``max_redraws``: redraws after the first draw before
     giving up (None: no limit). ``rng`` is the only source of randomness.
 
-    Returns ``K`` sorted int64 index arrays, disjoint, covering ``0..N-1``. Raises :class:`PartitionError` (a
-    ``ValueError``) when ``N < K * min_partition_size`` or the redraws run out; its message bounds the acceptance
-    rate and says what to lower or raise.
+    Returns ``K`` sorted int64 index arrays, disjoint, covering ``0..N-1``. Raises
+    :class:`~fedlib._validate.ParameterError` of ``min_partition_size`` when ``N < K * min_partition_size`` or the
+    redraws run out; its message bounds the acceptance rate and says what to lower or raise.
 
     >>> parts = dirichlet_partition(class_counts=[50] * 4, num_clients=5, beta=0.5,
     ...                             rng=np.random.default_rng(0), min_partition_size=5)
@@ -243,30 +244,37 @@ def dirichlet_partition(
     if max_redraws is not None:
         max_redraws = check_int("max_redraws", max_redraws, low=0)
     if y.size < k * min_size:
-        raise PartitionError(
-            f"dirichlet_partition needs at least num_clients * min_partition_size = {k} * {min_size} = "
-            f"{k * min_size} samples (got {y.size}); lower min_partition_size or use fewer clients."
+        raise ParameterError(
+            "dirichlet_partition",
+            "min_partition_size",
+            min_size,
+            f"at most {y.size // k} ({y.size} samples over num_clients={k})",
+            hint=f"It needs at least num_clients * min_partition_size = {k} * {min_size} = {k * min_size} samples "
+            f"(got {y.size}); lower min_partition_size or use fewer clients.",
         )
     class_idx = _class_index_lists(y, num_classes)
     class_sizes = np.array([idx.size for idx in class_idx], dtype=np.int64)
     counts, minima = _draw_until_min_size(class_sizes, k, beta, rng, min_size, max_redraws)
     if minima is None:  # accepted; which samples of a class a client gets is drawn once accepted
         return _group_by_owner(_deal_counts(class_idx, counts, rng), k)
-    raise PartitionError(_cannot_draw(minima, min_size, k, beta, y.size))
+    raise _cannot_draw(minima, min_size, k, beta, y.size)
 
 
-def _cannot_draw(minima: np.ndarray, min_size: int, k: int, beta: float, num_samples: int) -> str:
+def _cannot_draw(minima: np.ndarray, min_size: int, k: int, beta: float, num_samples: int) -> ParameterError:
     """The error of a loop that gave up; ``minima[m]``: rejected draws whose smallest client held ``m``."""
     draws = int(minima.sum())
     reached = np.cumsum(minima[::-1])[::-1] / draws  # reached[m]: fraction of draws with smallest client >= m
     suggest = int(np.flatnonzero(reached >= SUGGEST_ACCEPTANCE).max())
     one_in = 1 / (1 - 0.05 ** (1 / draws))  # 95 % upper bound on the acceptance rate: 1 in one_in draws
-    return (
-        f"dirichlet_partition: no draw gave every client >= {min_size} samples after {draws - 1} redraws "
-        f"(K={k}, beta={beta:g}, {num_samples:,} samples; the largest smallest client was "
-        f"{int(np.flatnonzero(minima).max())}): at 95 % confidence fewer than 1 in {one_in:,.0f} draws would be "
-        f"accepted; lower min_partition_size (got {min_size}; {suggest} was reached by {reached[suggest]:.1%} of "
-        f"the draws), raise beta (got {beta:g}) or use fewer clients (got num_clients={k})."
+    return ParameterError(
+        "dirichlet_partition",
+        "min_partition_size",
+        min_size,
+        f"a size the draws reach ({suggest} was reached by {reached[suggest]:.1%} of the draws)",
+        hint=f"No draw gave every client >= {min_size} samples after {draws - 1} redraws (K={k}, beta={beta:g}, "
+        f"{num_samples:,} samples; the largest smallest client was {int(np.flatnonzero(minima).max())}): at 95 % "
+        f"confidence fewer than 1 in {one_in:,.0f} draws would be accepted; lower min_partition_size, raise beta "
+        f"(got {beta:g}) or use fewer clients (got num_clients={k}).",
     )
 
 
@@ -342,10 +350,12 @@ def quantity_partition(
     holds = _draw_class_sets(num_clients, num_classes, k, rng)
     orphans = [c for c in range(num_classes) if class_idx[c].size and not holds[:, c].any()]
     if orphans:
-        raise ValueError(
-            f"quantity_partition: class(es) {orphans} have samples but no client drew them (num_clients="
-            f"{num_clients} < {num_classes} classes, classes_per_client={k}), so not every sample could be "
-            "assigned; use num_clients >= number of classes or a larger classes_per_client."
+        raise ParameterError(
+            "quantity_partition",
+            "num_clients",
+            num_clients,
+            f"at least the number of classes ({num_classes}) or a larger classes_per_client (got {k})",
+            hint=f"Class(es) {orphans} have samples but no client drew them, so not every sample could be assigned.",
         )
     owner = np.empty(y.size, dtype=np.int64)
     for c in range(num_classes):
@@ -401,9 +411,9 @@ def partition(
     needed = {"dirichlet": "beta", "quantity": "classes_per_client", "iid": None}[scheme]
     for name, value in given.items():
         if value is not None and name != needed:
-            raise ValueError(f"{name} is not a parameter of scheme {scheme!r} (got {name}={value!r}).")
+            raise ParameterError(f"scheme {scheme!r}", name, value, "None (not a parameter of this scheme)")
     if needed is not None and given[needed] is None:
-        raise ValueError(f"scheme {scheme!r} needs {needed}= (got None).")
+        raise ParameterError(f"scheme {scheme!r}", needed, None, f"a value (scheme {scheme!r} needs {needed}=)")
     common = dict(rng=rng, class_counts=class_counts)
     if scheme == "dirichlet":
         return dirichlet_partition(
@@ -424,7 +434,7 @@ def label_count_matrix(labels, parts: Sequence, num_classes: int) -> np.ndarray:
     num_classes = check_int("num_classes", num_classes, low=1)
     y = check_label_vector("labels", labels, num_classes=num_classes)
     if len(parts) == 0:
-        raise ValueError("parts must be a non-empty sequence of 1-D index arrays, one per client.")
+        raise ParameterError(None, "parts", parts, "a non-empty sequence of 1-D index arrays, one per client")
     idx = [_check_part(i, part, y.size) for i, part in enumerate(parts)]
     client = np.repeat(np.arange(len(idx)), [p.size for p in idx])
     flat = client * num_classes + y[np.concatenate(idx)]
@@ -436,10 +446,11 @@ def _check_part(i: int, part, num_samples: int) -> np.ndarray:
     arr = np.asarray(part)
     if arr.size == 0:
         return np.zeros(0, dtype=np.int64)
+    allowed = f"a 1-D integer index array with indices in [0, {num_samples})"
     if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"parts[{i}] must be a 1-D integer index array (got shape {arr.shape}, dtype {arr.dtype}).")
+        raise ParameterError(None, f"parts[{i}]", part, allowed, got=f"shape {arr.shape}, dtype {arr.dtype}")
     if arr.min() < 0 or arr.max() >= num_samples:
-        raise ValueError(f"parts[{i}] holds indices outside [0, {num_samples}) (min {arr.min()}, max {arr.max()}).")
+        raise ParameterError(None, f"parts[{i}]", part, allowed, got=f"indices from {arr.min()} to {arr.max()}")
     return arr.astype(np.int64)
 
 

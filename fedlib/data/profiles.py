@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fedlib._validate import check_choice, check_label_vector
+from fedlib._validate import ParameterError, check_choice, check_label_vector, parameter_checks
 
 __all__ = [
     "LabelProfile",
@@ -50,7 +50,8 @@ class LabelProfile:
             ("class_names", self.class_names),
         ):
             if value is not None and len(value) != self.num_classes:
-                raise ValueError(f"{self.name}: {field} has {len(value)} entries, num_classes is {self.num_classes}.")
+                allowed = f"one entry per class (num_classes is {self.num_classes})"
+                raise ParameterError(f"profile {self.name!r}", field, value, allowed, got=f"{len(value)} entries")
 
     @property
     def num_train(self) -> int:
@@ -196,8 +197,11 @@ def get_profile(name: str) -> LabelProfile:
     50000
     """
     if name in UNAVAILABLE_PROFILES:
-        raise ValueError(f"profile {name!r} is not available: {UNAVAILABLE_PROFILES[name]}")
-    check_choice("profile name", name, PROFILES)
+        allowed = ", ".join(map(repr, PROFILES))
+        hint = f"Profile {name!r} is not available: {UNAVAILABLE_PROFILES[name]}"
+        raise ParameterError("get_profile", "name", name, allowed, hint=hint)
+    with parameter_checks("get_profile"):
+        check_choice("name", name, PROFILES)
     return PROFILES[name]
 
 
@@ -211,7 +215,7 @@ def profile_labels(name: str, split: str = "train") -> np.ndarray:
     check_choice("split", split, ("train", "test"))
     counts = profile.train_counts if split == "train" else profile.test_counts
     if counts is None:
-        raise ValueError(f"profile {name!r} records no test counts; use split='train'.")
+        raise ParameterError(None, "split", split, f"'train' (profile {name!r} records no test counts)")
     return np.repeat(np.arange(profile.num_classes, dtype=np.int64), counts)
 
 

@@ -36,9 +36,9 @@ from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 
-from fedlib._validate import check_choice
+from fedlib._validate import ParameterError, check_choice
 from fedlib.flower.strategy import AGGREGATIONS, SelectorStrategy, label_counts_reply
-from fedlib.training.config import ConfigError, ExperimentConfig
+from fedlib.training.config import ExperimentConfig
 
 __all__ = [
     "FLOWER_ALGORITHMS",
@@ -79,15 +79,17 @@ def check_flower_config(config: ExperimentConfig) -> ExperimentConfig:
     """Validate ``config`` and refuse what the Flower apps do not run (the message says what is allowed)."""
     config.validate()
     if config.algorithm not in FLOWER_ALGORITHMS:
-        raise ConfigError(
-            f"config field 'algorithm': got {config.algorithm!r}; the Flower apps run the algorithms "
-            f"whose server step is FedAvg's average: {', '.join(map(repr, FLOWER_ALGORITHMS))}."
+        raise ParameterError(
+            "config",
+            "algorithm",
+            config.algorithm,
+            f"{', '.join(map(repr, FLOWER_ALGORITHMS))} (the Flower apps run the algorithms whose server step is "
+            "FedAvg's average)",
         )
     for name in ("dropout_prob", "straggler_fraction"):
         if getattr(config, name) != 0:
-            raise ConfigError(
-                f"config field {name!r}: got {getattr(config, name)!r}; the Flower apps simulate no "
-                f"availability failures (use 0)."
+            raise ParameterError(
+                "config", name, getattr(config, name), "0 (the Flower apps simulate no availability failures)"
             )
     return config
 
@@ -113,9 +115,12 @@ def _experiment(config: ExperimentConfig):
 def _config(context: Context, config: ExperimentConfig | None) -> ExperimentConfig:
     if config is None:
         if CONFIG_KEY not in context.run_config:
-            raise ConfigError(
-                f"no fedlib configuration: pass one to the app factory or set the run config key "
-                f"{CONFIG_KEY!r} to ExperimentConfig.to_dict() as JSON."
+            raise ParameterError(
+                "Flower app",
+                "config",
+                None,
+                f"an ExperimentConfig passed to the app factory, or the run config key {CONFIG_KEY!r} set to "
+                "ExperimentConfig.to_dict() as JSON",
             )
         config = ExperimentConfig.from_dict(json.loads(str(context.run_config[CONFIG_KEY])))
     return check_flower_config(config)
@@ -124,10 +129,9 @@ def _config(context: Context, config: ExperimentConfig | None) -> ExperimentConf
 def _partition(context: Context, config: ExperimentConfig) -> int:
     k = int(context.node_config["partition-id"])
     if not 0 <= k < config.num_clients:
-        raise ValueError(
-            f"partition-id {k} is outside the federation's {config.num_clients} clients; run "
-            f"num_supernodes = num_clients = {config.num_clients}."
-        )
+        allowed = f"an integer in [0, {config.num_clients}), one of the federation's num_clients clients"
+        hint = f"Run num_supernodes = num_clients = {config.num_clients}."
+        raise ParameterError("node config", "partition-id", k, allowed, hint=hint)
     return k
 
 

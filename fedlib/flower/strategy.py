@@ -40,7 +40,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 
-from fedlib._validate import check_choice, check_float, check_int, check_label_vector
+from fedlib._validate import ParameterError, check_choice, check_float, check_int, check_label_vector
 from fedlib.selection.selectors import Selector, make_selector
 
 __all__ = ["SelectorStrategy", "label_counts_reply", "LABEL_COUNTS_QUERY", "LABEL_COUNTS_KEY", "AGGREGATIONS"]
@@ -126,21 +126,18 @@ class SelectorStrategy(FedAvg):
         **fedavg_kwargs,
     ):
         if "fraction_train" in fedavg_kwargs:
-            raise TypeError(
-                "fraction_train is not a parameter of SelectorStrategy: the selector picks "
-                "clients_per_round clients every round."
-            )
+            allowed = "no value (the selector picks clients_per_round clients every round)"
+            raise ParameterError("SelectorStrategy", "fraction_train", fedavg_kwargs["fraction_train"], allowed)
         if isinstance(selector, Selector):
             if selector_params:
-                raise TypeError(
-                    f"selector_params are for a selector given by name (got a {type(selector).__name__} "
-                    f"and selector_params={selector_params!r})."
-                )
+                allowed = f"None with a {type(selector).__name__} (selector_params are for a selector given by name)"
+                raise ParameterError(None, "selector_params", selector_params, allowed)
             self.selector = selector
         else:
             self.selector = make_selector(selector, **(selector_params or {}))
         if seed is not None and rng is not None:
-            raise ValueError("give the selection randomness as seed or as rng, not both.")
+            allowed = f"None with seed={seed!r} (give the selection randomness as seed or as rng, not both)"
+            raise ParameterError(None, "rng", rng, allowed, got=f"a {type(rng).__name__}")
         self.rng = rng if rng is not None else np.random.default_rng(seed)
         self.clients_per_round = check_int("clients_per_round", clients_per_round, low=1)
         self.num_clients = None if num_clients is None else check_int("num_clients", num_clients, low=1)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from fedlib._validate import check_count_matrix, check_int
+from fedlib._validate import ParameterError, check_count_matrix, check_int
 from fedlib.selection.metrics import entropy_bits, selection_entropy_norm
 from fedlib.selection.selectors import Selector, make_selector
 
@@ -73,13 +73,13 @@ def run_selection(counts, selector, num_selected: int, num_rounds: int, *, seed,
     if server_counts is not None:
         seen = check_count_matrix("server_counts", server_counts, allow_negative=True, sparse=True)
     if seen.shape != true_counts.shape:
-        raise ValueError(f"server_counts must have the shape of counts {true_counts.shape} (got {seen.shape}).")
+        allowed = f"a matrix of the shape of counts {true_counts.shape}"
+        raise ParameterError(None, "server_counts", server_counts, allowed, got=f"shape {seen.shape}")
     if isinstance(selector, str):
         selector = make_selector(selector)
     if not isinstance(selector, Selector):
-        raise TypeError(
-            f"selector must be a fedlib.selection.selectors.Selector or a name (got {type(selector).__name__})."
-        )
+        allowed = "a fedlib.selection.selectors.Selector or a selector name"
+        raise ParameterError(None, "selector", selector, allowed, got=f"type {type(selector).__name__}")
     num_selected = check_int("num_selected", num_selected, low=1)
     num_rounds = check_int("num_rounds", num_rounds, low=1)
     rng = _generator(seed)
@@ -106,7 +106,8 @@ def coverage_probability(counts, num_selected: int, num_rounds: int, *, seed) ->
     num_clients, num_classes = arr.shape
     num_selected = check_int("num_selected", num_selected, low=1)
     if num_selected > num_clients:
-        raise ValueError(f"num_selected must be <= the number of clients K={num_clients} (got {num_selected}).")
+        allowed = f"an integer >= 1 and <= the number of clients K={num_clients}"
+        raise ParameterError(None, "num_selected", num_selected, allowed)
     num_rounds = check_int("num_rounds", num_rounds, low=1)
     rng = _generator(seed)
     holds = sp.csr_array(arr > 0) if sp.issparse(arr) else arr > 0

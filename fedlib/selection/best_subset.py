@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fedlib._validate import check_count_matrix, check_int
+from fedlib._validate import ParameterError, check_count_matrix, check_int
 from fedlib.selection._count_layout import _TINY
 from fedlib.selection.scoring import ENTROPY_TIE_TOL, first_best
 
@@ -50,9 +50,15 @@ def round_candidates(buffer, num_clients: int, num_selected: int, buffer_size: i
     num_clients = check_int("num_clients", num_clients, low=1)
     num_selected = check_int("num_selected", num_selected, low=1, high=num_clients)
     buffer_size = check_int("buffer_size", buffer_size, low=0, high=num_clients - num_selected)
-    buffer = [check_int("buffer entry", b, low=0, high=num_clients - 1) for b in buffer]
-    if len(buffer) > buffer_size or len(set(buffer)) != len(buffer):
-        raise ValueError(f"buffer must hold at most buffer_size={buffer_size} distinct clients (got {buffer!r}).")
+    allowed = f"at most buffer_size={buffer_size} distinct client indices in [0, {num_clients - 1}]"
+    given, buffer = buffer, list(buffer)
+    if (
+        len(buffer) > buffer_size
+        or len(set(buffer)) != len(buffer)
+        or any(isinstance(b, bool) or not isinstance(b, (int, np.integer)) or not 0 <= b < num_clients for b in buffer)
+    ):
+        raise ParameterError(None, "buffer", given, allowed)
+    buffer = [int(b) for b in buffer]
     evicted = max(0, len(buffer) + num_selected - 1 - buffer_size)
     blocked = np.zeros(num_clients, dtype=bool)
     blocked[buffer[evicted:]] = True
@@ -80,16 +86,15 @@ def _check_problem(counts, num_selected, candidates):
         cand = np.arange(arr.shape[0])
     else:
         cand = np.asarray(candidates)
+        allowed = f"a non-empty 1-D array of distinct client indices in [0, {arr.shape[0] - 1}]"
         if cand.ndim != 1 or cand.size == 0 or not np.issubdtype(cand.dtype, np.integer):
-            raise ValueError(f"candidates must be a non-empty 1-D array of client indices (got {candidates!r}).")
+            raise ParameterError(None, "candidates", candidates, allowed)
         if cand.min() < 0 or cand.max() >= arr.shape[0] or np.unique(cand).size != cand.size:
-            raise ValueError(
-                f"candidates must be distinct client indices in [0, {arr.shape[0] - 1}] (got {cand.tolist()})."
-            )
+            raise ParameterError(None, "candidates", candidates, allowed, got=repr(cand.tolist()))
         cand = np.sort(cand.astype(np.int64))
     num_selected = check_int("num_selected", num_selected, low=1)
     if num_selected > cand.size:
-        raise ValueError(f"num_selected must be <= the number of candidates {cand.size} (got {num_selected}).")
+        raise ParameterError(None, "num_selected", num_selected, f"an integer >= 1 and <= the {cand.size} candidates")
     return arr, num_selected, cand
 
 
@@ -103,7 +108,8 @@ def brute_force_subset(counts, num_selected: int, *, candidates=None, max_subset
     arr, m, cand = _check_problem(counts, num_selected, candidates)
     total = math.comb(cand.size, m)
     if total > check_int("max_subsets", max_subsets, low=1):
-        raise ValueError(f"brute force over C({cand.size}, {m}) = {total} subsets exceeds max_subsets={max_subsets}.")
+        allowed = f"an integer >= C({cand.size}, {m}) = {total}, the number of subsets to try"
+        raise ParameterError(None, "max_subsets", max_subsets, allowed, hint="Or use fewer candidates.")
     combos = itertools.combinations(cand.tolist(), m)
     values, subsets = [], []
     while chunk := list(itertools.islice(combos, 65_536)):  # bounded memory: chunks of (65,536, M, C)
@@ -161,13 +167,14 @@ def _swap_until_stuck(rows: np.ndarray, picked: np.ndarray, max_swaps: int) -> t
 
 
 def _positions(name: str, subset, cand: np.ndarray, size: int) -> np.ndarray:
-    """Positions in ``cand`` of ``subset``: ``size`` distinct clients among the candidates, else a ValueError."""
-    subset = np.asarray(subset)
+    """Positions in ``cand`` of ``subset``: ``size`` distinct clients among the candidates, else a ParameterError."""
+    given, subset = subset, np.asarray(subset)
+    allowed = f"a 1-D array of {size} distinct client indices among the candidates"
     if subset.ndim != 1 or subset.size != size or (size and not np.issubdtype(subset.dtype, np.integer)):
-        raise ValueError(f"{name} must be a 1-D array of {size} client indices (got {subset.tolist()!r}).")
+        raise ParameterError(None, name, given, allowed)
     position = np.minimum(np.searchsorted(cand, subset), cand.size - 1)
     if np.unique(subset).size != size or np.any(cand[position] != subset):
-        raise ValueError(f"{name} must be {size} distinct clients among the candidates (got {subset.tolist()}).")
+        raise ParameterError(None, name, given, allowed)
     return position
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from fedlib._validate import check_count_matrix, check_int
+from fedlib._validate import ParameterError, check_count_matrix, check_int
 
 __all__ = ["entropy_bits", "pooled_entropy", "covers_all_classes", "selection_entropy_norm"]
 
@@ -20,7 +20,8 @@ def entropy_bits(counts, axis: int = -1) -> np.ndarray | float:
     """
     arr = _non_negative_array("counts", counts)
     if arr.ndim == 0 or arr.shape[axis] == 0:
-        raise ValueError(f"counts must have at least one class along axis {axis} (got shape {arr.shape}).")
+        allowed = f"finite, non-negative counts with at least one class along axis {axis}"
+        raise ParameterError(None, "counts", counts, allowed, got=f"shape {arr.shape}")
     total = arr.sum(axis=axis, keepdims=True)
     p = np.divide(arr, total, out=np.zeros_like(arr), where=total > 0)
     logs = np.log2(p, out=np.zeros_like(p), where=p > 0)
@@ -30,26 +31,29 @@ def entropy_bits(counts, axis: int = -1) -> np.ndarray | float:
 
 def _non_negative_array(name: str, values) -> np.ndarray:
     arr = np.asarray(values)
+    allowed = "finite, non-negative label counts"
     if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
-        raise TypeError(f"{name} must hold numbers (got dtype {arr.dtype}).")
+        raise ParameterError(None, name, values, allowed, got=f"dtype {arr.dtype}")
     arr = arr.astype(float)
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite (found NaN or inf).")
-    if np.any(arr < 0):
-        raise ValueError(f"{name} must be non-negative (got minimum {arr.min()}); label counts cannot be negative.")
+    bad = ~(np.isfinite(arr) & (arr >= 0))
+    if bad.any():
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        index = f" at index {at[0] if len(at) == 1 else at}" if at else ""
+        raise ParameterError(None, name, values, allowed, got=f"{arr[at]}{index}")
     return arr
 
 
-def _picked_indices(picked, num_clients: int) -> np.ndarray:
+def _picked_indices(picked, num_clients: int, name: str = "picked") -> np.ndarray:
     idx = np.asarray(picked)
+    allowed = f"a 1-D sequence of integer client indices in [0, {num_clients - 1}]"
     if idx.ndim != 1:
-        raise ValueError(f"picked must be a 1-D sequence of client indices (got shape {idx.shape}).")
+        raise ParameterError(None, name, picked, allowed, got=f"shape {idx.shape}")
     if idx.size == 0:
         return idx.astype(np.int64)
     if not np.issubdtype(idx.dtype, np.integer):
-        raise TypeError(f"picked must hold integer client indices (got dtype {idx.dtype}).")
+        raise ParameterError(None, name, picked, allowed, got=f"dtype {idx.dtype}")
     if idx.min() < 0 or idx.max() >= num_clients:
-        raise ValueError(f"picked must hold client indices in [0, {num_clients - 1}] (got {idx.min()}..{idx.max()}).")
+        raise ParameterError(None, name, picked, allowed, got=f"indices from {idx.min()} to {idx.max()}")
     return idx.astype(np.int64)
 
 
@@ -89,7 +93,8 @@ def selection_entropy_norm(picked_history: Iterable, num_clients: int) -> float:
     flat = np.concatenate(rounds) if rounds else np.zeros(0, dtype=np.int64)
     flat = flat[flat != -1]
     if flat.size == 0:
-        raise ValueError("picked_history must hold at least one picked client (got none).")
-    idx = _picked_indices(flat, num_clients)
+        allowed = "rounds of client indices with at least one picked client (-1 is padding)"
+        raise ParameterError(None, "picked_history", picked_history, allowed, got="no picked client")
+    idx = _picked_indices(flat, num_clients, "picked_history")
     times = np.bincount(idx, minlength=num_clients)
     return float(entropy_bits(times) / np.log2(num_clients))

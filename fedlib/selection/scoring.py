@@ -11,7 +11,7 @@ import contextlib
 import numpy as np
 import scipy.sparse as sp
 
-from fedlib._validate import check_choice
+from fedlib._validate import ParameterError, check_choice
 from fedlib.selection._count_layout import _TINY, ENTROPY_TIE_TOL, _class_columns, _group_by_value, _row_reader
 
 __all__ = ["ENTROPY_TIE_TOL", "SCORER_PATHS", "scorer_path", "first_best", "fast_scorer", "IncrementalScorer"]
@@ -55,7 +55,7 @@ def fast_scorer(counts, path: str | None = None, *, active=None):
     if path == "plain" or (path == "auto" and negative):
         return None
     if negative:
-        raise ValueError(f"the {path} scoring path needs non-negative counts; use path='auto' or 'plain'.")
+        raise ParameterError(None, "path", path, "'auto' or 'plain' for counts with negative entries")
     if path == "torch":
         from fedlib.selection._torch_scoring import TorchScorer
 

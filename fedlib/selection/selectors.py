@@ -98,7 +98,8 @@ class Selector(ABC):
         num_clients = arr.shape[0]
         num_selected = check_int("num_selected", num_selected, low=1)
         if num_selected > num_clients:
-            raise ValueError(f"num_selected must be <= the number of clients K={num_clients} (got {num_selected}).")
+            allowed = f"an integer >= 1 and <= the number of clients K={num_clients}"
+            raise ParameterError(None, "num_selected", num_selected, allowed)
         rng = check_rng("rng", rng)
         state = self._check_state(state, num_clients, num_selected)
         picked, new_state = self._select(arr, num_selected, state, rng)
@@ -106,7 +107,7 @@ class Selector(ABC):
 
     def _check_state(self, state, num_clients: int, num_selected: int) -> tuple:
         if state != ():
-            raise ValueError(f"state of the {self.name!r} selector must be () (got {state!r}).")
+            raise ParameterError(None, "state", state, f"() (the {self.name!r} selector keeps no state)")
         return state
 
     @abstractmethod
@@ -243,9 +244,15 @@ class FedEntOptSelector(Selector):
         if q is None:
             q = buffer_size_from_fraction(self.buffer_fraction, num_clients)
         if q > num_clients - num_selected:
-            raise ValueError(
-                f"buffer_size Q must satisfy 0 <= Q <= K - M = {num_clients} - {num_selected} = "
-                f"{num_clients - num_selected} so that M clients stay selectable (got Q={q})."
+            raise ParameterError(
+                f"selector {self.name!r}",
+                "buffer_size",
+                q,
+                f"0 <= Q <= K - M = {num_clients} - {num_selected} = {num_clients - num_selected} "
+                "so that M clients stay selectable",
+                got=f"Q={q}"
+                if self.buffer_size is not None
+                else f"Q={q} (from buffer_fraction={self.buffer_fraction})",
             )
         return q
 
@@ -253,14 +260,15 @@ class FedEntOptSelector(Selector):
         if self.share_cap is not None:
             return _check_share_state(self, state, num_clients, num_selected)
         q = self.resolve_buffer_size(num_clients, num_selected)
+        allowed = f"a tuple of at most buffer_size Q={q} distinct buffered client indices in [0, {num_clients - 1}]"
         if not isinstance(state, tuple):
-            raise TypeError(f"state must be a tuple of buffered client indices (got {type(state).__name__}).")
+            raise ParameterError(None, "state", state, allowed, got=f"type {type(state).__name__}")
         if len(state) > q:
-            raise ValueError(f"state holds {len(state)} buffered clients, more than buffer_size Q={q}.")
+            raise ParameterError(None, "state", state, allowed, got=f"{len(state)} buffered clients")
         if len(set(state)) != len(state) or any(
             isinstance(b, bool) or not isinstance(b, (int, np.integer)) or not 0 <= b < num_clients for b in state
         ):
-            raise ValueError(f"state must hold distinct client indices in [0, {num_clients - 1}] (got {state!r}).")
+            raise ParameterError(None, "state", state, allowed)
         return tuple(int(b) for b in state)
 
     def _select(self, counts, num_selected, state, rng):
@@ -282,9 +290,7 @@ def _check_share_state(selector: FedEntOptSelector, state, num_clients: int, num
     if state == ():
         state = selector.initial_state(num_clients)
     if not (isinstance(state, tuple) and len(state) == 3):
-        raise ValueError(
-            f"state of FedEntOptSelector with share_cap must be () or (buffer, rounds_done, picks) (got {state!r})."
-        )
+        raise ParameterError(None, "state", state, "() or (buffer, rounds_done, picks) (a selector with share_cap)")
     buffer, rounds_done, picks = state
     buffer = FedEntOptSelector._check_state(
         dataclasses.replace(selector, share_cap=None),
@@ -298,9 +304,7 @@ def _check_share_state(selector: FedEntOptSelector, state, num_clients: int, num
         or len(picks) != num_clients
         or any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in picks)
     ):
-        raise ValueError(
-            f"picks (state[2]) must hold one non-negative int per client, {num_clients} in all (got {picks!r})."
-        )
+        raise ParameterError(None, "picks (state[2])", picks, f"one non-negative int per client, {num_clients} in all")
     return buffer, rounds_done, tuple(int(n) for n in picks)
 
 
@@ -371,13 +375,19 @@ class DCSelector(Selector):
     def resolve_num_dc(self, num_clients: int, num_selected: int) -> int:
         """m_DC for a round of at most M clients; raises if M does not fit ``num_random``/``num_dc``."""
         if self.num_random > num_selected:
-            raise ValueError(
-                f"num_selected (the maximum m + m_DC) must be >= num_random={self.num_random} (got {num_selected})."
+            raise ParameterError(
+                f"selector {self.name!r}",
+                "num_selected",
+                num_selected,
+                f"the maximum m + m_DC, >= num_random={self.num_random}",
             )
         if self.num_dc is not None and self.num_random + self.num_dc != num_selected:
-            raise ValueError(
-                f"num_selected must equal num_random + num_dc = {self.num_random} + {self.num_dc} = "
-                f"{self.num_random + self.num_dc} (got {num_selected}); or pass num_dc=None."
+            raise ParameterError(
+                f"selector {self.name!r}",
+                "num_selected",
+                num_selected,
+                f"num_random + num_dc = {self.num_random} + {self.num_dc} = {self.num_random + self.num_dc}; "
+                "or pass num_dc=None",
             )
         return num_selected - self.num_random
 
@@ -387,7 +397,8 @@ class DCSelector(Selector):
             return np.ones(counts.shape[1])
         real = np.maximum(counts.sum(axis=0), 0.0)
         if not np.any(real > 0):
-            raise ValueError("the 'real' DC target is all zeros: counts hold no positive class total.")
+            allowed = "counts with a positive class total (the 'real' DC target is the clipped class totals)"
+            raise ParameterError(None, "counts", counts, allowed, got="no positive class total")
         return real
 
     def _check_state(self, state, num_clients, num_selected):

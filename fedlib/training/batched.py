@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
+from fedlib._validate import ParameterError, check_choice, check_int, check_optional
 from fedlib.data.augment import Preprocessor
 from fedlib.training.local import (
     LocalHyperParams,
@@ -77,22 +78,17 @@ class BatchedOptions:
     cpu_loop_max_params: int = 1_000_000
 
     def __post_init__(self):
-        if self.kernel not in _KERNELS:
-            raise ValueError(f"kernel must be one of {', '.join(map(repr, _KERNELS))} (got {self.kernel!r}).")
+        check_choice("kernel", self.kernel, _KERNELS)
         if self.compile and self.kernel in ("loop", "sequential"):
-            raise ValueError(
-                f"compile=True needs kernel='vmap' or 'auto' (the {self.kernel!r} kernel is not compiled)."
-            )
-        if self.shrink not in _SHRINK:
-            raise ValueError(f"shrink must be one of {', '.join(map(repr, _SHRINK))} (got {self.shrink!r}).")
+            allowed = "'vmap' or 'auto' with compile=True (the loop kernels are not compiled)"
+            raise ParameterError(None, "kernel", self.kernel, allowed)
+        check_choice("shrink", self.shrink, _SHRINK)
         if self.cuda_graphs and not self.compile:
-            raise ValueError(
-                "cuda_graphs=True needs compile=True (CUDA graphs come from torch.compile(mode='reduce-overhead'))."
-            )
+            allowed = "False unless compile=True (CUDA graphs come from torch.compile(mode='reduce-overhead'))"
+            raise ParameterError(None, "cuda_graphs", self.cuda_graphs, allowed)
         if self.amp_dtype not in (None, torch.bfloat16, torch.float16):
-            raise ValueError(f"amp_dtype must be None, torch.bfloat16 or torch.float16 (got {self.amp_dtype!r}).")
-        if self.chunk_size is not None and (not isinstance(self.chunk_size, int) or self.chunk_size < 1):
-            raise ValueError(f"chunk_size must be None or an integer >= 1 (got {self.chunk_size!r}).")
+            raise ParameterError(None, "amp_dtype", self.amp_dtype, "None, torch.bfloat16 or torch.float16")
+        check_optional(check_int, "chunk_size", self.chunk_size, low=1)
 
 
 #: ``amp_dtype`` names of a configuration's ``engine_options`` (JSON) -> torch dtypes.
@@ -104,9 +100,7 @@ def options_from_config(engine_options: Mapping) -> BatchedOptions:
     are not engine options and are skipped)."""
     kw = {k: v for k, v in dict(engine_options).items() if k not in ("tf32", "deterministic")}
     if "amp_dtype" in kw:
-        if kw["amp_dtype"] not in _AMP_DTYPES:
-            raise ValueError(f"amp_dtype must be one of {', '.join(map(repr, _AMP_DTYPES))} (got {kw['amp_dtype']!r}).")
-        kw["amp_dtype"] = _AMP_DTYPES[kw["amp_dtype"]]
+        kw["amp_dtype"] = _AMP_DTYPES[check_choice("amp_dtype", kw["amp_dtype"], _AMP_DTYPES)]
     return BatchedOptions(**kw)
 
 
@@ -593,8 +587,7 @@ def evaluate(
 
     ``transform`` is the test-time preprocessing (e.g. ``Preprocessor.test``); the model runs in eval mode.
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1 (got {batch_size}).")
+    check_int("batch_size", batch_size, low=1)
     correct = torch.zeros((), dtype=torch.long, device=x.device)
     loss_sum = torch.zeros((), dtype=torch.float64, device=x.device)
     with _mode(model, False):

@@ -6,7 +6,7 @@ data augmentation on.  The weight decay depends on the model (``DEFAULT_WEIGHT_D
 EfficientNet-B0/B3, 1e-3 for VGG-11); ``weight_decay=None`` resolves to that default when the config is built,
 so two configs that differ only by writing the default explicitly are equal and hash alike.
 
-``validate()`` checks every field and raises ``ValueError``/``TypeError`` whose text names the field, the
+``validate()`` checks every field and raises :class:`~fedlib._validate.ParameterError` naming the field, the
 value and what is allowed (unknown names list the allowed ones).  ``run_experiment`` and the CLI call it before
 loading any data.  A configuration is validated once: ``validate()`` remembers that it passed (until a field
 changes) and keeps the selector and the algorithm it built for the check, which the trainer then takes
@@ -16,12 +16,21 @@ changes) and keeps the selector and the algorithm it built for the check, which 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from fedlib._validate import check_choice, check_float, check_int
+from fedlib._validate import (
+    ParameterError,
+    check_choice,
+    check_float,
+    check_int,
+    check_optional,
+    check_parameter_names,
+    parameter_checks,
+)
 
 __all__ = ["ExperimentConfig", "DEFAULT_WEIGHT_DECAY", "LABEL_BASED_SELECTORS", "config_hash", "ConfigError"]
 
@@ -40,8 +49,7 @@ DEFAULT_BETA = 0.1
 ENGINES = ("reference", "batched")
 
 #: ``engine_options`` keys -> what each allows.  The first seven are ``fedlib.training.batched.BatchedOptions`` (used
-#: with
-#: ``engine="batched"``; ``amp_dtype`` as a name); ``tf32`` and ``deterministic`` are the CUDA numerics of any run
+#: with ``engine="batched"``; ``amp_dtype`` as a name); ``tf32`` and ``deterministic`` are the CUDA numerics of any run
 #: on a GPU (``fedlib.training.numerics.configure``).  Missing keys take the defaults: fp32 without TF32, deterministic.
 ENGINE_OPTIONS = {
     "kernel": ("auto", "vmap", "loop", "sequential"),
@@ -58,21 +66,12 @@ ENGINE_OPTIONS = {
 KEYED_ENGINE_OPTIONS = ("amp_dtype",)
 
 
-class ConfigError(ValueError):
-    """A configuration value is not allowed (the message names the field, the value and what is allowed)."""
+#: The former name of a bad configuration value, kept for user code: :class:`~fedlib._validate.ParameterError`.
+ConfigError = ParameterError
 
 
-def _err(field_name: str, value, allowed: str) -> ConfigError:
-    return ConfigError(f"config field {field_name!r}: got {value!r}; {allowed.rstrip('.')}.")
-
-
-def _field_error(field_name: str, value, exc: Exception, optional: bool = False) -> ConfigError:
-    """:func:`_err` from an error of a ``fedlib._validate`` check: "allowed: <what the check allows>" (the shape of
-    :class:`fedlib._validate.ParameterError`), "None or ..." for an optional field."""
-    failed = getattr(exc, "failed_check", None)
-    if failed is None:
-        return _err(field_name, value, str(exc))
-    return _err(field_name, value, f"allowed: {'None or ' if optional else ''}{failed[2]}")
+def _err(field_name: str, value, allowed: str, **kw) -> ParameterError:
+    return ParameterError("config", field_name, value, allowed, **kw)
 
 
 @dataclass(frozen=True)
@@ -197,27 +196,21 @@ class ExperimentConfig:
     def from_dict(cls, data: dict) -> "ExperimentConfig":
         """Inverse of ``to_dict``; unknown keys are an error listing the allowed ones."""
         if not isinstance(data, dict):
-            raise TypeError(f"config must be a dict (got {type(data).__name__}).")
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(data) - set(names))
-        if unknown:
-            raise ConfigError(
-                f"unknown config field(s) {', '.join(map(repr, unknown))}; allowed fields: {', '.join(names)}."
-            )
+            raise ParameterError(None, "data", data, "a dict of config fields", got=f"type {type(data).__name__}")
+        check_parameter_names("config", data, [f.name for f in dataclasses.fields(cls)])
         return cls(**data)
 
     # ------------------------------------------------------------------------------------------------
     def _check_engine_options(self, opts: dict) -> None:
+        check_parameter_names(ENGINE_OPTIONS_PART, opts, ENGINE_OPTIONS)
         for name, value in opts.items():
-            why = engine_option_error(name, value)
-            if why is not None:
-                raise _err("engine_options", opts, why)
+            check_engine_option(name, value)
         from fedlib.training.batched import options_from_config
 
         try:
             options_from_config(opts)
-        except ValueError as exc:  # combinations BatchedOptions refuses (cuda_graphs without compile, ...)
-            raise _err("engine_options", opts, str(exc)) from exc
+        except ParameterError as exc:  # combinations BatchedOptions refuses (cuda_graphs without compile, ...)
+            raise ParameterError(ENGINE_OPTIONS_PART, exc.name, exc.value, exc.allowed, got=exc.got) from None
 
     def _fingerprint(self) -> str | None:
         try:
@@ -245,61 +238,56 @@ class ExperimentConfig:
         )
 
     def validate(self) -> "ExperimentConfig":
-        """Check every field; return ``self`` or raise ``ConfigError``/``TypeError`` naming field and value.
+        """Check every field; return ``self`` or raise ``ParameterError`` naming field and value.
 
         Runs the checks once per configuration: a configuration that passed and has not changed since returns at
         once."""
         fingerprint = self._fingerprint()
         if fingerprint is not None and self.__dict__.get("_validated") == fingerprint:
             return self
+        with parameter_checks("config"):  # a failed check of a field names no part: the part is the config
+            built = self._check_fields()
+        json.dumps(self.to_dict())  # every option must be JSON-serialisable (for config.json and the hash)
+        object.__setattr__(self, "_validated", fingerprint)
+        object.__setattr__(self, "_built", built)
+        return self
+
+    def _check_fields(self) -> tuple:
+        """Check every field in order; return the ``(selector, algorithm)`` built for the check."""
         from fedlib.algorithms import ALGORITHMS, make_algorithm
         from fedlib.data import datasets, partition
         from fedlib.selection import selectors as selection
         from fedlib.training import models
 
-        def checked(name, check, optional, *args, **kw):  # a fedlib._validate check of field ``name``
-            v = getattr(self, name)
-            if optional and v is None:
-                return None
-            try:
-                return check(name, v, *args, **kw)
-            except (TypeError, ValueError) as exc:
-                raise _field_error(name, v, exc, optional) from exc
-
         def integer(name, low=None, high=None, optional=False):
-            return checked(name, check_int, optional, low=low, high=high)
+            check = functools.partial(check_optional, check_int) if optional else check_int
+            return check(name, getattr(self, name), low=low, high=high)
 
         def real(name, optional=False, **bounds):
-            return checked(name, check_float, optional, **bounds)
+            check = functools.partial(check_optional, check_float) if optional else check_float
+            return check(name, getattr(self, name), **bounds)
 
         def choice(name, allowed):
-            return checked(name, check_choice, False, allowed)
+            return check_choice(name, getattr(self, name), allowed)
 
         def boolean(name):
             v = getattr(self, name)
             if not isinstance(v, bool):
-                raise _err(name, v, "allowed: True or False")
+                raise _err(name, v, "True or False")
 
         def mapping(name):
             v = getattr(self, name)
             if not isinstance(v, dict) or not all(isinstance(k, str) for k in v):
-                raise _err(name, v, "allowed: a dict with string keys")
+                raise _err(name, v, "a dict with string keys")
             return v
 
         # data
         choice("dataset", datasets.dataset_names())
         opts = mapping("dataset_options")
         allowed_opts = datasets.dataset_options(self.dataset)
-        unknown = sorted(set(opts) - set(allowed_opts))
-        if unknown:
-            raise _err(
-                "dataset_options",
-                opts,
-                f"unknown option {unknown[0]!r} for dataset {self.dataset!r}; "
-                f"allowed options: {', '.join(allowed_opts) or '(none)'}",
-            )
+        check_parameter_names(f"dataset {self.dataset!r}", opts, allowed_opts)
         if self.data_root is not None and not isinstance(self.data_root, str):
-            raise _err("data_root", self.data_root, "allowed: a path string or None")
+            raise _err("data_root", self.data_root, "a path string or None")
         boolean("download")
         # partition
         choice("partition", partition.SCHEMES)
@@ -307,49 +295,34 @@ class ExperimentConfig:
             real("beta", low=0.0, low_open=True)
             if self.classes_per_client is not None:
                 raise _err(
-                    "classes_per_client",
-                    self.classes_per_client,
-                    "must be None for partition 'dirichlet' (it takes beta)",
+                    "classes_per_client", self.classes_per_client, "None for partition 'dirichlet' (it takes beta)"
                 )
         elif self.partition == "quantity":
             integer("classes_per_client", low=1)
             if self.beta is not None:
-                raise _err("beta", self.beta, "must be None for partition 'quantity' (it takes classes_per_client)")
+                raise _err("beta", self.beta, "None for partition 'quantity' (it takes classes_per_client)")
         else:
             for name in ("beta", "classes_per_client"):
                 if getattr(self, name) is not None:
-                    raise _err(name, getattr(self, name), "must be None for partition 'iid'")
+                    raise _err(name, getattr(self, name), "None for partition 'iid'")
         integer("min_partition_size", low=0)
         k = integer("num_clients", low=1)
         m = integer("clients_per_round", low=1)
         if m > k:
-            raise _err("clients_per_round", m, f"allowed: an integer <= num_clients ({k})")
-        # selection
+            raise _err("clients_per_round", m, f"an integer <= num_clients ({k})")
+        # selection (a selector's or an algorithm's own ParameterError names it)
         choice("selector", tuple(selection.SELECTORS))
-        sp = mapping("selector_params")
-        try:
-            sel = selection.make_selector(self.selector, **sp)
-        except (TypeError, ValueError) as exc:
-            raise _err("selector_params", sp, f"rejected by selector {self.selector!r}: {exc}") from exc
+        sel = selection.make_selector(self.selector, **mapping("selector_params"))
         if hasattr(sel, "resolve_buffer_size"):
-            try:
-                sel.resolve_buffer_size(k, m)
-            except ValueError as exc:
-                raise _err("selector_params", sp, str(exc)) from exc
+            sel.resolve_buffer_size(k, m)
         if hasattr(sel, "resolve_num_dc"):
-            try:
-                sel.resolve_num_dc(k, m)
-            except ValueError as exc:
-                raise _err("selector_params", sp, str(exc)) from exc
+            sel.resolve_num_dc(k, m)
         # algorithm
         choice("algorithm", ALGORITHMS)
-        ap = mapping("algorithm_params")
         try:
-            alg = make_algorithm(self.algorithm, **ap)
+            alg = make_algorithm(self.algorithm, **mapping("algorithm_params"))
         except ImportError as exc:
-            raise _err("algorithm", self.algorithm, f"its module is not available ({exc})") from exc
-        except (TypeError, ValueError) as exc:
-            raise _err("algorithm_params", ap, f"rejected by algorithm {self.algorithm!r}: {exc}") from exc
+            raise _err("algorithm", self.algorithm, f"an algorithm whose module is available ({exc})") from exc
         # model and optimiser
         choice("model", models.MODEL_NAMES)
         integer("rounds", low=1)
@@ -374,40 +347,49 @@ class ExperimentConfig:
         if not isinstance(dev, str) or not (
             dev == "cpu" or dev == "cuda" or dev.startswith("cuda:") and dev[5:].isdigit()
         ):
-            raise _err("device", dev, "allowed: 'cpu', 'cuda' or 'cuda:N'")
+            raise _err("device", dev, "'cpu', 'cuda' or 'cuda:N'")
         choice("engine", ENGINES)
         self._check_engine_options(mapping("engine_options"))
         if self.engine_options.get("amp_dtype") is not None and self.engine != "batched":
             raise _err(
                 "engine_options",
                 self.engine_options,
-                "amp_dtype needs engine='batched' (the reference engine trains in fp32)",
+                "no amp_dtype unless engine='batched' (the reference engine trains in fp32)",
             )
         if dev.startswith("cuda"):
             import torch
 
             if not torch.cuda.is_available():
-                raise _err("device", dev, "CUDA is not available on this machine; use 'cpu'")
-        json.dumps(self.to_dict())  # every option must be JSON-serialisable (for config.json and the hash)
-        object.__setattr__(self, "_validated", fingerprint)
-        object.__setattr__(self, "_built", (sel, alg))
-        return self
+                raise _err("device", dev, "'cpu' (CUDA is not available on this machine)")
+        return sel, alg
 
 
-def engine_option_error(name: str, value) -> str | None:
-    """Why ``value`` is not allowed for the ``engine_options`` key ``name`` (None if it is)."""
-    allowed = ENGINE_OPTIONS.get(name)
-    if allowed is None:
-        return f"unknown option {name!r}; allowed options: {', '.join(ENGINE_OPTIONS)}"
+#: The part an ``engine_options`` key belongs to, in its :class:`~fedlib._validate.ParameterError`.
+ENGINE_OPTIONS_PART = "config engine_options"
+
+
+def check_engine_option(name: str, value) -> None:
+    """Raise :class:`~fedlib._validate.ParameterError` unless ``value`` is allowed for the ``engine_options`` key
+    ``name``.
+
+    >>> try:
+    ...     check_engine_option("kernel", "fast")
+    ... except ParameterError as exc:
+    ...     print(exc)
+    config engine_options parameter 'kernel': got 'fast'; allowed: 'auto', 'vmap', 'loop', 'sequential'.
+    """
+    check_parameter_names(ENGINE_OPTIONS_PART, {name: value}, ENGINE_OPTIONS)
+    allowed = ENGINE_OPTIONS[name]
     if isinstance(allowed, tuple):
-        ok = any(value is a if a is None or isinstance(a, bool) else value == a for a in allowed)
-        return None if ok else f"option {name!r}: got {value!r}; allowed: {', '.join(map(repr, allowed))}"
+        if not any(value is a if a is None or isinstance(a, bool) else value == a for a in allowed):
+            raise ParameterError(ENGINE_OPTIONS_PART, name, value, ", ".join(map(repr, allowed)))
+        return
     low = 1 if name == "chunk_size" else 0
     if (value is None and name == "chunk_size") or (
         isinstance(value, int) and not isinstance(value, bool) and value >= low
     ):
-        return None
-    return f"option {name!r}: got {value!r}; allowed: {allowed}"
+        return
+    raise ParameterError(ENGINE_OPTIONS_PART, name, value, allowed)
 
 
 def _plain(value):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from fedlib._validate import check_choice, check_int
+from fedlib._validate import ParameterError, check_choice, check_int
 
 __all__ = ["MODEL_NAMES", "LeNet5", "VGG11", "efficientnet", "make_model", "count_parameters", "count_state_scalars"]
 
@@ -126,7 +126,7 @@ def make_model(name: str, num_classes: int, *, in_channels: int = 3, image_size:
         return LeNet5(num_classes, in_channels=in_channels, image_size=image_size)
     if name == "vgg11":
         if image_size != 32:
-            raise ValueError(f"image_size must be 32 for 'vgg11' (got {image_size}); its classifier takes 512 inputs.")
+            raise ParameterError(None, "image_size", image_size, "32 for 'vgg11' (its classifier takes 512 inputs)")
         return VGG11(num_classes, in_channels=in_channels)
     return efficientnet(name.split("-")[1], num_classes, in_channels=in_channels)
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 
+from fedlib._validate import check_bool
+
 __all__ = ["configure", "describe"]
 
 
@@ -20,8 +22,8 @@ def configure(device, *, tf32: bool = False, deterministic: bool = True) -> dict
     """Set the process-wide CUDA numerics for a run on ``device`` (nothing on a CPU); returns :func:`describe`."""
     import torch
 
-    if not isinstance(tf32, bool) or not isinstance(deterministic, bool):
-        raise TypeError(f"tf32 and deterministic must be True or False (got {tf32!r}, {deterministic!r}).")
+    check_bool("tf32", tf32)
+    check_bool("deterministic", deterministic)
     if torch.device(device).type != "cuda":
         return describe()
     if deterministic:

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from fedlib._validate import ParameterError
 from fedlib.algorithms.base import RoundPlan
 from fedlib.seeds import CLIENT_STREAMS, stream_rng
-from fedlib.training.config import ConfigError, ExperimentConfig
+from fedlib.training.config import ExperimentConfig
 from fedlib.training.local import (
     LocalHyperParams,
     LocalResult,
@@ -149,8 +150,13 @@ class Experiment:
                     c.rounds, self.model, num_clients=c.num_clients, num_selected=c.clients_per_round
                 )
             )
+        except ParameterError as exc:
+            if exc.part is None and exc.name == "rounds":  # the algorithm's own bound on the round budget
+                raise exc.amend(part="config") from None
+            raise
         except ValueError as exc:
-            raise ConfigError(f"config field 'rounds': got {c.rounds}; {exc}") from exc
+            allowed = f"a budget {c.algorithm!r} can run"
+            raise ParameterError("config", "rounds", c.rounds, allowed, hint=str(exc)) from exc
 
     # ------------------------------------------------------------------------------------------------
     def initial_state(self) -> TrainState:

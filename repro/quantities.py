@@ -475,14 +475,21 @@ def _vgg_contrast(pairs):
     return judge
 
 
-def _faster(runs, s, table):
-    from repro import significance
+def _races(group: str, model: str | None = None):
+    """The rounds each rival needs to reach its own final accuracy minus the rounds FedEntOpt needs to reach it, per
+    seed (:func:`repro.significance.races`), above 0 against every rival (runs of ``model`` only, if given)."""
 
-    stored = runs.stored("table1")
-    by = [c for c in ("model", "dataset", "partition") if c in stored.frame.columns]
-    races = significance.races(stored.frame, REF, window=10, by=by)
-    d = races.rename(columns={"saved": "value"})[[*by, "method", "seed", "value"]]
-    return rules.direction(d, [(r, None) for r in s.params["rivals"]], unit=" rounds")
+    def judge(runs, s, table):
+        from repro import significance
+
+        f = runs.stored(group).frame
+        f = f if model is None or f.empty else f[f["model"] == model]
+        by = [c for c in ("model", "dataset", "partition") if c in f.columns]
+        races = significance.races(f, REF, window=10, by=by)
+        d = races.rename(columns={"saved": "value"})[[*by, "method", "seed", "value"]]
+        return rules.direction(d, [(r, None) for r in s.params["rivals"]], unit=" rounds")
+
+    return judge
 
 
 def _table1_cells(runs, s, table):
@@ -820,6 +827,94 @@ def _large_pools(runs, s, table):
     return apply_rule(s, table, runs.frame("large_pools"), [(REF, "FedAvg")])
 
 
+# ----------------------------------------------------------------- v1 Figs. 5 and 6: 5 % participation, VGG-11
+
+LOW = "low_participation"
+LEAD = "FedEntOpt - the best baseline"
+
+
+def _lead_over_best(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per setting and seed: FedEntOpt minus the best other method at that seed (a seed any method lacks: left out)."""
+    keys = _settings(frame)
+    wide = frame.pivot_table(index=[*keys, "seed"], columns="method", values="value")
+    others = [m for m in wide.columns if m != REF]
+    if REF not in wide.columns or not others:
+        return pd.DataFrame(columns=[*keys, "method", "seed", "value"])
+    return _one((wide[REF] - wide[others].max(axis=1, skipna=False)).dropna(), LEAD)
+
+
+def _low_vgg(runs) -> pd.DataFrame:
+    return _where(runs.frame(LOW), model="VGG-11")
+
+
+def _low_best(runs, s, table):
+    return apply_rule(s, table, _low_vgg(runs), [(REF, r) for r in s.params["rivals"]])
+
+
+def _low_gains(parts):
+    """Magnitude parts: FedEntOpt's lead over the best baseline in each (data sets, partition) of ``parts``."""
+
+    def judge(runs, s, table):
+        f = _low_vgg(runs)
+        builds = [(_lead_over_best(_where(f, dataset=ds, partition=p)), [(LEAD, None)], None) for ds, p in parts]
+        return _parts(s, table, builds)
+
+    return judge
+
+
+def _vgg_minus_lenet_gap(runs, s, table):
+    """Per (data set, partition, seed): (X - FedAvg) with VGG-11 minus (X - FedAvg) with LeNet-5, X = FedNova and
+    SCAFFOLD."""
+    f = runs.frame(LOW)
+    keys = [c for c in _settings(f) if c != "model"]
+    wide = f.pivot_table(index=[*keys, "seed"], columns=["model", "method"], values="value")
+    frames = []
+    for x in ("FedNova", "SCAFFOLD"):
+        cols = [(m, y) for m in ("vgg11", "lenet5") for y in (x, "FedAvg")]
+        if not set(cols) <= set(wide.columns):
+            continue
+        gap = (wide[("vgg11", x)] - wide[("vgg11", "FedAvg")]) - (wide[("lenet5", x)] - wide[("lenet5", "FedAvg")])
+        frames.append(_one(gap.dropna(), f"{x}: VGG-11 - LeNet-5, gap to FedAvg"))
+    d = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*keys, "method", "seed", "value"])
+    return apply_rule(s, table, d, [(m, None) for m in dict.fromkeys(d["method"])])
+
+
+def _curves(runs, model="vgg11") -> pd.DataFrame:
+    """The per-round test accuracy (%) of the group's runs of ``model``: dataset, partition, method, seed, round."""
+    f = runs.stored(LOW).frame
+    f = f[(f["model"] == model) & (f["round"] >= 1) & f["test_accuracy"].notna()]
+    return f.assign(acc=100 * f["test_accuracy"])[["dataset", "partition", "method", "seed", "round", "acc"]]
+
+
+def _fluctuates(runs, s, table):
+    """Per (data set, partition, seed): the std of FedNova's round-to-round accuracy change minus the largest such std
+    among the other methods (pp)."""
+    c = _curves(runs).sort_values("round")
+    jumps = c.groupby(["dataset", "partition", "method", "seed"])["acc"].apply(lambda a: a.diff().std())
+    wide = jumps.unstack("method")
+    if "FedNova" not in wide.columns or wide.shape[1] < 2:
+        d = pd.DataFrame(columns=["dataset", "partition", "method", "seed", "value"])
+    else:
+        d = _one((wide["FedNova"] - wide.drop(columns="FedNova").max(axis=1, skipna=False)).dropna(), "FedNova - most")
+    return apply_rule(s, table, d, [("FedNova - most", None)])
+
+
+#: Phases of training for "throughout the entire course of training": equal blocks of the evaluated rounds.
+PHASES = 10
+
+
+def _dominates(runs, s, table):
+    """FedEntOpt above every rival in every phase (tenth of the evaluated rounds) of every setting: per run, its mean
+    accuracy in each phase."""
+    c = _curves(runs)
+    if c.empty:
+        return apply_rule(s, table, c.assign(value=[], phase=[]), [(REF, r) for r in s.params["rivals"]])
+    rank = c.groupby(["dataset", "partition", "method", "seed"])["round"].rank(method="first", pct=True)
+    c = c.assign(phase=np.minimum((rank * PHASES).apply(math.ceil), PHASES))
+    per = c.groupby(["dataset", "partition", "phase", "method", "seed"])["acc"].mean().rename("value").reset_index()
+    return apply_rule(s, table, per, [(REF, r) for r in s.params["rivals"]])
+
+
 #: The pseudo-method an untrained classifier is: 100 / C % in every setting and seed.
 CHANCE = "chance (100 / C)"
 
@@ -884,7 +979,7 @@ TRAINING: dict[str, Callable] = {
     "V-B1/vgg_margins": _vgg_margins,
     "V-B1/vgg_fedconcat": _vgg_contrast([("FedAvg", "FedConcat")]),
     "V-B1/vgg_fednova_scaffold": _vgg_contrast([("FedNova", "FedAvg"), ("SCAFFOLD", "FedAvg")]),
-    "V-B1/faster": _faster,
+    "V-B1/faster": _races("table1"),
     "V-B1/table1_cells": _table1_cells,
     "V-B5/fedavg_fedprox_most_consistent": _most_consistent,
     "abstract/combined_40pct": _combined("Dir(0.1)", ("FedNova",), model="LeNet-5", dataset="CIFAR-10"),
@@ -916,6 +1011,14 @@ TRAINING: dict[str, Callable] = {
     "IV/reselection_below_fedavg": _fedentropy_accuracy,
     "v1/large_pools_robust": _large_pools,
     "v1/fedconcat_fails": _fedconcat_fails,
+    "v1/fig5_best": _low_best,
+    "v1/fig5_dir_15_and_5pct": _low_gains([("CIFAR-10", "Dir(0.1)"), (["CINIC-10", "CIFAR-100"], "Dir(0.1)")]),
+    "v1/fig5_c2_gains": _low_gains([("CIFAR-100", "C=2"), ("CIFAR-10", "C=2")]),
+    "v1/fig5_c3_gains": _low_gains([("CIFAR-100", "C=3"), ("CIFAR-10", "C=3"), ("CINIC-10", "C=3")]),
+    "v1/fig6_fednova_scaffold_better": _vgg_minus_lenet_gap,
+    "v1/fig6_fednova_fluctuates": _fluctuates,
+    "v1/fig6_dominates": _dominates,
+    "v1/fig6_faster": _races(LOW, "vgg11"),
     "v1/baselines_fail_large_pools": _baselines_fail,
     "V-A5/weight_decay": _chosen_best("weight_decay"),
     "V-A5/fedprox_mu": _chosen_best("fedprox_mu"),

@@ -36,7 +36,8 @@ formulations)), each as a ``PlannedRun(experiment, label, config)``; ``tier_grou
     Table I also run seeds 3 and 4 (``extra_seeds``) so that their paired gap is tested over 5 seeds.
 
     Every group of the paper runs here, participation with all of Table I's methods (§V-B3: "all methods"; the
-    DP variant is no baseline; the quick and paper tiers keep four), FedEntropy with the tier's seeds (they: one).
+    DP variant is no baseline; the quick and paper tiers keep four), FedEntropy with the tier's seeds as in every
+    tier (the paper ran one).
     Beyond the 3 seeds, the cells of the seed plan ``plans/subset_seed_plan.yaml`` (``Tier.seed_plan``, written by
     ``scripts/seed_plan.py`` from the stored runs before the runs it plans) run seeds 0..n-1: the seeds each
     undecided statement needs for a verdict (``repro.seed_plan``).
@@ -192,7 +193,7 @@ TIERS: dict[str, Tier] = {
             "methods": ("FedAvg", "FedProx", "KL", "FedEntOpt"),
         },
         large_pools={"num_clients": (150, 200), "clients_per_round": (3, 5, 7), "seeds": (0,), "min_partition_size": 0},
-        single_seed_groups=("availability", "fedentropy"),
+        single_seed_groups=("availability",),
         optional_groups=("scaffold_variants",),
     ),
     "subset": Tier(
@@ -235,8 +236,8 @@ TIERS: dict[str, Tier] = {
             "min_partition_size": 10,
             "methods": ("FedAvg", "FedProx", "FedNova", "SCAFFOLD", "FedConcat", "FedLC", "FedRS", "KL", "FedEntOpt"),
         },
-        single_seed_groups=("fedentropy",),
         table_datasets=("cifar10", "cinic10", "cifar100-20"),
+        optional_groups=("low_participation",),
         dataset_overrides=PAPER_DATASET_OVERRIDES,
         algorithm_params={"scaffold": {"correction": "after_step"}},
         medical={
@@ -728,6 +729,48 @@ def buffer_choice(tier: str, rounds: int | None = None) -> list[PlannedRun]:
         return []
     grid = _tuning_grid(t, "buffer_choice", "FedEntOpt", "buffer_pct", BUFFER_CHOICES, "buffer_fraction", t.models[:1])
     return _runs(t, "buffer_choice", grid, rounds)
+
+
+#: v1 §V-C2 (Figs. 5 and 6): 5 % of K per round with VGG-11 on Tables I's data sets under Dir(0.1), #C = 2 and #C = 3,
+#: every method of Fig. 2; LeNet-5 runs FedAvg, FedNova and SCAFFOLD in the same settings for Fig. 6's contrast.
+LOW_PARTICIPATION = {
+    "share": 0.05,
+    "partitions": ("Dir(0.1)", "C=2", "C=3"),
+    "lenet5_methods": ("FedAvg", "FedNova", "SCAFFOLD"),
+}
+
+
+@_group(in_tier=lambda t: "low_participation" in t.optional_groups)
+def low_participation(tier: str, rounds: int | None = None) -> list[PlannedRun]:
+    """v1's Figs. 5 and 6: M = 5 % of K (per data set's K), VGG-11 with every method and LeNet-5 with
+    :data:`LOW_PARTICIPATION`'s; only tiers listing it in ``optional_groups`` (the paper tier)."""
+    t = get_tier(tier)
+    if "low_participation" not in t.optional_groups:
+        return []
+    lp = LOW_PARTICIPATION
+    grid = []
+    for ds in _table_datasets(t):
+        k = t.dataset_overrides.get(ds, {}).get("num_clients", t.base["num_clients"])
+        m_per_round = max(1, round(lp["share"] * k))
+        for mdl, methods in (("vgg11", PARTICIPATION_METHODS), ("lenet5", lp["lenet5_methods"])):
+            for p in lp["partitions"]:
+                for m in methods:
+                    for s in _seeds(t, "low_participation"):
+                        grid.append(
+                            (
+                                {"model": mdl, "dataset": ds, "partition": p, "method": m, "seed": s},
+                                {
+                                    "model": mdl,
+                                    "dataset": ds,
+                                    "partition_name": p,
+                                    "method": m,
+                                    "seed": s,
+                                    "num_clients": k,
+                                    "clients_per_round": m_per_round,
+                                },
+                            )
+                        )
+    return _runs(t, "low_participation", grid, rounds)
 
 
 #: Table IV's methods in the paper's row order (medical data sets, Dir(0.1)).

@@ -284,4 +284,5 @@ def test_cli_runs_both(tiny_npz, tmp_path, capsys):
     )
     assert "final accuracy" in capsys.readouterr().out
     assert main(["run", "--fc-clusters", "2"] + args) == 2
-    assert "--fc-clusters is a parameter of 'fedconcat', not of algorithm 'fedavg'." in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "parameter '--fc-clusters': got 2; allowed: only with algorithm 'fedconcat' (got 'fedavg')." in err

@@ -43,33 +43,33 @@ def _timed(fn):
     return out, time.perf_counter() - start
 
 
-def brute_part(ks, num_selected: int = 5) -> None:
+def brute_part(ks, clients_per_round: int = 5) -> None:
     counts = paper_counts("cifar10", "Dir(0.1)", 100, 0)
-    print(f"\n### Against brute force: CIFAR-10 Dir(0.1), candidates = the first K clients, M = {num_selected}\n")
+    print(f"\n### Against brute force: CIFAR-10 Dir(0.1), candidates = the first K clients, M = {clients_per_round}\n")
     print("| K | subsets | brute force [s] | branch and bound [s] | ratio | nodes | same best |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | :---: |")
     for k in ks:
         candidates = np.arange(k)
         (best, _), brute = _timed(
-            lambda: brute_force_subset(counts, num_selected, candidates=candidates, max_subsets=10**8)
+            lambda: brute_force_subset(counts, clients_per_round, candidates=candidates, max_subsets=10**8)
         )
-        result, exact = _timed(lambda: best_subset(counts, num_selected, candidates=candidates))
+        result, exact = _timed(lambda: best_subset(counts, clients_per_round, candidates=candidates))
         same = result.optimal and abs(result.entropy - best) <= GAP_TOL
         if not same:
             raise SystemExit(f"K={k}: branch and bound {result.entropy} != brute force {best}")
         print(
-            f"| {k} | {math.comb(k, num_selected):,} | {brute:.3f} | {exact:.3f} | {brute / exact:.1f}x | "
+            f"| {k} | {math.comb(k, clients_per_round):,} | {brute:.3f} | {exact:.3f} | {brute / exact:.1f}x | "
             f"{result.nodes:,} | yes |",
             flush=True,
         )
 
 
-def _greedy_seconds(counts, candidates, num_selected: int, repeats: int = 5) -> float:
+def _greedy_seconds(counts, candidates, clients_per_round: int, repeats: int = 5) -> float:
     """Best of ``repeats`` FedEntOpt rounds on the candidates alone (rows outside them are not scored)."""
     sub = counts[candidates]
     selector = FedEntOptSelector(buffer_size=0)
     times = [
-        _timed(lambda: selector.select(sub, num_selected, (), np.random.default_rng(r)))[1] for r in range(repeats)
+        _timed(lambda: selector.select(sub, clients_per_round, (), np.random.default_rng(r)))[1] for r in range(repeats)
     ]
     return min(times)
 

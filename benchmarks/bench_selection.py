@@ -93,7 +93,7 @@ def _entropy_literal(vector: np.ndarray) -> float:
     return float(-(p * np.log2(p)).sum())
 
 
-def literal_fedentopt(counts: np.ndarray, num_selected: int, buffer: tuple, buffer_size: int, rng):
+def literal_fedentopt(counts: np.ndarray, clients_per_round: int, buffer: tuple, buffer_size: int, rng):
     """Algorithm 1 line by line: every candidate's entropy is computed on its own in a Python loop."""
     counts = np.asarray(counts, dtype=float)
     num_clients = counts.shape[0]
@@ -101,7 +101,7 @@ def literal_fedentopt(counts: np.ndarray, num_selected: int, buffer: tuple, buff
     chosen: list[int] = []
     remaining = set(range(num_clients))  # A
     fifo = deque(buffer)  # B
-    for i in range(1, num_selected + 1):
+    for i in range(1, clients_per_round + 1):
         candidates = sorted(remaining - set(fifo))  # U = A \ B
         if i == 1:
             m_star = candidates[rng.integers(len(candidates))]
@@ -152,10 +152,10 @@ def full_buffer(num_clients: int, seed: int = 11) -> tuple:
     return tuple(np.random.default_rng(seed).choice(num_clients, size=q, replace=False).tolist())
 
 
-def _one_round(counts, num_selected: int, path: str | None, state: tuple = (), seed: int = 7):
+def _one_round(counts, clients_per_round: int, path: str | None, state: tuple = (), seed: int = 7):
     sel = FedEntOptSelector(buffer_fraction=0.5)
     with scoring_path(path) if path else contextlib.nullcontext():
-        return sel.select(counts, num_selected, state, np.random.default_rng(seed))
+        return sel.select(counts, clients_per_round, state, np.random.default_rng(seed))
 
 
 # --------------------------------------------------------------------------- parts

@@ -53,7 +53,7 @@ def parse_args(argv=None):
     p.add_argument("--paths", default="a,b,c", help="comma-separated subset of a, b, c")
     p.add_argument("--epochs", type=int, default=5, help="local epochs E (paper: 5)")
     p.add_argument("--clients", type=int, default=100, help="client pool K (paper: 100)")
-    p.add_argument("--per-round", type=int, default=10, help="clients picked per round M (paper: 10)")
+    p.add_argument("--clients-per-round", type=int, default=10, help="clients picked per round M (paper: 10)")
     p.add_argument(
         "--max-client-samples",
         type=int,
@@ -168,7 +168,7 @@ def run_model(name, args, device, x_np_hwc, x_dev, y_dev, labels, parts, log):
     rounds = args.rounds if not args.quick else 1
     warm = args.warmup if args.warmup is not None else (1 if device.type == "cuda" else 0)
     rng = np.random.default_rng(args.seed + 1)
-    picks = [rng.choice(len(parts), args.per_round, replace=False) for _ in range(warm + rounds)]
+    picks = [rng.choice(len(parts), args.clients_per_round, replace=False) for _ in range(warm + rounds)]
     parts_used = [p if cap is None else p[:cap] for p in parts]
     torch.manual_seed(args.seed)
     model = make_model(name, 10).to(device)
@@ -184,7 +184,7 @@ def run_model(name, args, device, x_np_hwc, x_dev, y_dev, labels, parts, log):
     steps = [sum(epochs * -(-len(parts_used[k]) // 64) for k in picks[r]) for r in range(warm + rounds)]
     sizes = [[len(parts_used[k]) for k in picks[r]] for r in range(warm + rounds)]
     log(
-        f"\n## {name}: timed rounds={rounds} after {warm} untimed warm-up round(s), M={args.per_round}, "
+        f"\n## {name}: timed rounds={rounds} after {warm} untimed warm-up round(s), M={args.clients_per_round}, "
         f"E={epochs}, B=64, cap per client={cap}, SGD steps per timed round={steps[warm:]}"
     )
     log(f"   client sizes per timed round: {sizes[warm:]}")

@@ -287,7 +287,7 @@ def liar_counts(true_counts, spec: LiarSpec, liars) -> tuple[np.ndarray, np.ndar
 # the buffer's bound
 
 
-def participation_bound(num_rounds: int, num_selected: int, buffer_size: int) -> int:
+def participation_bound(num_rounds: int, clients_per_round: int, buffer_size: int) -> int:
     """``min(R, ceil(R M / (Q + 1)))``: the most rounds, among any R consecutive ones, that FedEntOpt with buffer
     size Q and M picks per round can give one client (see the module docstring).
 
@@ -299,12 +299,12 @@ def participation_bound(num_rounds: int, num_selected: int, buffer_size: int) ->
     6
     """
     r = check_int("num_rounds", num_rounds, low=0)
-    m = check_int("num_selected", num_selected, low=1)
+    m = check_int("clients_per_round", clients_per_round, low=1)
     q = check_int("buffer_size", buffer_size, low=0)
     return min(r, -(-r * m // (q + 1)))
 
 
-def greedy_liar_rounds(num_rounds: int, num_selected: int, buffer_size: int) -> int:
+def greedy_liar_rounds(num_rounds: int, clients_per_round: int, buffer_size: int) -> int:
     """Rounds of R in which a client that is the best candidate whenever it is free, but never the random first
     pick, is picked: at the first greedy step (j >= 1) after it leaves the buffer, from step 1 of round 1 on.
 
@@ -316,7 +316,7 @@ def greedy_liar_rounds(num_rounds: int, num_selected: int, buffer_size: int) -> 
     True
     """
     r = check_int("num_rounds", num_rounds, low=0)
-    m = check_int("num_selected", num_selected, low=2)
+    m = check_int("clients_per_round", clients_per_round, low=2)
     q = check_int("buffer_size", buffer_size, low=0)
     n, p = 0, 1
     while p < r * m:
@@ -334,7 +334,7 @@ def liar_shares(
     true_counts,
     spec: LiarSpec,
     *,
-    num_selected: int,
+    clients_per_round: int,
     num_rounds: int,
     buffer_size: int,
     seed: int,
@@ -360,7 +360,7 @@ def liar_shares(
     data, reported = liar_counts(counts, spec, liars)
     selector = FedEntOptSelector(buffer_size=buffer_size, **dict(selector_params or {}))
     trace = run_selection(
-        data, selector, num_selected, num_rounds, seed=stream_rng(seed, "selection"), server_counts=reported
+        data, selector, clients_per_round, num_rounds, seed=stream_rng(seed, "selection"), server_counts=reported
     )
     rounds = trace.selection_counts
     is_liar = np.zeros(counts.shape[0], dtype=bool)
@@ -371,7 +371,7 @@ def liar_shares(
             "liar": is_liar,
             "rounds": rounds,
             "share": rounds / num_rounds,
-            "bound": participation_bound(num_rounds, num_selected, buffer_size),
+            "bound": participation_bound(num_rounds, clients_per_round, buffer_size),
             "mean_entropy": float(trace.entropy.mean()),
             "coverage": float(trace.covers.mean()),
         }
@@ -385,7 +385,7 @@ def share_table(
     threats: Mapping[str, LiarSpec],
     defences: Mapping[str, dict],
     num_clients: int,
-    num_selected: int,
+    clients_per_round: int,
     num_rounds: int,
     buffer_sizes: Sequence[int],
     seeds: Sequence[int],
@@ -419,7 +419,7 @@ def share_table(
                         f = liar_shares(
                             counts,
                             spec,
-                            num_selected=num_selected,
+                            clients_per_round=clients_per_round,
                             num_rounds=num_rounds,
                             buffer_size=q,
                             seed=seed,
@@ -440,11 +440,11 @@ def share_table(
                                 "honest_mean": float(hr.mean()),
                                 "honest_max": int(hr.max()),
                                 "max_any": int(f["rounds"].max()),
-                                "bound": participation_bound(num_rounds, num_selected, q),
-                                "greedy_liar": greedy_liar_rounds(num_rounds, num_selected, q)
-                                if num_selected > 1
+                                "bound": participation_bound(num_rounds, clients_per_round, q),
+                                "greedy_liar": greedy_liar_rounds(num_rounds, clients_per_round, q)
+                                if clients_per_round > 1
                                 else np.nan,
-                                "fair": num_rounds * num_selected / num_clients,
+                                "fair": num_rounds * clients_per_round / num_clients,
                                 "mean_entropy": float(f["mean_entropy"].iloc[0]),
                                 "coverage": float(f["coverage"].iloc[0]),
                             }

@@ -143,7 +143,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     )
     g = p.add_argument_group("federation")
     g.add_argument("--clients", type=int, help=f"pool size K ({_tier_default('num_clients')})")
-    g.add_argument("--per-round", type=int, help=f"clients per round M ({_tier_default('clients_per_round')})")
+    g.add_argument("--clients-per-round", type=int, help=f"clients per round M ({_tier_default('clients_per_round')})")
     g.add_argument("--buffer", default=None, help="FedEntOpt buffer Q: fraction (0.5) or count (50)")
     g.add_argument("--selector-param", action="append", metavar="K=V", help="extra selector parameter")
     g.add_argument("--algo-param", action="append", metavar="K=V", help="extra algorithm parameter")
@@ -399,7 +399,7 @@ _FIELDS = {
     "data_root": "data_root",
     "download": "download",
     "clients": "num_clients",
-    "per_round": "clients_per_round",
+    "clients_per_round": "clients_per_round",
     "min_partition_size": "min_partition_size",
     "model": "model",
     "rounds": "rounds",

@@ -123,7 +123,7 @@ def cross_device_study(
     *,
     pool_sizes: Sequence[int],
     methods: Mapping[str, tuple[str, dict]],
-    num_selected: int,
+    clients_per_round: int,
     num_rounds: int,
     seeds: Sequence[int],
     num_classes: int = 10,
@@ -134,7 +134,7 @@ def cross_device_study(
 
     For every pool size K and seed, one federation :func:`dirichlet_counts` (sparse; partition seed
     ``seed``) is drawn, and every method of ``methods`` (display name -> ``(selector name, params)``) runs
-    ``num_rounds`` rounds of ``num_selected`` picks with selection seed ``seed + 1``.
+    ``num_rounds`` rounds of ``clients_per_round`` picks with selection seed ``seed + 1``.
 
     Returns ``(rounds, participation)``: ``rounds`` has one row per (K, method, seed, round) with the pooled
     entropy in bits and whether the picks cover every class; ``participation`` one row per (K, method, seed)
@@ -154,7 +154,7 @@ def cross_device_study(
             for name, (selector, params) in methods.items():
                 start = time.perf_counter()
                 trace = run_selection(
-                    counts, make_selector(selector, **params), num_selected, num_rounds, seed=seed + 1
+                    counts, make_selector(selector, **params), clients_per_round, num_rounds, seed=seed + 1
                 )
                 seconds = time.perf_counter() - start
                 rounds.append(

@@ -66,7 +66,7 @@ def _entropy(counts: np.ndarray, subset) -> float:
 
 
 def round_gaps(
-    counts, *, num_selected: int, num_rounds: int, buffer_size: int, seed: int, exact_every: int, node_limit: int
+    counts, *, clients_per_round: int, num_rounds: int, buffer_size: int, seed: int, exact_every: int, node_limit: int
 ):
     """One row per round of a FedEntOpt run on ``counts``: the greedy pick, its swap improvement, and (every
     ``exact_every``-th round, from round 1) the branch and bound's best subset within ``node_limit`` nodes.
@@ -84,8 +84,8 @@ def round_gaps(
     rng = stream_rng(seed, "selection")
     rows = []
     for r in range(check_int("num_rounds", num_rounds, low=1)):
-        candidates = round_candidates(state, num_clients, num_selected, buffer_size)
-        picked, state = selector.select(counts, num_selected, state, rng)
+        candidates = round_candidates(state, num_clients, clients_per_round, buffer_size)
+        picked, state = selector.select(counts, clients_per_round, state, rng)
         swap = swap_search(counts, np.sort(picked), candidates=candidates)
         row = {
             "round": r + 1,
@@ -101,7 +101,7 @@ def round_gaps(
             "exact_nodes": np.nan,
         }
         if r % exact_every == 0:
-            exact = best_subset(counts, num_selected, candidates=candidates, node_limit=node_limit)
+            exact = best_subset(counts, clients_per_round, candidates=candidates, node_limit=node_limit)
             row.update(
                 exact_entropy=exact.entropy,
                 exact_covers=_covers(counts, exact.subset),
@@ -113,7 +113,7 @@ def round_gaps(
     return frame.astype({"exact_nodes": "Int64"})
 
 
-def improved_run(counts, *, num_selected: int, num_rounds: int, buffer_size: int, seed: int):
+def improved_run(counts, *, clients_per_round: int, num_rounds: int, buffer_size: int, seed: int):
     """:class:`SwapImprovedSelector` for ``num_rounds`` rounds (the ``selection`` stream of ``seed``).
 
     Returns ``(picked, entropy, covers)`` arrays over the rounds (``picked``: (R, M), each row ascending).
@@ -121,7 +121,7 @@ def improved_run(counts, *, num_selected: int, num_rounds: int, buffer_size: int
     trace = run_selection(
         np.asarray(counts, dtype=float),
         SwapImprovedSelector(buffer_size=buffer_size),
-        num_selected,
+        clients_per_round,
         num_rounds,
         seed=stream_rng(seed, "selection"),
     )
@@ -148,7 +148,7 @@ def growth_gaps(cells, *, num_rounds: int, seed: int, beta: float = 0.1, max_swa
             rows.append(
                 {
                     "num_clients": num_clients,
-                    "num_selected": m,
+                    "clients_per_round": m,
                     "num_classes": num_classes,
                     "round": r + 1,
                     "greedy_entropy": _entropy(counts, picked),

@@ -67,7 +67,7 @@ def selector_traces(
     *,
     methods: Mapping[str, tuple[str, dict]],
     num_clients: int,
-    num_selected: int,
+    clients_per_round: int,
     num_rounds: int,
     seeds: Sequence[int],
     beta=None,
@@ -90,7 +90,7 @@ def selector_traces(
             trace = run_selection(
                 counts,
                 make_selector(selector, **params),
-                num_selected,
+                clients_per_round,
                 num_rounds,
                 seed=stream_rng(seed, "selection"),
                 server_counts=seen,
@@ -115,7 +115,7 @@ def buffer_study(
     *,
     buffer_fractions: Sequence[float],
     num_clients: int,
-    num_selected: int,
+    clients_per_round: int,
     num_rounds: int,
     seeds: Sequence[int],
     beta=None,
@@ -134,13 +134,13 @@ def buffer_study(
         counts = federation_counts(profile, scheme, num_clients, seed, beta=beta, classes_per_client=classes_per_client)
         for fraction in buffer_fractions:
             selector = make_selector("fedentopt", buffer_fraction=fraction)
-            trace = run_selection(counts, selector, num_selected, num_rounds, seed=stream_rng(seed, "selection"))
+            trace = run_selection(counts, selector, clients_per_round, num_rounds, seed=stream_rng(seed, "selection"))
             times = trace.selection_counts
             rows.append(
                 {
                     "buffer_pct": round(100 * fraction),
                     "seed": seed,
-                    "buffer_size": selector.resolve_buffer_size(num_clients, num_selected),
+                    "buffer_size": selector.resolve_buffer_size(num_clients, clients_per_round),
                     "h_norm": trace.h_norm,
                     "mean_entropy": float(trace.entropy.mean()),
                     "coverage": float(trace.covers.mean()),
@@ -188,7 +188,7 @@ def coverage_study(
                 rows.append(
                     {
                         "num_clients": num_clients,
-                        "num_selected": m,
+                        "clients_per_round": m,
                         "seed": seed,
                         "random_coverage": coverage_probability(
                             counts, m, num_rounds, seed=stream_rng(seed, "coverage")
@@ -200,7 +200,7 @@ def coverage_study(
     return pd.DataFrame(rows)
 
 
-def algorithm1_round_sizes(counts, num_selected: int, buffer_size: int, num_rounds: int, *, rng) -> np.ndarray:
+def algorithm1_round_sizes(counts, clients_per_round: int, buffer_size: int, num_rounds: int, *, rng) -> np.ndarray:
     """Clients picked in each of ``num_rounds`` rounds of Algorithm 1 of v2 as printed, for any buffer size Q.
 
     Line by line: U = A minus B; the first pick uniform from U, the others the argmax of eq. (5) over U (lowest
@@ -220,7 +220,7 @@ def algorithm1_round_sizes(counts, num_selected: int, buffer_size: int, num_roun
     buffer, sizes = [], np.zeros(int(num_rounds), dtype=np.int64)
     for r in range(int(num_rounds)):
         pooled, available = np.zeros(arr.shape[1]), np.ones(num_clients, dtype=bool)
-        for i in range(int(num_selected)):
+        for i in range(int(clients_per_round)):
             free = available.copy()
             free[buffer] = False
             candidates = np.flatnonzero(free)

@@ -31,7 +31,7 @@ def fig1_traces(
     partition: str,
     *,
     num_clients: int,
-    num_selected: int,
+    clients_per_round: int,
     num_rounds: int,
     seeds: Sequence[int],
     buffer_fraction: float,
@@ -45,7 +45,7 @@ def fig1_traces(
         spec["scheme"],
         methods=fig1_methods(buffer_fraction, dc_num_random, dc_target),
         num_clients=num_clients,
-        num_selected=num_selected,
+        clients_per_round=clients_per_round,
         num_rounds=num_rounds,
         seeds=seeds,
         beta=spec["beta"],
@@ -60,7 +60,7 @@ def table6(
     *,
     buffer_fractions: Sequence[float],
     num_clients: int,
-    num_selected: int,
+    clients_per_round: int,
     num_rounds: int,
     seeds: Sequence[int],
 ):
@@ -82,7 +82,7 @@ def table6(
                 spec["scheme"],
                 buffer_fractions=buffer_fractions,
                 num_clients=num_clients,
-                num_selected=num_selected,
+                clients_per_round=clients_per_round,
                 num_rounds=num_rounds,
                 seeds=seeds,
                 beta=spec["beta"],
@@ -141,11 +141,11 @@ def coverage_table(
         frames.append(study.assign(dataset=dataset))
     rows = pd.concat(frames, ignore_index=True)
     means = (
-        rows.groupby(["dataset", "num_clients", "num_selected"])[["random_coverage", "fedentopt_coverage"]]
+        rows.groupby(["dataset", "num_clients", "clients_per_round"])[["random_coverage", "fedentopt_coverage"]]
         .mean()
         .reset_index()
     )
-    table = means.merge(paper.table_frame("coverage"), on=["dataset", "num_clients", "num_selected"], how="left")
+    table = means.merge(paper.table_frame("coverage"), on=["dataset", "num_clients", "clients_per_round"], how="left")
     table["difference"] = table["random_coverage"] - table["paper_probability"]
     table["draws"] = num_rounds * len(seeds)  # random subsets behind each estimate
     return (table, rows) if per_seed else table
@@ -178,5 +178,5 @@ def fine_coverage(
         buffer_fraction=buffer_fraction,
         max_redraws=max_redraws,
     )
-    means = study.groupby(["num_clients", "num_selected"])[["random_coverage", "fedentopt_coverage"]].mean()
+    means = study.groupby(["num_clients", "clients_per_round"])[["random_coverage", "fedentopt_coverage"]].mean()
     return (means, study) if per_seed else means

@@ -197,7 +197,7 @@ def table_frame(name: str):
         ]
     elif name == "coverage":
         rows = [
-            {"dataset": k[0], "num_clients": k[1], "num_selected": k[2], "paper_probability": v}
+            {"dataset": k[0], "num_clients": k[1], "clients_per_round": k[2], "paper_probability": v}
             for k, v in COVERAGE_V1.items()
         ]
     else:

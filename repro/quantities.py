@@ -1063,7 +1063,7 @@ def _fig1_study(p) -> dict:
     from fedlib.data.profiles import get_profile
     from repro import label_tables
 
-    keys = ("num_clients", "num_selected", "num_rounds", "seeds", "buffer_fraction", "dc_num_random", "dc_target")
+    keys = ("num_clients", "clients_per_round", "num_rounds", "seeds", "buffer_fraction", "dc_num_random", "dc_target")
     traces = label_tables.fig1_traces(p["profile"], p["partition"], **{k: p[k] for k in keys})
     return {"traces": traces, "num_classes": get_profile(p["profile"]).num_classes}
 
@@ -1073,7 +1073,7 @@ def _table6_study(p) -> dict:
     from repro import label_tables
     from repro.label_studies import federation_counts
 
-    keys = ("buffer_fractions", "num_clients", "num_selected", "num_rounds", "seeds")
+    keys = ("buffer_fractions", "num_clients", "clients_per_round", "num_rounds", "seeds")
     table, per_seed, picks = label_tables.table6(
         p["profiles"], p["dataset_names"], p["partitions"], **{k: p[k] for k in keys}
     )
@@ -1148,9 +1148,9 @@ def _table5_study(p) -> dict:
     return {"table": table, "rebuilt": rebuilt, "decimals": p["decimals"]}
 
 
-def lying_study(p, *, num_selected=None, buffer_sizes=None) -> pd.DataFrame:
+def lying_study(p, *, clients_per_round=None, buffer_sizes=None) -> pd.DataFrame:
     """The lying-clients page's label-only runs of one uniform liar without a defence (the rows the §VI
-    statements read), at the page's parameters (``num_selected``, ``buffer_sizes``: others)."""
+    statements read), at the page's parameters (``clients_per_round``, ``buffer_sizes``: others)."""
     from repro.adversarial import LiarSpec, share_table
 
     return share_table(
@@ -1159,7 +1159,7 @@ def lying_study(p, *, num_selected=None, buffer_sizes=None) -> pd.DataFrame:
         threats={"uniform": LiarSpec(1, "uniform", p["inflation"], "honest")},
         defences={"none": {}},
         num_clients=p["num_clients"],
-        num_selected=p["num_selected"] if num_selected is None else num_selected,
+        clients_per_round=p["clients_per_round"] if clients_per_round is None else clients_per_round,
         num_rounds=p["num_rounds"],
         buffer_sizes=p["buffer_sizes"] if buffer_sizes is None else buffer_sizes,
         seeds=p["seeds"],
@@ -1175,7 +1175,7 @@ def lying_extras(p: Mapping) -> dict:
     """What the §VI statements need beside the page's study: one uniform liar at the paper's buffer size, at the
     page's M and at M = 4 (``paper_q``); ``p``: the page's parameters."""
     paper_q = sorted({_paper_buffer(part, p["num_clients"]) for part in p["partitions"]})
-    by_m = {m: lying_study(p, num_selected=m, buffer_sizes=paper_q) for m in (p["num_selected"], 4)}
+    by_m = {m: lying_study(p, clients_per_round=m, buffer_sizes=paper_q) for m in (p["clients_per_round"], 4)}
     return {"paper_q": by_m, "num_clients": p["num_clients"]}
 
 
@@ -1232,7 +1232,7 @@ def _sparse_study(p) -> pd.DataFrame:
             "quantity",
             buffer_fractions=SPARSE["buffer_fractions"],
             num_clients=SPARSE["num_clients"],
-            num_selected=get_profile(profile).num_classes,
+            clients_per_round=get_profile(profile).num_classes,
             num_rounds=p["num_rounds"],
             seeds=p["seeds"],
             classes_per_client=1,
@@ -1394,13 +1394,13 @@ def _coverage_cifar10(studies, s, table):
 
     cov = studies["label_coverage"]
     z = NormalDist().inv_cdf(1 - table.alpha / 2)
-    spread = cov["spread"].groupby(["num_clients", "num_selected"])["random_coverage"].std(ddof=1)
+    spread = cov["spread"].groupby(["num_clients", "clients_per_round"])["random_coverage"].std(ddof=1)
     rows = cov["per_seed"][cov["per_seed"]["dataset"] == "CIFAR-10"]
     out = []
     for (ds, k, m), p in paper_values.COVERAGE_V1.items():
         if ds != "CIFAR-10" or (k, m) not in spread.index:
             continue
-        cell = rows[(rows["num_clients"] == k) & (rows["num_selected"] == m)]
+        cell = rows[(rows["num_clients"] == k) & (rows["clients_per_round"] == m)]
         se_paper = math.sqrt(p * (1 - p) / PAPER_COVERAGE_DRAWS)
         margin = z * math.hypot(se_paper, float(spread.loc[(k, m)]))
         d = pd.DataFrame(
@@ -1433,7 +1433,7 @@ def _zero_coverage(rows, s, table):
     d = pd.DataFrame(
         {
             "num_clients": rows["num_clients"],
-            "clients_per_round": rows["num_selected"],
+            "clients_per_round": rows["clients_per_round"],
             "method": "ours",
             "seed": rows["seed"],
             "value": rows["random_coverage"],
@@ -1445,7 +1445,7 @@ def _zero_coverage(rows, s, table):
 def _large_pools_lower_coverage(studies, s, table):
     cov = studies["label_coverage"]
     rows = pd.concat([cov["per_seed"], cov["standard"]], ignore_index=True)
-    rows = rows.assign(method=[f"K{k}/M{m}" for k, m in zip(rows["num_clients"], rows["num_selected"])])
+    rows = rows.assign(method=[f"K{k}/M{m}" for k, m in zip(rows["num_clients"], rows["clients_per_round"])])
     d = rows[["dataset", "method", "seed", "random_coverage"]].rename(columns={"random_coverage": "value"})
     std = [x for x in dict.fromkeys(d["method"]) if x == "K100/M10"]
     pairs = [(m, std[0]) for m in dict.fromkeys(d["method"]) if std and m != std[0]]
@@ -1736,7 +1736,7 @@ def _attains_maximum_entropy(studies, s, table):
     return rules.exact(_seed_frame(share), 1.0)
 
 
-def buffer_bound_rows(counts, num_selected: int, num_rounds: int, seed: int) -> list[dict]:
+def buffer_bound_rows(counts, clients_per_round: int, num_rounds: int, seed: int) -> list[dict]:
     """§IV's bound 0 < Q <= K - M on one federation: fedlib's FedEntOpt at Q = K - M (the share of rounds with M
     picks, paper: all) and Algorithm 1 as printed (:func:`repro.label_studies.algorithm1_round_sizes`) at
     Q = K - M + 1 (1 if some round falls short of M picks, the paper's "must": 1); both from the ``selection``
@@ -1747,17 +1747,21 @@ def buffer_bound_rows(counts, num_selected: int, num_rounds: int, seed: int) -> 
     from repro.label_studies import algorithm1_round_sizes
 
     k = np.asarray(counts).shape[0]
-    q = k - num_selected
+    q = k - clients_per_round
     trace = run_selection(
-        counts, make_selector("fedentopt", buffer_size=q), num_selected, num_rounds, seed=stream_rng(seed, "selection")
+        counts,
+        make_selector("fedentopt", buffer_size=q),
+        clients_per_round,
+        num_rounds,
+        seed=stream_rng(seed, "selection"),
     )
-    full = float(((trace.picked >= 0).sum(axis=1) == num_selected).mean())
-    sizes = algorithm1_round_sizes(counts, num_selected, q + 1, num_rounds, rng=stream_rng(seed, "selection"))
+    full = float(((trace.picked >= 0).sum(axis=1) == clients_per_round).mean())
+    sizes = algorithm1_round_sizes(counts, clients_per_round, q + 1, num_rounds, rng=stream_rng(seed, "selection"))
     return [
         {"what": "rounds with M picks at Q = K - M (share)", "value": full, "paper": 1.0},
         {
             "what": "some round short of M at Q = K - M + 1 (Algorithm 1)",
-            "value": float((sizes < num_selected).any()),
+            "value": float((sizes < clients_per_round).any()),
             "paper": 1.0,
         },
     ]
@@ -1815,7 +1819,7 @@ def _fedconcat_budget(studies, s, table):
             with torch.device("meta"):
                 net = make_model(model, c, in_channels=3, image_size=32)
             t_e, t_c = algo.round_split(
-                cfg.rounds, net, num_clients=cfg.num_clients, num_selected=cfg.clients_per_round
+                cfg.rounds, net, num_clients=cfg.num_clients, clients_per_round=cfg.clients_per_round
             )
             k = min(algo.hparams.num_clusters, cfg.num_clients)
             head = net.get_submodule(last_linear_name(net))
@@ -1872,7 +1876,9 @@ def _fedconcat_clusters_uneven(studies, s, table):
     return apply_rule(s, table, pd.DataFrame(rows), [("largest - smallest", None)], unit="")
 
 
-def dp_upload_rows(counts, epsilon: float, num_selected: int, num_rounds: int, seed: int, *, negative: str) -> list:
+def dp_upload_rows(
+    counts, epsilon: float, clients_per_round: int, num_rounds: int, seed: int, *, negative: str
+) -> list:
     """What FedEntOpt is shown over a DP run (§V-B2): the counts noised as the trainer does
     (:func:`fedlib.selection.privacy.laplace_counts`, ``label_dp`` stream of ``seed``, ``negative``), handed to
     :func:`fedlib.label_only.simulate.run_selection`; rows: the distinct count matrices the selector sees over the
@@ -1886,16 +1892,16 @@ def dp_upload_rows(counts, epsilon: float, num_selected: int, num_rounds: int, s
     shown = []
 
     class Shown(FedEntOptSelector):
-        def select(self, counts, num_selected, state, rng):
+        def select(self, counts, clients_per_round, state, rng):
             shown.append(np.array(counts, dtype=float))
-            return super().select(counts, num_selected, state, rng)
+            return super().select(counts, clients_per_round, state, rng)
 
     arr = np.asarray(counts, dtype=float)
     noisy = laplace_counts(arr, epsilon, rng=stream_rng(seed, "label_dp"), negative=negative)
     run_selection(
         arr,
         Shown(buffer_fraction=0.5),
-        num_selected,
+        clients_per_round,
         num_rounds,
         seed=stream_rng(seed, "selection"),
         server_counts=noisy,

@@ -320,7 +320,7 @@ def method_overrides(method: str, partition: str = "Dir(0.1)", rounds: int | Non
     fedentopt = {"selector": "fedentopt", "selector_params": {"buffer_fraction": buffer_fraction(partition)}}
     if method == "FedEntOpt":
         return dict(fedentopt)
-    if method in ("FedEntOpt (DP)", "FedEntOpt DP"):
+    if method == "FedEntOpt (DP)":
         return {**fedentopt, "label_dp_epsilon": 0.5}
     if method == "KL":
         return {"selector": "kl"}

@@ -35,7 +35,7 @@ from repro.label_studies import federation_counts  # noqa: E402
 OUT = ROOT / "results" / "greedy_gap"
 PROFILES = {"cifar10": "CIFAR-10", "cifar100-20": "CIFAR-100"}
 PARTITIONS = {"C=2": 0.7, "Dir(0.1)": 0.5}  # the paper's best buffer per partition (§V-A5)
-NUM_CLIENTS, NUM_SELECTED, NUM_ROUNDS, SEEDS = 100, 10, 500, (0, 1, 2)
+NUM_CLIENTS, CLIENTS_PER_ROUND, NUM_ROUNDS, SEEDS = 100, 10, 500, (0, 1, 2)
 EXACT_EVERY, NODE_LIMIT = 50, 3000  # exact rounds per run: 500 / 50 = 10; ~0.5 s each at K = 100
 SIZES = {"pool_sizes": (150, 200), "subset_sizes": (3, 5, 7), "num_rounds": 100, "seed": 0, "exact_every": 20}
 GROWTH_CELLS = [(k, m, c) for c in (10, 100) for k in (100, 1000, 10000) for m in (10, 50)] + [(100000, 50, 10)]
@@ -58,7 +58,7 @@ def paper_part() -> pd.DataFrame:
             counts = greedy_gap.paper_counts(profile, partition, NUM_CLIENTS, seed)
             frame = greedy_gap.round_gaps(
                 counts,
-                num_selected=NUM_SELECTED,
+                clients_per_round=CLIENTS_PER_ROUND,
                 num_rounds=NUM_ROUNDS,
                 buffer_size=q,
                 seed=seed,
@@ -77,10 +77,14 @@ def improved_part() -> pd.DataFrame:
         for seed in SEEDS:
             counts = greedy_gap.paper_counts(profile, partition, NUM_CLIENTS, seed)
             picked, entropy, covers = greedy_gap.improved_run(
-                counts, num_selected=NUM_SELECTED, num_rounds=NUM_ROUNDS, buffer_size=q, seed=seed
+                counts, clients_per_round=CLIENTS_PER_ROUND, num_rounds=NUM_ROUNDS, buffer_size=q, seed=seed
             )
             greedy = run_selection(
-                counts, FedEntOptSelector(buffer_size=q), NUM_SELECTED, NUM_ROUNDS, seed=stream_rng(seed, "selection")
+                counts,
+                FedEntOptSelector(buffer_size=q),
+                CLIENTS_PER_ROUND,
+                NUM_ROUNDS,
+                seed=stream_rng(seed, "selection"),
             )
             for method, (p, e, c) in {
                 "FedEntOpt": (greedy.picked, greedy.entropy, greedy.covers),
@@ -109,17 +113,17 @@ def coverage_sizes_part() -> pd.DataFrame:
             for m in SIZES["subset_sizes"]:
                 frame = greedy_gap.round_gaps(
                     counts,
-                    num_selected=m,
+                    clients_per_round=m,
                     num_rounds=SIZES["num_rounds"],
                     buffer_size=buffer_size_from_fraction(0.5, k),
                     seed=SIZES["seed"],
                     exact_every=SIZES["exact_every"],
                     node_limit=NODE_LIMIT,
                 )
-                frames.append(frame.assign(dataset=dataset, num_clients=k, num_selected=m))
+                frames.append(frame.assign(dataset=dataset, num_clients=k, clients_per_round=m))
                 print(f"sizes {dataset} K={k} M={m} done", flush=True)
     frame = pd.concat(frames, ignore_index=True)
-    return frame[["dataset", "num_clients", "num_selected", *frame.columns[:-3]]]
+    return frame[["dataset", "num_clients", "clients_per_round", *frame.columns[:-3]]]
 
 
 def growth_part() -> pd.DataFrame:

@@ -40,19 +40,19 @@ class LastFree(np.random.Generator):
         return n - 1
 
 
-def _picks_of(selector, counts, num_selected, num_rounds, rng):
+def _picks_of(selector, counts, clients_per_round, num_rounds, rng):
     state = selector.initial_state(counts.shape[0])
     rounds = []
     for _ in range(num_rounds):
-        picked, state = selector.select(counts, num_selected, state, rng)
+        picked, state = selector.select(counts, clients_per_round, state, rng)
         rounds.append(picked.tolist())
     return rounds
 
 
-def _worst_case_federation(num_clients, num_selected):
+def _worst_case_federation(num_clients, clients_per_round):
     """Client 0 reports a flat vector of huge mass; the others hold one class each of C = M + 1 classes, so that
     no M - 1 honest clients plus one more cover all classes: client 0 is the strict best candidate whenever free."""
-    c = num_selected + 1
+    c = clients_per_round + 1
     counts = np.zeros((num_clients, c), dtype=np.int64)
     for k in range(1, num_clients):
         counts[k, k % c] = 3 + k % 4
@@ -83,9 +83,9 @@ def test_greedy_liar_hand_values():
     assert greedy_liar_rounds(500, 10, 10) == 450 and greedy_liar_rounds(500, 10, 50) == 98
 
 
-@pytest.mark.parametrize("bad", [{"num_rounds": -1}, {"num_selected": 0}, {"buffer_size": -2}])
+@pytest.mark.parametrize("bad", [{"num_rounds": -1}, {"clients_per_round": 0}, {"buffer_size": -2}])
 def test_bound_rejects_bad_arguments(bad):
-    args = {"num_rounds": 5, "num_selected": 2, "buffer_size": 1, **bad}
+    args = {"num_rounds": 5, "clients_per_round": 2, "buffer_size": 1, **bad}
     name, value = next(iter(bad.items()))
     with pytest.raises(ValueError, match=rf"parameter '{name}': got {value}; allowed: an integer >= "):
         participation_bound(**args)
@@ -95,7 +95,7 @@ def test_bound_rejects_bad_arguments(bad):
 
 
 @pytest.mark.parametrize(
-    "num_clients,num_selected,q,num_rounds",
+    "num_clients,clients_per_round,q,num_rounds",
     [
         (12, 3, 0, 20),
         (12, 3, 1, 20),
@@ -109,18 +109,18 @@ def test_bound_rejects_bad_arguments(bad):
         (40, 5, 20, 31),
     ],
 )
-def test_worst_case_liar_meets_the_bound(num_clients, num_selected, q, num_rounds):
+def test_worst_case_liar_meets_the_bound(num_clients, clients_per_round, q, num_rounds):
     # A client that is the best candidate whenever it is free, and the random first pick whenever it is free at
     # step 0 (FirstFree: it is client 0), is picked at every pick it may take: exactly min(R, ceil(R M / (Q + 1))).
-    counts = _worst_case_federation(num_clients, num_selected)
+    counts = _worst_case_federation(num_clients, clients_per_round)
     rounds = _picks_of(
-        FedEntOptSelector(buffer_size=q), counts, num_selected, num_rounds, FirstFree(np.random.PCG64(0))
+        FedEntOptSelector(buffer_size=q), counts, clients_per_round, num_rounds, FirstFree(np.random.PCG64(0))
     )
-    assert sum(0 in r for r in rounds) == participation_bound(num_rounds, num_selected, q)
+    assert sum(0 in r for r in rounds) == participation_bound(num_rounds, clients_per_round, q)
 
 
 @pytest.mark.parametrize(
-    "num_clients,num_selected,q,num_rounds",
+    "num_clients,clients_per_round,q,num_rounds",
     [
         (12, 3, 0, 20),
         (12, 3, 1, 20),
@@ -133,24 +133,28 @@ def test_worst_case_liar_meets_the_bound(num_clients, num_selected, q, num_round
         pytest.param(100, 10, 50, 120, marks=pytest.mark.slow),
     ],
 )
-def test_greedy_liar_count(num_clients, num_selected, q, num_rounds):
+def test_greedy_liar_count(num_clients, clients_per_round, q, num_rounds):
     # Never the random first pick (LastFree picks the highest free client, never client 0): picked at the first
     # greedy step after it leaves the buffer, greedy_liar_rounds times.
-    counts = _worst_case_federation(num_clients, num_selected)
-    rounds = _picks_of(FedEntOptSelector(buffer_size=q), counts, num_selected, num_rounds, LastFree(np.random.PCG64(0)))
-    assert sum(0 in r for r in rounds) == greedy_liar_rounds(num_rounds, num_selected, q)
+    counts = _worst_case_federation(num_clients, clients_per_round)
+    rounds = _picks_of(
+        FedEntOptSelector(buffer_size=q), counts, clients_per_round, num_rounds, LastFree(np.random.PCG64(0))
+    )
+    assert sum(0 in r for r in rounds) == greedy_liar_rounds(num_rounds, clients_per_round, q)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("num_selected,q,num_rounds", [(3, 1, 20), (3, 2, 20), (3, 5, 18), (4, 7, 20), (5, 14, 21)])
-def test_greedy_liar_meets_the_bound_when_m_divides_q_plus_1(num_selected, q, num_rounds):
+@pytest.mark.parametrize(
+    "clients_per_round,q,num_rounds", [(3, 1, 20), (3, 2, 20), (3, 5, 18), (4, 7, 20), (5, 14, 21)]
+)
+def test_greedy_liar_meets_the_bound_when_m_divides_q_plus_1(clients_per_round, q, num_rounds):
     # Q < M, or M | Q + 1 and (Q + 1) / M | R: the liar needs no help from the random first pick, any seed.
-    counts = _worst_case_federation(40, num_selected)
+    counts = _worst_case_federation(40, clients_per_round)
     for seed in range(5):
         rounds = _picks_of(
-            FedEntOptSelector(buffer_size=q), counts, num_selected, num_rounds, np.random.default_rng(seed)
+            FedEntOptSelector(buffer_size=q), counts, clients_per_round, num_rounds, np.random.default_rng(seed)
         )
-        assert sum(0 in r for r in rounds) == participation_bound(num_rounds, num_selected, q)
+        assert sum(0 in r for r in rounds) == participation_bound(num_rounds, clients_per_round, q)
 
 
 @st.composite
@@ -192,12 +196,16 @@ def test_liar_shares_at_paper_scale_respect_the_bound():
     counts = federation_counts("cifar10", "dirichlet", 100, 0, beta=0.1)
     for q in (0, 10, 50):
         # any liar: no client beats the buffer's bound, and every round picks M clients
-        f = liar_shares(counts, LiarSpec(1, "uniform", 10.0), num_selected=10, num_rounds=100, buffer_size=q, seed=0)
+        f = liar_shares(
+            counts, LiarSpec(1, "uniform", 10.0), clients_per_round=10, num_rounds=100, buffer_size=q, seed=0
+        )
         assert f["rounds"].max() <= participation_bound(100, 10, q)
         assert f["rounds"].sum() == 100 * 10
         # a flat report that outweighs any real pool is the best candidate whenever it is free, so it is picked
         # at least greedy_liar_rounds times (a small liar at 10x need not be: seed 0's holds 68 images)
-        f = liar_shares(counts, LiarSpec(1, "uniform", 100.0), num_selected=10, num_rounds=100, buffer_size=q, seed=0)
+        f = liar_shares(
+            counts, LiarSpec(1, "uniform", 100.0), clients_per_round=10, num_rounds=100, buffer_size=q, seed=0
+        )
         assert f.loc[f["liar"], "rounds"].iloc[0] >= greedy_liar_rounds(100, 10, q)
 
 

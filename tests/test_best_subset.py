@@ -109,16 +109,25 @@ def test_node_limit_returns_the_best_found_unproven():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"num_selected": 0}, r"parameter 'num_selected': got 0; allowed: an integer >= 1\."),
-        ({"num_selected": 4}, r"parameter 'num_selected': got 4; allowed: an integer >= 1 and <= the 3 candidates\."),
-        ({"num_selected": 2, "candidates": [0, 0]}, r"parameter 'candidates': got \[0, 0\]; allowed: .* distinct "),
-        ({"num_selected": 1, "candidates": [3]}, r"parameter 'candidates': got \[3\]; allowed: .* in \[0, 2\]\."),
-        ({"num_selected": 2, "node_limit": 0}, r"parameter 'node_limit': got 0; allowed: an integer >= 1\."),
+        ({"clients_per_round": 0}, r"parameter 'clients_per_round': got 0; allowed: an integer >= 1\."),
         (
-            {"num_selected": 2, "start": [0]},
+            {"clients_per_round": 4},
+            r"parameter 'clients_per_round': got 4; allowed: an integer >= 1 and <= the 3 candidates\.",
+        ),
+        (
+            {"clients_per_round": 2, "candidates": [0, 0]},
+            r"parameter 'candidates': got \[0, 0\]; allowed: .* distinct ",
+        ),
+        ({"clients_per_round": 1, "candidates": [3]}, r"parameter 'candidates': got \[3\]; allowed: .* in \[0, 2\]\."),
+        ({"clients_per_round": 2, "node_limit": 0}, r"parameter 'node_limit': got 0; allowed: an integer >= 1\."),
+        (
+            {"clients_per_round": 2, "start": [0]},
             r"parameter 'start': got \[0\]; allowed: a 1-D array of 2 distinct client ",
         ),
-        ({"num_selected": 2, "start": [0, 0]}, r"parameter 'start': got \[0, 0\]; allowed: a 1-D array of 2 distinct "),
+        (
+            {"clients_per_round": 2, "start": [0, 0]},
+            r"parameter 'start': got \[0, 0\]; allowed: a 1-D array of 2 distinct ",
+        ),
     ],
 )
 def test_best_subset_rejects_bad_input(kwargs, match):

@@ -27,7 +27,7 @@ def _args(path, run_root):
         f"path={path}",
         "--clients",
         "6",
-        "--per-round",
+        "--clients-per-round",
         "2",
         "--rounds",
         "2",
@@ -112,7 +112,7 @@ def test_impossible_partition_fails_fast_saying_what_to_change(tmp_path, monkeyp
 @pytest.mark.slow
 def test_impossible_partition_by_size_fails_before_drawing(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert main(["run", "--clients", "401", "--per-round", "5", "--no-progress"]) == 2
+    assert main(["run", "--clients", "401", "--clients-per-round", "5", "--no-progress"]) == 2
     line = _error_line(capsys)
     assert line.startswith("error: dirichlet_partition parameter 'min_partition_size': got 10; allowed: at most 9 ")
     assert "needs at least num_clients * min_partition_size = 401 * 10 = 4010 samples (got 4000)" in line

@@ -96,7 +96,7 @@ def test_coverage_probability_sparse_and_chunked_equal_one_pass():
 def test_cross_device_study_tables():
     methods = {"FedEntOpt": ("fedentopt", {"buffer_fraction": 0.5}), "random": ("random", {})}
     rounds, part = cross_device_study(
-        pool_sizes=[2000], methods=methods, num_selected=20, num_rounds=30, seeds=[0, 1], num_classes=10
+        pool_sizes=[2000], methods=methods, clients_per_round=20, num_rounds=30, seeds=[0, 1], num_classes=10
     )
     assert len(rounds) == 2 * 2 * 30 and len(part) == 2 * 2
     for _, row in part.iterrows():

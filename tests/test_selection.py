@@ -43,15 +43,15 @@ HAND = np.array([[4, 0, 0], [0, 4, 0], [2, 2, 0], [0, 0, 2]])
 HAND_SECOND = {0: 1, 1: 0, 2: 3, 3: 2}
 
 
-def _first_picks_seen(selector, counts, num_selected, seeds=range(40)):
+def _first_picks_seen(selector, counts, clients_per_round, seeds=range(40)):
     out = {}
     for seed in seeds:
-        picked, _ = selector.select(counts, num_selected, (), np.random.default_rng(seed))
+        picked, _ = selector.select(counts, clients_per_round, (), np.random.default_rng(seed))
         out.setdefault(int(picked[0]), picked.tolist())
     return out
 
 
-def reference_fedentopt(counts, num_selected, buffer, q, rng):
+def reference_fedentopt(counts, clients_per_round, buffer, q, rng):
     """Algorithm 1 read literally: per-candidate entropies one at a time with fedlib.selection.metrics.entropy_bits.
 
     Negative counts (DP noise kept) are scored as H(max(L + l^(m), 0)), as fedlib.selection.privacy documents.
@@ -59,7 +59,7 @@ def reference_fedentopt(counts, num_selected, buffer, q, rng):
     counts = np.asarray(counts, dtype=float)
     big_l, chosen, fifo = np.zeros(counts.shape[1]), [], deque(buffer)
     remaining = set(range(counts.shape[0]))
-    for i in range(num_selected):
+    for i in range(clients_per_round):
         cands = sorted(remaining - set(fifo))
         if i == 0:
             m = cands[rng.integers(len(cands))]
@@ -587,13 +587,13 @@ def test_make_selector_builds_each_name():
 RNG = np.random.default_rng(0)
 
 
-def test_num_selected_out_of_range_raises():
+def test_clients_per_round_out_of_range_raises():
     with pytest.raises(
         ValueError,
-        match=r"^parameter 'num_selected': got 5; allowed: an integer >= 1 and <= the number of clients K=4\.$",
+        match=r"^parameter 'clients_per_round': got 5; allowed: an integer >= 1 and <= the number of clients K=4\.$",
     ):
         RandomSelector().select(HAND, 5, (), RNG)
-    with pytest.raises(ValueError, match=r"^parameter 'num_selected': got 0; allowed: an integer >= 1\.$"):
+    with pytest.raises(ValueError, match=r"^parameter 'clients_per_round': got 0; allowed: an integer >= 1\.$"):
         FedEntOptSelector(buffer_size=0).select(HAND, 0, (), RNG)
 
 
@@ -789,12 +789,14 @@ def test_negative_counts_follow_the_privacy_page():
 
 def test_dc_bad_configuration_raises():
     with pytest.raises(
-        ValueError, match=r"^selector 'dc' parameter 'num_selected': got 2; allowed: num_random \+ num_dc = 1 \+ 2 = 3"
+        ValueError,
+        match=r"^selector 'dc' parameter 'clients_per_round': got 2; allowed: num_random \+ num_dc = 1 \+ 2 = 3",
     ):
         DCSelector(1, 2).select(HAND, 2, (), RNG)
     with pytest.raises(
         ValueError,
-        match=r"^selector 'dc' parameter 'num_selected': got 2; allowed: the maximum m \+ m_DC, >= num_random=3\.$",
+        match=r"^selector 'dc' parameter 'clients_per_round': got 2; "
+        r"allowed: the maximum m \+ m_DC, >= num_random=3\.$",
     ):
         DCSelector(3).select(HAND, 2, (), RNG)
     with pytest.raises(ValueError, match="parameter 'target': got 'uniform'; allowed: 'balanced', 'real'"):

@@ -128,7 +128,7 @@ def test_run_selection_bad_input_raises():
     with pytest.raises(ValueError, match=r"^parameter 'num_rounds': got 0; allowed: an integer >= 1\.$"):
         run_selection(COUNTS, "random", 1, 0, seed=0)
     with pytest.raises(
-        ValueError, match=r"^parameter 'num_selected': got 21; allowed: .* <= the number of clients K=20"
+        ValueError, match=r"^parameter 'clients_per_round': got 21; allowed: .* <= the number of clients K=20"
     ):
         run_selection(COUNTS, "random", 21, 1, seed=0)
     with pytest.raises(
@@ -141,7 +141,7 @@ def test_run_selection_bad_input_raises():
 
 def test_coverage_probability_bad_input_raises():
     with pytest.raises(
-        ValueError, match=r"^parameter 'num_selected': got 21; allowed: .* <= the number of clients K=20"
+        ValueError, match=r"^parameter 'clients_per_round': got 21; allowed: .* <= the number of clients K=20"
     ):
         coverage_probability(COUNTS, 21, 10, seed=0)
     with pytest.raises(ValueError, match=r"^parameter 'num_rounds': got 0; allowed: an integer >= 1\.$"):

@@ -248,7 +248,7 @@ def test_cli_runs_both(tiny_npz, tmp_path, capsys):
         f"path={tiny_npz}",
         "--clients",
         "6",
-        "--per-round",
+        "--clients-per-round",
         "2",
         "--rounds",
         "2",

@@ -196,7 +196,7 @@ class Algorithm:
         """Phase ``"global"``, ``lr · lr_decay^(rnd−1)``, the run's model."""
         return RoundPlan(rnd, "global", decayed_lr(config, rnd - 1)), run_state
 
-    def sample(self, server_state, num_selected: int, rng: np.random.Generator):
+    def sample(self, server_state, clients_per_round: int, rng: np.random.Generator):
         """No draw of its own: the run's selector picks."""
         return None
 

@@ -300,13 +300,13 @@ class FedConcat(Algorithm):
     # ---------------------------------------------------------------- planning
 
     def round_split(
-        self, total_rounds: int, model: nn.Module, *, num_clients: int, num_selected: int
+        self, total_rounds: int, model: nn.Module, *, num_clients: int, clients_per_round: int
     ) -> tuple[int, int]:
         """``(encoder_rounds, classifier_rounds)`` for a FedAvg budget of ``total_rounds`` with M of N clients."""
         if self.hparams.encoder_rounds is not None:
             return self.hparams.encoder_rounds, self.hparams.classifier_rounds
         num_clients = check_int("num_clients", num_clients, low=1)
-        num_selected = check_int("num_selected", num_selected, low=1, high=num_clients)
+        clients_per_round = check_int("clients_per_round", clients_per_round, low=1, high=num_clients)
         head = model.get_submodule(last_linear_name(model))
         k = min(self.hparams.num_clusters, num_clients)
         w = sum(p.numel() for p in model.parameters())
@@ -316,7 +316,7 @@ class FedConcat(Algorithm):
             num_clusters=k,
             model_params=int(w),
             classifier_params=int(s),
-            participation=num_selected / num_clients,
+            participation=clients_per_round / num_clients,
             classifier_rounds=self.hparams.classifier_rounds,
         )
 
@@ -339,13 +339,15 @@ class FedConcat(Algorithm):
         *,
         label_counts,
         total_rounds: int,
-        num_selected: int,
+        clients_per_round: int,
         rng: np.random.Generator,
     ) -> FedConcatState:
         """Stage 1 and set-up: round split, clustering, K cluster models all equal to ``init_params``."""
         check_rng("rng", rng)
         counts = check_count_matrix("label_counts", label_counts, allow_negative=True)
-        t_e, t_c = self.round_split(total_rounds, model, num_clients=counts.shape[0], num_selected=num_selected)
+        t_e, t_c = self.round_split(
+            total_rounds, model, num_clients=counts.shape[0], clients_per_round=clients_per_round
+        )
         hp = self.hparams  # Stage 1-A (K capped at N)
         assignment = cluster_clients(counts, min(hp.num_clusters, counts.shape[0]), rng, n_init=hp.kmeans_restarts)
         params0 = {k: v.detach().clone() for k, v in init_params.items()}
@@ -357,7 +359,7 @@ class FedConcat(Algorithm):
     def num_rounds(self, rounds: int, model, *, num_clients: int, num_selected: int) -> int:
         """T_e + T_c for the FedAvg budget ``rounds`` (:meth:`round_split`)."""
         try:
-            t_e, t_c = self.round_split(rounds, model, num_clients=num_clients, num_selected=num_selected)
+            t_e, t_c = self.round_split(rounds, model, num_clients=num_clients, clients_per_round=num_selected)
         except ParameterError as exc:  # the FedAvg budget ``rounds`` is round_split's total_rounds
             if exc.part is None and exc.name == "total_rounds":
                 exc.amend(name="rounds")
@@ -371,7 +373,7 @@ class FedConcat(Algorithm):
             global_params,
             label_counts=label_counts,
             total_rounds=config.rounds,
-            num_selected=config.clients_per_round,
+            clients_per_round=config.clients_per_round,
             rng=stream_rng(config.seed, "clustering"),
         )
 

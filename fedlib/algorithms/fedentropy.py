@@ -138,9 +138,9 @@ def max_entropy_judgement(soft_labels, weights, *, tol: float = DEFAULT_TOL) -> 
 
 
 def epsilon_greedy_sample(
-    positive, num_selected: int, rng: np.random.Generator, *, epsilon: float = DEFAULT_EPSILON
+    positive, clients_per_round: int, rng: np.random.Generator, *, epsilon: float = DEFAULT_EPSILON
 ) -> np.ndarray:
-    """The round's ``num_selected`` clients, ε-greedy (FedEntropy §3.4, Algorithm 2 lines 4-8).
+    """The round's ``clients_per_round`` clients, ε-greedy (FedEntropy §3.4, Algorithm 2 lines 4-8).
 
     One ``rng.random() < epsilon`` picks the positive pool (``positive`` True), else the negative one; clients are
     drawn from it uniformly without replacement, and a short pool is taken whole and filled up from the other
@@ -152,15 +152,15 @@ def epsilon_greedy_sample(
     """
     pos = np.asarray(positive, dtype=bool).reshape(-1)
     n = pos.shape[0]
-    num_selected = check_int("num_selected", num_selected, low=1, high=n)
+    clients_per_round = check_int("clients_per_round", clients_per_round, low=1, high=n)
     check_rng("rng", rng)
     epsilon = check_float("epsilon", epsilon, low=0.0, high=1.0)
     use_positive = rng.random() < epsilon
     primary = np.flatnonzero(pos if use_positive else ~pos)
     other = np.flatnonzero(~pos if use_positive else pos)
-    take = min(num_selected, primary.size)
+    take = min(clients_per_round, primary.size)
     first = rng.choice(primary, size=take, replace=False) if take else np.zeros(0, dtype=np.int64)
-    rest = num_selected - take
+    rest = clients_per_round - take
     second = rng.choice(other, size=rest, replace=False) if rest else np.zeros(0, dtype=np.int64)
     return np.concatenate([first, second]).astype(np.int64)
 
@@ -222,11 +222,11 @@ class FedEntropy(Algorithm):
         return {"positive": torch.ones(num_clients, dtype=torch.bool)}
 
     def sample(
-        self, server_state: Mapping[str, torch.Tensor], num_selected: int, rng: np.random.Generator
+        self, server_state: Mapping[str, torch.Tensor], clients_per_round: int, rng: np.random.Generator
     ) -> np.ndarray:
         """The round's clients :math:`S_t` (:func:`epsilon_greedy_sample` on ``server_state["positive"]``)."""
         positive = server_state["positive"].cpu().numpy()
-        return epsilon_greedy_sample(positive, num_selected, rng, epsilon=self.hparams.epsilon)
+        return epsilon_greedy_sample(positive, clients_per_round, rng, epsilon=self.hparams.epsilon)
 
     def judge(self, selected, soft_labels, sizes, server_state: Mapping[str, torch.Tensor]):
         """The ``(n,)`` kept mask of the round's clients ``selected`` (soft labels and sizes in their order) and the

@@ -55,8 +55,10 @@ def _generator(seed) -> np.random.Generator:
     return np.random.default_rng(check_int("seed", seed, low=0))
 
 
-def run_selection(counts, selector, num_selected: int, num_rounds: int, *, seed, server_counts=None) -> SelectionTrace:
-    """Run ``selector`` (or the name of one without parameters) for ``num_rounds`` rounds of ``num_selected`` picks
+def run_selection(
+    counts, selector, clients_per_round: int, num_rounds: int, *, seed, server_counts=None
+) -> SelectionTrace:
+    """Run ``selector`` (or the name of one without parameters) for ``num_rounds`` rounds of ``clients_per_round`` picks
     and record each round on the true ``counts`` (K, C; a sparse matrix stays sparse).
 
     ``seed``: the generator of every ``select`` call, or the int seed of one; with
@@ -80,21 +82,21 @@ def run_selection(counts, selector, num_selected: int, num_rounds: int, *, seed,
     if not isinstance(selector, Selector):
         allowed = "a fedlib.selection.selectors.Selector or a selector name"
         raise ParameterError(None, "selector", selector, allowed, got=f"type {type(selector).__name__}")
-    num_selected = check_int("num_selected", num_selected, low=1)
+    clients_per_round = check_int("clients_per_round", clients_per_round, low=1)
     num_rounds = check_int("num_rounds", num_rounds, low=1)
     rng = _generator(seed)
     state = selector.initial_state(true_counts.shape[0])
-    picked = np.full((num_rounds, num_selected), -1, dtype=np.int64)
+    picked = np.full((num_rounds, clients_per_round), -1, dtype=np.int64)
     entropy, covers = np.zeros(num_rounds), np.zeros(num_rounds, dtype=bool)
     for r in range(num_rounds):
-        chosen, state = selector.select(seen, num_selected, state, rng)
+        chosen, state = selector.select(seen, clients_per_round, state, rng)
         picked[r, : chosen.size] = chosen
         entropy[r], covers[r] = _round_metrics(true_counts, chosen)
     _freeze(picked, entropy, covers)
     return SelectionTrace(picked, entropy, covers, true_counts.shape[0], state)
 
 
-def coverage_probability(counts, num_selected: int, num_rounds: int, *, seed) -> float:
+def coverage_probability(counts, clients_per_round: int, num_rounds: int, *, seed) -> float:
     """Monte Carlo probability that M uniformly random clients together hold every class (v1, §V-B5), over
     ``num_rounds`` rounds; each draws the M smallest of K uniform keys from ``seed`` (a Generator or an int).
 
@@ -104,20 +106,20 @@ def coverage_probability(counts, num_selected: int, num_rounds: int, *, seed) ->
     """
     arr = check_count_matrix("counts", counts, sparse=True)
     num_clients, num_classes = arr.shape
-    num_selected = check_int("num_selected", num_selected, low=1)
-    if num_selected > num_clients:
+    clients_per_round = check_int("clients_per_round", clients_per_round, low=1)
+    if clients_per_round > num_clients:
         allowed = f"an integer >= 1 and <= the number of clients K={num_clients}"
-        raise ParameterError(None, "num_selected", num_selected, allowed)
+        raise ParameterError(None, "clients_per_round", clients_per_round, allowed)
     num_rounds = check_int("num_rounds", num_rounds, low=1)
     rng = _generator(seed)
     holds = sp.csr_array(arr > 0) if sp.issparse(arr) else arr > 0
     # Chunks of rounds bound the (rounds, K) keys and the (rounds, M, C) class table to ~2^23 entries each;
     # the keys are one stream, so the chunk size does not change the draws.
-    chunk = max(1, min(1024, (1 << 23) // num_clients, (1 << 23) // (num_selected * num_classes)))
+    chunk = max(1, min(1024, (1 << 23) // num_clients, (1 << 23) // (clients_per_round * num_classes)))
     hits = 0
     for start in range(0, num_rounds, chunk):
         keys = rng.random((min(chunk, num_rounds - start), num_clients))
-        subsets = np.argpartition(keys, num_selected - 1, axis=1)[:, :num_selected]
+        subsets = np.argpartition(keys, clients_per_round - 1, axis=1)[:, :clients_per_round]
         hits += int(_covers_all(holds, subsets).sum())
     return hits / num_rounds
 

@@ -40,7 +40,7 @@ class SubsetResult:
     nodes: int
 
 
-def round_candidates(buffer, num_clients: int, num_selected: int, buffer_size: int) -> np.ndarray:
+def round_candidates(buffer, num_clients: int, clients_per_round: int, buffer_size: int) -> np.ndarray:
     """The clients Algorithm 1 can pick in a round that starts with FIFO buffer ``buffer`` (oldest first): the
     unbuffered ones and the ``max(0, |B| + M - 1 - Q)`` oldest buffered ones, which picks evict (lines 10-12).
 
@@ -48,8 +48,8 @@ def round_candidates(buffer, num_clients: int, num_selected: int, buffer_size: i
     [0, 1, 2, 3, 6, 7]
     """
     num_clients = check_int("num_clients", num_clients, low=1)
-    num_selected = check_int("num_selected", num_selected, low=1, high=num_clients)
-    buffer_size = check_int("buffer_size", buffer_size, low=0, high=num_clients - num_selected)
+    clients_per_round = check_int("clients_per_round", clients_per_round, low=1, high=num_clients)
+    buffer_size = check_int("buffer_size", buffer_size, low=0, high=num_clients - clients_per_round)
     allowed = f"at most buffer_size={buffer_size} distinct client indices in [0, {num_clients - 1}]"
     given, buffer = buffer, list(buffer)
     if (
@@ -59,7 +59,7 @@ def round_candidates(buffer, num_clients: int, num_selected: int, buffer_size: i
     ):
         raise ParameterError(None, "buffer", given, allowed)
     buffer = [int(b) for b in buffer]
-    evicted = max(0, len(buffer) + num_selected - 1 - buffer_size)
+    evicted = max(0, len(buffer) + clients_per_round - 1 - buffer_size)
     blocked = np.zeros(num_clients, dtype=bool)
     blocked[buffer[evicted:]] = True
     return np.flatnonzero(~blocked)
@@ -79,7 +79,7 @@ def subset_entropy(counts, subset) -> float:
     return float(_entropies(arr[np.asarray(subset, dtype=np.int64)].sum(axis=0)))
 
 
-def _check_problem(counts, num_selected, candidates):
+def _check_problem(counts, clients_per_round, candidates):
     """Validated ``(counts, M, candidates)``: non-negative counts, distinct candidates, ``1 <= M <= #candidates``."""
     arr = check_count_matrix("counts", counts)
     if candidates is None:
@@ -92,20 +92,22 @@ def _check_problem(counts, num_selected, candidates):
         if cand.min() < 0 or cand.max() >= arr.shape[0] or np.unique(cand).size != cand.size:
             raise ParameterError(None, "candidates", candidates, allowed, got=repr(cand.tolist()))
         cand = np.sort(cand.astype(np.int64))
-    num_selected = check_int("num_selected", num_selected, low=1)
-    if num_selected > cand.size:
-        raise ParameterError(None, "num_selected", num_selected, f"an integer >= 1 and <= the {cand.size} candidates")
-    return arr, num_selected, cand
+    clients_per_round = check_int("clients_per_round", clients_per_round, low=1)
+    if clients_per_round > cand.size:
+        raise ParameterError(
+            None, "clients_per_round", clients_per_round, f"an integer >= 1 and <= the {cand.size} candidates"
+        )
+    return arr, clients_per_round, cand
 
 
-def brute_force_subset(counts, num_selected: int, *, candidates=None, max_subsets: int = 2_000_000):
+def brute_force_subset(counts, clients_per_round: int, *, candidates=None, max_subsets: int = 2_000_000):
     """Every M-subset of ``candidates`` (default: all clients): ``(best entropy, optimal subsets)``, the subsets
     within :data:`GAP_TOL` of the best as ascending tuples in lexicographic order; refuses over ``max_subsets``.
 
     >>> brute_force_subset([[2, 0], [0, 2], [0, 2]], 2)
     (1.0, [(0, 1), (0, 2)])
     """
-    arr, m, cand = _check_problem(counts, num_selected, candidates)
+    arr, m, cand = _check_problem(counts, clients_per_round, candidates)
     total = math.comb(cand.size, m)
     if total > check_int("max_subsets", max_subsets, low=1):
         allowed = f"an integer >= C({cand.size}, {m}) = {total}, the number of subsets to try"
@@ -121,7 +123,7 @@ def brute_force_subset(counts, num_selected: int, *, candidates=None, max_subset
     return best, [tuple(s) for s in subsets[values >= best - GAP_TOL].tolist()]
 
 
-def _greedy_from_every_start(rows: np.ndarray, num_selected: int, chunk: int = 64) -> np.ndarray:
+def _greedy_from_every_start(rows: np.ndarray, clients_per_round: int, chunk: int = 64) -> np.ndarray:
     """FedEntOpt's greedy (eq. 5) from every row as the first pick; the best subset found (positions)."""
     best_value, best = -1.0, None
     for start in range(0, rows.shape[0], chunk):
@@ -129,7 +131,7 @@ def _greedy_from_every_start(rows: np.ndarray, num_selected: int, chunk: int = 6
         chosen = np.zeros((firsts.size, rows.shape[0]), dtype=bool)
         chosen[np.arange(firsts.size), firsts] = True
         pooled = rows[firsts].copy()
-        for _ in range(num_selected - 1):
+        for _ in range(clients_per_round - 1):
             values = _entropies(pooled[:, None, :] + rows[None, :, :])
             values[chosen] = -np.inf
             picks = np.argmax(values >= values.max(axis=1, keepdims=True) - ENTROPY_TIE_TOL, axis=1)
@@ -204,8 +206,8 @@ class _BranchAndBound:
     completion beats the incumbent by more than GAP_TOL; with one or two picks left, completions are enumerated.
     """
 
-    def __init__(self, rows, group_end, num_selected, incumbent, node_limit, bound_steps):
-        self.rows, self.group_end, self.m = rows, group_end, num_selected
+    def __init__(self, rows, group_end, clients_per_round, incumbent, node_limit, bound_steps):
+        self.rows, self.group_end, self.m = rows, group_end, clients_per_round
         self.sizes = rows.sum(axis=1)
         self.best_set = [int(i) for i in incumbent]
         self.best = float(_entropies(rows[self.best_set].sum(axis=0)))
@@ -311,7 +313,7 @@ def _search_order(rows: np.ndarray):
 
 
 def best_subset(
-    counts, num_selected: int, *, candidates=None, node_limit: int | None = None, bound_steps: int = 2, start=None
+    counts, clients_per_round: int, *, candidates=None, node_limit: int | None = None, bound_steps: int = 2, start=None
 ) -> SubsetResult:
     """The M-subset of ``candidates`` (default: all clients) with the highest pooled entropy, by branch and bound
     from ``start`` (default: the best greedy pick over every first client, improved by swaps); ``optimal`` is False
@@ -321,7 +323,7 @@ def best_subset(
     >>> r.subset.tolist(), round(r.entropy, 3), r.optimal
     ([0, 2, 3], 1.585, True)
     """
-    arr, m, cand = _check_problem(counts, num_selected, candidates)
+    arr, m, cand = _check_problem(counts, clients_per_round, candidates)
     if node_limit is not None:
         node_limit = check_int("node_limit", node_limit, low=1)
     bound_steps = check_int("bound_steps", bound_steps, low=1)

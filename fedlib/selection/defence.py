@@ -42,20 +42,20 @@ def cap_totals(counts, quantile: float, factor: float = 1.0) -> np.ndarray:
     return arr * scale[:, None]
 
 
-def share_allowance(share_cap: float, num_selected: int, num_clients: int, round_index: int) -> int:
+def share_allowance(share_cap: float, clients_per_round: int, num_clients: int, round_index: int) -> int:
     """How many of the first ``round_index`` rounds (1-based) a client may be in: ``ceil(f * M / K * t)``.
 
     >>> [share_allowance(1.5, 10, 100, t) for t in (1, 6, 7, 20)]
     [1, 1, 2, 3]
     """
     share_cap = check_float("share_cap", share_cap, low=1.0)
-    num_selected = check_int("num_selected", num_selected, low=1)
-    num_clients = check_int("num_clients", num_clients, low=num_selected)
+    clients_per_round = check_int("clients_per_round", clients_per_round, low=1)
+    num_clients = check_int("num_clients", num_clients, low=clients_per_round)
     round_index = check_int("round_index", round_index, low=1)
-    return int(math.ceil(share_cap * num_selected / num_clients * round_index - _CEIL_SLACK))
+    return int(math.ceil(share_cap * clients_per_round / num_clients * round_index - _CEIL_SLACK))
 
 
-def over_allowance(picks, share_cap: float, num_selected: int, round_index: int) -> np.ndarray:
+def over_allowance(picks, share_cap: float, clients_per_round: int, round_index: int) -> np.ndarray:
     """Mask of the clients whose ``picks`` (before round ``round_index``) reach that round's allowance: the
     share cap leaves them out of a step's candidates unless every selectable client is among them.
 
@@ -63,4 +63,4 @@ def over_allowance(picks, share_cap: float, num_selected: int, round_index: int)
     [False, True, True, True]
     """
     picks = np.asarray(picks, dtype=np.int64)
-    return picks >= share_allowance(share_cap, num_selected, picks.size, round_index)
+    return picks >= share_allowance(share_cap, clients_per_round, picks.size, round_index)

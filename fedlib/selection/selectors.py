@@ -89,29 +89,29 @@ class Selector(ABC):
         check_int("num_clients", num_clients, low=1)
         return ()
 
-    def select(self, counts, num_selected: int, state, rng) -> tuple[np.ndarray, tuple]:
-        """``(picked, new_state)`` for one round: M = ``num_selected`` client indices (int64) in pick order (DC may
+    def select(self, counts, clients_per_round: int, state, rng) -> tuple[np.ndarray, tuple]:
+        """``(picked, new_state)`` for one round: M = ``clients_per_round`` client indices (int64) in pick order (DC may
         return fewer), from the (K, C) ``counts`` the server sees (dense or scipy.sparse; negative entries, kept DP
         noise, count as 0 in a pooled vector), the previous call's ``state`` and the generator ``rng``.
         """
         arr = check_count_matrix("counts", counts, allow_negative=True, sparse=True)
         num_clients = arr.shape[0]
-        num_selected = check_int("num_selected", num_selected, low=1)
-        if num_selected > num_clients:
+        clients_per_round = check_int("clients_per_round", clients_per_round, low=1)
+        if clients_per_round > num_clients:
             allowed = f"an integer >= 1 and <= the number of clients K={num_clients}"
-            raise ParameterError(None, "num_selected", num_selected, allowed)
+            raise ParameterError(None, "clients_per_round", clients_per_round, allowed)
         rng = check_rng("rng", rng)
-        state = self._check_state(state, num_clients, num_selected)
-        picked, new_state = self._select(arr, num_selected, state, rng)
+        state = self._check_state(state, num_clients, clients_per_round)
+        picked, new_state = self._select(arr, clients_per_round, state, rng)
         return np.asarray(picked, dtype=np.int64), new_state
 
-    def _check_state(self, state, num_clients: int, num_selected: int) -> tuple:
+    def _check_state(self, state, num_clients: int, clients_per_round: int) -> tuple:
         if state != ():
             raise ParameterError(None, "state", state, f"() (the {self.name!r} selector keeps no state)")
         return state
 
     @abstractmethod
-    def _select(self, counts: np.ndarray, num_selected: int, state: tuple, rng: np.random.Generator):
+    def _select(self, counts: np.ndarray, clients_per_round: int, state: tuple, rng: np.random.Generator):
         """Return ``(picked, new_state)`` for validated arguments."""
 
 
@@ -126,8 +126,8 @@ class RandomSelector(Selector):
 
     name: ClassVar[str] = "random"
 
-    def _select(self, counts, num_selected, state, rng):
-        return rng.choice(counts.shape[0], size=num_selected, replace=False), ()
+    def _select(self, counts, clients_per_round, state, rng):
+        return rng.choice(counts.shape[0], size=clients_per_round, replace=False), ()
 
 
 def _entropies(pooled: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -135,7 +135,7 @@ def _entropies(pooled: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return entropy_bits(np.maximum(pooled + rows, 0.0), axis=1)
 
 
-def fedentopt_round(counts, num_selected: int, buffer: tuple, buffer_size: int, rng, *, over=None, path=None):
+def fedentopt_round(counts, clients_per_round: int, buffer: tuple, buffer_size: int, rng, *, over=None, path=None):
     """Algorithm 1 of v2 for one round (its line numbers in the comments): the picks in order and the new buffer.
 
     Line 7 draws ``U[rng.integers(|U|)]`` from U sorted ascending. Line 9 is scored plainly or by
@@ -144,7 +144,7 @@ def fedentopt_round(counts, num_selected: int, buffer: tuple, buffer_size: int, 
     """
     num_clients = counts.shape[0]
     stays = np.zeros(num_clients, dtype=bool)  # buffered all round (a pick evicts at most one): never scored
-    stays[list(buffer)[max(0, len(buffer) + num_selected - buffer_size) :]] = True
+    stays[list(buffer)[max(0, len(buffer) + clients_per_round - buffer_size) :]] = True
     scorer = fast_scorer(counts, path, active=~stays)  # None: the plain line 9
     if scorer is None and sp.issparse(counts):
         counts = counts.toarray()
@@ -152,7 +152,7 @@ def fedentopt_round(counts, num_selected: int, buffer: tuple, buffer_size: int, 
     picked, available = [], np.ones(num_clients, dtype=bool)  # S, A (lines 2-3)
     buffer, in_buffer = deque(buffer), np.zeros(num_clients, dtype=bool)  # B
     in_buffer[list(buffer)] = True
-    for i in range(num_selected):  # line 4
+    for i in range(clients_per_round):  # line 4
         free = available & ~in_buffer  # U = A \ B (line 5)
         if over is not None and np.any(free & ~over):
             free &= ~over
@@ -238,17 +238,17 @@ class FedEntOptSelector(Selector):
         num_clients = check_int("num_clients", num_clients, low=1)
         return () if self.share_cap is None else ((), 0, (0,) * num_clients)
 
-    def resolve_buffer_size(self, num_clients: int, num_selected: int) -> int:
+    def resolve_buffer_size(self, num_clients: int, clients_per_round: int) -> int:
         """Q for K clients and M picks per round; raises unless ``0 <= Q <= K - M``."""
         q = self.buffer_size
         if q is None:
             q = buffer_size_from_fraction(self.buffer_fraction, num_clients)
-        if q > num_clients - num_selected:
+        if q > num_clients - clients_per_round:
             raise ParameterError(
                 f"selector {self.name!r}",
                 "buffer_size",
                 q,
-                f"0 <= Q <= K - M = {num_clients} - {num_selected} = {num_clients - num_selected} "
+                f"0 <= Q <= K - M = {num_clients} - {clients_per_round} = {num_clients - clients_per_round} "
                 "so that M clients stay selectable",
                 got=f"Q={q}"
                 if self.buffer_size is not None
@@ -256,10 +256,10 @@ class FedEntOptSelector(Selector):
             )
         return q
 
-    def _check_state(self, state, num_clients, num_selected):
+    def _check_state(self, state, num_clients, clients_per_round):
         if self.share_cap is not None:
-            return _check_share_state(self, state, num_clients, num_selected)
-        q = self.resolve_buffer_size(num_clients, num_selected)
+            return _check_share_state(self, state, num_clients, clients_per_round)
+        q = self.resolve_buffer_size(num_clients, clients_per_round)
         allowed = f"a tuple of at most buffer_size Q={q} distinct buffered client indices in [0, {num_clients - 1}]"
         if not isinstance(state, tuple):
             raise ParameterError(None, "state", state, allowed, got=f"type {type(state).__name__}")
@@ -271,21 +271,21 @@ class FedEntOptSelector(Selector):
             raise ParameterError(None, "state", state, allowed)
         return tuple(int(b) for b in state)
 
-    def _select(self, counts, num_selected, state, rng):
-        q = self.resolve_buffer_size(counts.shape[0], num_selected)
+    def _select(self, counts, clients_per_round, state, rng):
+        q = self.resolve_buffer_size(counts.shape[0], clients_per_round)
         if self.total_cap_quantile is not None:  # defence: cap inflated totals
             counts = defence.cap_totals(counts, self.total_cap_quantile, self.total_cap_factor)
         if self.share_cap is None:
-            return fedentopt_round(counts, num_selected, state, q, rng)
+            return fedentopt_round(counts, clients_per_round, state, q, rng)
         buffer, rounds_done, picks = state  # defence: cap participation; the state carries the picks
-        over = defence.over_allowance(picks, self.share_cap, num_selected, rounds_done + 1)
-        picked, buffer = fedentopt_round(counts, num_selected, buffer, q, rng, over=over)
+        over = defence.over_allowance(picks, self.share_cap, clients_per_round, rounds_done + 1)
+        picked, buffer = fedentopt_round(counts, clients_per_round, buffer, q, rng, over=over)
         picks = np.asarray(picks, dtype=np.int64)
         picks[picked] += 1
         return picked, (buffer, rounds_done + 1, tuple(int(n) for n in picks))
 
 
-def _check_share_state(selector: FedEntOptSelector, state, num_clients: int, num_selected: int) -> tuple:
+def _check_share_state(selector: FedEntOptSelector, state, num_clients: int, clients_per_round: int) -> tuple:
     """The state ``(buffer, rounds_done, picks)`` of a FedEntOpt selector with ``share_cap`` (``()``: round 1)."""
     if state == ():
         state = selector.initial_state(num_clients)
@@ -296,7 +296,7 @@ def _check_share_state(selector: FedEntOptSelector, state, num_clients: int, num
         dataclasses.replace(selector, share_cap=None),
         tuple(buffer) if isinstance(buffer, (tuple, list)) else buffer,
         num_clients,
-        num_selected,
+        clients_per_round,
     )
     rounds_done = check_int("rounds_done (state[1])", rounds_done, low=0)
     if (
@@ -323,12 +323,12 @@ class KLSelector(Selector):
 
     name: ClassVar[str] = "kl"
 
-    def _select(self, counts, num_selected, state, rng):
+    def _select(self, counts, clients_per_round, state, rng):
         scorer = fast_scorer(counts)  # None: score plainly
         if scorer is None and sp.issparse(counts):
             counts = counts.toarray()
         pooled, taken, picked = np.zeros(counts.shape[1]), np.zeros(counts.shape[0], dtype=bool), []
-        for _ in range(num_selected):
+        for _ in range(clients_per_round):
             if scorer is None:
                 candidates = np.flatnonzero(~taken)
                 m = int(candidates[first_best(_entropies(pooled, counts[candidates]))])
@@ -372,24 +372,24 @@ class DCSelector(Selector):
                 check_int("num_dc", self.num_dc, low=0)
             check_choice("target", self.target, _DC_TARGETS)
 
-    def resolve_num_dc(self, num_clients: int, num_selected: int) -> int:
+    def resolve_num_dc(self, num_clients: int, clients_per_round: int) -> int:
         """m_DC for a round of at most M clients; raises if M does not fit ``num_random``/``num_dc``."""
-        if self.num_random > num_selected:
+        if self.num_random > clients_per_round:
             raise ParameterError(
                 f"selector {self.name!r}",
-                "num_selected",
-                num_selected,
+                "clients_per_round",
+                clients_per_round,
                 f"the maximum m + m_DC, >= num_random={self.num_random}",
             )
-        if self.num_dc is not None and self.num_random + self.num_dc != num_selected:
+        if self.num_dc is not None and self.num_random + self.num_dc != clients_per_round:
             raise ParameterError(
                 f"selector {self.name!r}",
-                "num_selected",
-                num_selected,
+                "clients_per_round",
+                clients_per_round,
                 f"num_random + num_dc = {self.num_random} + {self.num_dc} = {self.num_random + self.num_dc}; "
                 "or pass num_dc=None",
             )
-        return num_selected - self.num_random
+        return clients_per_round - self.num_random
 
     def target_vector(self, counts: np.ndarray) -> np.ndarray:
         """V_target: all ones (balanced) or the clipped class totals of all clients (real)."""
@@ -401,11 +401,11 @@ class DCSelector(Selector):
             raise ParameterError(None, "counts", counts, allowed, got="no positive class total")
         return real
 
-    def _check_state(self, state, num_clients, num_selected):
-        self.resolve_num_dc(num_clients, num_selected)
-        return super()._check_state(state, num_clients, num_selected)
+    def _check_state(self, state, num_clients, clients_per_round):
+        self.resolve_num_dc(num_clients, clients_per_round)
+        return super()._check_state(state, num_clients, clients_per_round)
 
-    def _select(self, counts, num_selected, state, rng):
+    def _select(self, counts, clients_per_round, state, rng):
         if not isinstance(counts, np.ndarray):  # a scipy.sparse matrix: DC scores dense rows
             counts = counts.toarray()
         num_clients = counts.shape[0]
@@ -415,7 +415,7 @@ class DCSelector(Selector):
         active[picked] = True
         pooled = counts[picked].sum(axis=0)
         current = _cosine_distances(pooled[None, :], target)[0]
-        for _ in range(self.resolve_num_dc(num_clients, num_selected)):
+        for _ in range(self.resolve_num_dc(num_clients, clients_per_round)):
             free = np.flatnonzero(~active)
             dists = _cosine_distances(pooled + counts[free], target)
             j = _lowest_index(dists)
@@ -466,10 +466,10 @@ class SwapImprovedSelector(FedEntOptSelector):
     def __repr__(self):
         return super().__repr__().replace("FedEntOptSelector", "SwapImprovedSelector")
 
-    def _select(self, counts, num_selected, state, rng):
-        q = self.resolve_buffer_size(counts.shape[0], num_selected)
-        candidates = round_candidates(state, counts.shape[0], num_selected, q)
-        greedy, _ = super()._select(counts, num_selected, state, rng)
+    def _select(self, counts, clients_per_round, state, rng):
+        q = self.resolve_buffer_size(counts.shape[0], clients_per_round)
+        candidates = round_candidates(state, counts.shape[0], clients_per_round, q)
+        greedy, _ = super()._select(counts, clients_per_round, state, rng)
         subset = swap_search(counts, np.sort(greedy), candidates=candidates).subset
         position = {b: i for i, b in enumerate(state)}
         order = sorted(subset.tolist(), key=lambda k: (k in position, position.get(k, k)))

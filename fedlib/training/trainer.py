@@ -390,34 +390,23 @@ class Experiment:
         x, y = self.x_train[idx], self.y_train[idx]
         if plan is not None and plan.max_batches is not None:
             x, y, hp = cap_batches(x, y, hp, plan.max_batches, gen)
+        model, local = (plan and plan.model) or self.model, (plan and plan.local) or self.algorithm
+        transform = self.preprocessor.train
         # layers that draw from the global torch RNG (dropout) get a per-(round, client) seed; restored after
         with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
             torch.manual_seed(client_seed(c.seed, rnd, k, CLIENT_STREAMS["torch_rng"]))
             return local_train(
-                (plan and plan.model) or self.model,
-                params,
-                x,
-                y,
-                ctx,
-                (plan and plan.local) or self.algorithm,
-                hp,
-                gen,
-                transform=self.preprocessor.train,
-                aug_generator=aug_gen,
-                client_id=k,
+                model, params, x, y, ctx, local, hp, gen, transform=transform, aug_generator=aug_gen, client_id=k
             )
 
     def evaluate(self, params, model: torch.nn.Module | None = None) -> tuple[float, float]:
         """(accuracy, mean cross-entropy) of ``params`` on the test set (``model``: default the experiment's)."""
         from fedlib.training.batched import evaluate
 
+        model = self.model if model is None else model
+        batch_size = self.config.eval_batch_size
         return evaluate(
-            self.model if model is None else model,
-            params,
-            self.x_test,
-            self.y_test,
-            transform=self.preprocessor.test,
-            batch_size=self.config.eval_batch_size,
+            model, params, self.x_test, self.y_test, transform=self.preprocessor.test, batch_size=batch_size
         )
 
 
@@ -439,21 +428,16 @@ def run_experiment(
     exp = Experiment(config)
     if run_dir is not None:
         run_dir.prepare()
-    total = exp.total_rounds
+    total, path = exp.total_rounds, run_dir.path if run_dir is not None else None
     ckpt = run_dir.load_checkpoint() if run_dir is not None else None
     state = exp.state_from_checkpoint(ckpt) if ckpt is not None else exp.initial_state()
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(
-            total=total,
-            initial=state.round,
-            desc=f"{config.selector}/{config.algorithm} seed {config.seed}",
-            unit="round",
-            leave=False,
-            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} rounds [{elapsed} elapsed, {remaining} left{postfix}]",
-        )
+        desc = f"{config.selector}/{config.algorithm} seed {config.seed}"
+        fmt = "{l_bar}{bar}| {n_fmt}/{total_fmt} rounds [{elapsed} elapsed, {remaining} left{postfix}]"
+        bar = tqdm(total=total, initial=state.round, desc=desc, unit="round", leave=False, bar_format=fmt)
     try:
         while state.round < total:
             row = exp.run_round(state)
@@ -465,11 +449,7 @@ def run_experiment(
                 on_round(row, total)
             if stop_after is not None and state.round >= stop_after and state.round < total:
                 return RunResult(
-                    config,
-                    make_table(state.rows),
-                    run_dir.path if run_dir else None,
-                    finished=False,
-                    global_params=state.global_params,
+                    config, make_table(state.rows), path, finished=False, global_params=state.global_params
                 )
             if run_dir is not None and state.round % config.checkpoint_every == 0 and state.round < total:
                 run_dir.save_checkpoint(exp.checkpoint(state))
@@ -480,4 +460,4 @@ def run_experiment(
     if run_dir is not None:
         run_dir.save_checkpoint(exp.checkpoint(state))
         run_dir.write_result(table)
-    return RunResult(config, table, run_dir.path if run_dir else None, finished=True, global_params=state.global_params)
+    return RunResult(config, table, path, finished=True, global_params=state.global_params)

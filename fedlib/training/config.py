@@ -120,11 +120,6 @@ class ExperimentConfig:
         if self.data_root is not None and not isinstance(self.data_root, str):
             object.__setattr__(self, "data_root", str(self.data_root))
 
-    @property
-    def label_based_selection(self) -> bool:
-        """True if the selector needs the clients' label counts on the server."""
-        return self.selector in LABEL_BASED_SELECTORS
-
     def replace(self, **changes) -> "ExperimentConfig":
         """A copy with ``changes`` applied: a default ``weight_decay`` follows a new model, and a new partition
         resets ``beta`` and ``classes_per_client``."""
@@ -251,8 +246,6 @@ class ExperimentConfig:
         opts = mapping("dataset_options")
         allowed_opts = datasets.dataset_options(self.dataset)
         check_parameter_names(f"dataset {self.dataset!r}", opts, allowed_opts)
-        if self.data_root is not None and not isinstance(self.data_root, str):
-            raise _err("data_root", self.data_root, "a path string or None")
         boolean("download")
         # partition
         takes = {"dirichlet": "beta", "quantity": "classes_per_client"}.get(choice("partition", partition.SCHEMES))

@@ -17,7 +17,7 @@ import torch
 from fedlib._validate import ParameterError
 from fedlib.algorithms.base import RoundPlan
 from fedlib.seeds import CLIENT_STREAMS, stream_rng
-from fedlib.training.config import ExperimentConfig
+from fedlib.training.config import LABEL_BASED_SELECTORS, ExperimentConfig
 from fedlib.training.local import (
     LocalHyperParams,
     LocalResult,
@@ -130,7 +130,8 @@ class Experiment:
         self.num_params = int(sum(p.numel() for p in self.model.parameters() if p.requires_grad))
         self.selector, algorithm = c.build_selector_and_algorithm()
         self.algorithm = algorithm.bind(self.trainable)
-        self.label_upload = c.label_based_selection or bool(getattr(self.algorithm, "uploads_label_counts", False))
+        uploads_counts = bool(getattr(self.algorithm, "uploads_label_counts", False))
+        self.label_upload = c.selector in LABEL_BASED_SELECTORS or uploads_counts
         try:  # table rounds of the run
             self.total_rounds = int(
                 self.algorithm.num_rounds(

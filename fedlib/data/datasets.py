@@ -248,8 +248,8 @@ def _cifar_images(batch: dict) -> np.ndarray:
     return data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1).copy()
 
 
-def _read_folder(folder: Path, classes, exts, image_size, mode="RGB"):
-    """``folder/<class>/*.<ext>`` in sorted order as (N, H, W, C) uint8 images and int64 labels."""
+def _read_folder(folder: Path, classes, exts, image_size):
+    """``folder/<class>/*.<ext>`` in sorted order as (N, H, W, 3) uint8 RGB images and int64 labels."""
     from PIL import Image
 
     xs, ys = [], []
@@ -261,11 +261,10 @@ def _read_folder(folder: Path, classes, exts, image_size, mode="RGB"):
             )
         for f in sorted(p for p in d.iterdir() if p.suffix.lower() in exts):
             with _reading(f, None), Image.open(f) as im:
-                im = im.convert(mode)
+                im = im.convert("RGB")
                 if image_size is not None and im.size != (image_size, image_size):
                     im = im.resize((image_size, image_size), Image.Resampling.BILINEAR)
-                arr = np.asarray(im, dtype=np.uint8)
-            xs.append(arr if arr.ndim == 3 else arr[..., None])
+                xs.append(np.asarray(im, dtype=np.uint8))
             ys.append(label)
     if not xs:
         raise DataNotFoundError(f"no images ({', '.join(exts)}) found under {folder}.")

@@ -92,15 +92,9 @@ class Experiment:
         self.x_train, self.y_train, self.x_test, self.y_test = splits
         self.preprocessor = augment.Preprocessor.from_dataset(ds, augment=c.augment, gray_to_rgb=ds.gray_rgb)
         # partition and label counts
-        parts = partition.partition(
-            ds.y_train,
-            c.partition,
-            c.num_clients,
-            rng=stream_rng(c.seed, "partition"),
-            beta=c.beta if c.partition == "dirichlet" else None,
-            classes_per_client=c.classes_per_client if c.partition == "quantity" else None,
-            min_partition_size=c.min_partition_size,
-        )
+        # a validated config holds only its scheme's parameter (beta or classes_per_client; the other is None)
+        kw = dict(beta=c.beta, classes_per_client=c.classes_per_client, min_partition_size=c.min_partition_size)
+        parts = partition.partition(ds.y_train, c.partition, c.num_clients, rng=stream_rng(c.seed, "partition"), **kw)
         self.parts = [np.asarray(p, dtype=np.int64) for p in parts]
         self.client_index = [torch.as_tensor(p, device=self.device) for p in self.parts]
         self.true_counts = partition.label_count_matrix(ds.y_train, self.parts, self.num_classes).astype(np.float64)

@@ -10,40 +10,25 @@ import importlib
 
 __version__ = "0.2.0"  # bump when a change alters what training computes (it keys the run cache)
 
-#: The public API: name -> the module that defines it.
-_API = {
-    "ExperimentConfig": "fedlib.training.config",
-    "ConfigError": "fedlib.training.config",
-    "run_experiment": "fedlib.training.trainer",
-    "RunResult": "fedlib.training.runs",
-    "make_model": "fedlib.training.models",
-    "Selector": "fedlib.selection.selectors",
-    "RandomSelector": "fedlib.selection.selectors",
-    "FedEntOptSelector": "fedlib.selection.selectors",
-    "KLSelector": "fedlib.selection.selectors",
-    "DCSelector": "fedlib.selection.selectors",
-    "SwapImprovedSelector": "fedlib.selection.selectors",
-    "SELECTORS": "fedlib.selection.selectors",
-    "make_selector": "fedlib.selection.selectors",
-    "laplace_counts": "fedlib.selection.privacy",
-    "entropy_bits": "fedlib.selection.metrics",
-    "pooled_entropy": "fedlib.selection.metrics",
-    "covers_all_classes": "fedlib.selection.metrics",
-    "selection_entropy_norm": "fedlib.selection.metrics",
-    "Algorithm": "fedlib.algorithms",
-    "ALGORITHMS": "fedlib.algorithms",
-    "make_algorithm": "fedlib.algorithms",
-    "partition": "fedlib.data.partition",
-    "dirichlet_partition": "fedlib.data.partition",
-    "quantity_partition": "fedlib.data.partition",
-    "iid_partition": "fedlib.data.partition",
-    "PartitionError": "fedlib.data.partition",
-    "load_dataset": "fedlib.data.datasets",
-    "dataset_names": "fedlib.data.datasets",
-    "get_profile": "fedlib.data.profiles",
-    "run_selection": "fedlib.label_only.simulate",
-    "ParameterError": "fedlib._validate",
+#: The public API by defining module (``_API``: name -> module).
+_MODULES = {
+    "fedlib.training.config": "ExperimentConfig ConfigError",
+    "fedlib.training.trainer": "run_experiment",
+    "fedlib.training.runs": "RunResult",
+    "fedlib.training.models": "make_model",
+    "fedlib.selection.selectors": (
+        "Selector RandomSelector FedEntOptSelector KLSelector DCSelector SwapImprovedSelector SELECTORS make_selector"
+    ),
+    "fedlib.selection.privacy": "laplace_counts",
+    "fedlib.selection.metrics": "entropy_bits pooled_entropy covers_all_classes selection_entropy_norm",
+    "fedlib.algorithms": "Algorithm ALGORITHMS make_algorithm",
+    "fedlib.data.partition": "partition dirichlet_partition quantity_partition iid_partition PartitionError",
+    "fedlib.data.datasets": "load_dataset dataset_names",
+    "fedlib.data.profiles": "get_profile",
+    "fedlib.label_only.simulate": "run_selection",
+    "fedlib._validate": "ParameterError",
 }
+_API = {name: module for module, names in _MODULES.items() for name in names.split()}
 __all__ = sorted([*_API, "__version__"])
 
 

@@ -27,13 +27,8 @@ __all__ = [
 class ParameterError(TypeError, ValueError):
     """Bad input to fedlib: ``"[part ]parameter 'name': got value; allowed: what is allowed.[ hint]"``.
 
-    ``part`` names the part the parameter belongs to (``"algorithm 'fedprox'"``, ``"config"``; None for a plain
-    function's argument); ``got`` describes the value when its ``repr`` would not (a shape, an entry of a matrix);
-    ``hint`` says what to change; with ``unknown``, ``allowed`` lists the parameters the part takes. Both a
-    ``TypeError`` and a ``ValueError``.
-
-    >>> str(ParameterError("algorithm 'fedprox'", "mu", -1.0, "a finite real number >= 0.0"))
-    "algorithm 'fedprox' parameter 'mu': got -1.0; allowed: a finite real number >= 0.0."
+    ``part``: what the parameter belongs to (``"config"``; None for a plain function's argument); ``got``: the value
+    described where its ``repr`` would not do (a shape); ``unknown``: ``name`` is not a parameter of ``part``.
     """
 
     def __init__(self, part, name, value, allowed, *, unknown=False, got=None, hint=None) -> None:
@@ -64,14 +59,7 @@ def _rebuild(cls, args, keywords):
 
 
 def check_parameter_names(part: str, params: Mapping[str, object], names: Iterable[str]) -> None:
-    """Raise :class:`ParameterError` for the first key of ``params`` not in ``names`` (the part's parameters).
-
-    >>> try:
-    ...     check_parameter_names("selector 'kl'", {"q": 1}, [])
-    ... except ParameterError as exc:
-    ...     print(exc)
-    selector 'kl' unknown parameter 'q': got 1; allowed: no parameters.
-    """
+    """Raise :class:`ParameterError` for the first key of ``params`` not in ``names`` (the part's parameters)."""
     names = list(names)
     unknown = [key for key in params if key not in names]
     if unknown:
@@ -103,11 +91,7 @@ def _bounds(low, high, low_open: bool = False, high_open: bool = False) -> str:
 
 
 def check_int(name: str, value, *, low: int | None = None, high: int | None = None) -> int:
-    """Return ``value`` as int if it is an integer in ``[low, high]``, else raise :class:`ParameterError`.
-
-    >>> check_int("num_clients", 5, low=1)
-    5
-    """
+    """``value`` as int if it is an integer in ``[low, high]``, else raise :class:`ParameterError`."""
     allowed = "an integer" + _bounds(low, high)
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ParameterError(None, name, value, allowed)
@@ -117,16 +101,8 @@ def check_int(name: str, value, *, low: int | None = None, high: int | None = No
     return value
 
 
-def check_float(
-    name: str,
-    value,
-    *,
-    low: float | None = None,
-    high: float | None = None,
-    low_open: bool = False,
-    high_open: bool = False,
-) -> float:
-    """Return ``value`` as float if it is a finite real number in the interval (``*_open``: strict bound)."""
+def check_float(name: str, value, *, low=None, high=None, low_open: bool = False, high_open: bool = False) -> float:
+    """``value`` as float if it is a finite real number in the interval (``*_open``: strict bound)."""
     allowed = "a finite real number" + _bounds(low, high, low_open, high_open)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ParameterError(None, name, value, allowed)
@@ -141,14 +117,14 @@ def check_float(
 
 
 def check_bool(name: str, value) -> bool:
-    """Return ``value`` if it is ``True`` or ``False`` (not merely truthy)."""
+    """``value`` if it is ``True`` or ``False`` (not merely truthy)."""
     if not isinstance(value, bool):
         raise ParameterError(None, name, value, "True, False")
     return value
 
 
 def check_choice(name: str, value, choices: Iterable[str]):
-    """Return ``value`` if it is one of ``choices``; the error lists the allowed values."""
+    """``value`` if it is one of ``choices``; the error lists them."""
     choices = list(choices)
     if value not in choices:
         raise ParameterError(None, name, value, ", ".join(repr(c) for c in choices))
@@ -156,11 +132,7 @@ def check_choice(name: str, value, choices: Iterable[str]):
 
 
 def check_optional(check: Callable, name: str, value, **options):
-    """``None`` if ``value`` is None, else ``check(name, value, **options)`` (whose failure then allows None too).
-
-    >>> check_optional(check_int, "encoder_rounds", None, low=0) is None
-    True
-    """
+    """``None`` if ``value`` is None, else ``check(name, value, **options)`` (whose error then allows None too)."""
     if value is None:
         return None
     try:
@@ -170,58 +142,53 @@ def check_optional(check: Callable, name: str, value, **options):
 
 
 def check_rng(name: str, rng) -> np.random.Generator:
-    """Require an explicit ``np.random.Generator`` (fedlib never falls back to global randomness)."""
+    """``rng`` if it is a ``np.random.Generator`` (fedlib never falls back to global randomness)."""
     if not isinstance(rng, np.random.Generator):
         allowed = "a numpy.random.Generator, e.g. np.random.default_rng(seed)"
         raise ParameterError(None, name, rng, allowed, got=f"type {type(rng).__name__}")
     return rng
 
 
-def _matrix(allow_negative: bool) -> str:
-    return f"a 2-D array (num_clients, num_classes) of finite{'' if allow_negative else ', non-negative'} numbers"
-
-
 def check_count_matrix(name: str, counts, *, allow_negative: bool = False, sparse: bool = False):
-    """Return ``counts`` as a float (clients, classes) matrix; reject NaN, inf and, unless allowed, negatives (the
-    error names the first offending client and class). With ``sparse``, a scipy.sparse input stays a canonical
-    float64 ``csr_array``; every other input becomes a dense ``numpy.ndarray``.
+    """``counts`` as a float (clients, classes) matrix without NaN, inf and, unless allowed, negatives; with
+    ``sparse``, a scipy.sparse input stays a float64 ``csr_array``, else every input becomes a dense array."""
+    import scipy.sparse as sp
 
-    >>> check_count_matrix("counts", [[1, 0], [2, 3]]).tolist()
-    [[1.0, 0.0], [2.0, 3.0]]
-    """
-    if _is_sparse(counts):
-        return _check_sparse_counts(name, counts, allow_negative=allow_negative, sparse=sparse)
-    allowed = _matrix(allow_negative)
-    try:
-        arr = np.asarray(counts)
-    except ValueError:  # a ragged nested sequence
-        raise ParameterError(None, name, counts, allowed, got=_ragged(counts)) from None
-    _check_matrix_layout(name, arr, allowed)
-    arr = arr.astype(float)
-    bad = ~np.isfinite(arr) if allow_negative else ~(np.isfinite(arr) & (arr >= 0))
-    if bad.any():
-        i, j = np.argwhere(bad)[0]
-        raise ParameterError(None, name, counts, allowed, got=f"{arr[i, j]} for client {i}, class {j}")
-    return arr
-
-
-def _check_matrix_layout(name: str, arr, allowed: str) -> None:
+    allowed = f"a 2-D array (num_clients, num_classes) of finite{'' if allow_negative else ', non-negative'} numbers"
+    is_sparse = sp.issparse(counts)
+    if is_sparse:
+        arr = counts
+    else:
+        try:
+            arr = np.asarray(counts)
+        except ValueError:  # a ragged nested sequence
+            raise ParameterError(None, name, counts, allowed, got=_ragged(counts)) from None
     if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
         raise ParameterError(None, name, arr, allowed, got=f"shape {arr.shape}")
     if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
         raise ParameterError(None, name, arr, allowed, got=f"dtype {arr.dtype}")
-
-
-def _is_sparse(value) -> bool:
-    try:
-        import scipy.sparse as sp
-    except ImportError:  # pragma: no cover - scipy is a dependency
-        return False
-    return sp.issparse(value)
+    if is_sparse:
+        arr = sp.csr_array(counts)
+        arr = arr.astype(np.float64) if arr.dtype != np.float64 else arr.copy()  # one copy: sum_duplicates is in place
+        arr.sum_duplicates()
+        values = arr.data
+    else:
+        values = arr = arr.astype(float)
+    bad = ~np.isfinite(values) if allow_negative else ~(np.isfinite(values) & (values >= 0))
+    if bad.any():
+        if is_sparse:
+            at = int(np.argmax(bad))
+            i, j = int(np.searchsorted(arr.indptr, at, side="right") - 1), arr.indices[at]
+            got = f"{arr.data[at]} for client {i}, class {j}"
+        else:
+            i, j = np.argwhere(bad)[0]
+            got = f"{arr[i, j]} for client {i}, class {j}"
+        raise ParameterError(None, name, counts, allowed, got=got)
+    return arr.toarray() if is_sparse and not sparse else arr
 
 
 def _ragged(counts) -> str:
-    """Describe why a nested sequence is not a matrix (first client whose row length differs from client 0's)."""
+    """Why a nested sequence is not a matrix (the first client whose row length differs from client 0's)."""
     try:
         lengths = [len(row) for row in counts]
     except TypeError:
@@ -230,25 +197,8 @@ def _ragged(counts) -> str:
     return f"rows of different lengths (client 0 has {lengths[0]} entries, client {k} has {lengths[k]})"
 
 
-def _check_sparse_counts(name: str, counts, *, allow_negative: bool, sparse: bool):
-    import scipy.sparse as sp
-
-    allowed = _matrix(allow_negative)
-    _check_matrix_layout(name, counts, allowed)
-    csr = sp.csr_array(counts)
-    csr = csr.astype(np.float64) if csr.dtype != np.float64 else csr.copy()  # one copy: sum_duplicates is in place
-    csr.sum_duplicates()
-    bad = ~np.isfinite(csr.data) if allow_negative else ~(np.isfinite(csr.data) & (csr.data >= 0))
-    if bad.any():
-        at = int(np.argmax(bad))
-        i = int(np.searchsorted(csr.indptr, at, side="right") - 1)
-        got = f"{csr.data[at]} for client {i}, class {csr.indices[at]}"
-        raise ParameterError(None, name, counts, allowed, got=got)
-    return csr if sparse else csr.toarray()
-
-
 def check_label_vector(name: str, labels, *, num_classes: int | None = None) -> np.ndarray:
-    """Return ``labels`` as a 1-D int64 array of class ids in ``[0, num_classes)``."""
+    """``labels`` as a 1-D int64 array of class ids in ``[0, num_classes)``."""
     arr = np.asarray(labels)
     ids = ">= 0" if num_classes is None else f"in [0, {num_classes}) (num_classes is {num_classes})"
     allowed = f"a non-empty 1-D array of integer class ids {ids}"

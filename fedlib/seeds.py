@@ -1,8 +1,5 @@
-"""The seed streams of an experiment: every random draw comes from ``SeedSequence([seed, STREAMS[name]])``.
-
-Changing one part of an experiment (selector, algorithm, label DP) thus never changes another part's draws, and the
-trainer, the label-only runs and the Flower apps draw the same federation and picks from the same seed. The numbers
-are part of the stored results: changing one changes every run that draws from that stream.
+"""The seed streams of an experiment: every random draw comes from ``SeedSequence([seed, STREAMS[name]])``, so
+changing one part of an experiment never changes another part's draws. The numbers are part of the stored results.
 """
 
 from __future__ import annotations
@@ -43,9 +40,5 @@ def _entropy(seed: int, name: str) -> list[int]:
 
 
 def stream_rng(seed: int, name: str) -> np.random.Generator:
-    """The numpy generator of stream ``name`` (a key of :data:`STREAMS`) for experiment ``seed``.
-
-    >>> float(stream_rng(0, "partition").random()) == float(stream_rng(0, "partition").random())
-    True
-    """
+    """The numpy generator of stream ``name`` (a key of :data:`STREAMS`) for experiment ``seed``."""
     return np.random.default_rng(np.random.SeedSequence(_entropy(seed, name)))

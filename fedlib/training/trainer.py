@@ -129,7 +129,7 @@ class Experiment:
         try:  # table rounds of the run
             self.total_rounds = int(
                 self.algorithm.num_rounds(
-                    c.rounds, self.model, num_clients=c.num_clients, num_selected=c.clients_per_round
+                    c.rounds, self.model, num_clients=c.num_clients, clients_per_round=c.clients_per_round
                 )
             )
         except ParameterError as exc:

@@ -160,7 +160,7 @@ def test_paper_run_killed_mid_sweep_resumes_to_the_uninterrupted_result(tmp_path
         timeout=600,
     )
     reference = _stored(tmp_path / "a" / "results")
-    assert len(reference) == 3  # FedEntropy, FedAvg and FedEntOpt on C=2, seed 0
+    assert len(reference) == len(tiers.group_configs("paper", "fedentropy"))  # FedEntropy, FedAvg, FedEntOpt x seeds
 
     b_results, b_runs = tmp_path / "b" / "results", tmp_path / "b" / "runs"
     proc = subprocess.Popen(

@@ -359,12 +359,18 @@ def ours_text(j: rules.Judgement | None, flips: str = "", interim: str = "") -> 
 
 
 def _paper_value(statement) -> str:
+    """The paper's value as shown: one number, one per cell where ``where`` names as many cells (";"-separated) as
+    there are values, else the range of the values."""
     pv = statement.paper_value
     if not pv:
         return "–"
-    v = pv["value"]
-    shown = " to ".join(f"{x:g}" for x in (v[0], v[-1])) if isinstance(v, list | tuple) else f"{v:g}"
-    return f"{shown} {pv['unit']}"
+    v, unit = pv["value"], pv["unit"]
+    if not isinstance(v, list | tuple):
+        return f"{v:g} {unit}"
+    cells = [c.strip() for c in str(pv.get("where") or "").rsplit(":", 1)[-1].split(";")]
+    if len(cells) == len(v) > 1:
+        return "; ".join(f"{x:g} {unit} ({c})" for x, c in zip(v, cells))
+    return f"{v[0]:g} to {v[-1]:g} {unit}"
 
 
 def _short(words: str, n: int = 160) -> str:

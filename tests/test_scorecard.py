@@ -588,3 +588,10 @@ def test_v1_low_participation_statements_on_made_up_runs(table):
     assert verdict("v1/fig6_fednova_scaffold_better") == REPRODUCES  # +2 pp with VGG-11, 0 with LeNet-5
     assert verdict("v1/fig6_fednova_fluctuates") == REPRODUCES
     assert verdict("v1/fig6_dominates") == REPRODUCES
+
+
+def test_the_papers_value_is_shown_per_cell_or_as_a_range(table):
+    # two values with two cells named in `where`: one per cell; values the `where` does not split: their range
+    assert scorecard._paper_value(table.by_id("V-A5/buffer_choice")) == "50 % of K (Dir(0.1)); 70 % of K (C = 2)"
+    assert scorecard._paper_value(table.by_id("V-B5/over_30_and_8")) == "33.64 pp (dropout); 7.44 pp (straggling)"
+    assert scorecard._paper_value(table.by_id("V-B5/dropout_best")) == "0.3 to 33.64 pp"

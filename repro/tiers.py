@@ -685,9 +685,8 @@ def _tuning_grid(t: Tier, group: str, method: str, column: str, values, field: s
     for mdl in models:
         for p in PARTITIONS:
             for v in values:
-                over = {"selector_params": {"buffer_fraction": v}} if field == "buffer_fraction" else {field: v}
-                if field == "mu":
-                    over = {"algorithm_params": {"mu": v}}
+                over = {"buffer_fraction": {"selector_params": {field: v}}, "mu": {"algorithm_params": {field: v}}}
+                over = over.get(field, {field: v})
                 label_value = int(round(100 * v)) if field == "buffer_fraction" else v
                 for s in _seeds(t, group):
                     grid.append(

@@ -210,19 +210,7 @@ def test_resume_is_bitwise_identical(tiny_npz, tmp_path, algorithm):
     pd.testing.assert_frame_equal(cached.table, full.table, check_exact=True)
 
 
-def test_old_cached_tables_get_the_new_columns():
-    old = pd.DataFrame(
-        {
-            "round": [0, 1, 2],
-            "picked": ["", "1 2", "3 4"],
-            "num_dropped": [0, 0, 1],
-            "entropy_bits_trained": [0.0, 1.0, 0.5],
-        }
-    )
-    t = normalise_table(old)
-    assert t["kept"].iloc[:2].tolist() == ["", "1 2"] and pd.isna(t["kept"].iloc[2])
-    assert t["reselection_entropy_bits"].tolist() == [0.0, 1.0, 0.5]
-    assert t["phase"].tolist() == ["init", "global", "global"]
+def test_id_columns_read_back_as_strings():
     # CSV reads "" as NaN and a single id as a number
     read = pd.DataFrame(
         {

@@ -6,8 +6,8 @@ resume, and in the caller's store of results, ``compact_table`` (``STORED_COLUMN
 under a key without the code version (``ExperimentConfig.key_dict``). ``read_table`` reads both back.
 
 A run directory holds ``config.json`` (configuration, code version, git commit as provenance), ``checkpoint.pt``
-(everything a resume needs, written every ``checkpoint_every`` rounds and at the end), ``table.csv`` (and
-``table.parquet`` with pyarrow) and ``result.json``, written last: its presence marks the run finished. Every file
+(everything a resume needs, written every ``checkpoint_every`` rounds and at the end), ``table.csv`` and
+``result.json``, written last: its presence marks the run finished. Every file
 is written atomically. ``code_version()`` (``fedlib.__version__`` or ``$FEDLIB_CODE_VERSION``) keys the cache:
 bump the version whenever a change alters what training computes.
 """
@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 
@@ -114,9 +113,8 @@ def make_table(rows) -> pd.DataFrame:
 
 
 def normalise_table(table: pd.DataFrame) -> pd.DataFrame:
-    """A ``table.csv`` read back with the in-memory dtypes of the columns after ``seconds`` (``kept`` as strings);
-    tables of per-round algorithms written before those columns existed get them (``kept`` NaN where a client
-    dropped out)."""
+    """A ``table.csv`` read back with the in-memory dtypes: the id columns as strings (CSV reads "" as NaN and a
+    single id as a number)."""
     t = table.copy()
 
     def as_ids(v):
@@ -127,18 +125,8 @@ def normalise_table(table: pd.DataFrame) -> pd.DataFrame:
         return str(int(v))
 
     text = t["picked"].dtype  # the string dtype this pandas gives the id columns
-    if "kept" in t.columns:
-        t["kept"] = t["kept"].map(as_ids).astype(text)
-    else:
-        kept = t["picked"].where(t["num_dropped"] == 0, np.nan)
-        kept[t["round"] == 0] = ""
-        t["kept"] = kept.astype(text)
-    if "reselection_entropy_bits" not in t.columns:
-        t["reselection_entropy_bits"] = t["entropy_bits_trained"].astype(float)
-    if "phase" not in t.columns:
-        t["phase"] = pd.Series(np.where(t["round"] == 0, "init", "global"), index=t.index).astype(text)
-    else:
-        t["phase"] = t["phase"].astype(text)
+    t["kept"] = t["kept"].map(as_ids).astype(text)
+    t["phase"] = t["phase"].astype(text)
     return t[[c for c in TABLE_COLUMNS if c in t.columns] + [c for c in t.columns if c not in TABLE_COLUMNS]]
 
 
@@ -250,14 +238,6 @@ class RunDir:
 
     def write_result(self, table: pd.DataFrame) -> None:
         atomic_write_text(self.table_file, table.to_csv(index=False))
-        try:
-            import pyarrow  # noqa: F401
-
-            buf = io.BytesIO()
-            table.to_parquet(buf, index=False)
-            atomic_write_bytes(self.path / "table.parquet", buf.getvalue())
-        except ImportError:
-            pass
         summary = RunResult(self.config, table).summary()
         _write_json(
             self.result_file, {"hash": self.hash, "code_version": self.version, "git_commit": _git_commit(), **summary}

@@ -183,7 +183,7 @@ class Experiment:
             availability_rng=_restore_rng(ckpt["availability_rng"]),
             rows=list(ckpt["rows"]),
         )
-        stored = ckpt.get("algorithm_state", ckpt.get("flow_state"))  # "flow_state": older checkpoints
+        stored = ckpt.get("algorithm_state")
         if stored is not None:
             state.algorithm_state = self.algorithm.run_state_from_checkpoint(
                 stored, model=self.model, device=self.device

@@ -11,17 +11,17 @@ Names and parameters (defaults are the FedEntOpt paper's, §V-A5):
                   ``correction="gradient"`` (or ``"after_step"``, NIID-Bench's)
   ``fedrs``       ``alpha=0.5``
   ``fedlc``       ``tau=1.0``, ``zero_count=1e-8``
-  ``fedconcat``   see ``fedlib.algorithms.fedconcat`` (imported lazily)
-  ``fedentropy``  see ``fedlib.algorithms.fedentropy`` (imported lazily)
+  ``fedconcat``   see ``fedlib.algorithms.fedconcat``
+  ``fedentropy``  see ``fedlib.algorithms.fedentropy``
 """
 
 from __future__ import annotations
 
-import importlib
-
 from fedlib._validate import ParameterError
 from fedlib.algorithms.base import Algorithm, HParams
 from fedlib.algorithms.fedavg import FedAvg
+from fedlib.algorithms.fedconcat import FedConcat
+from fedlib.algorithms.fedentropy import FedEntropy
 from fedlib.algorithms.fedlc import FedLC
 from fedlib.algorithms.fednova import FedNova
 from fedlib.algorithms.fedprox import FedProx
@@ -42,23 +42,21 @@ __all__ = [
     "Scaffold",
     "FedRS",
     "FedLC",
+    "FedConcat",
+    "FedEntropy",
 ]
 
-_EAGER = {
+_REGISTRY = {
     "fedavg": FedAvg,
     "fedprox": FedProx,
     "fednova": FedNova,
     "scaffold": Scaffold,
     "fedrs": FedRS,
     "fedlc": FedLC,
+    "fedconcat": FedConcat,
+    "fedentropy": FedEntropy,
 }
-# lazy entries: name -> (module, class name)
-_LAZY = {
-    "fedconcat": ("fedlib.algorithms.fedconcat", "FedConcat"),
-    "fedentropy": ("fedlib.algorithms.fedentropy", "FedEntropy"),
-}
-
-ALGORITHMS = tuple(_EAGER) + tuple(_LAZY)
+ALGORITHMS = tuple(_REGISTRY)
 _BUILT_IN = frozenset(ALGORITHMS)
 
 
@@ -72,34 +70,25 @@ def register_algorithm(name: str, cls: type) -> None:
         raise ParameterError(None, "cls", cls, allowed, got=f"{cls.__name__} with HParams {cls.HParams!r}")
     if name in ALGORITHMS:
         raise ParameterError(None, "name", name, f"a name not registered yet (registered: {', '.join(ALGORITHMS)})")
-    _EAGER[name] = cls
+    _REGISTRY[name] = cls
     ALGORITHMS = ALGORITHMS + (name,)
 
 
 def unregister_algorithm(name: str) -> None:
     """Remove an algorithm added by ``register_algorithm``."""
     global ALGORITHMS
-    if name not in _EAGER or name in _BUILT_IN:
-        added = ", ".join(repr(n) for n in _EAGER if n not in _BUILT_IN) or "none so far"
+    if name not in _REGISTRY or name in _BUILT_IN:
+        added = ", ".join(repr(n) for n in _REGISTRY if n not in _BUILT_IN) or "none so far"
         raise ParameterError(None, "name", name, f"a name added by register_algorithm ({added})")
-    del _EAGER[name]
+    del _REGISTRY[name]
     ALGORITHMS = tuple(n for n in ALGORITHMS if n != name)
 
 
 def algorithm_class(name: str):
-    """The class registered under ``name`` (imports lazy entries; ImportError if their module is missing)."""
-    if name in _EAGER:
-        return _EAGER[name]
-    if name in _LAZY:
-        module, cls = _LAZY[name]
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            raise ImportError(
-                f"algorithm {name!r} is registered but its module {module} is not available ({exc})."
-            ) from exc
-        return getattr(mod, cls)
-    raise ParameterError("algorithm", "name", name, ", ".join(repr(n) for n in ALGORITHMS))
+    """The class registered under ``name``."""
+    if name not in _REGISTRY:
+        raise ParameterError("algorithm", "name", name, ", ".join(repr(n) for n in ALGORITHMS))
+    return _REGISTRY[name]
 
 
 def make_algorithm(name: str, **params) -> Algorithm:

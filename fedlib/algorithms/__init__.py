@@ -3,6 +3,10 @@
 ``make_algorithm(name, **params)`` builds one, ``ALGORITHMS`` lists the names; a bad name or parameter is a
 ``fedlib._validate.ParameterError``. The contract is in ``fedlib.algorithms.base``.
 
+Budget about 1,300 lines; over it because FedConcat (clustering, per-cluster FedAvg, a classifier phase on
+concatenated encoders) and FedEntropy (soft labels, a re-selection judgement) are whole methods with rounds of
+their own, not a loss term.
+
 Names and parameters (defaults are the FedEntOpt paper's, §V-A5):
   ``fedavg``      --
   ``fedprox``     ``mu=1e-4``

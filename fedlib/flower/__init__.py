@@ -3,8 +3,7 @@ An optional extra: ``pip install -e ".[flower]"`` (Flower 1.41 with its Ray-base
 
 * ``SelectorStrategy`` (``fedlib.flower.strategy``): Flower's ``FedAvg`` strategy whose ``configure_train`` picks
   the round's clients with a fedlib selector (``fedlib.selection.selectors``; FedEntOpt's buffer kept across rounds)
-  from
-  the label counts every client reports once, in answer to a ``"query.label_counts"`` message.
+  from the label counts every client reports once, in answer to a ``"query.label_counts"`` message.
 * ``label_counts_reply``: the client side of that query (optionally Laplace-noised on the client, with the ε
   semantics of ``fedlib.selection.privacy``).
 * ``fedlib.flower.apps``: a fedlib federation (``ExperimentConfig``) as a Flower ServerApp and ClientApp, and

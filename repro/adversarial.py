@@ -23,8 +23,7 @@ The buffer's bound (:func:`participation_bound`)
 -------------------------------------------------
 Number the picks of a run globally, ``p = r * M + j`` for step ``j`` of round ``r`` (both from 0).
 :class:`fedlib.selection.selectors.FedEntOptSelector` appends every *pick* to the FIFO buffer and evicts the oldest
-while
-``|B| > Q``, so after pick ``p`` the buffer holds picks ``p - Q + 1 ... p``: a client picked at ``p`` is
+while ``|B| > Q``, so after pick ``p`` the buffer holds picks ``p - Q + 1 ... p``: a client picked at ``p`` is
 excluded from picks ``p + 1 ... p + Q``, and from the rest of its round.  Two picks ``p < p'`` of one client
 therefore satisfy ``p' >= p + Q + 1`` and lie in different rounds.  ``n`` picks within ``R`` rounds (indices
 ``0 ... R M - 1``) thus need ``(n - 1)(Q + 1) <= R M - 1`` and ``n <= R``:

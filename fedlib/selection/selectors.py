@@ -37,6 +37,8 @@ __all__ = [
     "DCSelector",
     "SwapImprovedSelector",
     "SELECTORS",
+    "LABEL_BASED_SELECTORS",
+    "register_selector",
     "make_selector",
     "buffer_size_from_fraction",
 ]
@@ -79,6 +81,8 @@ class Selector(ABC):
     """
 
     name: ClassVar[str] = ""
+    #: Whether the rule reads every client's label counts (the server then needs them: a one-time upload).
+    uses_label_counts: ClassVar[bool] = False
 
     def _parameter_checks(self):
         """Context of ``__post_init__``'s checks: a failed check is a ``ParameterError`` of this selector."""
@@ -201,6 +205,7 @@ class FedEntOptSelector(Selector):
     total_cap_factor: float = 1.0
     share_cap: float | None = None
     name: ClassVar[str] = "fedentopt"
+    uses_label_counts: ClassVar[bool] = True
 
     def __post_init__(self):
         if (self.buffer_size is None) == (self.buffer_fraction is None):
@@ -322,6 +327,7 @@ class KLSelector(Selector):
     """
 
     name: ClassVar[str] = "kl"
+    uses_label_counts: ClassVar[bool] = True
 
     def _select(self, counts, clients_per_round, state, rng):
         scorer = fast_scorer(counts)  # None: score plainly
@@ -364,6 +370,7 @@ class DCSelector(Selector):
     num_dc: int | None = None
     target: str = "balanced"
     name: ClassVar[str] = "dc"
+    uses_label_counts: ClassVar[bool] = True
 
     def __post_init__(self):
         with self._parameter_checks():
@@ -480,13 +487,38 @@ class SwapImprovedSelector(FedEntOptSelector):
 
 # --------------------------------------------------------------------------- registry
 
-SELECTORS: dict[str, type[Selector]] = {
-    RandomSelector.name: RandomSelector,
-    FedEntOptSelector.name: FedEntOptSelector,
-    KLSelector.name: KLSelector,
-    DCSelector.name: DCSelector,
-    SwapImprovedSelector.name: SwapImprovedSelector,
-}
+#: The selectors by name, as :func:`make_selector` and ``ExperimentConfig(selector=...)`` know them.
+SELECTORS: dict[str, type[Selector]] = {}
+_LABEL_BASED: dict[str, type[Selector]] = {}
+#: Names of the registered selectors with ``uses_label_counts`` (a live view: it follows :func:`register_selector`).
+LABEL_BASED_SELECTORS = _LABEL_BASED.keys()
+
+
+def register_selector(cls: type[Selector]) -> type[Selector]:
+    """Add ``cls`` to :data:`SELECTORS` under ``cls.name`` (a selector defined outside fedlib); returns ``cls``, so
+    it can decorate the class. Every process that builds the selector by name must have imported the module that
+    registers it. :class:`~fedlib._validate.ParameterError` for a class that is not a named :class:`Selector` or
+    whose name another class holds.
+
+    >>> try:
+    ...     register_selector(dict)
+    ... except ParameterError as error:
+    ...     print(error)
+    register_selector parameter 'cls': got <class 'dict'>; allowed: a Selector subclass with a name.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Selector) and isinstance(cls.name, str) and cls.name):
+        raise ParameterError("register_selector", "cls", cls, "a Selector subclass with a name")
+    if SELECTORS.setdefault(cls.name, cls) is not cls:
+        taken = ", ".join(repr(n) for n in SELECTORS)
+        allowed = f"a Selector subclass whose name is none of {taken}"
+        raise ParameterError("register_selector", "cls", cls, allowed, got=f"{cls.__name__} named {cls.name!r}")
+    if cls.uses_label_counts:
+        _LABEL_BASED[cls.name] = cls
+    return cls
+
+
+for _cls in (RandomSelector, FedEntOptSelector, KLSelector, DCSelector, SwapImprovedSelector):
+    register_selector(_cls)
 
 
 def make_selector(name: str, **params) -> Selector:

@@ -3,10 +3,10 @@
 Every round of a FedEntOpt run (:class:`fedlib.selection.selectors.FedEntOptSelector`, its ``selection`` seed stream as
 on
 the other label-only pages) is compared with better subsets of the same round's candidates
-(:func:`fedlib.selection.best_subset.round_candidates`, i.e. given the buffer the greedy run left):
+(:func:`repro.best_subset.round_candidates`, i.e. given the buffer the greedy run left):
 
-- ``swap``: :func:`fedlib.selection.best_subset.swap_search` from the greedy pick, a lower bound of the best subset;
-- ``exact``: :func:`fedlib.selection.best_subset.best_subset` within a node budget, on every ``exact_every``-th round;
+- ``swap``: :func:`repro.best_subset.swap_search` from the greedy pick, a lower bound of the best subset;
+- ``exact``: :func:`repro.best_subset.best_subset` within a node budget, on every ``exact_every``-th round;
   it
   says whether its subset is proven optimal.
 
@@ -24,17 +24,17 @@ from fedlib._validate import check_int
 from fedlib.data.partition import parse_partition
 from fedlib.label_only.simulate import run_selection
 from fedlib.seeds import stream_rng
-from fedlib.selection.best_subset import GAP_TOL, best_subset, round_candidates, swap_search
 from fedlib.selection.metrics import entropy_bits
-from fedlib.selection.selectors import FedEntOptSelector, SwapImprovedSelector, _fifo_push  # noqa: F401 (re-exported)
+from fedlib.selection.selectors import FedEntOptSelector
+from repro.best_subset import GAP_TOL, best_subset, round_candidates, swap_search
 from repro.cross_device import dirichlet_counts
 from repro.label_studies import federation_counts
+from repro.swap_selector import SwapImprovedSelector
 
 __all__ = [
     "STORED",
     "paper_counts",
     "round_gaps",
-    "SwapImprovedSelector",
     "improved_run",
     "growth_gaps",
     "gap_summary",

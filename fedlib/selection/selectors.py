@@ -23,7 +23,6 @@ from fedlib._validate import (
     parameter_checks,
 )
 from fedlib.selection import defence
-from fedlib.selection.best_subset import round_candidates, swap_search
 from fedlib.selection.metrics import entropy_bits
 from fedlib.selection.scoring import ENTROPY_TIE_TOL, fast_scorer, first_best
 
@@ -35,7 +34,6 @@ __all__ = [
     "fedentopt_round",
     "KLSelector",
     "DCSelector",
-    "SwapImprovedSelector",
     "SELECTORS",
     "LABEL_BASED_SELECTORS",
     "register_selector",
@@ -436,55 +434,6 @@ class DCSelector(Selector):
         return picked, ()
 
 
-def _fifo_push(buffer: deque, picks, buffer_size: int) -> None:
-    """Algorithm 1's buffer update (lines 10-12) for ``picks`` in order; each must be unbuffered at its step."""
-    for m in picks:
-        if m in buffer:
-            raise AssertionError(f"client {m} is still buffered at its step; the pick order is infeasible")
-        buffer.append(m)
-        while len(buffer) > buffer_size:
-            buffer.popleft()
-
-
-@dataclass(frozen=True)
-class SwapImprovedSelector(FedEntOptSelector):
-    """FedEntOpt with each round's greedy pick improved by :func:`~fedlib.selection.best_subset.swap_search` among
-    the round's candidates (not in the paper); the rng is drawn from as by FedEntOpt. The picks enter the buffer in
-    an order Algorithm 1 can pick them in (unbuffered ascending, then buffered oldest first). No defence options.
-
-    >>> counts = np.array([[4, 0, 0], [3, 1, 0], [0, 0, 4], [0, 4, 0]])
-    >>> SwapImprovedSelector(buffer_size=0).select(counts, 2, (), np.random.default_rng(1))[0].tolist()
-    [1, 2]
-    """
-
-    name: ClassVar[str] = "fedentopt-swap"
-
-    def __post_init__(self):
-        super().__post_init__()
-        for name in ("total_cap_quantile", "share_cap"):
-            if getattr(self, name) is not None:
-                raise ParameterError(
-                    f"selector {self.name!r}",
-                    name,
-                    getattr(self, name),
-                    "None (the swap-improved selector takes no defence options)",
-                )
-
-    def __repr__(self):
-        return super().__repr__().replace("FedEntOptSelector", "SwapImprovedSelector")
-
-    def _select(self, counts, clients_per_round, state, rng):
-        q = self.resolve_buffer_size(counts.shape[0], clients_per_round)
-        candidates = round_candidates(state, counts.shape[0], clients_per_round, q)
-        greedy, _ = super()._select(counts, clients_per_round, state, rng)
-        subset = swap_search(counts, np.sort(greedy), candidates=candidates).subset
-        position = {b: i for i, b in enumerate(state)}
-        order = sorted(subset.tolist(), key=lambda k: (k in position, position.get(k, k)))
-        buffer = deque(state)
-        _fifo_push(buffer, order, q)
-        return order, tuple(buffer)
-
-
 # --------------------------------------------------------------------------- registry
 
 #: The selectors by name, as :func:`make_selector` and ``ExperimentConfig(selector=...)`` know them.
@@ -517,7 +466,7 @@ def register_selector(cls: type[Selector]) -> type[Selector]:
     return cls
 
 
-for _cls in (RandomSelector, FedEntOptSelector, KLSelector, DCSelector, SwapImprovedSelector):
+for _cls in (RandomSelector, FedEntOptSelector, KLSelector, DCSelector):
     register_selector(_cls)
 
 

@@ -1,5 +1,4 @@
-"""Benchmark: the exact maximum-entropy M-subset (fedlib.selection.best_subset, issue 24) against brute force and
-greedy.
+"""Benchmark: the exact maximum-entropy M-subset (repro.best_subset) against brute force and greedy.
 
 Run ``python benchmarks/bench_best_subset.py`` (a few minutes on one core). Two parts, pick them with ``--parts``:
 
@@ -30,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing fedlib
-from fedlib.selection.best_subset import GAP_TOL, best_subset, brute_force_subset  # noqa: E402
 from fedlib.selection.selectors import FedEntOptSelector  # noqa: E402
+from repro.best_subset import GAP_TOL, best_subset, brute_force_subset  # noqa: E402
 from repro.greedy_gap import paper_counts  # noqa: E402
 
 SETTINGS = [("cifar10", "C=2"), ("cifar10", "Dir(0.1)"), ("cifar100-20", "C=2"), ("cifar100-20", "Dir(0.1)")]

@@ -17,7 +17,7 @@ _MODULES = {
     "fedlib.training.runs": "RunResult",
     "fedlib.training.models": "make_model",
     "fedlib.selection.selectors": (
-        "Selector RandomSelector FedEntOptSelector KLSelector DCSelector SwapImprovedSelector SELECTORS make_selector"
+        "Selector RandomSelector FedEntOptSelector KLSelector DCSelector SELECTORS make_selector register_selector"
     ),
     "fedlib.selection.privacy": "laplace_counts",
     "fedlib.selection.metrics": "entropy_bits pooled_entropy covers_all_classes selection_entropy_norm",

@@ -1,18 +1,16 @@
-"""How far FedEntOpt's greedy pick is from the round's best subset (issue 24), as tidy tables.
+"""How far FedEntOpt's greedy pick is from the round's best subset, as tidy tables (a study beyond the paper).
 
-Every round of a FedEntOpt run (:class:`fedlib.selection.selectors.FedEntOptSelector`, its ``selection`` seed stream as
-on
-the other label-only pages) is compared with better subsets of the same round's candidates
-(:func:`fedlib.selection.best_subset.round_candidates`, i.e. given the buffer the greedy run left):
+Every round of a FedEntOpt run (:class:`fedlib.selection.selectors.FedEntOptSelector`, its ``selection`` seed stream
+as on the other label-only pages) is compared with better subsets of the same round's candidates
+(:func:`repro.best_subset.round_candidates`, i.e. given the buffer the greedy run left):
 
-- ``swap``: :func:`fedlib.selection.best_subset.swap_search` from the greedy pick, a lower bound of the best subset;
-- ``exact``: :func:`fedlib.selection.best_subset.best_subset` within a node budget, on every ``exact_every``-th round;
-  it
-  says whether its subset is proven optimal.
+- ``swap``: :func:`repro.best_subset.swap_search` from the greedy pick, a lower bound of the best subset;
+- ``exact``: :func:`repro.best_subset.best_subset` within a node budget, on every ``exact_every``-th round; it says
+  whether its subset is proven optimal.
 
-:class:`SwapImprovedSelector` is the swap-improved selection as a selector of its own (its buffer follows its own
-picks); :func:`improved_run` runs it, for its participation spread H_norm (v2 §V-E) beside FedEntOpt's.
-"""
+:class:`repro.swap_selector.SwapImprovedSelector` is the swap-improved selection as a selector of its own (its
+buffer follows its own picks); :func:`improved_run` runs it, for its participation spread H_norm (v2 §V-E) beside
+FedEntOpt's."""
 
 from __future__ import annotations
 
@@ -24,17 +22,17 @@ from fedlib._validate import check_int
 from fedlib.data.partition import parse_partition
 from fedlib.label_only.simulate import run_selection
 from fedlib.seeds import stream_rng
-from fedlib.selection.best_subset import GAP_TOL, best_subset, round_candidates, swap_search
 from fedlib.selection.metrics import entropy_bits
-from fedlib.selection.selectors import FedEntOptSelector, SwapImprovedSelector, _fifo_push  # noqa: F401 (re-exported)
+from fedlib.selection.selectors import FedEntOptSelector
+from repro.best_subset import GAP_TOL, best_subset, round_candidates, swap_search
 from repro.cross_device import dirichlet_counts
 from repro.label_studies import federation_counts
+from repro.swap_selector import SwapImprovedSelector
 
 __all__ = [
     "STORED",
     "paper_counts",
     "round_gaps",
-    "SwapImprovedSelector",
     "improved_run",
     "growth_gaps",
     "gap_summary",
@@ -129,10 +127,9 @@ def improved_run(counts, *, clients_per_round: int, num_rounds: int, buffer_size
 
 
 def growth_gaps(cells, *, num_rounds: int, seed: int, beta: float = 0.1, max_swaps: int = 1000):
-    """Greedy against its swap improvement on Dir(``beta``) federations
-    (:func:`repro.cross_device.dirichlet_counts`,
-    500 samples per client) for each ``(K, M, C)`` of ``cells``; no buffer, so each round is the greedy from a
-    random first client (the ``selection`` stream of ``seed``).
+    """Greedy against its swap improvement on Dir(``beta``) federations (:func:`repro.cross_device.dirichlet_counts`,
+    500 samples per client) for each ``(K, M, C)`` of ``cells``; no buffer, so each round is the greedy from a random
+    first client (the ``selection`` stream of ``seed``).
 
     One row per (K, M, C, round): ``greedy_entropy``, ``swap_entropy``, ``swaps``, ``greedy_covers``, ``swap_covers``.
     """

@@ -1717,10 +1717,10 @@ def _laplace_scale(studies, s, table):
 
 def greedy_attains_best(rounds: pd.DataFrame) -> pd.Series:
     """Per round of a :func:`repro.greedy_gap.round_gaps` table: whether the greedy pick's entropy is, within
-    :data:`fedlib.selection.best_subset.GAP_TOL`, that of the best subset known of the round's candidates (the swap
+    :data:`repro.best_subset.GAP_TOL`, that of the best subset known of the round's candidates (the swap
     search on every round, the branch and bound where it ran).  A round where neither finds better counts as
     attained: the share is an upper bound."""
-    from fedlib.selection.best_subset import GAP_TOL
+    from repro.best_subset import GAP_TOL
 
     best = np.fmax(rounds["swap_entropy"].to_numpy(dtype=float), rounds["exact_entropy"].to_numpy(dtype=float))
     return pd.Series(best - rounds["greedy_entropy"].to_numpy(dtype=float) <= GAP_TOL, index=rounds.index)

@@ -1,4 +1,4 @@
-"""Compute the tables of the greedy-gap page (issue 24) into results/greedy_gap/ (about 10 minutes on one core).
+"""Compute the tables of the greedy-gap page into results/greedy_gap/ (about 10 minutes on one core).
 
     python scripts/greedy_gap.py                 # all parts
     python scripts/greedy_gap.py --parts paper   # one part: paper, improved, coverage_sizes, growth

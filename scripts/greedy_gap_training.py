@@ -1,14 +1,13 @@
-"""Quick-tier training: FedEntOpt against FedEntOpt with swap-improved picks, seed-paired (issue 24).
+"""Quick-tier training: FedEntOpt against FedEntOpt with swap-improved picks, seed-paired.
 
     python scripts/greedy_gap_training.py     # 10 runs of ~25 s on one core -> results/greedy_gap/training.csv
 
 The label-only measurement (scripts/greedy_gap.py) finds that a better subset changes label coverage where M
 clients of two classes each barely cover the classes (CIFAR-100's 20 superclasses, C=2, M = 10). The quick tier
-(repro.tiers: 5,000 real MNIST digits, LeNet-5, K = 20, M = 5, 20 rounds) under C=2 is as tight (5 clients
-x 2
+(repro.tiers: 5,000 real MNIST digits, LeNet-5, K = 20, M = 5, 20 rounds) under C=2 is as tight (5 clients x 2
 classes = 10 classes), so one comparison there says whether the better subsets matter for accuracy: the quick
 tier's FedEntOpt (Q = 70 % of K, §V-A5) and the same configuration with ``selector="fedentopt-swap"``
-(:class:`fedlib.selection.selectors.SwapImprovedSelector`), seeds SEEDS, same federation,
+(:class:`repro.swap_selector.SwapImprovedSelector`, registered on ``import repro``), seeds SEEDS, same federation,
 same first picks' random stream. Torch runs on one thread (training is deterministic on CPU for a thread count).
 """
 

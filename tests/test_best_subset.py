@@ -1,4 +1,4 @@
-"""Tests of fedlib.selection.best_subset: the exact search equals brute force, swap search, a round's candidates."""
+"""Tests of repro.best_subset: the exact search equals brute force, swap search, a round's candidates."""
 
 import itertools
 import math
@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedlib.selection.best_subset import (
+from fedlib.selection.metrics import entropy_bits
+from fedlib.selection.selectors import FedEntOptSelector
+from repro.best_subset import (
     GAP_TOL,
     best_subset,
     brute_force_subset,
@@ -16,8 +18,6 @@ from fedlib.selection.best_subset import (
     subset_entropy,
     swap_search,
 )
-from fedlib.selection.metrics import entropy_bits
-from fedlib.selection.selectors import FedEntOptSelector
 
 
 @st.composite

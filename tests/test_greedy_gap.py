@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fedlib.selection.best_subset import GAP_TOL, brute_force_subset
 from fedlib.selection.metrics import entropy_bits
-from repro import greedy_gap
+from repro import greedy_gap, swap_selector
+from repro.best_subset import GAP_TOL, brute_force_subset
 from repro.label_studies import federation_counts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,7 +53,7 @@ def test_improved_run_keeps_a_feasible_buffer_and_beats_nothing_worse(buffer_siz
 
 def test_fifo_push_refuses_a_buffered_pick():
     with pytest.raises(AssertionError, match="client 1 is still buffered"):
-        greedy_gap._fifo_push(deque([1, 2]), [1], 2)
+        swap_selector._fifo_push(deque([1, 2]), [1], 2)
 
 
 def test_gap_summary_by_hand():
@@ -214,10 +214,10 @@ def test_load_tables_names_what_is_missing(tmp_path):
 
 
 def test_swap_improved_selector_picks_the_swap_search_of_the_greedy_pick():
-    from fedlib.selection.best_subset import round_candidates, swap_search
     from fedlib.selection.selectors import FedEntOptSelector
+    from repro.best_subset import round_candidates, swap_search
 
-    swap_sel, greedy_sel = greedy_gap.SwapImprovedSelector(buffer_size=3), FedEntOptSelector(buffer_size=3)
+    swap_sel, greedy_sel = swap_selector.SwapImprovedSelector(buffer_size=3), FedEntOptSelector(buffer_size=3)
     state = ()
     for r in range(15):
         greedy, _ = greedy_sel.select(SMALL, 3, state, np.random.default_rng(r))
@@ -234,26 +234,57 @@ def test_swap_improved_selector_refuses_defence_options():
         match=r"selector 'fedentopt-swap' parameter 'share_cap': got 2.0; allowed: None \(the "
         "swap-improved selector takes no defence options\\)",
     ):
-        greedy_gap.SwapImprovedSelector(buffer_size=1, share_cap=2.0)
+        swap_selector.SwapImprovedSelector(buffer_size=1, share_cap=2.0)
+
+
+def test_importing_repro_registers_the_swap_selector_as_label_based():
+    from fedlib.selection.selectors import LABEL_BASED_SELECTORS, SELECTORS, make_selector
+
+    assert (
+        SELECTORS["fedentopt-swap"] is swap_selector.SwapImprovedSelector and "fedentopt-swap" in LABEL_BASED_SELECTORS
+    )
+    assert make_selector("fedentopt-swap", buffer_size=2) == swap_selector.SwapImprovedSelector(buffer_size=2)
+    with pytest.raises(
+        ValueError,
+        match=r"^selector 'fedentopt-swap' parameter 'share_cap': got 2.0; allowed: None \(the swap-improved selector ",
+    ):
+        make_selector("fedentopt-swap", buffer_size=2, share_cap=2.0)
+
+
+# Run in a fresh process: fedlib alone, after importing every fedlib module, knows the four built-in selectors; the
+# training script imports repro, which registers "fedentopt-swap" (a label-based selector that configs then accept).
+_REGISTRY_CODE = """
+import importlib, pkgutil, sys, fedlib
+from fedlib.selection import selectors
+from fedlib.training.config import LABEL_BASED_SELECTORS, ExperimentConfig
+for m in pkgutil.walk_packages(fedlib.__path__, "fedlib."):
+    if "flower" not in m.name:
+        importlib.import_module(m.name)
+config = ExperimentConfig(selector="fedentopt-swap", selector_params={"buffer_size": 2})
+print(list(selectors.SELECTORS), list(LABEL_BASED_SELECTORS))
+try:
+    config.validate()
+except ValueError as error:
+    print(error)
+sys.path.insert(0, "scripts")
+import greedy_gap_training
+print(list(selectors.SELECTORS), list(LABEL_BASED_SELECTORS))
+print(config.validate().build_selector_and_algorithm()[0])
+"""
 
 
 @pytest.mark.slow
-def test_selector_registry_is_the_same_whatever_was_imported():
-    """The registry (and so the CLI's list of allowed selectors) is fixed at import of fedlib.selection.selectors:
-    importing
-    every fedlib module and the training script adds nothing (a script once registered its selector itself, and
-    the CLI's error message then depended on which tests had run before)."""
+def test_fedlib_alone_knows_no_swap_selector_and_importing_repro_registers_it():
     import subprocess
 
-    code = (
-        "import importlib, pkgutil, sys, fedlib; from fedlib.selection import selectors as selection; "
-        "before = list(selection.SELECTORS); [importlib.import_module(m.name) for m in "
-        "pkgutil.walk_packages(fedlib.__path__, 'fedlib.') "
-        "if 'flower' not in m.name]; sys.path.insert(0, 'scripts'); import greedy_gap_training; "
-        "assert list(selection.SELECTORS) == before, (before, list(selection.SELECTORS)); print(before)"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
-    assert out.strip() == "['random', 'fedentopt', 'kl', 'dc', 'fedentopt-swap']"
+    run = subprocess.run([sys.executable, "-c", _REGISTRY_CODE], capture_output=True, text=True, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == [
+        "['random', 'fedentopt', 'kl', 'dc'] ['fedentopt', 'kl', 'dc']",
+        "config parameter 'selector': got 'fedentopt-swap'; allowed: 'random', 'fedentopt', 'kl', 'dc'.",
+        "['random', 'fedentopt', 'kl', 'dc', 'fedentopt-swap'] ['fedentopt', 'kl', 'dc', 'fedentopt-swap']",
+        "SwapImprovedSelector(buffer_size=2, buffer_fraction=None)",
+    ]
 
 
 @pytest.mark.slow

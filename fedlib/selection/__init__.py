@@ -1,2 +1,2 @@
-"""Client selection: the selectors and their entropy scorers, the exact best subset of a round, defences against
-clients that lie, label-count DP and the label metrics (entropy, coverage, H_norm)."""
+"""Client selection: the selectors and their entropy scorers, defences against clients that lie, label-count DP
+and the label metrics (entropy, coverage, H_norm)."""

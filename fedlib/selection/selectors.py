@@ -23,7 +23,6 @@ from fedlib._validate import (
     parameter_checks,
 )
 from fedlib.selection import defence
-from fedlib.selection.best_subset import round_candidates, swap_search
 from fedlib.selection.metrics import entropy_bits
 from fedlib.selection.scoring import ENTROPY_TIE_TOL, fast_scorer, first_best
 
@@ -35,8 +34,9 @@ __all__ = [
     "fedentopt_round",
     "KLSelector",
     "DCSelector",
-    "SwapImprovedSelector",
     "SELECTORS",
+    "LABEL_BASED_SELECTORS",
+    "register_selector",
     "make_selector",
     "buffer_size_from_fraction",
 ]
@@ -79,6 +79,8 @@ class Selector(ABC):
     """
 
     name: ClassVar[str] = ""
+    #: Whether the rule reads every client's label counts (the server then needs them: a one-time upload).
+    uses_label_counts: ClassVar[bool] = False
 
     def _parameter_checks(self):
         """Context of ``__post_init__``'s checks: a failed check is a ``ParameterError`` of this selector."""
@@ -201,6 +203,7 @@ class FedEntOptSelector(Selector):
     total_cap_factor: float = 1.0
     share_cap: float | None = None
     name: ClassVar[str] = "fedentopt"
+    uses_label_counts: ClassVar[bool] = True
 
     def __post_init__(self):
         if (self.buffer_size is None) == (self.buffer_fraction is None):
@@ -322,6 +325,7 @@ class KLSelector(Selector):
     """
 
     name: ClassVar[str] = "kl"
+    uses_label_counts: ClassVar[bool] = True
 
     def _select(self, counts, clients_per_round, state, rng):
         scorer = fast_scorer(counts)  # None: score plainly
@@ -364,6 +368,7 @@ class DCSelector(Selector):
     num_dc: int | None = None
     target: str = "balanced"
     name: ClassVar[str] = "dc"
+    uses_label_counts: ClassVar[bool] = True
 
     def __post_init__(self):
         with self._parameter_checks():
@@ -429,64 +434,40 @@ class DCSelector(Selector):
         return picked, ()
 
 
-def _fifo_push(buffer: deque, picks, buffer_size: int) -> None:
-    """Algorithm 1's buffer update (lines 10-12) for ``picks`` in order; each must be unbuffered at its step."""
-    for m in picks:
-        if m in buffer:
-            raise AssertionError(f"client {m} is still buffered at its step; the pick order is infeasible")
-        buffer.append(m)
-        while len(buffer) > buffer_size:
-            buffer.popleft()
-
-
-@dataclass(frozen=True)
-class SwapImprovedSelector(FedEntOptSelector):
-    """FedEntOpt with each round's greedy pick improved by :func:`~fedlib.selection.best_subset.swap_search` among
-    the round's candidates (not in the paper); the rng is drawn from as by FedEntOpt. The picks enter the buffer in
-    an order Algorithm 1 can pick them in (unbuffered ascending, then buffered oldest first). No defence options.
-
-    >>> counts = np.array([[4, 0, 0], [3, 1, 0], [0, 0, 4], [0, 4, 0]])
-    >>> SwapImprovedSelector(buffer_size=0).select(counts, 2, (), np.random.default_rng(1))[0].tolist()
-    [1, 2]
-    """
-
-    name: ClassVar[str] = "fedentopt-swap"
-
-    def __post_init__(self):
-        super().__post_init__()
-        for name in ("total_cap_quantile", "share_cap"):
-            if getattr(self, name) is not None:
-                raise ParameterError(
-                    f"selector {self.name!r}",
-                    name,
-                    getattr(self, name),
-                    "None (the swap-improved selector takes no defence options)",
-                )
-
-    def __repr__(self):
-        return super().__repr__().replace("FedEntOptSelector", "SwapImprovedSelector")
-
-    def _select(self, counts, clients_per_round, state, rng):
-        q = self.resolve_buffer_size(counts.shape[0], clients_per_round)
-        candidates = round_candidates(state, counts.shape[0], clients_per_round, q)
-        greedy, _ = super()._select(counts, clients_per_round, state, rng)
-        subset = swap_search(counts, np.sort(greedy), candidates=candidates).subset
-        position = {b: i for i, b in enumerate(state)}
-        order = sorted(subset.tolist(), key=lambda k: (k in position, position.get(k, k)))
-        buffer = deque(state)
-        _fifo_push(buffer, order, q)
-        return order, tuple(buffer)
-
-
 # --------------------------------------------------------------------------- registry
 
-SELECTORS: dict[str, type[Selector]] = {
-    RandomSelector.name: RandomSelector,
-    FedEntOptSelector.name: FedEntOptSelector,
-    KLSelector.name: KLSelector,
-    DCSelector.name: DCSelector,
-    SwapImprovedSelector.name: SwapImprovedSelector,
-}
+#: The selectors by name, as :func:`make_selector` and ``ExperimentConfig(selector=...)`` know them.
+SELECTORS: dict[str, type[Selector]] = {}
+_LABEL_BASED: dict[str, type[Selector]] = {}
+#: Names of the registered selectors with ``uses_label_counts`` (a live view: it follows :func:`register_selector`).
+LABEL_BASED_SELECTORS = _LABEL_BASED.keys()
+
+
+def register_selector(cls: type[Selector]) -> type[Selector]:
+    """Add ``cls`` to :data:`SELECTORS` under ``cls.name`` (a selector defined outside fedlib); returns ``cls``, so
+    it can decorate the class. Every process that builds the selector by name must have imported the module that
+    registers it. :class:`~fedlib._validate.ParameterError` for a class that is not a named :class:`Selector` or
+    whose name another class holds.
+
+    >>> try:
+    ...     register_selector(dict)
+    ... except ParameterError as error:
+    ...     print(error)
+    register_selector parameter 'cls': got <class 'dict'>; allowed: a Selector subclass with a name.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Selector) and isinstance(cls.name, str) and cls.name):
+        raise ParameterError("register_selector", "cls", cls, "a Selector subclass with a name")
+    if SELECTORS.setdefault(cls.name, cls) is not cls:
+        taken = ", ".join(repr(n) for n in SELECTORS)
+        allowed = f"a Selector subclass whose name is none of {taken}"
+        raise ParameterError("register_selector", "cls", cls, allowed, got=f"{cls.__name__} named {cls.name!r}")
+    if cls.uses_label_counts:
+        _LABEL_BASED[cls.name] = cls
+    return cls
+
+
+for _cls in (RandomSelector, FedEntOptSelector, KLSelector, DCSelector):
+    register_selector(_cls)
 
 
 def make_selector(name: str, **params) -> Selector:

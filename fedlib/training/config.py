@@ -19,14 +19,16 @@ from fedlib._validate import (
     check_parameter_names,
     parameter_checks,
 )
+from fedlib.selection import selectors as selection
 
 __all__ = ["ExperimentConfig", "DEFAULT_WEIGHT_DECAY", "LABEL_BASED_SELECTORS", "config_hash", "ConfigError"]
 
 #: Weight decay selected by the paper per model (§V-A5); ``weight_decay=None`` resolves to it.
 DEFAULT_WEIGHT_DECAY = {"lenet5": 5e-4, "vgg11": 1e-3, "efficientnet-b0": 5e-4, "efficientnet-b3": 5e-4}
 
-#: Selectors that need every client's label counts on the server (a one-time upload of 4·C·K bytes).
-LABEL_BASED_SELECTORS = ("fedentopt", "kl", "dc", "fedentopt-swap")
+#: Selectors that need every client's label counts on the server (a one-time upload of 4·C·K bytes): a live view
+#: of the registered selectors with ``uses_label_counts``.
+LABEL_BASED_SELECTORS = selection.LABEL_BASED_SELECTORS
 
 DP_NEGATIVE_MODES = ("clip", "keep")
 
@@ -190,7 +192,6 @@ class ExperimentConfig:
         if built is not None:
             return built
         from fedlib.algorithms import make_algorithm
-        from fedlib.selection import selectors as selection
 
         return (
             selection.make_selector(self.selector, **self.selector_params),
@@ -216,7 +217,6 @@ class ExperimentConfig:
         """Check every field in order; return the ``(selector, algorithm)`` built for the check."""
         from fedlib.algorithms import ALGORITHMS, make_algorithm
         from fedlib.data import datasets, partition
-        from fedlib.selection import selectors as selection
         from fedlib.training import models
 
         def integer(name, low=None, high=None, optional=False):

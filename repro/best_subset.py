@@ -1,7 +1,7 @@
 """The M-subset of a round's candidates with the highest pooled label entropy, which FedEntOpt's greedy step
-approximates: :func:`best_subset` (branch and bound, exact up to :data:`GAP_TOL` bits), :func:`brute_force_subset`
-(for tests), :func:`swap_search` (a lower bound) and :func:`round_candidates` (what Algorithm 1 can pick in a round).
-"""
+approximates (a study beyond the paper): :func:`best_subset` (branch and bound, exact up to :data:`GAP_TOL` bits),
+:func:`brute_force_subset` (for tests), :func:`swap_search` (a lower bound) and :func:`round_candidates` (what
+Algorithm 1 can pick in a round)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedlib._validate import ParameterError, check_count_matrix, check_int
-from fedlib.selection._count_layout import _TINY
 from fedlib.selection.scoring import ENTROPY_TIE_TOL, first_best
 
 __all__ = [
@@ -27,6 +26,8 @@ __all__ = [
 
 #: Subsets within this many bits of the best are optimal (ties); far above the rounding of entropies.
 GAP_TOL = 1e-9
+
+_TINY = 1e-300  # log2 argument floor, as in fedlib's scorers: x * log2(max(x, tiny)) is exactly 0 at x = 0
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ help:
 install: system-deps
 	$(PIP) install torch==2.13.0 $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 	$(PIP) install torchvision==0.28.0 $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
-	@# this checkout was the distribution "fedlib" before issue 22: an editable install of it left behind would map
+	@# this checkout was once the distribution "fedlib": an editable install of it left behind would map
 	@# the import name fedlib to wherever that checkout was; only an editable install of ours is removed
 	@if $(PYTHON) -m pip show fedlib 2>/dev/null | grep -q "^Editable project location"; then \
 	  $(PIP) uninstall -y fedlib; fi

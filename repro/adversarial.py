@@ -1,4 +1,4 @@
-"""Clients that lie about their label counts (issue 15, part 1): threat models, the buffer's bound, label-only study.
+"""Clients that lie about their label counts: threat models, the buffer's bound, label-only study.
 
 FedEntOpt picks clients from the label counts they upload (Algorithm 1 of the v2 paper); §VI names the risk that
 "adversarial clients could still misguide the client selection".  A *liar* uploads fabricated counts
@@ -69,7 +69,7 @@ __all__ = [
     "share_summary",
 ]
 
-#: What a liar uploads (threats a, b, c of issue 15).
+#: What a liar uploads (threats a, b and c).
 REPORTS = ("uniform", "rarest", "scaled")
 #: What a liar really holds.
 DATA_KINDS = ("honest", "single", "flipped")

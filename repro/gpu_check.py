@@ -8,7 +8,7 @@
 3. ``benchmarks/bench_selection.py``'s headline (K = 10^5, M = 10^3, C = 100) with the torch scorer on CUDA
    against the default CPU scorer in the same process (same picks checked);
 4. a benchmark record ``benchmarks/results/gpu-check-<UTC time>.json``: the device, the numerics
-   (``fedlib.training.numerics``), the test outcome, the timings, the targets of issue 11 met or missed, the seconds per
+   (``fedlib.training.numerics``), the test outcome, the timings, the GPU targets (``TARGETS``) met or missed, the seconds per
    client step of both engines (which ``repro.cost_model`` then uses for the paper tier) and the paper tier's
    GPU hours re-estimated from them.
 
@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: The test files whose ``cuda`` tests gpu-check runs.
 CUDA_TEST_FILES = ("tests/test_devices.py",)
-#: Issue 11's targets on one H100.
+#: The GPU targets on one H100 (benchmarks/README.md).
 TARGETS = {"lenet5_500_rounds_s": 10.0, "lenet5_a_over_c": 50.0, "vgg11_a_over_c": 5.0, "selection_round_s": 0.1}
 
 __all__ = ["main", "Plan", "TARGETS", "compare_targets", "step_times", "no_cuda_message"]
@@ -211,7 +211,7 @@ def step_times(trainer: dict) -> dict:
 
 
 def compare_targets(trainer: dict, selection: dict) -> list[dict]:
-    """Issue 11's targets against what was measured: one row per target (name, value, target, met)."""
+    """The GPU targets against what was measured: one row per target (name, value, target, met)."""
     rows = []
 
     def add(name, value, target, smaller_is_better):
@@ -292,7 +292,7 @@ def _device_info(device: str) -> dict:
 
 
 def _print_summary(record: dict, log) -> None:
-    log("\n## targets (issue 11)")
+    log("\n## targets")
     for row in record["targets"]:
         value = "not measured" if row["value"] is None else f"{row['value']:.3f}"
         verdict = {True: "met", False: "MISSED", None: "-"}[row["met"]]

@@ -170,7 +170,7 @@ MEASURE = """() => {
   };
 }"""
 
-#: Tables a reader cannot read (issue 21): wider than the text column, a word broken across lines inside a cell
+#: Tables a reader cannot read: wider than the text column, a word broken across lines inside a cell
 #: (a header set letter by letter; breaks after "-", "/", "_" are breaks between words), or a bare pandas index (a first
 #: column 0, 1, 2, ... with no header).
 TABLES = """function tableProblems(article) {

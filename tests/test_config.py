@@ -112,7 +112,7 @@ def test_a_config_is_validated_once_and_builds_its_selector_and_algorithm_once(m
     assert "_validated" not in pickle.loads(pickle.dumps(c.validate())).__dict__  # another process checks again
 
 
-# ------------------------------------------------------------------------------------ engine options (issue 23)
+# ----------------------------------------------------------------------------------------------- engine options
 def test_engine_options_reach_the_batched_engine():
     import torch
 

@@ -1,4 +1,4 @@
-"""Tests of repro.cross_device and of label-only selection runs at cross-device scale (issue 15, part 2)."""
+"""Tests of repro.cross_device and of label-only selection runs at cross-device scale."""
 
 import numpy as np
 import pytest

@@ -8,9 +8,9 @@
 3. ``benchmarks/bench_selection.py``'s headline (K = 10^5, M = 10^3, C = 100) with the torch scorer on CUDA
    against the default CPU scorer in the same process (same picks checked);
 4. a benchmark record ``benchmarks/results/gpu-check-<UTC time>.json``: the device, the numerics
-   (``fedlib.training.numerics``), the test outcome, the timings, the GPU targets (``TARGETS``) met or missed, the seconds per
-   client step of both engines (which ``repro.cost_model`` then uses for the paper tier) and the paper tier's
-   GPU hours re-estimated from them.
+   (``fedlib.training.numerics``), the test outcome, the timings, the GPU targets (``TARGETS``) met or missed, the
+   seconds per client step of both engines (which ``repro.cost_model`` then uses for the paper tier) and the paper
+   tier's GPU hours re-estimated from them.
 
 Without CUDA it prints one line and exits with status 1.  ``--cpu-smoke`` runs the same steps on the CPU with
 tiny sizes and no tests (it checks the command itself; its record says ``"cuda": false`` and is never used as a

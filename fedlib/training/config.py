@@ -180,37 +180,15 @@ class ExperimentConfig:
         except ParameterError as exc:  # combinations BatchedOptions refuses (cuda_graphs without compile, ...)
             raise ParameterError(ENGINE_OPTIONS_PART, exc.name, exc.value, exc.allowed, got=exc.got) from None
 
-    def __getstate__(self) -> dict:
-        """Pickled without the validation memo: another process (a Ray worker) validates for itself."""
-        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
-
     def build_selector_and_algorithm(self):
-        """``(selector, algorithm)`` of this configuration: the ones ``validate()`` built (handed over once), else
-        new ones."""
-        self.validate()
-        built = self.__dict__.pop("_built", None)
-        if built is not None:
-            return built
-        from fedlib.algorithms import make_algorithm
-
-        return (
-            selection.make_selector(self.selector, **self.selector_params),
-            make_algorithm(self.algorithm, **self.algorithm_params),
-        )
+        """``(selector, algorithm)`` of this configuration, built while its fields are checked."""
+        with parameter_checks("config"):  # a failed check of a field names no part: the part is the config
+            return self._check_fields()
 
     def validate(self) -> "ExperimentConfig":
-        """Check every field (once, until a field changes); return ``self`` or raise ``ParameterError``."""
-        try:
-            fingerprint = json.dumps(self.to_dict(), sort_keys=True)
-        except (TypeError, ValueError):  # not serialisable: the checks say which field
-            fingerprint = None
-        if fingerprint is not None and self.__dict__.get("_validated") == fingerprint:
-            return self
-        with parameter_checks("config"):  # a failed check of a field names no part: the part is the config
-            built = self._check_fields()
+        """Check every field; return ``self`` or raise ``ParameterError``."""
+        self.build_selector_and_algorithm()
         json.dumps(self.to_dict())  # every option must be JSON-serialisable (for config.json and the hash)
-        object.__setattr__(self, "_validated", fingerprint)
-        object.__setattr__(self, "_built", built)
         return self
 
     def _check_fields(self) -> tuple:

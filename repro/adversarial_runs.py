@@ -226,23 +226,24 @@ def missing_lying_runs(runs: Sequence[LiarRun], tier: str, results_dir=None) -> 
 THREADS = 1
 
 
+def _train_lying(config: ExperimentConfig, spec: LiarSpec):
+    """One run of the group (a job of ``repro.runner.run_each``): ``(table, liar_ids, wall seconds)``."""
+    t0 = time.perf_counter()
+    table, liars = run_with_liars(config, spec)
+    return table, liars, time.perf_counter() - t0
+
+
 def ensure_lying_runs(runs: Sequence[LiarRun], tier: str, *, results_dir=None, log=print) -> dict:
     """Train and store every run without a stored table, with :data:`THREADS` torch threads (restored after)."""
-    import torch
+    from repro.runner import run_each
 
     t0 = time.perf_counter()
     todo = missing_lying_runs(runs, tier, results_dir)
-    before = torch.get_num_threads()
-    torch.set_num_threads(THREADS)
-    try:
-        for i, r in enumerate(todo, 1):
-            w0 = time.perf_counter()
-            table, liars = run_with_liars(r.config, r.spec)
-            wall = time.perf_counter() - w0
-            store_lying_run(table, r, liars, tier, results_dir=results_dir, wall_seconds=wall)
-            log(f"[{i}/{len(todo)}] {r.label}: final accuracy {100 * last_rounds_mean(table, 10):.2f} %, {wall:.1f} s")
-    finally:
-        torch.set_num_threads(before)
+    trained = run_each(_train_lying, [(r.config, r.spec) for r in todo], threads=THREADS)
+    for n, (i, (table, liars, wall), _) in enumerate(trained, 1):
+        store_lying_run(table, todo[i], liars, tier, results_dir=results_dir, wall_seconds=wall)
+        acc = 100 * last_rounds_mean(table, 10)
+        log(f"[{n}/{len(todo)}] {todo[i].label}: final accuracy {acc:.2f} %, {wall:.1f} s")
     return {"trained": len(todo), "already": len(runs) - len(todo), "wall_seconds": time.perf_counter() - t0}
 
 

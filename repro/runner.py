@@ -84,6 +84,7 @@ def _pool_context(configs):
 
 
 def _in_pool(fn, jobs, workers, threads):
+    """``workers`` processes of this machine, in the order the jobs finish."""
     with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context([job[0] for job in jobs])) as pool:
         futures = {pool.submit(_call, fn, job, threads): i for i, job in enumerate(jobs)}
         for future in as_completed(futures):
@@ -151,12 +152,12 @@ def run_configs(
                 on_done(i, out[i])
         else:
             todo.setdefault(run_dir.hash, []).append(i)
-    groups = list(todo.values())
-    jobs = [(configs[g[0]], run_root, progress and backend == "serial") for g in groups]
+    listed = list(todo.values())  # per configuration to train, where it is listed
+    jobs = [(configs[where[0]], run_root, progress and backend == "serial") for where in listed]
     failed = []
     options = {"backend": backend, "workers": workers, "threads": threads, "ray": ray, "run_root": run_root}
     for j, value, err in run_each(_sweep_run, jobs, **options):
-        for n, i in enumerate(groups[j]):
+        for n, i in enumerate(listed[j]):
             if err is not None:
                 failed.append((i, configs[i], err))
                 continue

@@ -74,7 +74,7 @@ test-fast:
 	$(PYTHON) -m pytest -n $(PYTEST_JOBS) -m "not slow" tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
-# Every experiment of the paper tier for one round on tiny fake files, on the CPU (minutes), then its size and cost.
+# Every group of the paper tier for one round on tiny fake files, on the CPU (minutes), then its size and cost.
 paper-dry-run:
 	$(PYTHON) -m fedlib paper --dry-run --small-images
 

@@ -28,7 +28,7 @@ from repro import reporting
 from repro.adversarial import LiarSpec, choose_liars, liar_counts, liar_labels
 
 __all__ = [
-    "EXPERIMENT",
+    "GROUP",
     "SEEDS",
     "LIAR_SHARES",
     "DEFENCE",
@@ -44,7 +44,8 @@ __all__ = [
     "accuracy_summary",
 ]
 
-EXPERIMENT = "lying_clients"
+#: The group's name: its folder under ``results/<tier>/``.
+GROUP = "lying_clients"
 #: Seeds of the group (more than the quick tier's two: the paired tests need them).
 SEEDS = (0, 1, 2, 3, 4)
 #: Liar shares of K; the number of liars is ``max(1, round(share * K))``.
@@ -118,8 +119,7 @@ def liar_run_key(config: ExperimentConfig, spec: LiarSpec) -> str:
     group trains every run with one torch thread (:func:`ensure_lying_runs`), and on CPU the thread count changes
     the floating-point sums, so the same config trained with two threads gives other numbers (quick tier,
     #C = 2, seed 1: 38.1 % with one thread, 35.6 % with two).  The paired tests compare runs that differ by the
-    method only.  The configuration enters as :func:`repro.results.key_fields`, as in ``run_key``, so that
-    a new
+    method only.  The configuration enters as :func:`repro.results.key_fields`, as in ``run_key``, so that a new
     default of a field that does not change the run (``dp_negative`` without label DP) keeps the stored keys."""
     from repro import results
 
@@ -192,8 +192,7 @@ def _liars_picked(table: pd.DataFrame, liars) -> list[int]:
 def store_lying_run(
     table: pd.DataFrame, run: LiarRun, liars, tier: str, *, results_dir=None, wall_seconds: float | None = None
 ):
-    """Write one run's compact table (with ``liars_picked``) and its JSON with
-    :func:`repro.results.store_run`
+    """Write one run's compact table (with ``liars_picked``) and its JSON with :func:`repro.results.store_run`
     under :func:`liar_run_key`; returns the CSV path."""
     from repro import float_env, results
 
@@ -202,7 +201,7 @@ def store_lying_run(
         table,
         run.config,
         tier,
-        EXPERIMENT,
+        GROUP,
         run.label,
         results_dir=results_dir,
         wall_seconds=wall_seconds,
@@ -218,7 +217,7 @@ def missing_lying_runs(runs: Sequence[LiarRun], tier: str, results_dir=None) -> 
     """The runs with no stored table in the group's folder."""
     from repro.results import group_dir
 
-    d = group_dir(results_dir, tier, EXPERIMENT)
+    d = group_dir(results_dir, tier, GROUP)
     return [r for r in runs if not (d / f"{liar_run_key(r.config, r.spec)}.csv").exists()]
 
 
@@ -226,29 +225,29 @@ def missing_lying_runs(runs: Sequence[LiarRun], tier: str, results_dir=None) -> 
 THREADS = 1
 
 
+def _train_lying(config: ExperimentConfig, spec: LiarSpec):
+    """One run of the group (a job of ``repro.runner.run_each``): ``(table, liar_ids, wall seconds)``."""
+    t0 = time.perf_counter()
+    table, liars = run_with_liars(config, spec)
+    return table, liars, time.perf_counter() - t0
+
+
 def ensure_lying_runs(runs: Sequence[LiarRun], tier: str, *, results_dir=None, log=print) -> dict:
     """Train and store every run without a stored table, with :data:`THREADS` torch threads (restored after)."""
-    import torch
+    from repro.runner import run_each
 
     t0 = time.perf_counter()
     todo = missing_lying_runs(runs, tier, results_dir)
-    before = torch.get_num_threads()
-    torch.set_num_threads(THREADS)
-    try:
-        for i, r in enumerate(todo, 1):
-            w0 = time.perf_counter()
-            table, liars = run_with_liars(r.config, r.spec)
-            wall = time.perf_counter() - w0
-            store_lying_run(table, r, liars, tier, results_dir=results_dir, wall_seconds=wall)
-            log(f"[{i}/{len(todo)}] {r.label}: final accuracy {100 * last_rounds_mean(table, 10):.2f} %, {wall:.1f} s")
-    finally:
-        torch.set_num_threads(before)
+    trained = run_each(_train_lying, [(r.config, r.spec) for r in todo], threads=THREADS)
+    for n, (i, (table, liars, wall), _) in enumerate(trained, 1):
+        store_lying_run(table, todo[i], liars, tier, results_dir=results_dir, wall_seconds=wall)
+        acc = 100 * last_rounds_mean(table, 10)
+        log(f"[{n}/{len(todo)}] {todo[i].label}: final accuracy {acc:.2f} %, {wall:.1f} s")
     return {"trained": len(todo), "already": len(runs) - len(todo), "wall_seconds": time.perf_counter() - t0}
 
 
 def load_or_run_lying(tier: str = "quick", results_dir=None, *, run_missing: bool = False, log=print, **grid):
-    """The stored runs of the group (:func:`repro.results.load_group`); with ``run_missing`` (quick
-    tier
+    """The stored runs of the group (:func:`repro.results.load_group`); with ``run_missing`` (quick tier
     only) the missing runs of :func:`lying_runs` ``(tier, **grid)`` are trained first."""
     from repro import results
 
@@ -256,7 +255,7 @@ def load_or_run_lying(tier: str = "quick", results_dir=None, *, run_missing: boo
         info = ensure_lying_runs(lying_runs(tier, **grid), tier, results_dir=results_dir, log=log)
         if info["trained"]:
             log(f"trained {info['trained']} missing runs in {info['wall_seconds']:.0f} s")
-    return results.load_group(tier, EXPERIMENT, results_dir)
+    return results.load_group(tier, GROUP, results_dir)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -285,8 +284,7 @@ def accuracy_summary(frame: pd.DataFrame, last: int = 10) -> pd.DataFrame:
 
 
 def main(argv=None) -> int:
-    """``python -m repro.adversarial_runs [--tier quick] [--seeds 0,1] [--dry-run]``: train the missing
-    runs."""
+    """``python -m repro.adversarial_runs [--tier quick] [--seeds 0,1] [--dry-run]``: train the missing runs."""
     import argparse
 
     p = argparse.ArgumentParser(description="Train and store the missing runs of the lying_clients group.")
@@ -298,7 +296,7 @@ def main(argv=None) -> int:
     seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else SEEDS
     runs = lying_runs(args.tier, seeds=seeds)
     missing = missing_lying_runs(runs, args.tier, args.results_dir)
-    print(f"{args.tier}/{EXPERIMENT}: {len(runs)} runs, {len(missing)} missing", flush=True)
+    print(f"{args.tier}/{GROUP}: {len(runs)} runs, {len(missing)} missing", flush=True)
     if args.dry_run:
         for r in missing:
             print("   ", r.label)

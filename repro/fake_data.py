@@ -1,6 +1,6 @@
 """Tiny fake data sets written in each real on-disk format that ``fedlib.data.datasets`` reads.
 
-The paper tier's dry run (``repro.paper_tier.dry_run``) trains every experiment for one round on these files, so
+The paper tier's dry run (``repro.paper_tier.dry_run``) trains every group for one round on these files, so
 the loaders, partitions, models and algorithms run on the paths a real run takes, in seconds.  Pixels are random
 (uint8); every class gets ``train_per_class`` training and ``test_per_class`` test images.
 

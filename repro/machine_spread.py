@@ -39,13 +39,13 @@ __all__ = [
 MACHINES_DIR = RESULTS_DIR / "machines"
 
 
-def machines(tier: str, experiment: str, machines_dir=None) -> list[str]:
-    """The machines (folder names) that hold retrained runs of ``experiment`` at ``tier``, sorted."""
+def machines(tier: str, group: str, machines_dir=None) -> list[str]:
+    """The machines (folder names) that hold retrained runs of ``group`` at ``tier``, sorted."""
     root = Path(machines_dir if machines_dir is not None else MACHINES_DIR)
-    return sorted(p.name for p in root.glob("*") if any((p / tier / experiment).glob("*.csv")))
+    return sorted(p.name for p in root.glob("*") if any((p / tier / group).glob("*.csv")))
 
 
-def machine_env(tier: str, experiment: str, machine: str, machines_dir=None, short: bool = False) -> str:
+def machine_env(tier: str, group: str, machine: str, machines_dir=None, short: bool = False) -> str:
     """How the machine's retrains computed floats (``repro.float_env.describe`` of its first run, the part
     that is the same for all)."""
     import json
@@ -53,7 +53,7 @@ def machine_env(tier: str, experiment: str, machine: str, machines_dir=None, sho
     from repro import float_env
 
     root = Path(machines_dir if machines_dir is not None else MACHINES_DIR)
-    first = sorted((root / machine / tier / experiment).glob("*.json"))[0]
+    first = sorted((root / machine / tier / group).glob("*.json"))[0]
     env = json.loads(first.read_text()).get("float_env")
     return float_env.short(env) if short else float_env.describe(env)
 
@@ -67,14 +67,14 @@ def _per_run(stored, last: int) -> pd.DataFrame:
 
 
 def paired_final(
-    tier: str, experiment: str, machine: str, last: int = 10, results_dir=None, machines_dir=None
+    tier: str, group: str, machine: str, last: int = 10, results_dir=None, machines_dir=None
 ) -> pd.DataFrame:
     """One row per retrained run: its label columns, ``key``, ``stored`` and ``retrained`` final accuracy and
     ``change`` (retrained - stored), all in percentage points.  Runs of the machine with no stored twin are
     left out."""
     root = Path(machines_dir if machines_dir is not None else MACHINES_DIR)
-    base = _per_run(load_group(tier, experiment, results_dir), last)
-    again = _per_run(load_group(tier, experiment, root / machine), last)[["key", "final"]]
+    base = _per_run(load_group(tier, group, results_dir), last)
+    again = _per_run(load_group(tier, group, root / machine), last)[["key", "final"]]
     out = base.merge(again, on="key", suffixes=("_stored", "_retrained"))
     out = out.rename(columns={"final_stored": "stored", "final_retrained": "retrained"})
     out["change"] = out["retrained"] - out["stored"]
@@ -89,23 +89,23 @@ def seed_std(per_run: pd.DataFrame, column: str = "stored") -> float:
     return float(math.sqrt(var.mean())) if len(var) else math.nan
 
 
-def spread(tier: str, experiment: str, last: int = 10, results_dir=None, machines_dir=None) -> pd.DataFrame:
+def spread(tier: str, group: str, last: int = 10, results_dir=None, machines_dir=None) -> pd.DataFrame:
     """Per machine: ``runs`` paired, ``environment``, ``median_abs`` and ``max_abs`` change (pp), ``identical``
     runs (change 0), ``machine_std`` (std of the change / sqrt 2: the per-run spread a machine change draws) and
     ``seed_std`` of every stored run of the group (:func:`seed_std`), both in pp."""
     rows = []
-    for m in machines(tier, experiment, machines_dir):
-        p = paired_final(tier, experiment, m, last, results_dir, machines_dir)
+    for m in machines(tier, group, machines_dir):
+        p = paired_final(tier, group, m, last, results_dir, machines_dir)
         if p.empty:
             continue
         if not rows:
-            every = _per_run(load_group(tier, experiment, results_dir), last)
+            every = _per_run(load_group(tier, group, results_dir), last)
             seeds = seed_std(every.drop(columns="key").rename(columns={"final": "stored"}))
         rows.append(
             {
                 "machine": m,
-                "environment": machine_env(tier, experiment, m, machines_dir),
-                "kernels": machine_env(tier, experiment, m, machines_dir, short=True),
+                "environment": machine_env(tier, group, m, machines_dir),
+                "kernels": machine_env(tier, group, m, machines_dir, short=True),
                 "runs": len(p),
                 "median_abs": float(p["change"].abs().median()),
                 "max_abs": float(p["change"].abs().max()),
@@ -122,13 +122,13 @@ def _measured_groups(tier: str, machines_dir=None) -> list[str]:
     return sorted({p.parent.name for p in root.glob(f"*/{tier}/*/*.csv")})
 
 
-def page_note(tier: str, experiment: str, results_dir=None, machines_dir=None) -> str:
+def page_note(tier: str, group: str, results_dir=None, machines_dir=None) -> str:
     """A paragraph and a table for a training page: how far a retrain on another machine moved the runs of
-    ``experiment``, beside their seed std (Markdown)."""
-    table = spread(tier, experiment, results_dir=results_dir, machines_dir=machines_dir)
+    ``group``, beside their seed std (Markdown)."""
+    table = spread(tier, group, results_dir=results_dir, machines_dir=machines_dir)
     if table.empty:
         text = (
-            f"No run of `{experiment}` at tier `{tier}` has been retrained on another machine, so how far "
+            f"No run of `{group}` at tier `{tier}` has been retrained on another machine, so how far "
             "another CPU moves these numbers is not measured for this page."
         )
         for other in _measured_groups(tier, machines_dir):

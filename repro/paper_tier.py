@@ -1,10 +1,9 @@
-"""The whole paper tier: its size and estimated cost, a dry run of every experiment, and a resumable run.
+"""The whole paper tier: its size and estimated cost, a dry run of every group, and a resumable run.
 
 ``python -m fedlib paper --dry-run`` (``dry_run``) walks the paper tier before anyone spends GPU hours on it:
 
-1. every run of every experiment group (``repro.tiers.tier_groups("paper")``: Tables I-IV, Fig. 2,
-   large
-   pools, the buffer study, FedEntropy) is built and validated (``ExperimentConfig.validate``);
+1. every run of every group (``repro.tiers.tier_groups("paper")``: Tables I-IV, Fig. 2, large pools, the buffer
+   study, FedEntropy) is built and validated (``ExperimentConfig.validate``);
 2. every Dir(β) federation is partitioned on the data set's real label counts (``fedlib.data.profiles``) with the
    tier's ``min_partition_size``, for every seed the tier runs, through the trainer's random stream;
 3. every statement of the paper the tier lists (``statements.yaml``) is judged on stand-ins of every planned
@@ -12,19 +11,17 @@
 4. tiny fake files are written in each data set's real on-disk format (``repro.fake_data``), and a covering set
    of runs -- every data set, every (data set, model), every (data set, K), every method, every (algorithm,
    model) pair, DP, dropout, stragglers, FedConcat, FedEntropy -- trains ONE round on them on the CPU through
-   the path the real run takes (``repro.results.ensure_runs``: run cache, checkpoint, stored table).  The
-   fake
+   the path the real run takes (``repro.results.ensure_runs``: run cache, checkpoint, stored table).  The fake
    round changes only what tiny files and a CPU force: ``rounds = 1`` (FedConcat: 1 encoder + 1 classifier
    round), ``local_epochs = 1`` (no code path depends on E; stragglers then draw 1 epoch), ``min_partition_size =
    0`` (the real minimum is checked in step 2), the fake data root, ``device="cpu"``;
    ``small_images=True`` also has the loaders resize the 224 x 224 medical images to ``SMALL_IMAGE_SIZE`` (64)
    (EfficientNet on 224 x 224 takes seconds per step on a CPU).
-   The first problem raises ``DryRunError`` naming the experiment and the run.
+   The first problem raises ``DryRunError`` naming the group and the run.
 
 ``tier_size`` counts the tier (runs, distinct runs -- Table II's baselines are Table I's runs --, rounds, local
 sample passes, client steps) and estimates its GPU hours with ``repro.cost_model``: a step model (per client
-step
-the larger of its kernel-launch time and its arithmetic time; evaluation per test sample likewise) with counted
+step the larger of its kernel-launch time and its arithmetic time; evaluation per test sample likewise) with counted
 ops and FLOPs and ASSUMED per-op and FLOP rates, replaced by the seconds per step measured by
 ``python -m fedlib gpu-check`` where a record exists under ``benchmarks/results/`` (LeNet-5 and VGG-11).  The
 estimate is given for the engines the tier runs on a GPU (batched for LeNet-5 and VGG-11, the reference engine
@@ -76,7 +73,7 @@ SMALL_IMAGE_SIZE = 64
 
 
 class DryRunError(RuntimeError):
-    """A run of the tier fails; the message names the experiment group and the run's coordinates."""
+    """A run of the tier fails; the message names the group and the run's coordinates."""
 
 
 def tier_runs(tier: str = "paper", groups=None, rounds: int | None = None) -> list:
@@ -114,10 +111,9 @@ def _sample_passes(c) -> tuple[float, float]:
 
 
 def tier_size(tier: str = "paper", groups=None, records_dir=None) -> pd.DataFrame:
-    """One row per experiment group and a ``total`` row: runs, distinct runs, rounds, training sample passes and
+    """One row per group and a ``total`` row: runs, distinct runs, rounds, training sample passes and
     client steps (millions), the estimated hours on one GPU (``repro.cost_model``: the tier's engines, of
-    which
-    evaluation, and the reference engine alone) and on a 2-core CPU (where measured).  Measured step times come
+    which evaluation, and the reference engine alone) and on a 2-core CPU (where measured).  Measured step times come
     from the newest ``gpu-check`` record in ``records_dir`` (default ``benchmarks/results``); ``df.attrs`` says
     which models used them."""
     from repro.cost_model import measured_step_times, run_seconds, run_steps
@@ -138,7 +134,7 @@ def tier_size(tier: str = "paper", groups=None, records_dir=None) -> pd.DataFram
         cpu = CPU_SAMPLES_PER_SECOND.get(c.model)
         rows.append(
             {
-                "group": r.experiment,
+                "group": r.group,
                 "model": c.model,
                 "runs": 1,
                 "distinct runs": int(new),
@@ -222,7 +218,7 @@ def _features(r) -> set:
     params = {k: v for k, v in c.algorithm_params.items() if k != "classifier_rounds"}
     method = r.label.get("method", c.algorithm)
     return {
-        ("group", r.experiment),
+        ("group", r.group),
         ("dataset", c.dataset),
         ("dataset-model", c.dataset, c.model),
         ("dataset-K", c.dataset, c.num_clients),
@@ -239,7 +235,7 @@ def _features(r) -> set:
 def dry_run_plan(tier: str = "paper", groups=None) -> list:
     """The covering set of runs the dry run trains: in the tier's order, every run that covers a feature (data
     set, (data set, model), (data set, K), method, selector, (algorithm with its parameters, model family: LeNet-5,
-    VGG-11, EfficientNet), partition, DP, dropout, stragglers, experiment group) no earlier run covered."""
+    VGG-11, EfficientNet), partition, DP, dropout, stragglers, group) no earlier run covered."""
     covered, plan = set(), []
     for r in tier_runs(tier, groups):
         f = _features(r)
@@ -329,15 +325,12 @@ def _write_fake_data(plan, root: Path) -> None:
 
 def dry_run(tier: str = "paper", *, workdir=None, groups=None, small_images: bool = False, log=print) -> pd.DataFrame:
     """Walk ``tier`` (see the module docstring); returns one row per trained run (group, label, seconds, clients
-    trained, test accuracy).  Raises ``DryRunError`` naming the experiment and run on the first problem."""
+    trained, test accuracy).  Raises ``DryRunError`` naming the group and run on the first problem."""
     from repro.results import ensure_runs
 
     t_start = time.perf_counter()
     runs = tier_runs(tier, groups)
-    log(
-        f"dry run of tier '{tier}': {len(runs)} runs in {len(dict.fromkeys(r.experiment for r in runs))} groups "
-        "validated"
-    )
+    log(f"dry run of tier '{tier}': {len(runs)} runs in {len(dict.fromkeys(r.group for r in runs))} groups validated")
     n = _check_partitions(runs, log)
     log(f"   {n} Dir(beta) partitions of the real label counts reach the tier's minimum client size")
     if groups is None:
@@ -352,11 +345,11 @@ def dry_run(tier: str = "paper", *, workdir=None, groups=None, small_images: boo
         rows = []
         for i, r in enumerate(plan, 1):
             cfg = _fake_config(r, work / "data", small_images)
-            name = f"{r.experiment} {r.label}"
+            name = f"{r.group} {r.label}"
             t0 = time.perf_counter()
             try:
                 info = ensure_runs(
-                    [tiers.PlannedRun(r.experiment, r.label, cfg)],
+                    [r._replace(config=cfg)],
                     tier,
                     results_dir=work / "results",
                     run_root=str(work / "runs"),
@@ -368,7 +361,7 @@ def dry_run(tier: str = "paper", *, workdir=None, groups=None, small_images: boo
                 raise DryRunError(f"{name}: {info['skipped'][0][1]}")
             rows.append(
                 {
-                    "group": r.experiment,
+                    "group": r.group,
                     "run": json.dumps(r.label),
                     "dataset": cfg.dataset,
                     "model": cfg.model,
@@ -404,18 +397,18 @@ def _check_trained(plan, tier: str, results_dir: Path) -> None:
     from repro.results import load_run
 
     for r in plan:
-        for p in sorted((results_dir / tier / r.experiment).glob("*.csv")):
+        for p in sorted((results_dir / tier / r.group).glob("*.csv")):
             table, meta = load_run(p)
             if meta["label"] != r.label:
                 continue
             last = table[table["round"] >= 1]
             if not (last["num_trained"] > 0).any():
                 raise DryRunError(
-                    f"{r.experiment} {r.label}: no picked client held fake data, so the round trained "
+                    f"{r.group} {r.label}: no picked client held fake data, so the round trained "
                     "nothing; enlarge the fake data (repro.paper_tier._write_fake_data)"
                 )
             if not last["test_accuracy"].notna().any():
-                raise DryRunError(f"{r.experiment} {r.label}: the round was not evaluated")
+                raise DryRunError(f"{r.group} {r.label}: the round was not evaluated")
 
 
 # ------------------------------------------------------------------------------------------------ the real run
@@ -441,7 +434,7 @@ def run_tier(
     for g in tiers.tier_groups(tier) if groups is None else tuple(groups):
         runs = tier_runs(tier, [g], rounds)
         if overrides:
-            runs = [tiers.PlannedRun(r.experiment, r.label, r.config.replace(**overrides).validate()) for r in runs]
+            runs = [r._replace(config=r.config.replace(**overrides).validate()) for r in runs]
         log(f"== {tier}/{g}: {len(runs)} runs")
         info = ensure_runs(
             runs, tier, results_dir=results_dir, run_root=str(run_root), workers=workers, log=lambda s: log("   " + s)

@@ -61,7 +61,7 @@ def with_full_rate(stored: results.StoredGroup, results_dir=None) -> tuple[pd.Da
     many runs were added."""
     frames = [stored.frame]
     for label, run in full_rate_runs(stored.tier):
-        path = results.find_stored(run.config, stored.tier, results_dir, experiments=["table1"])
+        path = results.find_stored(run.config, stored.tier, results_dir, groups=["table1"])
         if path is None:
             continue
         frames.append(results.labelled_run(path, label)[0])

@@ -60,7 +60,7 @@ def _substitute(stored: StoredGroup, again: StoredGroup) -> StoredGroup:
         [stored.frame[~stored.frame["key"].isin(keys)], again.frame[again.frame["key"].isin(keys)]],
         ignore_index=True,
     )
-    return StoredGroup(stored.tier, stored.experiment, frame, stored.meta)
+    return StoredGroup(stored.tier, stored.group, frame, stored.meta)
 
 
 class Runs:
@@ -113,7 +113,7 @@ class Runs:
             frames.append(rows.assign(**label))
             meta = t1.meta[t1.meta["key"] == key].assign(**label)
             metas.append(meta)
-        return StoredGroup(part.tier, part.experiment, pd.concat(frames, ignore_index=True), pd.concat(metas))
+        return StoredGroup(part.tier, part.group, pd.concat(frames, ignore_index=True), pd.concat(metas))
 
     def frame(self, group: str) -> pd.DataFrame:
         if group not in self._frames:

@@ -107,14 +107,13 @@ def format_pm(mean: float, std: float, digits: int = 2) -> str:
 # ----------------------------------------------------------------------------------------------------
 # summaries beside the paper
 
-#: Experiment group (``repro.tiers.GROUPS``) -> its summary beside the paper (registered by
-#: ``@_summary``).
+#: Group (``repro.tiers.GROUPS``) -> its summary beside the paper (registered by ``@_summary``).
 SUMMARIES: dict = {}
 
 
-def _summary(experiment: str):
+def _summary(group: str):
     def register(fn):
-        SUMMARIES[experiment] = fn
+        SUMMARIES[group] = fn
         return fn
 
     return register
@@ -152,7 +151,7 @@ def provenance(stored: StoredGroup) -> str:
     """One line for captions: tier, data, device, commit(s), runs and total training time."""
     m = stored.meta
     if stored.empty:
-        return f"tier '{stored.tier}', experiment '{stored.experiment}': no stored runs."
+        return f"tier '{stored.tier}', group '{stored.group}': no stored runs."
     srcs = sorted(set(m["data_source"].dropna())) or sorted(set(m["dataset"]))
     commits = sorted(set(m["git_commit"].fillna("unknown")))
     devices = sorted(set(m["device"].dropna()))

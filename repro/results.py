@@ -1,17 +1,15 @@
 """Stored result tables: finished runs kept small enough to commit, so the book renders without retraining.
 
-Layout: ``<results_dir>/<tier>/<experiment>/<key>.csv`` (the per-round table in its stored form,
-``fedlib.training.runs.compact_table``: ``STORED_COLUMNS``, floats rounded to 5 decimals) and ``<key>.json`` beside it
-(``label``: the run's table coordinates such as method, partition and seed; ``config``; ``code_version``;
-``git_commit``; ``device``; ``wall_seconds``; ``data_source``; ``stored_at``).  ``key = run_key(config)``: 16 hex digits
-of SHA-256 over the configuration without the fields
-that do not change the numbers' meaning (``device``, ``data_root``, ``download``, ``eval_batch_size``,
-``checkpoint_every``), so a stored table is found again after a new commit (the commit it came from is in the
-JSON and on every page).
+Layout: ``<results_dir>/<tier>/<group>/<key>.csv`` (the per-round table in its stored form,
+``fedlib.training.runs.compact_table``: ``STORED_COLUMNS``, floats rounded to 5 decimals) and ``<key>.json`` beside
+it (``label``: the run's table coordinates such as method, partition and seed; ``config``; ``code_version``;
+``git_commit``; ``device``; ``wall_seconds``; ``data_source``; ``stored_at``).  ``key = run_key(config)``: 16 hex
+digits of SHA-256 over the configuration without the fields that do not change the numbers' meaning (``device``,
+``engine``, ``data_root``, ``download``, ``eval_batch_size``, ``checkpoint_every``), so a stored table is found again
+after a new commit (the commit it came from is in the JSON and on every page).
 
 Tables are read back with ``fedlib.training.runs.read_table``; ``ensure_runs`` trains what is missing and
-``load_or_run``
-gives a page its runs.  Statistics over them and the paper's values beside ours are in
+``load_or_run`` gives a page its runs.  Statistics over them and the paper's values beside ours are in
 ``repro.reporting``.
 """
 
@@ -24,7 +22,6 @@ import os
 import platform
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,16 +109,16 @@ def check_store(configs, tier: str, results_dir=None) -> None:
         )
 
 
-def group_dir(results_dir, tier: str, experiment: str) -> Path:
-    """The folder of ``experiment``'s stored runs at ``tier`` (``results_dir`` None: :data:`RESULTS_DIR`)."""
-    return Path(results_dir if results_dir is not None else RESULTS_DIR) / tier / experiment
+def group_dir(results_dir, tier: str, group: str) -> Path:
+    """The folder of ``group``'s stored runs at ``tier`` (``results_dir`` None: :data:`RESULTS_DIR`)."""
+    return Path(results_dir if results_dir is not None else RESULTS_DIR) / tier / group
 
 
 def store_run(
     table: pd.DataFrame,
     config: ExperimentConfig,
     tier: str,
-    experiment: str,
+    group: str,
     label: dict,
     *,
     results_dir=None,
@@ -149,7 +146,7 @@ def store_run(
     meta = {
         "key": key,
         "tier": tier,
-        "experiment": experiment,
+        "experiment": group,  # the JSON's name for the group, as in every file stored so far
         "label": label,
         "config": config.to_dict(),
         "code_version": code_version or _cv(),
@@ -167,7 +164,7 @@ def store_run(
     stored = compact_table(table)
     for name, values in (columns or {}).items():
         stored[name] = values
-    d = group_dir(results_dir, tier, experiment)
+    d = group_dir(results_dir, tier, group)
     d.mkdir(parents=True, exist_ok=True)
     csv = d / f"{key}.csv"
     atomic_write_text(csv, stored.to_csv(index=False))
@@ -195,14 +192,14 @@ def labelled_run(csv_path, label: dict | None = None) -> tuple[pd.DataFrame, dic
 
 @dataclass
 class StoredGroup:
-    """The stored runs of one experiment at one tier.
+    """The stored runs of one group at one tier.
 
     ``frame``: one row per (run, round) with the label columns first; ``meta``: one row per run (label columns,
     key, code_version, git_commit, device, wall_seconds, data_source).
     """
 
     tier: str
-    experiment: str
+    group: str
     frame: pd.DataFrame
     meta: pd.DataFrame
 
@@ -214,9 +211,9 @@ class StoredGroup:
         return len(self.meta) == 0
 
 
-def load_group(tier: str, experiment: str, results_dir=None) -> StoredGroup:
-    """Every stored run of ``experiment`` at ``tier`` (an empty ``StoredGroup`` if none)."""
-    d = group_dir(results_dir, tier, experiment)
+def load_group(tier: str, group: str, results_dir=None) -> StoredGroup:
+    """Every stored run of ``group`` at ``tier`` (an empty ``StoredGroup`` if none)."""
+    d = group_dir(results_dir, tier, group)
     frames, metas, labels = [], [], []
     for csv in sorted(d.glob("*.csv")) if d.is_dir() else []:
         if not csv.with_suffix(".json").exists():
@@ -240,7 +237,7 @@ def load_group(tier: str, experiment: str, results_dir=None) -> StoredGroup:
         )
     _check_one_run_per_label(labels, d)
     frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["key", *STORED_COLUMNS])
-    return StoredGroup(tier, experiment, frame, pd.DataFrame(metas))
+    return StoredGroup(tier, group, frame, pd.DataFrame(metas))
 
 
 def _check_one_run_per_label(runs: list[tuple[dict, str]], folder) -> None:
@@ -257,13 +254,13 @@ def _check_one_run_per_label(runs: list[tuple[dict, str]], folder) -> None:
         seen[text] = key
 
 
-def find_stored(config: ExperimentConfig, tier: str, results_dir=None, experiments: Iterable[str] | None = None):
-    """Path of a stored CSV for ``config`` in any experiment folder of ``tier`` (None if there is none)."""
+def find_stored(config: ExperimentConfig, tier: str, results_dir=None, groups: Iterable[str] | None = None):
+    """Path of a stored CSV for ``config`` in any group folder of ``tier`` (None if there is none)."""
     root = Path(results_dir if results_dir is not None else RESULTS_DIR) / tier
     key = run_key(config)
     names = (
-        list(experiments)
-        if experiments is not None
+        list(groups)
+        if groups is not None
         else (sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else [])
     )
     for name in names:
@@ -274,25 +271,21 @@ def find_stored(config: ExperimentConfig, tier: str, results_dir=None, experimen
 
 
 def missing_runs(runs: Sequence, tier: str, results_dir=None) -> list:
-    """The runs (``repro.tiers.PlannedRun``) with no stored table in their own experiment folder."""
-    return [r for r in runs if not (group_dir(results_dir, tier, r.experiment) / f"{run_key(r.config)}.csv").exists()]
+    """The runs (``repro.tiers.PlannedRun``) with no stored table in their own group folder."""
+    return [r for r in runs if not (group_dir(results_dir, tier, r.group) / f"{run_key(r.config)}.csv").exists()]
 
 
 # ----------------------------------------------------------------------------------------------------
 # running what is missing
 
 
-def _train_one(config_dict: dict, run_root: str | None, threads: int):
-    """Train one run in this process; returns (table, wall seconds, data source, float environment), or (None,
-    the reason, None, None) for a configuration the trainer refuses."""
-    import torch
-
-    torch.set_num_threads(threads)
+def _train_one(config: ExperimentConfig, run_root: str | None):
+    """Train one run (a job of ``repro.runner.run_each``); returns (table, wall seconds, data source, float
+    environment), or (None, the reason, None, None) for a configuration the trainer refuses."""
     from fedlib.data.datasets import load_dataset
     from fedlib.training.trainer import run_experiment
     from repro import float_env
 
-    config = ExperimentConfig.from_dict(config_dict)
     t0 = time.perf_counter()
     try:
         res = run_experiment(config, run_root=run_root, progress=False)
@@ -313,16 +306,6 @@ def _train_one(config_dict: dict, run_root: str | None, threads: int):
     return res.table, wall, source, env
 
 
-def _pool_context(configs):
-    """ "spawn" when a run trains on CUDA (a forked child of a parent that touched CUDA -- ``validate()`` asks
-    ``torch.cuda.is_available()`` -- cannot initialise CUDA), else the platform's default (fork on Linux: CPU runs
-    start without importing torch again)."""
-    import multiprocessing
-
-    cuda = any(str(c.device).startswith("cuda") for c in configs)
-    return multiprocessing.get_context("spawn" if cuda else None)
-
-
 def ensure_runs(
     runs: Sequence,
     tier: str,
@@ -334,12 +317,14 @@ def ensure_runs(
     log=print,
     ray=None,
 ) -> dict:
-    """Make sure every run has a stored table: copy one stored for another experiment of the tier, else train
+    """Make sure every run has a stored table: copy one stored for another group of the tier, else train
     (``fedlib.training.trainer.run_experiment`` with the run cache ``run_root``) and store.  ``workers`` processes train
     in parallel with ``threads`` torch threads each (default: cores // workers).  With ``ray`` (a
-    ``repro.distributed.RayOptions``) every run is a Ray task instead (``workers``/``threads`` unused; see
-    ``repro.distributed``).  Returns counts and wall time."""
+    ``repro.distributed.RayOptions``) every run is a Ray task instead (``workers``/``threads`` unused).  The runs go
+    through ``repro.runner.run_each``.  Returns counts and wall time."""
     import shutil
+
+    from repro.runner import run_each
 
     check_store([r.config for r in runs], tier, results_dir)
     t0 = time.perf_counter()
@@ -349,62 +334,34 @@ def ensure_runs(
         src = find_stored(r.config, tier, results_dir)
         if src is not None:
             table, meta = load_run(src)
-            dst = group_dir(results_dir, tier, r.experiment)
+            dst = group_dir(results_dir, tier, r.group)
             dst.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dst / src.name)
-            meta = {**meta, "experiment": r.experiment, "label": r.label}
+            meta = {**meta, "experiment": r.group, "label": r.label}
             (dst / src.with_suffix(".json").name).write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
             copied += 1
-        elif (r.experiment, run_key(r.config)) not in seen:
-            seen.add((r.experiment, run_key(r.config)))
+        elif (r.group, run_key(r.config)) not in seen:
+            seen.add((r.group, run_key(r.config)))
             todo.append(r)
-    threads = threads or max(1, (os.cpu_count() or 1) // max(1, workers))
-    trained = 0
-
-    skipped = []
-
-    def _done(r, out):
-        nonlocal trained
-        table, wall, source, env = out
+    workers = max(1, workers)
+    if ray is None:
+        threads = threads or max(1, (os.cpu_count() or 1) // workers)
+        options = {"backend": "pool" if workers > 1 else "serial", "workers": workers, "threads": threads}
+    else:
+        options = {"backend": "ray", "ray": ray}
+    root = None if run_root is None else str(Path(run_root).resolve())  # a Ray worker needs the absolute path
+    trained, skipped = 0, []
+    for n, (i, out, err) in enumerate(run_each(_train_one, [(r.config, root) for r in todo], run_root=root, **options)):
+        r, (table, wall, source, env) = todo[i], out if err is None else (None, err, None, None)
         if table is None:
             skipped.append((r.label, wall))
-            log(f"skipped {r.experiment} {r.label}: {wall}")
-            return
-        store_run(
-            table,
-            r.config,
-            tier,
-            r.experiment,
-            r.label,
-            results_dir=results_dir,
-            wall_seconds=wall,
-            data_source=source,
-            float_env=env,
-        )
+            log(f"skipped {r.group} {r.label}: {wall}")
+            continue
+        provenance = {"wall_seconds": wall, "data_source": source, "float_env": env}
+        store_run(table, r.config, tier, r.group, r.label, results_dir=results_dir, **provenance)
         trained += 1
         acc = 100 * last_rounds_mean(table, 10)
-        done = f"[{trained + len(skipped)}/{len(todo)}] {r.experiment} {r.label}"
-        log(f"{done}: final accuracy {acc:.2f} %, {wall:.1f} s")
-
-    if ray is not None and todo:
-        from repro.distributed import check_config, ray_session, submit_runs
-
-        for i, r in enumerate(todo):  # checked on the driver before any work
-            check_config(r.config, i)
-        root = str(Path(run_root).resolve())
-        with ray_session(ray):
-            for i, out, err in submit_runs(
-                _train_one, [r.config for r in todo], root, ray, args=(root, ray.torch_threads)
-            ):
-                _done(todo[i], out if err is None else (None, err, None, None))
-    elif workers <= 1:
-        for r in todo:
-            _done(r, _train_one(r.config.to_dict(), run_root, threads))
-    else:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context([r.config for r in todo])) as pool:
-            futs = {pool.submit(_train_one, r.config.to_dict(), run_root, threads): r for r in todo}
-            for fut in as_completed(futs):
-                _done(futs[fut], fut.result())
+        log(f"[{n + 1}/{len(todo)}] {r.group} {r.label}: final accuracy {acc:.2f} %, {wall:.1f} s")
     return {
         "copied": copied,
         "trained": trained,
@@ -420,7 +377,7 @@ def ensure_runs(
 
 def load_or_run(
     tier: str,
-    experiment: str,
+    group: str,
     results_dir=None,
     *,
     run_missing: bool = False,
@@ -428,14 +385,14 @@ def load_or_run(
     workers: int = 1,
     log=print,
 ) -> StoredGroup:
-    """The stored runs of ``experiment`` at ``tier``; with ``run_missing`` (honoured for the quick tier only:
+    """The stored runs of ``group`` at ``tier``; with ``run_missing`` (honoured for the quick tier only:
     the other tiers take hours, use ``scripts/run_experiments.py``) the missing ones are trained first."""
     from repro import tiers
 
     if run_missing and tier == "quick":
-        runs = tiers.group_configs(tier, experiment)
+        runs = tiers.group_configs(tier, group)
         if missing_runs(runs, tier, results_dir):
             root = run_root or str(ROOT / "runs")
             info = ensure_runs(runs, tier, results_dir=results_dir, run_root=root, workers=workers, log=log)
             log(f"trained {info['trained']} missing runs in {info['wall_seconds']:.0f} s")
-    return load_group(tier, experiment, results_dir)
+    return load_group(tier, group, results_dir)

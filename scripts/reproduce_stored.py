@@ -1,12 +1,10 @@
 """Retrain stored runs and compare them with their stored tables: bit for bit where this machine computes floats
 as the one that stored them, within float tolerance where it does not.
 
-A stored table (``results/<tier>/<experiment>/<key>.csv``, written by ``repro.results.store_run``) holds
-the
+A stored table (``results/<tier>/<group>/<key>.csv``, written by ``repro.results.store_run``) holds the
 trainer's per-round numbers rounded to 5 decimals, and its JSON records the floating-point environment the run
 was trained in (``float_env``: torch version, device, CPU capability, oneDNN and MKL caps, threads; see
-``repro.float_env``).  This script trains the run's configuration again (with the run's own thread count
-unless
+``repro.float_env``).  This script trains the run's configuration again (with the run's own thread count unless
 ``--threads`` says otherwise) and compares (``check``):
 
 - same environment: the CSV text it would store equals the stored one, every column but ``seconds``;
@@ -14,14 +12,13 @@ unless
   twice, are identical to each other and within ``FLOAT_TOLERANCE`` of the stored ones.  Later rounds are not
   compared: training grows a last-bit difference into points.
 
-Runs of the lying-clients group are retrained with their liars (``repro.adversarial_runs``).  Exit status
-1 when
+Runs of the lying-clients group are retrained with their liars (``repro.adversarial_runs``).  Exit status 1 when
 any run differs.
 
 Examples::
 
-    python scripts/reproduce_stored.py --experiment fedentropy          # every stored run of the group
-    python scripts/reproduce_stored.py --experiment table1 --limit 2    # the first two (sorted by key)
+    python scripts/reproduce_stored.py --group fedentropy          # every stored run of the group
+    python scripts/reproduce_stored.py --group table1 --limit 2    # the first two (sorted by key)
     python scripts/reproduce_stored.py --csv results/quick/table1/<key>.csv
     ATEN_CPU_CAPABILITY=default python scripts/reproduce_stored.py --csv ...   # as on a CPU without AVX
 """
@@ -179,9 +176,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--results-dir", default=str(ROOT / "results"), help="stored tables (default: results/)")
     p.add_argument("--tier", default="quick")
-    p.add_argument("--experiment", default=None, help="one experiment group (folder under <results-dir>/<tier>)")
+    p.add_argument("--group", default=None, help="one group of runs (folder under <results-dir>/<tier>)")
     p.add_argument("--csv", action="append", default=[], help="one stored CSV (repeatable)")
-    p.add_argument("--limit", type=int, default=None, help="at most this many runs of --experiment")
+    p.add_argument("--limit", type=int, default=None, help="at most this many runs of --group")
     p.add_argument(
         "--record",
         action="store_true",
@@ -195,11 +192,11 @@ def main(argv=None) -> int:
     import torch
 
     paths = [Path(c) for c in args.csv]
-    if args.experiment:
-        found = sorted((Path(args.results_dir) / args.tier / args.experiment).glob("*.csv"))
+    if args.group:
+        found = sorted((Path(args.results_dir) / args.tier / args.group).glob("*.csv"))
         paths += found[: args.limit] if args.limit is not None else found
     if not paths:
-        p.error("no stored run given: use --experiment or --csv")
+        p.error("no stored run given: use --group or --csv")
     bad = 0
     for path in paths:
         t0 = time.perf_counter()

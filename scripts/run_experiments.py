@@ -1,19 +1,20 @@
-"""Run the missing configurations of one experiment group at one tier and store their result tables.
+"""Run the missing configurations of one group of runs at one tier and store their result tables.
 
 Examples (from the repository root)::
 
-    python scripts/run_experiments.py --tier quick --experiment all            # every group, minutes on CPU
-    python scripts/run_experiments.py --tier subset --experiment table1 --data-root ../shared/data --workers 2
-    python scripts/run_experiments.py --tier subset --experiment table1 --methods FedAvg,FedEntOpt --rounds 30
-    python scripts/run_experiments.py --tier paper --experiment table1           # network + GPU
-    nice python scripts/run_experiments.py --tier subset --experiment all --workers 2 --threads 1 --engine batched
+    python scripts/run_experiments.py --tier quick --group all            # every group, minutes on CPU
+    python scripts/run_experiments.py --tier subset --group table1 --data-root ../shared/data --workers 2
+    python scripts/run_experiments.py --tier subset --group table1 --methods FedAvg,FedEntOpt --rounds 30
+    python scripts/run_experiments.py --tier paper --group table1           # network + GPU
+    nice python scripts/run_experiments.py --tier subset --group all --workers 2 --threads 1 --engine batched
 
 The last line runs the subset tier with its seed plan (``plans/subset_seed_plan.yaml``, read by
 ``repro.tiers``) in the layout ``benchmarks/bench_subset_throughput.py`` measured fastest on 2 cores.
 
 Runs are trained with ``fedlib.training.trainer.run_experiment`` under the run cache ``--run-root`` (default ``runs``;
-an interrupted run resumes there) and stored as small tables under ``results/<tier>/<experiment>/``
-(``repro.results``).  Stored runs are never retrained.  Prints the experiment's summary and the wall time.
+an interrupted run resumes there) and stored as small tables under ``results/<tier>/<group>/``
+(``repro.results``).  Stored runs are never retrained.  Prints the group's summary and the wall time.  ``--experiment``
+is the old name of ``--group`` (deprecated).
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from repro import reporting, results, tiers  # noqa: E402
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tier", required=True, choices=tuple(tiers.TIERS))
-    p.add_argument("--experiment", required=True, help=f"one of {', '.join(tiers.GROUPS)}, or 'all'")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--group", help=f"one of {', '.join(tiers.GROUPS)}, a comma list of them, or 'all'")
+    which.add_argument("--experiment", help="deprecated: the old name of --group")
     p.add_argument("--rounds", type=int, default=None, help="override the tier's number of rounds")
     p.add_argument("--methods", default=None, help="comma-separated subset of methods (table1 and table2)")
     p.add_argument("--partitions", default=None, help="comma-separated subset of partitions, e.g. 'Dir(0.1)'")
@@ -68,10 +71,13 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.data_root:
         os.environ["FEDLIB_DATA_ROOT"] = str(Path(args.data_root).resolve())
-    names = list(tiers.tier_groups(args.tier)) if args.experiment == "all" else args.experiment.split(",")
+    if args.experiment:
+        print("--experiment is deprecated: use --group", file=sys.stderr, flush=True)
+    group = args.group or args.experiment
+    names = list(tiers.tier_groups(args.tier)) if group == "all" else group.split(",")
     for n in names:
         if n not in tiers.GROUPS:
-            p.error(f"unknown experiment {n!r}; allowed: {', '.join(tiers.GROUPS)}, all")
+            p.error(f"unknown group {n!r}; allowed: {', '.join(tiers.GROUPS)}, all")
     ray = None
     if args.backend == "ray":
         from repro.distributed import RayOptions

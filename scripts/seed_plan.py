@@ -8,7 +8,7 @@ written by this script at the commit the file records (``git_commit``), from the
 had before ``repro/statements.yaml`` and the rules replaced it: ``git show <git_commit>:scripts/seed_plan.py`` is
 the script that wrote it.  A plan from the statement table and :mod:`repro.rules` is a new plan, in a new file.
 The tier (``repro.tiers``, ``Tier.seed_plan``) reads the plan's ``cells`` and runs their seeds;
-``scripts/run_experiments.py --tier <tier> --experiment all`` trains them.
+``scripts/run_experiments.py --tier <tier> --group all`` trains them.
 """
 
 from __future__ import annotations

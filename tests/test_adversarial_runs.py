@@ -75,12 +75,12 @@ def test_store_and_load_back(tmp_path):
     before = torch.get_num_threads()
     info = ar.ensure_lying_runs(runs, "quick", results_dir=tmp_path, log=lambda s: None)
     assert info["trained"] == 2 and torch.get_num_threads() == before
-    stored = results.load_group("quick", ar.EXPERIMENT, tmp_path)
+    stored = results.load_group("quick", ar.GROUP, tmp_path)
     assert len(stored) == 2 and set(stored.meta["liars"]) == {0, 2}
     f = stored.frame[stored.frame["round"] >= 1]
     assert f.loc[f["liars"] == 0, "liars_picked"].eq(0).all()
     assert f.loc[f["liars"] == 2, "liars_picked"].between(0, 2).all() and len(f) == 4
-    metas = [__import__("json").loads(p.read_text()) for p in (tmp_path / "quick" / ar.EXPERIMENT).glob("*.json")]
+    metas = [__import__("json").loads(p.read_text()) for p in (tmp_path / "quick" / ar.GROUP).glob("*.json")]
     assert sorted(len(m["liar_ids"]) for m in metas) == [0, 2] and {m["torch_threads"] for m in metas} == {1}
     assert ar.missing_lying_runs(runs, "quick", tmp_path) == []
 

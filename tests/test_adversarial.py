@@ -6,10 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fedlib._validate import ParameterError
 from fedlib.label_only.simulate import run_selection
 from fedlib.selection.defence import cap_totals, over_allowance, share_allowance
 from fedlib.selection.selectors import FedEntOptSelector
-from fedlib.training.config import ConfigError, ExperimentConfig
+from fedlib.training.config import ExperimentConfig
 from repro.adversarial import (
     LiarSpec,
     choose_liars,
@@ -381,7 +382,7 @@ def test_defence_errors_name_parameter_and_value(params, match):
     cfg = ExperimentConfig(
         num_clients=10, clients_per_round=2, selector="fedentopt", selector_params={"buffer_fraction": 0.5, **params}
     )
-    with pytest.raises(ConfigError, match=match):  # the selector's own error, raised by validate()
+    with pytest.raises(ParameterError, match=match):  # the selector's own error, raised by validate()
         cfg.validate()
 
 

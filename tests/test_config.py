@@ -2,7 +2,8 @@
 
 import pytest
 
-from fedlib.training.config import DEFAULT_WEIGHT_DECAY, ConfigError, ExperimentConfig, config_hash
+from fedlib._validate import ParameterError
+from fedlib.training.config import DEFAULT_WEIGHT_DECAY, ExperimentConfig, config_hash
 
 
 def test_paper_defaults_and_model_dependent_weight_decay():
@@ -63,7 +64,7 @@ def test_paper_defaults_and_model_dependent_weight_decay():
     ],
 )
 def test_validate_names_field_value_and_allowed(changes, message):
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ParameterError) as info:
         ExperimentConfig(**changes).validate()
     assert str(info.value).startswith(message)
 
@@ -77,7 +78,9 @@ def test_dict_round_trip_and_unknown_fields():
         rounds=3,
     )
     assert ExperimentConfig.from_dict(c.to_dict()) == c
-    with pytest.raises(ConfigError, match="config unknown parameter 'round': got 3; allowed: the parameters dataset, "):
+    with pytest.raises(
+        ParameterError, match="config unknown parameter 'round': got 3; allowed: the parameters dataset, "
+    ):
         ExperimentConfig.from_dict({"round": 3})
 
 
@@ -96,7 +99,7 @@ def test_a_config_builds_its_selector_and_algorithm_and_checks_them():
     selector, algorithm = c.build_selector_and_algorithm()
     assert selector.buffer_fraction == 0.5 and algorithm.name == "fedavg"
     c.selector_params["buffer_fraction"] = 2.0  # a changed field is checked again
-    with pytest.raises(ConfigError, match=r"selector 'fedentopt' parameter 'buffer_fraction': got 2\.0; allowed: "):
+    with pytest.raises(ParameterError, match=r"selector 'fedentopt' parameter 'buffer_fraction': got 2\.0; allowed: "):
         c.validate()
 
 
@@ -153,13 +156,13 @@ def test_engine_options_reach_the_batched_engine():
     ],
 )
 def test_bad_engine_options_name_the_option_and_what_is_allowed(options, match):
-    with pytest.raises(ConfigError, match="^" + match):
+    with pytest.raises(ParameterError, match="^" + match):
         ExperimentConfig(engine="batched", engine_options=options).validate()
 
 
 def test_bf16_needs_the_batched_engine():
     allowed = "allowed: no amp_dtype unless engine='batched'"
     with pytest.raises(
-        ConfigError, match=r"config parameter 'engine_options': got \{'amp_dtype': 'bfloat16'\}; " + allowed
+        ParameterError, match=r"config parameter 'engine_options': got \{'amp_dtype': 'bfloat16'\}; " + allowed
     ):
         ExperimentConfig(engine_options={"amp_dtype": "bfloat16"}).validate()

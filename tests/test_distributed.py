@@ -13,7 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fedlib.training.config import ConfigError, ExperimentConfig
+from fedlib._validate import ParameterError
+from fedlib.training.config import ExperimentConfig
 from repro.distributed import RayOptions
 from repro.runner import run_configs
 
@@ -84,12 +85,12 @@ def test_bad_configs_fail_before_any_work(tmp_path):
     """Checked on the driver before Ray starts: no run directory is written (Ray need not be installed)."""
     good = ExperimentConfig(**BASE)
     with pytest.raises(
-        ConfigError,
+        ParameterError,
         match=r"^config of run 1 parameter 'device': got 'cuda:1'; allowed: 'cuda' \(Ray assigns each run its GPU "
         r"through CUDA_VISIBLE_DEVICES\) or 'cpu' with the Ray backend\.$",
     ):
         run_configs([good, ExperimentConfig(**{**BASE, "device": "cuda:1"})], tmp_path / "runs", backend="ray")
-    with pytest.raises(ConfigError, match=r"config parameter 'selector': got 'entopt'; allowed: 'random', "):
+    with pytest.raises(ParameterError, match=r"config parameter 'selector': got 'entopt'; allowed: 'random', "):
         run_configs([good, ExperimentConfig(**{**BASE, "selector": "entopt"})], tmp_path / "runs", backend="ray")
     assert not (tmp_path / "runs").exists()
 
@@ -193,7 +194,7 @@ def test_cuda_runs_need_gpus_in_the_cluster(ray_local, tmp_path):
     if ray.cluster_resources().get("GPU", 0) > 0:
         pytest.skip("this Ray instance has GPUs")
     with pytest.raises(
-        ConfigError,
+        ParameterError,
         match=r"^Ray backend parameter 'gpus_per_run': got 0\.5; allowed: at most the 0 GPU\(s\) the Ray cluster "
         r"offers for runs on device 'cuda'\.",
     ):

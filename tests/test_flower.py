@@ -10,11 +10,12 @@ pytest.importorskip("flwr", reason='FedEntOpt in Flower is an optional extra: pi
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict  # noqa: E402
 from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 
+from fedlib._validate import ParameterError  # noqa: E402
 from fedlib.flower import SelectorStrategy, label_counts_reply  # noqa: E402
 from fedlib.flower.apps import check_flower_config, client_dp_rng, flwr_run  # noqa: E402
 from fedlib.selection.privacy import laplace_counts  # noqa: E402
 from fedlib.selection.selectors import FedEntOptSelector  # noqa: E402
-from fedlib.training.config import ConfigError, ExperimentConfig  # noqa: E402
+from fedlib.training.config import ExperimentConfig  # noqa: E402
 
 K, M, C = 12, 4, 10
 
@@ -155,12 +156,12 @@ def test_errors_name_what_is_wrong():
     with pytest.raises(RuntimeError, match=r"node 5 did not report its label counts \(no 'label-counts' record"):
         SelectorStrategy("kl", 1, num_clients=1).collect_label_counts(grid)
     with pytest.raises(
-        ConfigError,
+        ParameterError,
         match=r"^config parameter 'algorithm': got 'scaffold'; allowed: 'fedavg', 'fedprox', 'fedrs', 'fedlc'",
     ):
         check_flower_config(ExperimentConfig(algorithm="scaffold"))
     with pytest.raises(
-        ConfigError,
+        ParameterError,
         match=r"^config parameter 'dropout_prob': got 0\.3; allowed: 0 \(the Flower apps simulate no availability ",
     ):
         check_flower_config(ExperimentConfig(dropout_prob=0.3))

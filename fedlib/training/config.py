@@ -21,7 +21,7 @@ from fedlib._validate import (
 )
 from fedlib.selection import selectors as selection
 
-__all__ = ["ExperimentConfig", "DEFAULT_WEIGHT_DECAY", "LABEL_BASED_SELECTORS", "config_hash", "ConfigError"]
+__all__ = ["ExperimentConfig", "DEFAULT_WEIGHT_DECAY", "LABEL_BASED_SELECTORS", "config_hash"]
 
 #: Weight decay selected by the paper per model (§V-A5); ``weight_decay=None`` resolves to it.
 DEFAULT_WEIGHT_DECAY = {"lenet5": 5e-4, "vgg11": 1e-3, "efficientnet-b0": 5e-4, "efficientnet-b3": 5e-4}
@@ -54,8 +54,6 @@ ENGINE_OPTIONS = {
 #: ``engine_options`` that change what a run computes (reduced-precision training): they enter the run keys.
 KEYED_ENGINE_OPTIONS = ("amp_dtype",)
 ENGINE_OPTIONS_PART = "config engine_options"  # the part of an engine option's ParameterError
-
-ConfigError = ParameterError  # the former name, kept for user code
 
 
 def _err(field_name: str, value, allowed: str, **kw) -> ParameterError:

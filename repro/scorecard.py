@@ -341,6 +341,9 @@ def ours_text(j: rules.Judgement | None, flips: str = "", interim: str = "") -> 
     where = ", ".join(str(x) for k, x in v.setting if k in varying)  # what tells the binding setting apart
     if not math.isfinite(v.estimate):
         text = f"{where + ': ' if where else ''}{v.reason.rsplit(': ', 1)[0] if v.reason else 'no value'}"
+        passed = sum(s.verdict == REPRODUCES for s in j.settings)
+        if where and passed:
+            text += f"; the other {passed} of {len(j.settings)} settings reproduce"
     elif v.comparison == "ours - paper":  # exact: a count or identity, no interval
         text = _num(v.estimate, "=") if v.low == v.high else f"{_num(v.low, '=')} to {_num(v.high, '=')}"
     else:
@@ -359,8 +362,8 @@ def ours_text(j: rules.Judgement | None, flips: str = "", interim: str = "") -> 
 
 
 def _paper_value(statement) -> str:
-    """The paper's value as shown: one number, one per cell where ``where`` names as many cells (";"-separated) as
-    there are values, else the range of the values."""
+    """The paper's value as shown: one number, one per cell where ``where`` names as many cells (";"-separated,
+    after its last ":") as there are values, a range for two rising values (the paper's "1-3 %"), else the list."""
     pv = statement.paper_value
     if not pv:
         return "–"
@@ -370,7 +373,9 @@ def _paper_value(statement) -> str:
     cells = [c.strip() for c in str(pv.get("where") or "").rsplit(":", 1)[-1].split(";")]
     if len(cells) == len(v) > 1:
         return "; ".join(f"{x:g} {unit} ({c})" for x, c in zip(v, cells))
-    return f"{v[0]:g} to {v[-1]:g} {unit}"
+    if len(v) == 2 and v[0] < v[1]:
+        return f"{v[0]:g} to {v[1]:g} {unit}"
+    return f"{', '.join(f'{x:g}' for x in v)} {unit}"
 
 
 def _short(words: str, n: int = 160) -> str:

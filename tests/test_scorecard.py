@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from repro import quantities, results, scorecard, statements, tiers
+from repro import quantities, results, rules, scorecard, statements, tiers
 from repro.results import StoredGroup
 from repro.rules import DOES_NOT, REPRODUCES, UNDECIDED
 
@@ -590,8 +590,25 @@ def test_v1_low_participation_statements_on_made_up_runs(table):
     assert verdict("v1/fig6_dominates") == REPRODUCES
 
 
-def test_the_papers_value_is_shown_per_cell_or_as_a_range(table):
-    # two values with two cells named in `where`: one per cell; values the `where` does not split: their range
+def test_the_papers_value_is_shown_per_cell_as_a_range_or_as_a_list(table):
+    # as many values as cells named in `where`: one per cell; two rising values it does not split: their range
     assert scorecard._paper_value(table.by_id("V-A5/buffer_choice")) == "50 % of K (Dir(0.1)); 70 % of K (C = 2)"
     assert scorecard._paper_value(table.by_id("V-B5/over_30_and_8")) == "33.64 pp (dropout); 7.44 pp (straggling)"
     assert scorecard._paper_value(table.by_id("V-B5/dropout_best")) == "0.3 to 33.64 pp"
+    s = table.by_id("V-A1/class_counts")
+    assert scorecard._paper_value(s) == "9 classes (PathMNIST); 8 classes (TissueMNIST); 4 classes (Brain-Tumor MRI)"
+    unsplit = dataclasses.replace(s, paper_value={"value": [9, 8, 4], "unit": "classes", "where": "Table V"})
+    assert scorecard._paper_value(unsplit) == "9, 8, 4 classes"  # not a range: the values do not rise
+
+
+def test_a_setting_without_a_value_says_how_the_others_fared(table):
+    def verdict(v, est, lo, hi, dataset, reason):
+        leans = REPRODUCES if v == REPRODUCES else rules.NEITHER
+        return rules.Verdict(v, est, lo, hi, 1, leans, None, (("dataset", dataset),), reason, "ours - paper")
+
+    parts = (
+        verdict(REPRODUCES, 9.0, 9.0, 9.0, "PathMNIST", "1 of 1 equal to the paper's within 0"),
+        verdict(UNDECIDED, math.nan, -math.inf, math.inf, "TissueMNIST", "no value to compare: undecided"),
+    )
+    j = rules.Judgement("exact", "class counts", dataclasses.replace(parts[1], parts=parts), parts)
+    assert scorecard.ours_text(j) == "TissueMNIST: no value to compare; the other 1 of 2 settings reproduce"

@@ -55,6 +55,7 @@ __all__ = [
     "joint_power",
     "read_plan",
     "progress",
+    "seeds_to_decide",
 ]
 
 #: Power a planned gap decides with (at two-sided level :data:`repro.rules.ALPHA`).
@@ -309,3 +310,25 @@ def progress(tier: str = "subset", results_dir=None) -> list[dict]:
             }
         )
     return rows
+
+
+def seeds_to_decide(verdict, *, target: float = POWER, cap: int = CAP) -> dict:
+    """What a judged comparison (a ``repro.rules.Verdict`` with an interval over ``n`` seeds) would need to decide:
+    ``sd``, the seed spread its interval implies (ddof=1); ``distance``, its estimate's distance to the rule's
+    boundary; ``n``, the fewest seeds with power ``target`` for an interval to clear the boundary if the estimate
+    and spread are the true ones (None beyond ``cap``, or without an interval).  A planning aid for a new plan: it
+    adds no seeds to a plan that ran.
+
+    >>> from repro.rules import Verdict
+    >>> v = Verdict("undecided", 1.0, -0.4, 2.4, 4, "reproduces", None, (), "", distance=1.0)
+    >>> d = seeds_to_decide(v); round(d["sd"], 3), d["n"]
+    (0.88, 9)
+    """
+    from scipy import stats
+
+    n, low, high = int(verdict.n), float(verdict.low), float(verdict.high)
+    if n < 2 or not (math.isfinite(low) and math.isfinite(high) and math.isfinite(verdict.distance)):
+        return {"sd": math.nan, "distance": float(verdict.distance), "n": None}
+    sd = (high - low) / 2 * math.sqrt(n) / float(stats.t.ppf(1 - ALPHA / 2, n - 1))
+    need = seeds_needed(abs(float(verdict.distance)), sd, target=target, cap=cap)
+    return {"sd": float(sd), "distance": float(verdict.distance), "n": need}

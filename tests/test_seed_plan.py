@@ -174,3 +174,21 @@ def test_a_tier_without_a_plan_file_is_refused():
         match=r"^tier 'quick' parameter 'seed_plan': got None; allowed: a plans/ path \(a tier with a seed",
     ):
         seed_plan.read_plan("quick")
+
+
+def test_seeds_to_decide_reads_the_spread_back_from_the_interval():
+    from scipy import stats
+
+    from repro.rules import Verdict
+
+    sd, n, mean = 2.0, 5, 1.5
+    half = stats.t.ppf(1 - sp.ALPHA / 2, n - 1) * sd / math.sqrt(n)
+    v = Verdict("undecided", mean, mean - half, mean + half, n, "reproduces", None, (), "", distance=mean)
+    out = sp.seeds_to_decide(v)
+    assert out["sd"] == pytest.approx(sd) and out["distance"] == mean
+    assert out["n"] == sp.seeds_needed(mean, sd)  # the estimate 1.5 sd/2 from its boundary: within the cap
+    assert sp.power(mean, sd, out["n"]) >= sp.POWER > sp.power(mean, sd, out["n"] - 1)
+    near = Verdict("undecided", 0.05, 0.05 - half, 0.05 + half, n, "reproduces", None, (), "", distance=0.05)
+    assert sp.seeds_to_decide(near)["n"] is None  # beyond the cap: more seeds would not decide it
+    one = Verdict("undecided", 1.0, -math.inf, math.inf, 1, "reproduces", None, (), "", distance=1.0)
+    assert sp.seeds_to_decide(one)["n"] is None and math.isnan(sp.seeds_to_decide(one)["sd"])

@@ -29,6 +29,7 @@ __all__ = [
     "paper_frame",
     "paper_gap",
     "apply_rule",
+    "lead_over_best",
     "TRAINING",
     "LABEL_ONLY",
     "LABEL_PAGES",
@@ -833,8 +834,9 @@ LOW = "low_participation"
 LEAD = "FedEntOpt - the best baseline"
 
 
-def _lead_over_best(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per setting and seed: FedEntOpt minus the best other method at that seed (a seed any method lacks: left out)."""
+def lead_over_best(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per setting and seed of a tidy frame (:meth:`Runs.frame`): FedEntOpt minus the best other method at that
+    seed, as method :data:`LEAD` (a seed any method lacks: left out); v1's Fig. 5 gains are this quantity."""
     keys = _settings(frame)
     wide = frame.pivot_table(index=[*keys, "seed"], columns="method", values="value")
     others = [m for m in wide.columns if m != REF]
@@ -856,7 +858,7 @@ def _low_gains(parts):
 
     def judge(runs, s, table):
         f = _low_vgg(runs)
-        builds = [(_lead_over_best(_where(f, dataset=ds, partition=p)), [(LEAD, None)], None) for ds, p in parts]
+        builds = [(lead_over_best(_where(f, dataset=ds, partition=p)), [(LEAD, None)], None) for ds, p in parts]
         return _parts(s, table, builds)
 
     return judge

@@ -35,6 +35,7 @@ __all__ = [
     "table2_summary",
     "availability_summary",
     "buffer_summary",
+    "medical_summary",
     "mean_curves",
     "plot_curves",
     "METHOD_STYLES",
@@ -291,6 +292,38 @@ def buffer_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows).sort_values([c for c in by]).reset_index(drop=True) if rows else pd.DataFrame()
+
+
+@_summary("medical")
+def medical_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
+    """Table IV: model x data set x method, ours (mean ± std %, n seeds) beside the paper's, in the paper's row
+    order of the methods."""
+    from repro import paper_values as paper
+
+    columns = ["model", "dataset", "method", "ours_mean", "ours_std", "n_seeds", "paper_mean", "paper_std"]
+    if stored.empty:
+        return pd.DataFrame(columns=columns)
+    acc = final_accuracy(stored.frame, last, by=["model", "dataset", "method"])
+    rows = []
+    for _, r in acc.iterrows():
+        pv = paper.TABLE_IV.get((paper_model(r["model"]), paper_dataset(r["dataset"])), {})
+        pm = pv.get(r["method"], (float("nan"), float("nan")))
+        rows.append(
+            {
+                "model": r["model"],
+                "dataset": r["dataset"],
+                "method": r["method"],
+                "ours_mean": r["mean"],
+                "ours_std": r["std"],
+                "n_seeds": int(r["n_seeds"]),
+                "paper_mean": pm[0],
+                "paper_std": pm[1],
+            }
+        )
+    out = pd.DataFrame(rows, columns=columns)
+    order = {m: i for i, m in enumerate(paper.TABLE_IV_METHODS)}
+    out = out.assign(_o=out["method"].map(lambda m: order.get(m, len(order))))
+    return out.sort_values(["model", "dataset", "_o"]).drop(columns="_o").reset_index(drop=True)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -44,6 +44,7 @@ __all__ = [
     "sections",
     "page_card",
     "page_verdicts",
+    "page_rules",
     "main",
 ]
 
@@ -120,6 +121,8 @@ _GROUP_PAGES = {
     "weight_decay": "tuning",
     "fedprox_mu": "tuning",
     "buffer_choice": "tuning",
+    "medical": "medical",
+    "low_participation": "low_participation",
 }
 #: Label-only source (its function's name) -> the book page that shows it.
 _LABEL_PAGES = {
@@ -151,15 +154,17 @@ _STATEMENT_PAGES = {"V-B1/faster": "accuracy_curves"}
 
 
 @functools.lru_cache(maxsize=1)
-def _book_pages() -> frozenset:
+def _book_pages() -> dict[str, str]:
+    """runs.yaml name -> the tier the book runs that page at."""
     import yaml
 
-    return frozenset(r["name"] for r in yaml.safe_load((ROOT / "runs.yaml").read_text())["runs"])
+    return {r["name"]: r["tier"] for r in yaml.safe_load((ROOT / "runs.yaml").read_text())["runs"]}
 
 
 def page_of(statement, tier: str = "quick") -> str:
     """The book page that shows ``statement`` at ``tier`` (runs.yaml name; "" for none): ``<page>_<tier>`` where
-    the book has it, else the page itself for the quick tier and the label-only column."""
+    the book has it, else the page itself for the quick tier and the label-only column, and for a tier the book
+    runs that page at (a page whose runs exist at the paper tier only)."""
     page = _STATEMENT_PAGES.get(statement.id)
     if page is None and statement.groups:
         page = _GROUP_PAGES.get(statement.groups[0])
@@ -169,7 +174,9 @@ def page_of(statement, tier: str = "quick") -> str:
         return ""
     names = _book_pages()
     if tier not in ("quick", "label_only"):
-        return f"{page}_{tier}" if f"{page}_{tier}" in names else ""
+        if f"{page}_{tier}" in names:
+            return f"{page}_{tier}"
+        return page if names.get(page) == tier else ""
     return page if page in names else ""
 
 
@@ -672,6 +679,65 @@ def page_verdicts(page: str, tier: str, studies: dict | None = None, results_dir
         f'</colgroup><thead><tr><th style="{_LEFT}">the paper says</th><th style="{_LEFT}">paper\'s value</th>'
         f'<th style="{_LEFT}">our verdict</th></tr></thead><tbody>{body}</tbody></table>'
     )
+
+
+def _values(relation, value) -> str:
+    """A magnitude rule's relation and value as the rule reads them (h: half the unit of the paper's last digit)."""
+    if relation == "range":
+        return f"within {value[0]:g} - h to {value[1]:g} + h"
+    return {
+        "over": f"above {value:g}",
+        "under": f"below {value:g}",
+        "about": f"within {value:g} ± h",
+        "up_to": f"within {value:g} - 2h to {value:g} + h",
+    }[relation]
+
+
+def _judged_by(statement, table) -> str:
+    """What a statement's rule compares and what passes, in words, from its parameters (``statements.yaml``)."""
+    p = statement.params
+    if statement.rule == "best":
+        text = f"{p['reference']} above each of {', '.join(p['rivals'])}: {p['quantity']}"
+    elif statement.rule == "direction":
+        text = f"{p['quantity']}: the interval {p['side']}, excluding {p.get('threshold', 0):g}"
+    elif statement.rule == "magnitude":
+        rel, val = p["relation"], p["value"]
+        if isinstance(rel, str):
+            shown = _values(rel, val)
+        else:
+            parts = p.get("parts") or [f"part {i + 1}" for i in range(len(rel))]
+            shown = "; ".join(f"{part}: {_values(r, v)}" for part, r, v in zip(parts, rel, val))
+        text = f"{p['quantity']}: the interval {shown} (h: half the unit of the paper's last printed digit)"
+    elif statement.rule == "equal_within":
+        m = p["margin"]
+        margin = table.margins[m] if isinstance(m, str) else {"value": m, "unit": ""}
+        width = f"{margin['value']:g} {margin['unit']}".strip() if margin["value"] is not None else "a per-cell margin"
+        text = f"{p['quantity']}: the interval inside ± {width}" + (f" (margin {m})" if isinstance(m, str) else "")
+        if p.get("one_sided"):
+            text += f", {p['one_sided']} side only"
+    else:
+        text = p.get("quantity", "")
+    settings = p.get("settings")
+    return text + (f"; per {', '.join(settings)}" if settings else "")
+
+
+def page_rules(page: str, table=None) -> pd.DataFrame:
+    """How the statements book page ``page`` shows are judged, known before any run: ``id``, ``paper`` (the
+    paper's value as the card shows it), ``rule``, ``judged by`` (what the rule compares and what passes, per
+    which settings) and ``tiers`` (those that judge it)."""
+    table = table or statements.load_table()
+    rows = [
+        {
+            "id": s.id,
+            "paper": _paper_value(s),
+            "rule": s.rule,
+            "judged by": _judged_by(s, table),
+            "tiers": ", ".join(s.tiers),
+        }
+        for s in table.statements
+        if s.checkable and page_of(s) == page
+    ]
+    return pd.DataFrame(rows, columns=["id", "paper", "rule", "judged by", "tiers"])
 
 
 # ------------------------------------------------------------------------------------------------------ CLI

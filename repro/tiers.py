@@ -66,12 +66,15 @@ import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from fedlib._validate import ParameterError, check_choice, check_parameter_names
 from fedlib.algorithms.fedprox import FedProx
 from fedlib.data.partition import partition_fields
 from fedlib.training.config import DEFAULT_WEIGHT_DECAY, ExperimentConfig
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "Tier",
@@ -91,6 +94,7 @@ __all__ = [
     "PAPER_DATASET_OVERRIDES",
     "PARTICIPATION_METHODS",
     "seed_plan_cells",
+    "plan_table",
 ]
 
 _ROOT = Path(__file__).resolve().parents[1]
@@ -849,3 +853,33 @@ def group_configs(tier: str, group: str, rounds: int | None = None) -> list[Plan
     """The runs of ``group`` at ``tier`` (``rounds`` overrides the tier's number of rounds)."""
     get_tier(tier)
     return GROUPS[check_choice("group", group, GROUPS)](tier, rounds=rounds)
+
+
+#: Configuration fields :func:`plan_table` shows beside a setting's label, with their column names.
+_PLAN_FIELDS = {"num_clients": "K", "clients_per_round": "M", "rounds": "rounds", "lr": "lr"}
+
+
+def plan_table(tier: str, group: str) -> pd.DataFrame:
+    """The runs of ``group`` at ``tier`` folded into one row per setting (its label but method and seed, in the
+    plan's order): K, M, rounds, learning rate, the methods and seeds (comma-joined) and ``runs``, the setting's
+    number of planned runs (the column sums to ``len(group_configs(tier, group))``); no rows for a group the
+    tier does not run."""
+    import pandas as pd
+
+    rows: dict[tuple, dict] = {}
+    for run in group_configs(tier, group):
+        setting = {k: v for k, v in run.label.items() if k not in ("method", "seed")}
+        fields = {col: getattr(run.config, f) for f, col in _PLAN_FIELDS.items()}
+        row = rows.setdefault(
+            tuple(sorted((*setting.items(), *fields.items()))),
+            {**setting, **fields, "methods": {}, "seeds": {}, "runs": 0},
+        )
+        row["methods"][run.label.get("method", run.config.algorithm)] = None
+        row["seeds"][run.config.seed] = None
+        row["runs"] += 1
+    if not rows:
+        return pd.DataFrame(columns=["methods", "seeds", "runs"])
+    out = pd.DataFrame(list(rows.values()))
+    for col in ("methods", "seeds"):
+        out[col] = [", ".join(map(str, v)) for v in out[col]]
+    return out

@@ -151,3 +151,29 @@ def test_every_label_only_statement_is_judged_from_the_pages_smoke_studies(table
     for s in table.statements:
         if s.checkable and s.id in quantities.LABEL_ONLY:
             assert quantities.LABEL_ONLY[s.id](studies, s, table).verdict in rules.VERDICTS, s.id
+
+
+def test_v1_fig5_gains_are_the_values_of_the_gain_statements(table):
+    """paper_values.V1_FIG5_GAINS holds the numbers the three gain statements of statements.yaml judge against."""
+    cells = {
+        "v1/fig5_dir_15_and_5pct": [[("CIFAR-10", "Dir(0.1)")], [("CINIC-10", "Dir(0.1)"), ("CIFAR-100", "Dir(0.1)")]],
+        "v1/fig5_c2_gains": [[("CIFAR-100", "C=2")], [("CIFAR-10", "C=2")]],
+        "v1/fig5_c3_gains": [[("CIFAR-100", "C=3")], [("CIFAR-10", "C=3")], [("CINIC-10", "C=3")]],
+    }
+    for sid, parts in cells.items():
+        for value, keys in zip(table.by_id(sid).params["value"], parts):
+            assert all(paper_values.V1_FIG5_GAINS[k] == value for k in keys), (sid, keys)
+    assert len(paper_values.V1_FIG5_GAINS) == sum(len(k) for p in cells.values() for k in p)
+
+
+def test_lead_over_best_is_fedentopt_minus_the_best_other_method_per_seed():
+    f = pd.DataFrame(
+        {
+            "dataset": "cifar10",
+            "method": ["FedEntOpt", "FedAvg", "KL"] * 2,
+            "seed": [0, 0, 0, 1, 1, 1],
+            "value": [50.0, 45.0, 47.0, 40.0, 42.0, 30.0],
+        }
+    )
+    lead = quantities.lead_over_best(f).set_index("seed")["value"]
+    assert lead.to_dict() == {0: 3.0, 1: -2.0}  # 50 - max(45, 47); 40 - max(42, 30)

@@ -340,3 +340,24 @@ def test_two_stored_runs_with_one_label_are_refused(tmp_path):
     store("bbbbbbbbbbbbbbbb")
     with pytest.raises(ValueError, match="runs aaaaaaaaaaaaaaaa and bbbbbbbbbbbbbbbb are stored with the same label"):
         results.load_group("quick", "table1", tmp_path)
+
+
+def test_medical_summary_puts_table_iv_beside_ours_in_the_papers_row_order(tmp_path):
+    for method, acc in (("FedEntOpt", 0.6), ("FedAvg", 0.5)):
+        for seed in (0, 1):
+            run = next(
+                r
+                for r in tiers.group_configs("paper", "medical", rounds=2)
+                if r.label == {**r.label, "dataset": "pathmnist", "model": "efficientnet-b0", "method": method}
+                and r.label["seed"] == seed
+            )
+            t = pd.DataFrame({"round": [0, 1, 2], "test_accuracy": [0.1, acc, acc + 0.02 * seed]})
+            results.store_run(t, run.config, "paper", "medical", run.label, results_dir=tmp_path, float_env=None)
+    s = reporting.medical_summary(results.load_group("paper", "medical", tmp_path)).set_index("method")
+    assert list(s.index) == ["FedAvg", "FedEntOpt"]  # Table IV's row order (paper_values.TABLE_IV_METHODS)
+    # FedAvg: seed 0 -> 50 %, seed 1 -> (50 + 52) / 2 = 51 %; mean 50.5 %, std (ddof 0) 0.5
+    assert s.loc["FedAvg", "ours_mean"] == pytest.approx(50.5) and s.loc["FedAvg", "ours_std"] == pytest.approx(0.5)
+    # the paper's cells: Table IV, PathMNIST, EfficientNet-B0
+    assert (s.loc["FedAvg", "paper_mean"], s.loc["FedEntOpt", "paper_mean"]) == (82.26, 90.17)
+    empty = reporting.medical_summary(results.load_group("paper", "medical", tmp_path / "none"))
+    assert empty.empty and "paper_mean" in empty.columns

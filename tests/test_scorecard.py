@@ -488,14 +488,31 @@ PAGES_WITH_STATEMENTS = sorted(
 
 
 def test_every_judged_statement_is_shown_on_a_page_of_the_book():
-    """A statement judged from label counts or at a tier the book builds has a page (the statements only the paper
-    tier judges have none yet)."""
-    homeless = [
-        s.id
-        for s in statements.load()
-        if s.checkable and not s.group_missing and not scorecard.page_of(s) and set(s.tiers) != {"paper"}
-    ]
+    """Every checkable statement with a run group or a label-only study has a page, those only the paper tier
+    judges included (their pages list the planned runs and the rules until the runs are stored)."""
+    homeless = [s.id for s in statements.load() if s.checkable and not s.group_missing and not scorecard.page_of(s)]
     assert homeless == []
+
+
+@pytest.mark.parametrize("sid, page", [("V-C/table4_cells", "medical"), ("v1/fig6_dominates", "low_participation")])
+def test_a_paper_only_statement_links_its_page_from_the_paper_column(table, sid, page):
+    """The book runs the pages of the paper-only groups at the paper tier (runs.yaml), so the paper column links the
+    page itself; a page the book runs at the quick tier with no <page>_paper twin is not linked from that column."""
+    s = table.by_id(sid)
+    assert scorecard.page_of(s) == page and scorecard.page_of(s, "paper") == page
+    assert scorecard.page_of(s, "subset") == ""
+    assert scorecard.page_of(table.by_id("V-B1/table1_cells"), "paper") == ""
+
+
+def test_page_rules_say_how_each_statement_of_a_page_is_judged(table):
+    rules_ = scorecard.page_rules("medical", table).set_index("id")
+    assert list(rules_.index) == ["V-C/best_medical", "V-C/scaffold_second", "V-C/table4_cells"]
+    assert list(rules_["rule"]) == ["best", "magnitude", "equal_within"]
+    # the margin of table4_cells is accuracy_pp, 2 pp (statements.yaml); scaffold_second's range is [2, 6]
+    assert "± 2 pp (margin accuracy_pp)" in rules_.loc["V-C/table4_cells", "judged by"]
+    assert "within 2 - h to 6 + h" in rules_.loc["V-C/scaffold_second", "judged by"]
+    assert rules_.loc["V-C/best_medical", "judged by"].endswith("per model, dataset")
+    assert scorecard.page_rules("no such page", table).empty
 
 
 @pytest.mark.parametrize("page", PAGES_WITH_STATEMENTS)

@@ -196,3 +196,25 @@ def test_subset_tier_trains_past_the_measured_plateau():
     assert len(table) == 4 and (table["last_round"] == rounds).all()
     assert table["plateau_round"].notna().all(), table
     assert (table["plateau_round"] + 10 <= rounds).all(), table
+
+
+@pytest.mark.parametrize("group", ["medical", "low_participation", "table1"])
+def test_plan_table_folds_every_planned_run_into_one_row_per_setting(group):
+    plan = tiers.plan_table("paper", group)
+    runs = tiers.group_configs("paper", group)
+    assert plan["runs"].sum() == len(runs)
+    settings = {tuple((k, v) for k, v in r.label.items() if k not in ("method", "seed")) for r in runs}
+    assert len(plan) == len(settings)
+    assert set(plan["seeds"]) == {"0, 1, 2"}  # the paper tier's seeds (Tier.seeds)
+
+
+def test_plan_table_of_medical_gives_table_iv_methods_and_the_data_sets_k_and_m():
+    plan = tiers.plan_table("paper", "medical").set_index(["dataset", "model"])
+    assert set(plan["methods"]) == {", ".join(tiers.TABLE4_METHODS)}
+    # K and M per data set: PAPER_DATASET_OVERRIDES (Brain-Tumor MRI: K = 40, M = 2)
+    assert tuple(plan.loc[("brain-tumor-mri", "efficientnet-b0"), ["K", "M", "rounds"]]) == (40, 2, 200)
+    assert tuple(plan.loc[("pathmnist", "efficientnet-b3"), ["K", "M", "rounds"]]) == (100, 5, 200)
+
+
+def test_plan_table_is_empty_for_a_group_the_tier_does_not_run():
+    assert tiers.plan_table("quick", "medical").empty

@@ -531,7 +531,7 @@ def _cell(verdict: str, small: str = "", page: str = "", short: bool = False) ->
     shown = _SHORT.get(verdict, verdict) if short else verdict
     text = f'<abbr title="{html.escape(verdict)}">{html.escape(shown)}</abbr>' if shown != verdict else None
     text = (text or html.escape(verdict or "–")) + (f"<br><small>{html.escape(small)}</small>" if small else "")
-    if page and verdict in _COLOURS:
+    if page:  # the page that shows the statement, also while it waits for a tier (its plan, its rules)
         text = f'<a href="{page}.html">{text}</a>'
     return f'<td style="background:{_COLOURS.get(verdict, "#ffffff")};{_LEFT}">{text}</td>'
 

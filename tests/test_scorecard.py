@@ -502,6 +502,12 @@ def test_a_paper_only_statement_links_its_page_from_the_paper_column(table, sid,
     assert scorecard.page_of(s) == page and scorecard.page_of(s, "paper") == page
     assert scorecard.page_of(s, "subset") == ""
     assert scorecard.page_of(table.by_id("V-B1/table1_cells"), "paper") == ""
+    judged = pd.DataFrame(
+        [{"id": sid, "column": "paper", "verdict": scorecard.NOT_RUN, "judgement": None, "flips": "", "interim": ""}]
+    )
+    card = scorecard.card(judged, dataclasses.replace(table, statements=(s,)))
+    assert card["overall"].tolist() == [scorecard.NEEDS_PAPER]
+    assert f'<a href="{page}.html">{scorecard.NEEDS_PAPER}' in scorecard.to_html(card)  # linked while it waits
 
 
 def test_page_rules_say_how_each_statement_of_a_page_is_judged(table):

@@ -298,10 +298,26 @@ def get_tier(tier: str) -> Tier:
     return TIERS[check_choice("tier", tier, TIERS)]
 
 
-def describe_tier(tier: str) -> str:
-    """One line for captions: the tier's name and what it runs."""
+def describe_tier(tier: str, group: str | None = None) -> str:
+    """One line for captions: the tier's name and what it runs; with ``group``, also the models and data sets that
+    group's runs use where they are not the tier's own (e.g. the medical group)."""
     t = get_tier(tier)
-    return f"tier '{t.name}': {t.description}"
+    text = f"tier '{t.name}': {t.description}"
+    if group is None:
+        return text
+    configs = [r.config for r in group_configs(tier, group)]
+    models, datasets = sorted({c.model for c in configs}), sorted({c.dataset for c in configs})
+    pools = sorted({(c.num_clients, c.clients_per_round) for c in configs})
+
+    def usual(c):  # the (K, M) the tier's tables use for the configuration's data set
+        fields = {**t.base, **t.dataset_overrides.get(c.dataset, {})}
+        return (c.num_clients, c.clients_per_round) == (fields["num_clients"], fields["clients_per_round"])
+
+    own = set(models) <= set(t.models) and set(datasets) <= set(_table_datasets(t))
+    if own and all(usual(c) for c in configs):
+        return text
+    pools_text = ", ".join(f"({k}, {m})" for k, m in pools)
+    return f"{text}; the group '{group}' runs {', '.join(models)} on {', '.join(datasets)} with (K, M) = {pools_text}"
 
 
 def _skew_fields(partition: str) -> dict:

@@ -218,3 +218,13 @@ def test_plan_table_of_medical_gives_table_iv_methods_and_the_data_sets_k_and_m(
 
 def test_plan_table_is_empty_for_a_group_the_tier_does_not_run():
     assert tiers.plan_table("quick", "medical").empty
+
+
+def test_a_group_that_runs_other_models_data_or_pools_says_so_in_the_tier_line():
+    plain = tiers.describe_tier("paper")
+    assert tiers.describe_tier("paper", "table1") == plain  # the tier's own models, data sets and (K, M)
+    medical = tiers.describe_tier("paper", "medical")
+    assert medical.startswith(plain + "; the group 'medical' runs efficientnet-b0, efficientnet-b3 on ")
+    assert "pathmnist" in medical and "(40, 2)" in medical  # Brain-Tumor MRI: K = 40, M = 2
+    low = tiers.describe_tier("paper", "low_participation")
+    assert low.endswith("with (K, M) = (100, 5), (200, 10)")  # 5 % of K

@@ -168,20 +168,15 @@ def _dataset_of(stored: StoredGroup) -> str:
     return str(stored.meta["dataset"].iloc[0]) if not stored.empty else ""
 
 
-@_summary("table1")
-def table1_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
-    """Table I: method x partition (x model): ours (mean ± std %, n seeds) beside the paper's value."""
-    from repro import paper_values as paper
+_OURS_BESIDE_PAPER = ["ours_mean", "ours_std", "n_seeds", "paper_mean", "paper_std"]
 
-    f = stored.frame
-    by = [c for c in ("model", "dataset", "partition", "method") if c in f.columns]
-    acc = final_accuracy(f, last, by=by)
-    ds_default = _dataset_of(stored)
+
+def _beside_paper(acc: pd.DataFrame, by: list, paper_of) -> pd.DataFrame:
+    """One row per row of ``acc`` (:func:`final_accuracy`): its ``by`` columns, ours (mean, std, n seeds) and the
+    paper's ``(mean, std)`` that ``paper_of(row)`` looks up."""
     rows = []
     for _, r in acc.iterrows():
-        ds = paper_dataset(r.get("dataset", ds_default) if "dataset" in r else ds_default)
-        pv = paper.TABLE_I.get((_PAPER_MODEL.get(r.get("model", "lenet5"), "LeNet-5"), ds, r["partition"]), {})
-        pm = pv.get(r["method"], (float("nan"), float("nan")))
+        pm = paper_of(r)
         rows.append(
             {
                 **{c: r[c] for c in by},
@@ -192,16 +187,33 @@ def table1_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
                 "paper_std": pm[1],
             }
         )
-    out = pd.DataFrame(rows)
-    if len(out):
-        order = {m: i for i, m in enumerate(paper.TABLE_I_METHODS)}
-        out["_o"] = out["method"].map(lambda m: order.get(m, 99))
-        out = (
-            out.sort_values([c for c in ("model", "dataset", "partition") if c in out] + ["_o"])
-            .drop(columns="_o")
-            .reset_index(drop=True)
-        )
-    return out
+    return pd.DataFrame(rows, columns=[*by, *_OURS_BESIDE_PAPER])
+
+
+def _in_method_order(out: pd.DataFrame, keys: list, methods) -> pd.DataFrame:
+    """``out`` sorted by ``keys``, then by the methods in the paper's row order (others last)."""
+    order = {m: i for i, m in enumerate(methods)}
+    out = out.assign(_o=out["method"].map(lambda m: order.get(m, len(order))))
+    return out.sort_values([*keys, "_o"]).drop(columns="_o").reset_index(drop=True)
+
+
+@_summary("table1")
+def table1_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
+    """Table I: method x partition (x model): ours (mean ± std %, n seeds) beside the paper's value."""
+    from repro import paper_values as paper
+
+    f = stored.frame
+    by = [c for c in ("model", "dataset", "partition", "method") if c in f.columns]
+    ds_default = _dataset_of(stored)
+
+    def paper_of(r):
+        ds = paper_dataset(r.get("dataset", ds_default) if "dataset" in r else ds_default)
+        pv = paper.TABLE_I.get((_PAPER_MODEL.get(r.get("model", "lenet5"), "LeNet-5"), ds, r["partition"]), {})
+        return pv.get(r["method"], (float("nan"), float("nan")))
+
+    out = _beside_paper(final_accuracy(f, last, by=by), by, paper_of)
+    keys = [c for c in ("model", "dataset", "partition") if c in out]
+    return _in_method_order(out, keys, paper.TABLE_I_METHODS) if len(out) else out
 
 
 @_summary("table2")
@@ -248,24 +260,14 @@ def availability_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
 
     f = stored.frame
     by = [c for c in ("scenario", "model", "dataset", "partition", "method") if c in f.columns]
-    acc = final_accuracy(f, last, by=by)
     ds_default = _dataset_of(stored)
-    rows = []
-    for _, r in acc.iterrows():
+
+    def paper_of(r):
         ds = paper_dataset(r["dataset"] if "dataset" in r else ds_default)
         pv = paper.TABLE_III.get((r["scenario"], ds, r["partition"], _PAPER_MODEL.get(r.get("model", "lenet5"))), {})
-        pm = pv.get(r["method"], (float("nan"), float("nan")))
-        rows.append(
-            {
-                **{c: r[c] for c in by},
-                "ours_mean": r["mean"],
-                "ours_std": r["std"],
-                "n_seeds": int(r["n_seeds"]),
-                "paper_mean": pm[0],
-                "paper_std": pm[1],
-            }
-        )
-    return pd.DataFrame(rows)
+        return pv.get(r["method"], (float("nan"), float("nan")))
+
+    return _beside_paper(final_accuracy(f, last, by=by), by, paper_of)
 
 
 @_summary("buffer")
@@ -275,23 +277,14 @@ def buffer_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
 
     f = stored.frame
     by = [c for c in ("dataset", "partition", "buffer_pct") if c in f.columns]
-    acc = final_accuracy(f, last, by=by)
     ds_default = _dataset_of(stored)
-    rows = []
-    for _, r in acc.iterrows():
+
+    def paper_of(r):
         ds = paper_dataset(r["dataset"] if "dataset" in r else ds_default)
-        pv = paper.TABLE_VI.get((ds, r["partition"], int(r["buffer_pct"])), (float("nan"),) * 4)
-        rows.append(
-            {
-                **{c: r[c] for c in by},
-                "ours_mean": r["mean"],
-                "ours_std": r["std"],
-                "n_seeds": int(r["n_seeds"]),
-                "paper_mean": pv[0],
-                "paper_std": pv[1],
-            }
-        )
-    return pd.DataFrame(rows).sort_values([c for c in by]).reset_index(drop=True) if rows else pd.DataFrame()
+        return paper.TABLE_VI.get((ds, r["partition"], int(r["buffer_pct"])), (float("nan"),) * 4)[:2]
+
+    out = _beside_paper(final_accuracy(f, last, by=by), by, paper_of)
+    return out.sort_values(by).reset_index(drop=True) if len(out) else pd.DataFrame()
 
 
 @_summary("medical")
@@ -300,30 +293,16 @@ def medical_summary(stored: StoredGroup, last: int = 10) -> pd.DataFrame:
     order of the methods."""
     from repro import paper_values as paper
 
-    columns = ["model", "dataset", "method", "ours_mean", "ours_std", "n_seeds", "paper_mean", "paper_std"]
+    by = ["model", "dataset", "method"]
     if stored.empty:
-        return pd.DataFrame(columns=columns)
-    acc = final_accuracy(stored.frame, last, by=["model", "dataset", "method"])
-    rows = []
-    for _, r in acc.iterrows():
+        return pd.DataFrame(columns=[*by, *_OURS_BESIDE_PAPER])
+
+    def paper_of(r):
         pv = paper.TABLE_IV.get((paper_model(r["model"]), paper_dataset(r["dataset"])), {})
-        pm = pv.get(r["method"], (float("nan"), float("nan")))
-        rows.append(
-            {
-                "model": r["model"],
-                "dataset": r["dataset"],
-                "method": r["method"],
-                "ours_mean": r["mean"],
-                "ours_std": r["std"],
-                "n_seeds": int(r["n_seeds"]),
-                "paper_mean": pm[0],
-                "paper_std": pm[1],
-            }
-        )
-    out = pd.DataFrame(rows, columns=columns)
-    order = {m: i for i, m in enumerate(paper.TABLE_IV_METHODS)}
-    out = out.assign(_o=out["method"].map(lambda m: order.get(m, len(order))))
-    return out.sort_values(["model", "dataset", "_o"]).drop(columns="_o").reset_index(drop=True)
+        return pv.get(r["method"], (float("nan"), float("nan")))
+
+    out = _beside_paper(final_accuracy(stored.frame, last, by=by), by, paper_of)
+    return _in_method_order(out, ["model", "dataset"], paper.TABLE_IV_METHODS)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -68,10 +68,12 @@ class Runs:
     """The stored runs of one tier, read once per group: ``stored(group)`` (a
     :class:`repro.results.StoredGroup`) and ``frame(group)`` (the tidy per-seed frame of the final
     accuracy, %).  ``machine_dir`` (``results/machines/<machine>``): its retrained runs replace their stored
-    twins, the rest stay as stored; ``retrained(groups)`` says whether it holds any run of those groups."""
+    twins, the rest stay as stored; ``retrained(groups)`` says whether it holds any run of those groups.
+    ``keep`` (a predicate on the seed): only the runs of the seeds it keeps (the seeds a seed plan judges a
+    statement on, :meth:`repro.tiers.Confirmatory.keeps`)."""
 
-    def __init__(self, tier: str, results_dir=None, machine_dir=None, groups: Mapping | None = None):
-        self.tier, self.results_dir = tier, results_dir
+    def __init__(self, tier: str, results_dir=None, machine_dir=None, groups: Mapping | None = None, keep=None):
+        self.tier, self.results_dir, self.keep = tier, results_dir, keep
         self.machine_dir = None if machine_dir is None else Path(machine_dir)
         self._given = dict(groups or {})  # group -> StoredGroup given in place of the stored one
         self._stored: dict[str, StoredGroup] = {}
@@ -92,6 +94,11 @@ class Runs:
                 base = load_group(self.tier, group, self.results_dir)
             if self.machine_dir is not None:
                 base = _substitute(base, load_group(self.tier, group, self.machine_dir))
+            if self.keep is not None and not base.empty:
+                keys = set(base.meta.loc[base.meta["seed"].map(self.keep).astype(bool), "key"])
+                base = StoredGroup(
+                    base.tier, group, base.frame[base.frame["key"].isin(keys)], base.meta[base.meta["key"].isin(keys)]
+                )
             if group == "participation":
                 base = self._with_full_rate(base)
             self._stored[group] = base

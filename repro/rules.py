@@ -101,7 +101,9 @@ class Verdict:
     estimate's signed distance to the region's boundary (> 0 inside).  ``paper``: the paper's own number for the
     comparison; ``excludes_paper_value``: whether the interval excludes it (None without one); ``paper_agrees``:
     whether it fits the statement (False: the paper's own table contradicts the statement here; for a combined
-    verdict, combined as its parts are: "every" needs all of them, "some" one).
+    verdict, combined as its parts are: "every" needs all of them, "some" one).  ``combine``: how a combined
+    verdict combines its parts ("every", "some", "at least k"; "" for a comparison); ``k``: the number of
+    comparisons the family level of a comparison divides alpha by.
     """
 
     verdict: str
@@ -118,6 +120,8 @@ class Verdict:
     paper_agrees: bool | None = None
     distance: float = float("nan")
     parts: tuple[Verdict, ...] = ()
+    combine: str = ""
+    k: int = 1
 
     @property
     def setting_dict(self) -> dict:
@@ -471,6 +475,7 @@ def _part(setting, a, b, sample, why, region, paper, alpha, k, combine, unit) ->
         None if paper is None else float(paper),
         agrees,
         dist,
+        k=k,
     )
 
 
@@ -513,7 +518,15 @@ def _combine(parts: Sequence[Verdict], combine: str, setting: tuple, what: str) 
         reason += " || the paper's own table contradicts the statement " + (
             f"here ({count})" if setting else f"in {count}"
         )
-    return replace(binding, verdict=verdict, setting=setting, reason=reason, paper_agrees=agrees, parts=tuple(parts))
+    return replace(
+        binding,
+        verdict=verdict,
+        setting=setting,
+        reason=reason,
+        paper_agrees=agrees,
+        parts=tuple(parts),
+        combine=combine,
+    )
 
 
 def _modes(combine) -> tuple[str, str]:
@@ -845,7 +858,11 @@ def at_least(judgement: Judgement, k: int, across: str = "every") -> Judgement:
         side = [p for p in parts if p.verdict == verdict] or list(parts)
         binding = min(side, key=lambda p: p.distance if math.isfinite(p.distance) else 0.0)
         reason = f"at least {k} of {n} comparisons: {ups} reproduce, {downs} do not; binding: {binding.reason}"
-        out.append(replace(binding, verdict=verdict, setting=s.setting, reason=reason, parts=tuple(parts)))
+        out.append(
+            replace(
+                binding, verdict=verdict, setting=s.setting, reason=reason, parts=tuple(parts), combine=f"at least {k}"
+            )
+        )
     if not out:
         return judgement
     return Judgement(

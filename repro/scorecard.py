@@ -225,15 +225,44 @@ def _row(statement, column: str, status: str, j=None, flips: str = "", interim: 
 
 
 def _unfinished_plan(tier: str, runs: quantities.Runs) -> dict[str, tuple[int, int]]:
-    """{run group: (stored, planned)} for each group of ``tier``'s seed plan with planned runs not stored yet."""
+    """{run group: (stored, planned)} for each group of ``tier``'s seed plans with planned runs of the seeds
+    ``runs`` keeps not stored yet."""
     out = {}
     for group in sorted({json.loads(k)["group"] for k in tiers.seed_plan_cells(tier)}):
-        planned = {run_key(r.config) for r in tiers.group_configs(tier, group)}
+        planned = {
+            run_key(r.config)
+            for r in tiers.group_configs(tier, group)
+            if runs.keep is None or runs.keep(r.label.get("seed"))
+        }
         frame = runs.stored(group).frame
         missing = len(planned - set(frame["key"] if "key" in frame else ()))
         if missing:
             out[group] = (len(planned) - missing, len(planned))
     return out
+
+
+class _Stages:
+    """The stored runs each statement of a tier is judged on: a statement the confirmatory plan judges on its
+    fresh seeds alone (:func:`repro.tiers.confirmatory`), every other one on the rest; with each view's machines
+    and unfinished plan groups, built once per view."""
+
+    def __init__(self, tier: str, results_dir=None, machines_dir=None):
+        self.tier, self.results_dir, self.machines_dir = tier, results_dir, machines_dir
+        self.plan, self._views = tiers.confirmatory(tier), {}
+
+    def of(self, statement_id: str):
+        """(runs, machines, unfinished) for the statement."""
+        mine = self.plan.judges(statement_id)
+        if mine not in self._views:
+            keep = self.plan.keeps(statement_id) if self.plan.seeds else None
+            runs = quantities.Runs(self.tier, self.results_dir, keep=keep)
+            machines = _machines(self.tier, self.results_dir, self.machines_dir, keep)
+            self._views[mine] = (runs, machines, _unfinished_plan(self.tier, runs))
+        return self._views[mine]
+
+    def judge(self, statement, table) -> dict:
+        runs, machines, unfinished = self.of(statement.id)
+        return _judge_training(statement, self.tier, runs, machines, table, unfinished)
 
 
 def _judge_training(statement, tier: str, runs: quantities.Runs, machines: list, table, unfinished=None) -> dict:
@@ -267,10 +296,15 @@ def _judge_label(statement, studies: dict, table) -> dict:
     return _row(statement, "label_only", j.verdict, j)
 
 
-def _machines(tier: str, results_dir=None, machines_dir=None) -> list[tuple[str, quantities.Runs]]:
-    """(machine, its view of the tier's runs) for every machine with retrained runs of ``tier``."""
+def _machines(tier: str, results_dir=None, machines_dir=None, keep=None) -> list[tuple[str, quantities.Runs]]:
+    """(machine, its view of the tier's runs of the seeds ``keep`` keeps) for every machine with retrained runs of
+    ``tier``."""
     root = Path(machines_dir if machines_dir is not None else RESULTS_DIR / "machines")
-    return [(m.name, quantities.Runs(tier, results_dir, m)) for m in sorted(root.glob("*")) if (m / tier).is_dir()]
+    return [
+        (m.name, quantities.Runs(tier, results_dir, m, keep=keep))
+        for m in sorted(root.glob("*"))
+        if (m / tier).is_dir()
+    ]
 
 
 def judge(
@@ -296,13 +330,8 @@ def judge(
         studies = quantities.label_studies(smoke) if studies is None else studies
         rows += [_judge_label(s, studies, table) for s in label]
     for tier in tiers:
-        runs, machines = quantities.Runs(tier, results_dir), _machines(tier, results_dir, machines_dir)
-        unfinished = _unfinished_plan(tier, runs)
-        rows += [
-            _judge_training(s, tier, runs, machines, table, unfinished)
-            for s in table.statements
-            if s.checkable and tier in s.tiers
-        ]
+        stages = _Stages(tier, results_dir, machines_dir)
+        rows += [stages.judge(s, table) for s in table.statements if s.checkable and tier in s.tiers]
     return pd.DataFrame(rows, columns=["id", "column", "verdict", "judgement", "flips", "interim"])
 
 
@@ -629,14 +658,8 @@ def page_card(page: str, tier: str, studies: dict | None = None, results_dir=Non
         rows = [_judge_label(s, keyed, table) for s in mine]
     else:
         mine = [s for s in mine if s.groups]
-        runs, machines = quantities.Runs(tier, results_dir), _machines(tier, results_dir, machines_dir)
-        unfinished = _unfinished_plan(tier, runs)
-        rows = [
-            _judge_training(s, tier, runs, machines, table, unfinished)
-            if tier in s.tiers
-            else _row(s, tier, NOT_LISTED)
-            for s in mine
-        ]
+        stages = _Stages(tier, results_dir, machines_dir)
+        rows = [stages.judge(s, table) if tier in s.tiers else _row(s, tier, NOT_LISTED) for s in mine]
     out = [
         {
             "id": s.id,

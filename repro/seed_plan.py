@@ -25,6 +25,15 @@ statement inventory the scorecard had before ``statements.yaml`` and the rules r
 commit it was computed at (``git_commit``), where ``python scripts/seed_plan.py --tier subset`` recomputes it.  A
 plan from ``statements.yaml`` and :mod:`repro.rules` is a new plan, in a new file.  :func:`read_plan` reads a
 tier's committed plan and :func:`progress` counts its runs stored so far.
+
+A confirmatory plan (:func:`verdict_chances`, :func:`fresh_seeds`, :func:`cells_read`) plans fresh seeds for a
+statement a plan left undecided: its verdict is judged again on those seeds alone, the earlier runs serving only
+as the pilot, so no seed is added to a verdict already looked at.  Each comparison of the statement's judgement is
+taken to be normal with the pilot's estimate and the spread its interval implies; the chance that its interval on
+``n`` fresh seeds passes (at ``alpha``) or misses (at the family level ``alpha / k``; the other way round under
+"some") follows from the non-central t, and the chances combine up the judgement's tree as its verdicts do
+("every", "some", "at least k"), comparisons taken as independent.  A statement is planned with the fewest seeds
+(the same for every cell it reads) at which it decides, either way, with probability ``POWER``.
 """
 
 from __future__ import annotations
@@ -56,6 +65,10 @@ __all__ = [
     "read_plan",
     "progress",
     "seeds_to_decide",
+    "implied_sd",
+    "verdict_chances",
+    "fresh_seeds",
+    "cells_read",
 ]
 
 #: Power a planned gap decides with (at two-sided level :data:`repro.rules.ALPHA`).
@@ -277,28 +290,33 @@ def joint_power(gaps: list[tuple[Gap, dict]], **kw) -> float:
     return out
 
 
-def read_plan(tier: str = "subset") -> dict:
-    """The committed plan file of ``tier`` (``Tier.seed_plan``), as written by ``scripts/seed_plan.py``."""
+def read_plan(tier: str = "subset", which: str = "seed") -> dict:
+    """The committed plan file of ``tier``: ``which`` "seed" (``Tier.seed_plan``, written by
+    ``scripts/seed_plan.py`` from its first inventory) or "confirmatory" (``Tier.confirmatory_plan``)."""
     import yaml
 
     from repro import tiers
 
-    path = tiers.get_tier(tier).seed_plan
+    _check("which", which, "'seed' or 'confirmatory'", which in ("seed", "confirmatory"))
+    path = getattr(tiers.get_tier(tier), f"{which}_plan")
     if not isinstance(path, str):
-        raise ParameterError(f"tier {tier!r}", "seed_plan", path, "a plans/ path (a tier with a seed plan file)")
+        raise ParameterError(f"tier {tier!r}", f"{which}_plan", path, "a plans/ path (a tier with a seed plan file)")
     return yaml.safe_load((tiers._ROOT / path).read_text())
 
 
-def progress(tier: str = "subset", results_dir=None) -> list[dict]:
-    """Per run group of ``tier``: the runs the tier (its seeds and its plan's) asks for, how many are stored now,
-    and the CPU hours the rest takes at the plan's measured cost per run."""
+def progress(tier: str = "subset", results_dir=None, which: str = "seed") -> list[dict]:
+    """Per run group of ``tier``'s plan ``which`` (:func:`read_plan`): the runs it asks for (the seed plan: the
+    tier's own seeds and its cells'; the confirmatory plan: its fresh seeds), how many are stored now, and the
+    CPU hours the rest takes at the seed plan's measured cost per run."""
     from repro import results, tiers
 
-    plan = read_plan(tier)
-    per_run = plan["seconds"]["cpu_seconds_per_run"] / 3600
+    plan = read_plan(tier, which)
+    fresh = tiers.confirmatory(tier).seeds
+    per_run = read_plan(tier)["seconds"]["cpu_seconds_per_run"] / 3600
+    groups = plan["groups"] if which == "seed" else sorted({c["group"] for c in plan["cells"]})
     rows = []
-    for group in plan["groups"]:
-        runs = tiers.group_configs(tier, group)
+    for group in groups:
+        runs = [r for r in tiers.group_configs(tier, group) if (r.label.get("seed") in fresh) == (which != "seed")]
         missing = len(results.missing_runs(runs, tier, results_dir))
         rows.append(
             {
@@ -332,3 +350,196 @@ def seeds_to_decide(verdict, *, target: float = POWER, cap: int = CAP) -> dict:
     sd = (high - low) / 2 * math.sqrt(n) / float(stats.t.ppf(1 - ALPHA / 2, n - 1))
     need = seeds_needed(abs(float(verdict.distance)), sd, target=target, cap=cap)
     return {"sd": float(sd), "distance": float(verdict.distance), "n": need}
+
+
+def implied_sd(verdict) -> float:
+    """The spread over seeds (ddof=1) a comparison's two-sided ``1 - ALPHA`` t-interval over ``n`` seeds implies
+    (NaN without an interval)."""
+    from scipy import stats
+
+    n, low, high = int(verdict.n), float(verdict.low), float(verdict.high)
+    if n < 2 or not (math.isfinite(low) and math.isfinite(high)):
+        return math.nan
+    return (high - low) / 2 * math.sqrt(n) / float(stats.t.ppf(1 - ALPHA / 2, n - 1))
+
+
+def _comparison_chances(v, n: int, within: str, alpha: float) -> tuple[float, float]:
+    """(pass, miss) chances of comparison ``v`` judged on ``n`` fresh seeds, its estimate and spread the truth."""
+    from scipy import stats
+
+    sd, d = implied_sd(v), float(v.distance)
+    if not (math.isfinite(sd) and math.isfinite(d)):
+        return 0.0, 0.0
+    a_pass, a_miss = (alpha, alpha / v.k) if within == "every" else (alpha / v.k, alpha)
+    if sd == 0:
+        return float(d > 0), float(d < 0)
+    nc, df = d * math.sqrt(n) / sd, n - 1
+
+    def beyond(crit: float, shift: float) -> float:  # P(T > crit), T non-central t; normal where scipy gives up
+        p = float(stats.nct.sf(crit, df, shift))
+        return p if math.isfinite(p) else float(stats.norm.sf(crit - shift))
+
+    return beyond(stats.t.ppf(1 - a_pass / 2, df), nc), beyond(stats.t.ppf(1 - a_miss / 2, df), -nc)
+
+
+def _at_least(chances: list[float], k: int) -> float:
+    """P(at least ``k`` of independent events with these chances): the Poisson-binomial tail."""
+    dist = np.array([1.0])
+    for p in chances:
+        dist = np.convolve(dist, [1 - p, p])
+    return float(dist[k:].sum())
+
+
+def _node_chances(v, n: int, within: str, alpha: float) -> tuple[float, float]:
+    if not v.parts:
+        return _comparison_chances(v, n, within, alpha)
+    mode = v.combine or "every"
+    below = "every" if mode.startswith("at least") else mode
+    chances = [_node_chances(p, n, below, alpha) for p in v.parts]
+    passes, misses = [c[0] for c in chances], [c[1] for c in chances]
+    if mode == "every":
+        return float(np.prod(passes)), 1 - float(np.prod([1 - m for m in misses]))
+    if mode == "some":
+        return 1 - float(np.prod([1 - p for p in passes])), float(np.prod(misses))
+    k = int(mode.split()[-1])
+    return _at_least(passes, k), _at_least(misses, len(chances) - k + 1)
+
+
+def verdict_chances(judgement, n: int, alpha: float = None) -> tuple[float, float]:
+    """(reproduces, does not reproduce): the chances that ``judgement``'s statement, judged again on ``n`` fresh
+    seeds, comes out each way if each comparison's estimate and implied spread are the truth.
+
+    >>> from repro import rules
+    >>> import pandas as pd
+    >>> f = pd.DataFrame({"method": ["A"] * 3 + ["B"] * 3, "seed": [0, 1, 2] * 2,
+    ...                   "value": [0.0, 1.0, 2.0, 0.0, 0.0, 0.0]})  # A - B: mean 1, sd 1 over 3 seeds
+    >>> [round(x, 3) for x in verdict_chances(rules.direction(f, [("A", "B")]), 10)]  # power(1.0, 1.0, 10)
+    [0.803, 0.0]
+    """
+    _check("n", n, "an integer >= 2", isinstance(n, (int, np.integer)) and n >= 2)
+    return _node_chances(judgement.overall, n, "every", ALPHA if alpha is None else alpha)
+
+
+def fresh_seeds(judgement, *, target: float = POWER, cap: int = CAP) -> dict:
+    """The fewest fresh seeds ``n`` (2..``cap``) at which the statement decides either way with chance at least
+    ``target`` (None beyond the cap): ``n``, ``route`` ("for" when a pass is the likelier decision, "against"),
+    ``chances`` ((pass, miss) at ``n``, or at the cap when none)."""
+    for n in range(2, cap + 1):
+        p, m = verdict_chances(judgement, n)
+        if p + m >= target:
+            return {"n": n, "route": "for" if p >= m else "against", "chances": (p, m)}
+    return {"n": None, "route": None, "chances": verdict_chances(judgement, cap)}
+
+
+def cells_read(fn, statement, table, tier: str, groups: dict) -> list[tuple[str, dict]]:
+    """(group, label without the seed) of each planned cell of ``statement``'s groups whose runs its quantity
+    ``fn`` reads: the cells without whose stored runs (``groups``: group -> StoredGroup) the judgement's numbers
+    change, widened to every cell of a method read whose other label values each occur among the cells read (a
+    maximum over settings, say, may fall on another setting on fresh seeds)."""
+    from repro import quantities, tiers
+    from repro.results import StoredGroup, run_key
+
+    def numbers(given):
+        f = fn(quantities.Runs(tier, groups=given), statement, table).frame()
+        return f[["setting", "comparison", "estimate", "n"]].round(9).astype(str).to_numpy().tolist()
+
+    base, planned, read = numbers(groups), [], []
+    for group in statement.groups:
+        cells = {}
+        for run in tiers.group_configs(tier, group):
+            label = {k: v for k, v in run.label.items() if k != "seed"}
+            cells.setdefault(cell_key(group, label), (label, set()))[1].add(run_key(run.config))
+        stored = groups[group]
+        for label, keys in cells.values():
+            planned.append((group, label))
+            kept = ~stored.frame["key"].isin(keys), ~stored.meta["key"].isin(keys)
+            without = StoredGroup(stored.tier, group, stored.frame[kept[0]], stored.meta[kept[1]])
+            if numbers({**groups, group: without}) != base:
+                read.append((group, label))
+    methods = {(g, lab.get("method")) for g, lab in read}
+    seen = {(g, k, str(v)) for g, lab in read for k, v in lab.items() if k != "method"}
+    return [
+        (g, lab)
+        for g, lab in planned
+        if (g, lab.get("method")) in methods and all((g, k, str(v)) in seen for k, v in lab.items() if k != "method")
+    ]
+
+
+#: Fresh seeds of a confirmatory plan start here, clear of every seed an earlier plan can reach (0..CAP-1).
+FIRST_FRESH_SEED = 100
+
+
+def _undecided(tier: str, table) -> list:
+    """(statement, judgement) of each training statement of ``tier`` whose rule, on the runs the tier's plans
+    have stored in full, leaves it undecided."""
+    from repro import quantities, rules, scorecard
+
+    stages = scorecard._Stages(tier)
+    out = []
+    for s in table.statements:
+        if not (s.checkable and tier in s.tiers and s.id in quantities.TRAINING):
+            continue
+        row = stages.judge(s, table)
+        if row["verdict"] == rules.UNDECIDED and row["judgement"] is not None and not row["flips"]:
+            out.append((s, row["judgement"]))
+    return out
+
+
+def confirmatory_plan(tier: str = "subset", *, table=None, target: float = POWER, cap: int = CAP) -> dict:
+    """A confirmatory seed plan of ``tier``: for each training statement its stored runs leave undecided, the
+    fresh seeds (:func:`fresh_seeds`, from :data:`FIRST_FRESH_SEED`) on which it decides either way with chance
+    ``target``, given to every cell it reads (:func:`cells_read`); the statements it plans are judged on those
+    seeds alone.  A document for ``scripts/seed_plan.py --write-confirmatory`` to write once."""
+    import datetime
+    import subprocess
+
+    from repro import quantities, statements, tiers
+
+    table = table or statements.load_table()
+    runs = quantities.Runs(tier, keep=lambda seed: seed < FIRST_FRESH_SEED)
+    rows, asks = [], {}
+    for s, j in _undecided(tier, table):
+        plan = fresh_seeds(j, target=target, cap=cap)
+        row = {
+            "statement": s.id,
+            "verdict_now": f"{j.verdict}: {j.overall.comparison} {j.overall.estimate:+.3g} "
+            f"[{j.overall.low:+.3g}, {j.overall.high:+.3g}], n = {j.overall.n}",
+            "route": plan["route"],
+            "seeds": plan["n"],
+            "chances": [round(float(c), 3) for c in plan["chances"]],
+        }
+        if plan["n"] is None:
+            row["note"] = (
+                f"{cap} fresh seeds decide it with chance {sum(plan['chances']):.2f} (< {target}): not planned"
+            )
+        else:
+            cells = cells_read(quantities.TRAINING[s.id], s, table, tier, {g: runs.stored(g) for g in s.groups})
+            row["cells"] = len(cells)
+            for group, label in cells:
+                k = cell_key(group, label)
+                asks[k] = (group, label, max(plan["n"], asks.get(k, (0, 0, 0))[2]))
+        rows.append(row)
+    per_run = read_plan(tier)["seconds"]["cpu_seconds_per_run"]
+    n_runs = sum(n for _, _, n in asks.values())
+    commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, cwd=tiers._ROOT)
+    return {
+        "tier": tier,
+        "computed_at": datetime.datetime.now().isoformat(timespec="seconds"),
+        "git_commit": commit.stdout.strip() or None,
+        "how": f"python scripts/seed_plan.py --tier {tier} --write-confirmatory (repro.seed_plan.confirmatory_plan)",
+        "rule": "each statement below judged again on fresh seeds alone (the stored runs are its pilot): the fewest "
+        "seeds, the same for every cell it reads, at which it decides either way with chance >= power, each "
+        "comparison normal with the pilot's estimate and implied spread, comparisons independent "
+        "(repro.seed_plan.verdict_chances); capped",
+        "alpha": ALPHA,
+        "power": target,
+        "cap": cap,
+        "first_seed": FIRST_FRESH_SEED,
+        "judges": [r["statement"] for r in rows if r["seeds"] is not None],
+        "totals": {"runs": n_runs, "cpu_hours": round(n_runs * per_run / 3600, 1), "cpu_seconds_per_run": per_run},
+        "statements": rows,
+        "cells": [
+            {"group": g, "label": lab, "seeds": n, "first_seed": FIRST_FRESH_SEED}
+            for g, lab, n in sorted(asks.values(), key=lambda c: cell_key(c[0], c[1]))
+        ],
+    }

@@ -40,7 +40,11 @@ formulations)), each as a ``PlannedRun(group, label, config)``; ``tier_groups(ti
     tier (the paper ran one).
     Beyond the 3 seeds, the cells of the seed plan ``plans/subset_seed_plan.yaml`` (``Tier.seed_plan``, written by
     ``scripts/seed_plan.py`` from the stored runs before the runs it plans) run seeds 0..n-1: the seeds each
-    undecided statement needs for a verdict (``repro.seed_plan``).
+    undecided statement needs for a verdict (``repro.seed_plan``).  The confirmatory plan
+    ``plans/subset_confirmatory_plan.yaml`` (``Tier.confirmatory_plan``, computed from those runs by
+    ``scripts/seed_plan.py --write-confirmatory`` before its own) runs fresh seeds from 100 for the statements the
+    first plan left undecided and fresh seeds could decide; those statements are judged on its seeds alone, every
+    other statement on the rest (``confirmatory``).
 ``paper``
     The paper's data and scale: torchvision ``download=True`` (CIFAR-10; CIFAR-100 with 20 superclasses for
     the groups that use it), K = 100, M = 10, E = 5, 500 rounds, 3 seeds, LeNet-5 and VGG-11, on
@@ -94,6 +98,8 @@ __all__ = [
     "PAPER_DATASET_OVERRIDES",
     "PARTICIPATION_METHODS",
     "seed_plan_cells",
+    "Confirmatory",
+    "confirmatory",
     "plan_table",
 ]
 
@@ -121,6 +127,7 @@ class Tier:
     optional_groups: tuple = ()  # groups beyond the paper's figures this tier runs (e.g. "scaffold_variants")
     extra_seeds: dict = field(default_factory=dict)  # {group: {"methods": (...), "seeds": (...)}} run on top
     seed_plan: str | dict | None = None  # plans/*.yaml (scripts/seed_plan.py) or its cells: they run seeds 0..n-1 too
+    confirmatory_plan: str | None = None  # plans/*.yaml: fresh seeds, and the statements judged on them alone
 
 
 _QUICK_BASE = dict(
@@ -218,6 +225,7 @@ TIERS: dict[str, Tier] = {
         },
         extra_seeds={"table1": {"methods": ("FedAvg", "FedEntOpt"), "seeds": (3, 4)}},
         seed_plan="plans/subset_seed_plan.yaml",
+        confirmatory_plan="plans/subset_confirmatory_plan.yaml",
     ),
     "paper": Tier(
         name="paper",
@@ -433,28 +441,71 @@ def cell_key(group: str, label: dict) -> str:
     return json.dumps({"group": group, **fields}, sort_keys=True)
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=8)
 def _read_plan(path: str) -> dict:
+    """{:func:`cell_key`: its seeds} of a plan file: a cell runs ``seeds`` seeds from ``first_seed`` (default 0)."""
     import yaml
 
     file = _ROOT / path
     if not file.is_file():
         raise FileNotFoundError(f"seed plan {path!r} not found under {_ROOT} (written by scripts/seed_plan.py).")
-    cells = yaml.safe_load(file.read_text())["cells"]
-    return {cell_key(c["group"], c["label"]): int(c["seeds"]) for c in cells}
+    out = {}
+    for c in yaml.safe_load(file.read_text())["cells"]:
+        first = int(c.get("first_seed", 0))
+        out[cell_key(c["group"], c["label"])] = tuple(range(first, first + int(c["seeds"])))
+    return out
 
 
 def seed_plan_cells(tier: str) -> dict:
-    """The cells of ``tier``'s seed plan (``Tier.seed_plan``): {:func:`cell_key`: seeds}
-    ({} for a tier without a plan).  A planned cell runs seeds 0..seeds-1 besides the tier's own."""
+    """The cells of ``tier``'s seed plans (``Tier.seed_plan`` and ``Tier.confirmatory_plan``): {:func:`cell_key`:
+    the seeds it runs besides the tier's own} ({} for a tier without a plan).  A ``seed_plan`` given as a dict
+    maps a cell to a count of seeds from 0."""
     t = get_tier(tier)
     if isinstance(t.seed_plan, dict):
-        return dict(t.seed_plan)
-    return dict(_read_plan(t.seed_plan)) if t.seed_plan else {}
+        out = {k: tuple(range(n)) for k, n in t.seed_plan.items()}
+    else:
+        out = dict(_read_plan(t.seed_plan)) if t.seed_plan else {}
+    for k, seeds in (_read_plan(t.confirmatory_plan) if t.confirmatory_plan and _plan_exists(t) else {}).items():
+        out[k] = tuple(sorted({*out.get(k, ()), *seeds}))
+    return out
+
+
+def _plan_exists(t: Tier) -> bool:
+    return (_ROOT / t.confirmatory_plan).is_file()
+
+
+@dataclass(frozen=True)
+class Confirmatory:
+    """A tier's confirmatory plan: its fresh ``seeds`` and the ``statements`` judged on them alone (every other
+    statement is judged without them)."""
+
+    seeds: frozenset
+    statements: frozenset
+
+    def judges(self, statement_id: str) -> bool:
+        return statement_id in self.statements
+
+    def keeps(self, statement_id: str):
+        """The seeds a statement is judged on, as a predicate."""
+        if self.judges(statement_id):
+            return self.seeds.__contains__
+        return lambda seed: seed not in self.seeds
+
+
+def confirmatory(tier: str) -> Confirmatory:
+    """``tier``'s confirmatory plan (empty without one)."""
+    import yaml
+
+    t = get_tier(tier)
+    if not (t.confirmatory_plan and _plan_exists(t)):
+        return Confirmatory(frozenset(), frozenset())
+    seeds = {s for cell in _read_plan(t.confirmatory_plan).values() for s in cell}
+    ids = yaml.safe_load((_ROOT / t.confirmatory_plan).read_text()).get("judges") or ()
+    return Confirmatory(frozenset(seeds), frozenset(ids))
 
 
 def _planned(t: Tier, group: str, grid) -> list:
-    """The (label, overrides) the seed plan adds to ``grid``: the seeds of a planned cell that ``grid`` lacks."""
+    """The (label, overrides) the seed plans add to ``grid``: the seeds of a planned cell that ``grid`` lacks."""
     plan = seed_plan_cells(t)
     if not plan:
         return []
@@ -466,7 +517,7 @@ def _planned(t: Tier, group: str, grid) -> list:
     return [
         ({**label, "seed": s}, {**kw, "seed": s})
         for k, (label, kw) in first.items()
-        for s in range(plan.get(k, 0))
+        for s in plan.get(k, ())
         if s not in have[k]
     ]
 

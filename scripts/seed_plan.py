@@ -1,12 +1,15 @@
 """Print a tier's committed seed plan and how far its runs have got.
 
-    python scripts/seed_plan.py                   # the subset tier's plan (plans/subset_seed_plan.yaml)
+    python scripts/seed_plan.py                   # the subset tier's plans and how far their runs have got
     python scripts/seed_plan.py --tier subset --results-dir DIR
+    python scripts/seed_plan.py --write-confirmatory   # once: plans/subset_confirmatory_plan.yaml
 
 A plan is computed once, before the runs it asks for, and never again once they began.  The subset tier's plan was
 written by this script at the commit the file records (``git_commit``), from the statement inventory the scorecard
 had before ``repro/statements.yaml`` and the rules replaced it: ``git show <git_commit>:scripts/seed_plan.py`` is
-the script that wrote it.  A plan from the statement table and :mod:`repro.rules` is a new plan, in a new file.
+the script that wrote it.  A plan from the statement table and :mod:`repro.rules` is a new plan, in a new file:
+``--write-confirmatory`` writes the tier's confirmatory plan (``Tier.confirmatory_plan``,
+:func:`repro.seed_plan.confirmatory_plan`) from the runs the first plan stored, and refuses to write over one.
 The tier (``repro.tiers``, ``Tier.seed_plan``) reads the plan's ``cells`` and runs their seeds;
 ``scripts/run_experiments.py --tier <tier> --group all`` trains them.
 """
@@ -23,23 +26,54 @@ sys.path.insert(0, str(ROOT))
 from repro import seed_plan, tiers  # noqa: E402
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--tier", default="subset", choices=tuple(tiers.TIERS))
-    p.add_argument("--results-dir", default=None, help="stored result tables (default: the repository's results/)")
-    args = p.parse_args(argv)
-    plan = seed_plan.read_plan(args.tier)
+def _print_progress(tier: str, which: str, results_dir) -> None:
+    plan = seed_plan.read_plan(tier, which)
     print(
-        f"{tiers.get_tier(args.tier).seed_plan}: computed {plan['computed_at']} at commit {plan['git_commit']}, "
-        f"level {plan['alpha']}, power {plan['power']}, at most {plan['cap']} seeds a cell"
+        f"{getattr(tiers.get_tier(tier), which + '_plan')}: computed {plan['computed_at']} at commit "
+        f"{plan['git_commit']}, level {plan['alpha']}, power {plan['power']}, at most {plan['cap']} seeds a cell"
     )
-    rows = seed_plan.progress(args.tier, args.results_dir)
+    rows = seed_plan.progress(tier, results_dir, which)
     print(f"  {'group':<14} {'runs':>5} {'stored':>7} {'to train':>9} {'CPU hours left':>15}")
     for r in rows:
         print(f"  {r['group']:<14} {r['runs']:>5} {r['stored']:>7} {r['to_train']:>9} {r['cpu_hours_left']:>15}")
     total = {k: sum(r[k] for r in rows) for k in ("runs", "stored", "to_train")}
     hours = round(sum(r["cpu_hours_left"] for r in rows), 1)
     print(f"  {'all':<14} {total['runs']:>5} {total['stored']:>7} {total['to_train']:>9} {hours:>15}")
+
+
+def _write_confirmatory(tier: str) -> int:
+    import yaml
+
+    path = tiers.get_tier(tier).confirmatory_plan
+    if not path:
+        print(f"tier {tier!r} has no confirmatory_plan path (repro.tiers)", file=sys.stderr)
+        return 2
+    if (ROOT / path).exists():
+        print(f"{path} exists: a plan is written once, before its runs (a new plan gets a new file)", file=sys.stderr)
+        return 2
+    plan = seed_plan.confirmatory_plan(tier)
+    head = (
+        f"# Confirmatory seed plan of the {tier} tier, written by scripts/seed_plan.py --write-confirmatory\n"
+        "# before the runs it plans. Not edited by hand; not recomputed once its runs began (a new plan gets a new\n"
+        "# file).\n"
+    )
+    (ROOT / path).write_text(head + yaml.safe_dump(plan, sort_keys=False, width=120, allow_unicode=True))
+    totals = plan["totals"]
+    print(f"wrote {path}: {len(plan['judges'])} statements, {totals['runs']} runs, {totals['cpu_hours']} CPU hours")
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tier", default="subset", choices=tuple(tiers.TIERS))
+    p.add_argument("--results-dir", default=None, help="stored result tables (default: the repository's results/)")
+    p.add_argument("--write-confirmatory", action="store_true", help="write the tier's confirmatory plan (once)")
+    args = p.parse_args(argv)
+    if args.write_confirmatory:
+        return _write_confirmatory(args.tier)
+    _print_progress(args.tier, "seed", args.results_dir)
+    if tiers.confirmatory(args.tier).seeds:
+        _print_progress(args.tier, "confirmatory", args.results_dir)
     return 0
 
 

@@ -263,6 +263,26 @@ def test_a_verdict_a_retrain_on_another_machine_changes_is_undecided(monkeypatch
     assert "flips with the machine" in scorecard.ours_text(row["judgement"], row["flips"])
 
 
+def test_a_statement_of_the_confirmatory_plan_is_judged_on_its_fresh_seeds_alone(monkeypatch, tmp_path, table):
+    """FedAvg above KL by 10 pp on seeds 0-2 and below it by 10 pp on the fresh seeds 100-102: the statement the
+    confirmatory plan judges sees only the fresh seeds (does not reproduce), the same statement outside the plan
+    only seeds 0-2 (reproduces): no verdict pools the seeds of two plans."""
+    monkeypatch.setattr(tiers, "seed_plan_cells", lambda tier: {})
+    for seed in range(3):
+        _store(tmp_path, "subset", "FedAvg", seed, 0.60 + 0.01 * seed)
+        _store(tmp_path, "subset", "KL", seed, 0.50 + 0.01 * seed)
+        _store(tmp_path, "subset", "FedAvg", 100 + seed, 0.50 + 0.01 * seed)
+        _store(tmp_path, "subset", "KL", 100 + seed, 0.60 + 0.01 * seed)
+    t = only(table, "V-B1/kl_low")
+    fresh = frozenset({100, 101, 102})
+    verdicts = {}
+    for judges in (frozenset({"V-B1/kl_low"}), frozenset()):
+        monkeypatch.setattr(tiers, "confirmatory", lambda tier, j=judges: tiers.Confirmatory(fresh, j))
+        row = scorecard.judge(("subset",), table=t, results_dir=tmp_path, machines_dir=tmp_path / "none").iloc[0]
+        verdicts[bool(judges)] = (row["verdict"], row["judgement"].overall.n)
+    assert verdicts == {True: (DOES_NOT, 3), False: (REPRODUCES, 3)}
+
+
 @pytest.mark.slow
 def test_no_quick_verdict_turns_into_its_opposite_on_the_machines_that_retrained_it(table):
     """On the repository's own runs: no training statement of the quick tier goes from "reproduces" to "does not

@@ -1,5 +1,7 @@
 """repro.seed_plan: seeds needed per gap (hand-checked), the cap, the routes of a claim and a statement,
-the shared cells counted once; and the committed subset plan agrees with the tier that runs it."""
+the shared cells counted once; and the committed subset plan agrees with the tier that runs it.  The confirmatory
+plan: a judgement's chances on fresh seeds (hand-checked against the one-gap power and combined as its rule
+combines), the cells a statement reads, and the committed plan's fresh seeds, apart from the first plan's."""
 
 import math
 
@@ -192,3 +194,98 @@ def test_seeds_to_decide_reads_the_spread_back_from_the_interval():
     assert sp.seeds_to_decide(near)["n"] is None  # beyond the cap: more seeds would not decide it
     one = Verdict("undecided", 1.0, -math.inf, math.inf, 1, "reproduces", None, (), "", distance=1.0)
     assert sp.seeds_to_decide(one)["n"] is None and math.isnan(sp.seeds_to_decide(one)["sd"])
+
+
+# ------------------------------------------------------------------------------------------ confirmatory plan
+
+
+def _frame(gaps: dict, seeds=(0, 1, 2), setting=None):
+    """A tidy frame: method "R" at 0 and each rival X at R + gap(seed), optionally in one setting."""
+    import pandas as pd
+
+    rows = [{"method": "R", "seed": s, "value": 0.0} for s in seeds]
+    rows += [{"method": x, "seed": s, "value": -g[i]} for x, g in gaps.items() for i, s in enumerate(seeds)]
+    f = pd.DataFrame(rows)
+    return f.assign(partition=setting) if setting else f
+
+
+def test_the_chance_of_one_comparison_is_the_power_of_its_gap():
+    from repro import rules
+
+    j = rules.direction(_frame({"B": [0.0, 1.0, 2.0]}), [("R", "B")])  # R - B: mean 1, sd 1 over 3 seeds
+    passes, misses = sp.verdict_chances(j, 10)
+    assert passes == pytest.approx(sp.power(1.0, 1.0, 10), abs=1e-3)  # the other tail is ~1e-6
+    assert misses < 1e-5
+    flipped = rules.direction(_frame({"B": [0.0, 1.0, 2.0]}), [("R", "B")], side=-1)
+    assert sp.verdict_chances(flipped, 10) == pytest.approx((misses, passes), abs=1e-9)
+
+
+def test_chances_combine_as_the_rule_combines():
+    from repro import rules
+
+    gaps = {"B": [0.0, 1.0, 2.0], "C": [0.5, 1.5, 2.5], "D": [1.0, 2.0, 3.0]}  # sd 1; means 1, 1.5, 2
+    frame, pairs = _frame(gaps), [("R", x) for x in gaps]
+    every = rules.direction(frame, pairs)
+    some = rules.direction(frame, pairs, combine="some")
+    k = len(pairs)
+    one = {x: sp._comparison_chances(v, 6, "every", rules.ALPHA) for x, v in zip(gaps, every.comparisons())}
+    alone = {x: sp._comparison_chances(v, 6, "some", rules.ALPHA) for x, v in zip(gaps, some.comparisons())}
+    assert all(v.k == k for v in every.comparisons())
+    assert sp.verdict_chances(every, 6)[0] == pytest.approx(math.prod(p for p, _ in one.values()))
+    assert sp.verdict_chances(some, 6)[0] == pytest.approx(1 - math.prod(1 - p for p, _ in alone.values()))
+    two = rules.at_least(every, 2)
+    pb, pc, pd_ = (one[x][0] for x in gaps)
+    at_least_two = pb * pc + pb * pd_ + pc * pd_ - 2 * pb * pc * pd_
+    assert sp.verdict_chances(two, 6)[0] == pytest.approx(at_least_two)
+    # a pass under "some" asks the family level: its chance per comparison is below that under "every"
+    assert all(alone[x][0] < one[x][0] for x in gaps)
+
+
+def test_fresh_seeds_are_the_fewest_that_decide_and_none_beyond_the_cap():
+    from repro import rules
+
+    j = rules.direction(_frame({"B": [0.0, 1.0, 2.0]}), [("R", "B")])
+    plan = sp.fresh_seeds(j)
+    assert plan["n"] == sp.seeds_needed(1.0, 1.0) == 10 and plan["route"] == "for"
+    against = sp.fresh_seeds(rules.direction(_frame({"B": [0.0, 1.0, 2.0]}), [("R", "B")], side=-1))
+    assert against["n"] == 10 and against["route"] == "against"
+    small = sp.fresh_seeds(rules.direction(_frame({"B": [-0.9, 0.1, 1.1]}), [("R", "B")]))  # 0.1 sd
+    assert small["n"] is None and sum(small["chances"]) < sp.POWER
+
+
+def test_the_cells_a_statement_reads_are_those_its_numbers_depend_on():
+    """V-B1/kl_low compares FedAvg with KL: of Table I's cells it reads those two methods in both partitions."""
+    from repro import quantities, statements
+
+    table = statements.load_table()
+    s = table.by_id("V-B1/kl_low")
+    groups = quantities.stand_in_groups("subset", seed=1)
+    cells = sp.cells_read(quantities.TRAINING[s.id], s, table, "subset", groups)
+    assert sorted((lab["method"], lab["partition"]) for _, lab in cells) == [
+        ("FedAvg", "C=2"),
+        ("FedAvg", "Dir(0.1)"),
+        ("KL", "C=2"),
+        ("KL", "Dir(0.1)"),
+    ]
+
+
+def test_the_committed_confirmatory_plan_runs_fresh_seeds_for_its_statements_alone():
+    from repro import statements
+
+    plan = yaml.safe_load((tiers._ROOT / tiers.get_tier("subset").confirmatory_plan).read_text())
+    fresh = tiers.confirmatory("subset")
+    first = {s for seeds in tiers._read_plan(tiers.get_tier("subset").seed_plan).values() for s in seeds}
+    assert fresh.seeds and not fresh.seeds & first and min(fresh.seeds) == plan["first_seed"] >= sp.CAP
+    ids = {s.id: s for s in statements.load()}
+    assert set(plan["judges"]) == set(fresh.statements) and all("subset" in ids[i].tiers for i in plan["judges"])
+    planned = {r["statement"]: r["seeds"] for r in plan["statements"]}
+    assert {i for i, n in planned.items() if n is not None} == set(plan["judges"])
+    for cell in plan["cells"]:  # every cell runs at least the seeds of the statements that read it, from 100
+        runs = tiers.group_configs("subset", cell["group"])
+        have = {
+            r.label["seed"]
+            for r in runs
+            if tiers.cell_key(cell["group"], r.label) == tiers.cell_key(cell["group"], cell["label"])
+        }
+        assert set(range(plan["first_seed"], plan["first_seed"] + cell["seeds"])) <= have
+    assert plan["totals"]["runs"] == sum(c["seeds"] for c in plan["cells"])

@@ -250,18 +250,29 @@ class _Stages:
         self.tier, self.results_dir, self.machines_dir = tier, results_dir, machines_dir
         self.plan, self._views = tiers.confirmatory(tier), {}
 
-    def of(self, statement_id: str):
-        """(runs, machines, unfinished) for the statement."""
-        mine = self.plan.judges(statement_id)
+    def _view(self, mine: bool):
         if mine not in self._views:
-            keep = self.plan.keeps(statement_id) if self.plan.seeds else None
+            keep = (
+                (self.plan.seeds.__contains__ if mine else lambda seed: seed not in self.plan.seeds)
+                if self.plan.seeds
+                else None
+            )
             runs = quantities.Runs(self.tier, self.results_dir, keep=keep)
             machines = _machines(self.tier, self.results_dir, self.machines_dir, keep)
             self._views[mine] = (runs, machines, _unfinished_plan(self.tier, runs))
         return self._views[mine]
 
+    def of(self, statement_id: str):
+        """(runs, machines, unfinished) for the statement."""
+        return self._view(self.plan.judges(statement_id))
+
     def judge(self, statement, table) -> dict:
         runs, machines, unfinished = self.of(statement.id)
+        running = [f"{g} {n}/{of} runs" for g, (n, of) in unfinished.items() if g in statement.groups]
+        if self.plan.judges(statement.id) and running:  # no verdict before its fresh seeds are in: the pilot's value
+            pilot = _judge_training(statement, self.tier, self._view(False)[0], [], table)
+            where = f"confirmatory plan at {', '.join(running)}; the value is its pilot's"
+            return _row(statement, self.tier, PLAN_RUNNING, pilot["judgement"], interim=where)
         return _judge_training(statement, self.tier, runs, machines, table, unfinished)
 
 

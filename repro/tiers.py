@@ -485,9 +485,9 @@ class Confirmatory:
     def judges(self, statement_id: str) -> bool:
         return statement_id in self.statements
 
-    def keeps(self, statement_id: str):
-        """The seeds a statement is judged on, as a predicate."""
-        if self.judges(statement_id):
+    def keeps(self, fresh: bool):
+        """The seeds the plan's statements (``fresh``) or every other statement are judged on, as a predicate."""
+        if fresh:
             return self.seeds.__contains__
         return lambda seed: seed not in self.seeds
 

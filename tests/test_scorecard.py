@@ -281,6 +281,16 @@ def test_a_statement_of_the_confirmatory_plan_is_judged_on_its_fresh_seeds_alone
         row = scorecard.judge(("subset",), table=t, results_dir=tmp_path, machines_dir=tmp_path / "none").iloc[0]
         verdicts[bool(judges)] = (row["verdict"], row["judgement"].overall.n)
     assert verdicts == {True: (DOES_NOT, 3), False: (REPRODUCES, 3)}
+    # a fresh seed still to train: no verdict yet; the value shown, marked interim, is the pilot's (seeds 0-2)
+    cell = tiers.cell_key("table1", {"model": "lenet5", "partition": "C=2", "method": "FedAvg"})
+    monkeypatch.setattr(tiers, "seed_plan_cells", lambda tier: {cell: (100, 101, 102, 103)})
+    monkeypatch.setattr(
+        tiers, "confirmatory", lambda tier: tiers.Confirmatory(fresh | {103}, frozenset({"V-B1/kl_low"}))
+    )
+    row = scorecard.judge(("subset",), table=t, results_dir=tmp_path, machines_dir=tmp_path / "none").iloc[0]
+    assert row["verdict"] == scorecard.PLAN_RUNNING and row["judgement"].verdict == REPRODUCES
+    # (the runs stored here train 3 rounds, so none of them is one of the 4 planned runs)
+    assert row["interim"] == "confirmatory plan at table1 0/4 runs; the value is its pilot's"
 
 
 @pytest.mark.slow
@@ -313,11 +323,11 @@ def test_a_group_of_the_seed_plan_is_judged_only_once_all_its_planned_runs_are_s
     machines = stored({"subset": groups})
     full = scorecard.judge(("subset",), table=t, machines_dir=machines).iloc[0]
     assert full["verdict"] == REPRODUCES and full["interim"] == ""
-    g = groups["table1"]
-    first = g.frame["key"].iloc[0]
+    g, fresh = groups["table1"], tiers.confirmatory("subset").seeds  # kl_low is judged without the fresh seeds
+    first = g.meta.loc[~g.meta["seed"].isin(fresh), "key"].iloc[0]
     groups["table1"] = StoredGroup("subset", "table1", g.frame[g.frame["key"] != first], g.meta[g.meta["key"] != first])
     row = scorecard.judge(("subset",), table=t, machines_dir=machines).iloc[0]
-    n = g.frame["key"].nunique()
+    n = g.meta.loc[~g.meta["seed"].isin(fresh), "key"].nunique()
     assert row["verdict"] == scorecard.PLAN_RUNNING and row["interim"] == f"seed plan at table1 {n - 1}/{n} runs"
     text = scorecard.ours_text(row["judgement"], row["flips"], row["interim"])
     assert text.startswith(f"interim, not a verdict (seed plan at table1 {n - 1}/{n} runs): ")

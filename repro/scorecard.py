@@ -712,7 +712,36 @@ def page_verdicts(page: str, tier: str, studies: dict | None = None, results_dir
         'word-wrap:break-word"><colgroup><col style="width:52%"><col style="width:16%"><col style="width:32%">'
         f'</colgroup><thead><tr><th style="{_LEFT}">the paper says</th><th style="{_LEFT}">paper\'s value</th>'
         f'<th style="{_LEFT}">our verdict</th></tr></thead><tbody>{body}</tbody></table>'
+        + ("" if tier == "label_only" else _seeds_note(page, tier, results_dir))
     )
+
+
+def _seeds_note(page: str, tier: str, results_dir=None) -> str:
+    """The runs behind a training page's verdicts: stored of planned, the seeds a cell runs, and the confirmatory
+    plan's fresh ones, with the table per cell folded away."""
+    from repro import seed_plan
+    from repro.notebook import frame_html
+
+    mine = [s for s in statements.load_table().statements if page_of(s) == page]
+    groups = sorted({g for s in mine for g in s.groups})
+    t = seed_plan.seeds_table(tier, groups, results_dir) if groups else None
+    if t is None or t.empty:
+        return ""
+    text = (
+        f"{t['stored'].sum()} of {t['planned'].sum()} planned runs stored ({', '.join(groups)}), "
+        f"{t['planned'].min()} to {t['planned'].max()} seeds a cell"
+    )
+    confirm = tiers.confirmatory(tier)
+    judged = [s.id for s in mine if confirm.judges(s.id)]
+    if judged and t["fresh planned"].sum():
+        text += (
+            f"; the confirmatory plan's fresh seeds: {t['fresh stored'].sum()} of {t['fresh planned'].sum()} runs "
+            f"stored ({', '.join(judged)} judged on them alone)"
+        )
+    else:
+        t = t.drop(columns=["fresh planned", "fresh stored"])
+    summary = f"<summary><small>Runs behind the verdicts: {html.escape(text)}.</small></summary>"
+    return f"<details>{summary}{frame_html(t)}</details>"
 
 
 def _values(relation, value) -> str:

@@ -69,6 +69,8 @@ __all__ = [
     "verdict_chances",
     "fresh_seeds",
     "cells_read",
+    "confirmatory_plan",
+    "seeds_table",
 ]
 
 #: Power a planned gap decides with (at two-sided level :data:`repro.rules.ALPHA`).
@@ -543,3 +545,26 @@ def confirmatory_plan(tier: str = "subset", *, table=None, target: float = POWER
             for g, lab, n in sorted(asks.values(), key=lambda c: cell_key(c[0], c[1]))
         ],
     }
+
+
+def seeds_table(tier: str, groups, results_dir=None):
+    """One row per cell (group and label without the seed) of ``tier``'s ``groups``: ``planned`` (seeds the tier
+    and its seed plan ask for) and ``stored`` of them; ``fresh planned`` and ``fresh stored`` (the confirmatory
+    plan's).  What a page shows beside its verdicts."""
+    import pandas as pd
+
+    from repro import results, tiers
+    from repro.results import run_key
+
+    fresh, rows = tiers.confirmatory(tier).seeds, {}
+    for group in groups:
+        runs = tiers.group_configs(tier, group)
+        missing = {run_key(r.config) for r in results.missing_runs(runs, tier, results_dir)}
+        for r in runs:
+            label = {k: v for k, v in r.label.items() if k != "seed"}
+            cols = {"group": group, **label, "planned": 0, "stored": 0, "fresh planned": 0, "fresh stored": 0}
+            row = rows.setdefault(cell_key(group, label), cols)
+            which = "fresh " if r.label["seed"] in fresh else ""
+            row[which + "planned"] += 1
+            row[which + "stored"] += run_key(r.config) not in missing
+    return pd.DataFrame(list(rows.values()))

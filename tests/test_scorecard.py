@@ -512,6 +512,26 @@ def test_a_label_page_shows_the_verdicts_of_its_own_studies(table):
         scorecard.page_card("entropy_trace", "label_only")
 
 
+def test_a_training_page_says_how_many_of_its_planned_runs_are_stored(monkeypatch, tmp_path):
+    """The folded note under a training page's verdicts counts the runs behind them (none stored in an empty
+    results folder) and names the confirmatory plan's statements only on a page that has one."""
+    monkeypatch.setattr(tiers, "confirmatory", lambda tier: tiers.Confirmatory(frozenset(), frozenset()))
+    note = scorecard._seeds_note("table1", "quick", tmp_path)
+    planned = len(tiers.group_configs("quick", "table1"))
+    assert f"0 of {planned} planned runs stored (table1)" in note and "confirmatory" not in note
+    assert note.count("<tr>") == len(
+        {tiers.cell_key("table1", r.label) for r in tiers.group_configs("quick", "table1")}
+    )
+    fresh = tiers.Confirmatory(frozenset({100}), frozenset({"V-B1/kl_low"}))
+    monkeypatch.setattr(tiers, "confirmatory", lambda tier: fresh)
+    cell = tiers.cell_key("table1", {"model": "lenet5", "partition": "C=2", "method": "KL"})
+    monkeypatch.setattr(tiers, "seed_plan_cells", lambda tier: {cell: (100,)})
+    assert "fresh seeds: 0 of 1 runs stored (V-B1/kl_low judged on them alone)" in scorecard._seeds_note(
+        "table1", "quick", tmp_path
+    )
+    assert "confirmatory" not in scorecard._seeds_note("participation", "quick", tmp_path)
+
+
 PAGES_WITH_STATEMENTS = sorted(
     {scorecard.page_of(s) for s in statements.load() if s.checkable and scorecard.page_of(s)}
 )

@@ -293,3 +293,20 @@ def test_the_committed_confirmatory_plan_runs_fresh_seeds_for_its_statements_alo
         }
         assert set(range(plan["first_seed"], plan["first_seed"] + cell["seeds"])) <= have
     assert plan["totals"]["runs"] == sum(c["seeds"] for c in plan["cells"])
+
+
+def test_the_seeds_table_counts_planned_and_stored_runs_per_cell(tmp_path):
+    import pandas as pd
+
+    from repro import results
+
+    empty = sp.seeds_table("quick", ["table1"], tmp_path)
+    runs = tiers.group_configs("quick", "table1")
+    assert empty["planned"].sum() == len(runs) and empty["stored"].sum() == 0
+    assert (empty["fresh planned"] == 0).all()  # the quick tier has no confirmatory plan
+    one = runs[0]
+    table = pd.DataFrame({"round": [0, 1], "test_accuracy": [0.1, 0.2]})
+    results.store_run(table, one.config, "quick", "table1", one.label, results_dir=tmp_path)
+    after = sp.seeds_table("quick", ["table1"], tmp_path)
+    stored = after[after["stored"] > 0]
+    assert len(stored) == 1 and stored.iloc[0]["method"] == one.label["method"] and stored.iloc[0]["stored"] == 1

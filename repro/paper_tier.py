@@ -56,6 +56,7 @@ __all__ = [
     "dry_run",
     "run_tier",
     "format_size",
+    "size_html",
 ]
 
 #: Measured on a quiet 2-core CPU (benchmarks/README.md): LeNet-5, paper round (10 clients x 5 epochs x ~500
@@ -170,8 +171,8 @@ _FLOAT_COLUMNS = (
 )
 
 
-def format_size(size: pd.DataFrame, tier: str = "paper") -> str:
-    """The size table as text, with what its columns assume."""
+def _size_parts(size: pd.DataFrame, tier: str) -> tuple[str, pd.DataFrame, list[str]]:
+    """(headline, the table with its numbers formatted, notes on what its columns assume)."""
     from repro.cost_model import STEP_MODEL
 
     shown = size.copy()
@@ -186,29 +187,50 @@ def format_size(size: pd.DataFrame, tier: str = "paper") -> str:
         if measured
         else "no gpu-check record (benchmarks/results/): "
     )
-    return (
+    headline = (
         f"tier '{tier}': {int(tot['runs'])} runs ({int(tot['distinct runs'])} distinct), "
         f"{int(tot['rounds']):,} rounds, {tot['steps (M)']:,.0f} M client steps, ~{tot['GPU hours']:,.0f} GPU "
-        f"hours on one GPU (~{tot['GPU hours, reference engine']:,.0f} on the reference engine alone)\n"
-        + shown.to_string()
-        + "\nGPU hours by model (tier's engines / reference engine): "
+        f"hours on one GPU (~{tot['GPU hours, reference engine']:,.0f} on the reference engine alone)"
+    )
+    notes = [
+        "GPU hours by model (tier's engines / reference engine): "
         + ", ".join(
             f"{m} {v['GPU hours']:,.0f} / {v['GPU hours, reference engine']:,.0f}"
             for m, v in size.attrs.get("by_model", {}).items()
-        )
-        + "\nGPU hours: training with the batched engine for LeNet-5 and VGG-11 and the "
+        ),
+        "GPU hours: training with the batched engine for LeNet-5 and VGG-11 and the "
         "reference engine for EfficientNet, plus evaluating the test set every round; "
         + how
         + (
             f"step model for {', '.join(modelled)} (repro.cost_model: per client step the larger of counted "
-            f"ops x "
-            f"{STEP_MODEL.t_op * 1e6:.0f} us and 3 x counted forward FLOPs x B over an ASSUMED rate, "
+            f"ops x {STEP_MODEL.t_op * 1e6:.0f} us and 3 x counted forward FLOPs x B over an ASSUMED rate, "
             f"{STEP_MODEL.gpu}). "
             if modelled
             else ""
         )
         + "CPU hours: LeNet-5 and VGG-11 figures measured on a quiet 2-core CPU (benchmarks/README.md); – where "
-        "none was measured."
+        "none was measured.",
+    ]
+    return headline, shown, notes
+
+
+def format_size(size: pd.DataFrame, tier: str = "paper") -> str:
+    """The size table as text, with what its columns assume."""
+    headline, shown, notes = _size_parts(size, tier)
+    return "\n".join([headline, shown.to_string(), *notes])
+
+
+def size_html(size: pd.DataFrame, tier: str = "paper") -> str:
+    """The size table as a book page shows it (HTML that wraps to the text column), with what it assumes."""
+    import html
+
+    from repro.notebook import frame_html
+
+    headline, shown, notes = _size_parts(size, tier)
+    return (
+        f"<p>{html.escape(headline)}</p>"
+        + frame_html(shown.reset_index())
+        + "".join(f"<p><small>{html.escape(n)}</small></p>" for n in notes)
     )
 
 

@@ -281,6 +281,9 @@ def _judge_training(statement, tier: str, runs: quantities.Runs, machines: list,
     if fn is None:
         return _row(statement, tier, NO_GROUP if statement.group_missing else NOT_COMPUTED)
     if not all(runs.has(g) for g in statement.groups):
+        planned = [f"{g} {n}/{of} runs" for g, (n, of) in (unfinished or {}).items() if g in statement.groups]
+        if planned:  # the tier's plan runs the group; none of its runs is in yet
+            return _row(statement, tier, PLAN_RUNNING, interim="seed plan at " + ", ".join(planned))
         return _row(statement, tier, NO_GROUP if statement.group_missing else NOT_RUN)
     j = fn(runs, statement, table)
     if not j.settings:  # the groups ran, but none of what the statement compares
@@ -382,7 +385,7 @@ def ours_text(j: rules.Judgement | None, flips: str = "", interim: str = "") -> 
     interval over n seeds; for an undecided verdict where it leans and whether it excludes the paper's value; for
     ``exact`` the value (or its range over rows)."""
     if j is None:
-        return ""
+        return f"not a verdict yet ({interim}): no run stored" if interim else ""
     v = _leaf(j.overall)
     varying = {k for k, _ in v.setting if len({dict(s.setting).get(k) for s in j.settings}) > 1}
     where = ", ".join(str(x) for k, x in v.setting if k in varying)  # what tells the binding setting apart

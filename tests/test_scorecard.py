@@ -336,6 +336,19 @@ def test_a_group_of_the_seed_plan_is_judged_only_once_all_its_planned_runs_are_s
     assert card["ours"].startswith("interim, not a verdict")
 
 
+def test_a_planned_group_with_no_run_stored_yet_says_the_plan_is_running(table, tmp_path):
+    """Availability is in the subset tier's seed plan: before any of its runs is stored, its statements say the
+    plan is running, with the runs stored of planned, not that the tier does not run them."""
+    t = only(table, "V-B5/dropout_best")
+    row = scorecard.judge(("subset",), table=t, results_dir=tmp_path, machines_dir=tmp_path / "none").iloc[0]
+    planned = len(tiers.group_configs("subset", "availability"))
+    assert (row["verdict"], row["interim"]) == (scorecard.PLAN_RUNNING, f"seed plan at availability 0/{planned} runs")
+    text = scorecard.ours_text(row["judgement"], row["flips"], row["interim"])
+    assert text == f"not a verdict yet (seed plan at availability 0/{planned} runs): no run stored"
+    paper = scorecard.judge(("paper",), table=t, results_dir=tmp_path, machines_dir=tmp_path / "none").iloc[0]
+    assert paper["verdict"] == scorecard.NOT_RUN  # the paper tier has no seed plan
+
+
 # ------------------------------------------------------------------------------------------- the audit's cases
 
 

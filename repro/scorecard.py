@@ -302,6 +302,21 @@ def _judge_training(statement, tier: str, runs: quantities.Runs, machines: list,
     return _row(statement, tier, j.verdict, j)
 
 
+def undecided(tier: str, table=None) -> list:
+    """(statement, judgement) of each training statement of ``tier`` whose rule, on the runs the tier's plans have
+    stored in full, leaves it undecided (no machine flip): what a confirmatory seed plan starts from
+    (:func:`repro.seed_plan.confirmatory_plan`)."""
+    table = table or statements.load_table()
+    stages, out = _Stages(tier), []
+    for s in table.statements:
+        if not (s.checkable and tier in s.tiers and s.id in quantities.TRAINING):
+            continue
+        row = stages.judge(s, table)
+        if row["verdict"] == UNDECIDED and row["judgement"] is not None and not row["flips"]:
+            out.append((s, row["judgement"]))
+    return out
+
+
 def _judge_label(statement, studies: dict, table) -> dict:
     fn = quantities.LABEL_ONLY.get(statement.id)
     if fn is None:

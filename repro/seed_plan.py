@@ -471,27 +471,12 @@ def cells_read(fn, statement, table, tier: str, groups: dict) -> list[tuple[str,
 FIRST_FRESH_SEED = 100
 
 
-def _undecided(tier: str, table) -> list:
-    """(statement, judgement) of each training statement of ``tier`` whose rule, on the runs the tier's plans
-    have stored in full, leaves it undecided."""
-    from repro import quantities, rules, scorecard
-
-    stages = scorecard._Stages(tier)
-    out = []
-    for s in table.statements:
-        if not (s.checkable and tier in s.tiers and s.id in quantities.TRAINING):
-            continue
-        row = stages.judge(s, table)
-        if row["verdict"] == rules.UNDECIDED and row["judgement"] is not None and not row["flips"]:
-            out.append((s, row["judgement"]))
-    return out
-
-
-def confirmatory_plan(tier: str = "subset", *, table=None, target: float = POWER, cap: int = CAP) -> dict:
-    """A confirmatory seed plan of ``tier``: for each training statement its stored runs leave undecided, the
-    fresh seeds (:func:`fresh_seeds`, from :data:`FIRST_FRESH_SEED`) on which it decides either way with chance
-    ``target``, given to every cell it reads (:func:`cells_read`); the statements it plans are judged on those
-    seeds alone.  A document for ``scripts/seed_plan.py --write-confirmatory`` to write once."""
+def confirmatory_plan(tier: str, undecided, *, table=None, target: float = POWER, cap: int = CAP) -> dict:
+    """A confirmatory seed plan of ``tier``: for each training statement its stored runs leave undecided
+    (``undecided``: (statement, judgement) pairs, :func:`repro.scorecard.undecided`), the fresh seeds
+    (:func:`fresh_seeds`, from :data:`FIRST_FRESH_SEED`) on which it decides either way with chance ``target``,
+    given to every cell it reads (:func:`cells_read`); the statements it plans are judged on those seeds alone.  A
+    document for ``scripts/seed_plan.py --write-confirmatory`` to write once."""
     import datetime
     import subprocess
 
@@ -500,7 +485,7 @@ def confirmatory_plan(tier: str = "subset", *, table=None, target: float = POWER
     table = table or statements.load_table()
     runs = quantities.Runs(tier, keep=lambda seed: seed < FIRST_FRESH_SEED)
     rows, asks = [], {}
-    for s, j in _undecided(tier, table):
+    for s, j in undecided:
         plan = fresh_seeds(j, target=target, cap=cap)
         row = {
             "statement": s.id,

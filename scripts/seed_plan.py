@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from repro import seed_plan, tiers  # noqa: E402
+from repro import scorecard, seed_plan, tiers  # noqa: E402
 
 
 def _print_progress(tier: str, which: str, results_dir) -> None:
@@ -51,7 +51,7 @@ def _write_confirmatory(tier: str) -> int:
     if (ROOT / path).exists():
         print(f"{path} exists: a plan is written once, before its runs (a new plan gets a new file)", file=sys.stderr)
         return 2
-    plan = seed_plan.confirmatory_plan(tier)
+    plan = seed_plan.confirmatory_plan(tier, scorecard.undecided(tier))
     head = (
         f"# Confirmatory seed plan of the {tier} tier, written by scripts/seed_plan.py --write-confirmatory\n"
         "# before the runs it plans. Not edited by hand; not recomputed once its runs began (a new plan gets a new\n"

@@ -399,7 +399,7 @@ def ours_text(j: rules.Judgement | None, flips: str = "", interim: str = "") -> 
     """Our value as the card shows it: the binding comparison (its setting where several), its estimate and
     interval over n seeds; for an undecided verdict where it leans and whether it excludes the paper's value; for
     ``exact`` the value (or its range over rows)."""
-    if j is None:
+    if not isinstance(j, rules.Judgement):  # None (NaN in a frame): no run to judge
         return f"not a verdict yet ({interim}): no run stored" if interim else ""
     v = _leaf(j.overall)
     varying = {k for k, _ in v.setting if len({dict(s.setting).get(k) for s in j.settings}) > 1}

@@ -345,6 +345,7 @@ def test_a_planned_group_with_no_run_stored_yet_says_the_plan_is_running(table, 
     assert (row["verdict"], row["interim"]) == (scorecard.PLAN_RUNNING, f"seed plan at availability 0/{planned} runs")
     text = scorecard.ours_text(row["judgement"], row["flips"], row["interim"])
     assert text == f"not a verdict yet (seed plan at availability 0/{planned} runs): no run stored"
+    assert scorecard.ours_text(float("nan"), "", row["interim"]) == text  # a frame holds a missing one as NaN
     paper = scorecard.judge(("paper",), table=t, results_dir=tmp_path, machines_dir=tmp_path / "none").iloc[0]
     assert paper["verdict"] == scorecard.NOT_RUN  # the paper tier has no seed plan
 

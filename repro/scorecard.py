@@ -252,11 +252,7 @@ class _Stages:
 
     def _view(self, mine: bool):
         if mine not in self._views:
-            keep = (
-                (self.plan.seeds.__contains__ if mine else lambda seed: seed not in self.plan.seeds)
-                if self.plan.seeds
-                else None
-            )
+            keep = self.plan.keeps(mine) if self.plan.seeds else None
             runs = quantities.Runs(self.tier, self.results_dir, keep=keep)
             machines = _machines(self.tier, self.results_dir, self.machines_dir, keep)
             self._views[mine] = (runs, machines, _unfinished_plan(self.tier, runs))

@@ -871,6 +871,14 @@ def _low_gains(parts):
     return judge
 
 
+def _two_most_challenging(runs, s, table):
+    """Per (model, data set) of the low-participation runs: accuracy under C = 3 minus under C = 2 and minus under
+    Dir(0.1), each the mean over methods, seed-paired."""
+    f = runs.frame(LOW)
+    parts = [_mean_over_methods_across(f, "partition", "C=3", p) for p in ("C=2", "Dir(0.1)")]
+    return apply_rule(s, table, pd.concat(parts, ignore_index=True), [("C=3 - C=2", None), ("C=3 - Dir(0.1)", None)])
+
+
 def _vgg_minus_lenet_gap(runs, s, table):
     """Per (data set, partition, seed): (X - FedAvg) with VGG-11 minus (X - FedAvg) with LeNet-5, X = FedNova and
     SCAFFOLD."""
@@ -1035,6 +1043,7 @@ TRAINING: dict[str, Callable] = {
     "V-C/best_medical": _medical_best,
     "V-C/scaffold_second": _scaffold_second,
     "V-C/table4_cells": _table4_cells,
+    "V-A5/two_most_challenging": _two_most_challenging,
 }
 
 
@@ -1212,6 +1221,8 @@ LABEL_PAGES = {
 
 #: The paper's CIFAR-style federations (§V-A5): profile, the paper's name, K and M.
 PAPER_FEDERATIONS = (("cifar10", 100, 10), ("cifar100-20", 100, 10), ("cinic10", 200, 20))
+#: FedEntOpt with no buffer (Q = 0) in the selection study.
+NO_BUFFER = "FedEntOpt (Q = 0)"
 #: The selection study (no page of its own): the paper's rounds and seeds; its smoke run is seconds long.
 SELECTION = {"num_rounds": 500, "seeds": (0, 1, 2)}
 SELECTION_SMOKE = {"num_rounds": 20, "seeds": (0,)}
@@ -1276,9 +1287,9 @@ def _extras_study(p) -> dict:
 
 
 def _selection_study(p) -> dict:
-    """KL's and FedEntOpt's picks (buffer Q of §V-A5) in each of the paper's CIFAR-style federations, both
-    partitions, ``p["seeds"]``: ``traces`` (dataset, partition, seed -> {method: SelectionTrace}) and ``counts``
-    (dataset, partition, seed -> the federation's (K, C) label counts)."""
+    """KL's, FedEntOpt's (buffer Q of §V-A5, and Q = 0: :data:`NO_BUFFER`) and random selection's picks in each of
+    the paper's CIFAR-style federations, both partitions, ``p["seeds"]``: ``traces`` (dataset, partition, seed ->
+    {method: SelectionTrace}) and ``counts`` (dataset, partition, seed -> the federation's (K, C) label counts)."""
     from fedlib.data.partition import parse_partition
     from fedlib.label_only.simulate import run_selection
     from fedlib.selection.selectors import make_selector
@@ -1295,9 +1306,10 @@ def _selection_study(p) -> dict:
                 key = (reporting.paper_dataset(profile), part, seed)
                 counts[key] = c
                 fedentopt = make_selector("fedentopt", buffer_fraction=tiers.buffer_fraction(part))
+                no_buffer = make_selector("fedentopt", buffer_size=0)
                 traces[key] = {
                     name: run_selection(c, sel, m, p["num_rounds"], seed=seed)
-                    for name, sel in (("KL", "kl"), (REF, fedentopt))
+                    for name, sel in (("KL", "kl"), (REF, fedentopt), (NO_BUFFER, no_buffer), ("Random", "random"))
                 }
     return {"traces": traces, "counts": counts}
 
@@ -1674,6 +1686,125 @@ def _kl_excludes_data(studies, s, table):
         for name, tr in by.items()
     ]
     return apply_rule(s, table, pd.DataFrame(rows), [("KL", REF)], unit="")
+
+
+def _greedy_raises_entropy(studies, s, table):
+    """Per federation: the share of FedEntOpt's greedy steps that do not lower the pooled entropy."""
+    from repro.greedy_steps import entropy_rise_share
+
+    return rules.exact(_per_federation(studies, lambda tr, c: entropy_rise_share(c, tr[REF])), 1.0)
+
+
+def _complements_missing_labels(studies, s, table):
+    """Per federation, over the greedy steps where a selectable client holds a class the picks so far miss:
+    the share of FedEntOpt's picks that add one minus a uniform pick's chance of adding one."""
+    from repro.greedy_steps import missing_label_steps
+
+    st = _selection(studies)
+    rows = []
+    for (ds, part, seed), by in st["traces"].items():
+        counts = st["counts"][(ds, part, seed)]
+        q = _paper_buffer(part, counts.shape[0])
+        share, chance, _ = missing_label_steps(counts, by[REF], q)
+        rows.append({"dataset": ds, "partition": part, "seed": seed, "value": share - chance})
+    name = "FedEntOpt's pick - a uniform pick"
+    return apply_rule(s, table, pd.DataFrame(rows).assign(method=name), [(name, None)], unit="")
+
+
+def _deterministic_after_first(studies, s, table):
+    """Per federation: the share of FedEntOpt's rounds picked again exactly from their first pick and buffer."""
+    from fedlib.selection.selectors import make_selector
+    from repro.greedy_steps import replay_share
+
+    st = _selection(studies)
+    rows = [
+        {
+            "dataset": ds,
+            "partition": part,
+            "seed": seed,
+            "value": replay_share(
+                st["counts"][key], by[REF], make_selector("fedentopt", buffer_fraction=tiers.buffer_fraction(part))
+            ),
+        }
+        for key, by in st["traces"].items()
+        for ds, part, seed in [key]
+    ]
+    return rules.exact(pd.DataFrame(rows), 1.0)
+
+
+def _buffer_prevents_repeats(studies, s, table):
+    """Per federation, the share of rounds whose subset repeats an earlier round's: none at the paper's Q (exact),
+    and fewer than with no buffer (the direction of Q = 0 minus the paper's Q)."""
+    from repro.greedy_steps import repeated_subset_share
+
+    st = _selection(studies)
+    rows = [
+        {"dataset": ds, "partition": part, "seed": seed, "method": name, "value": repeated_subset_share(by[name])}
+        for (ds, part, seed), by in st["traces"].items()
+        for name in (REF, NO_BUFFER)
+    ]
+    f = pd.DataFrame(rows)
+    none = rules.exact(f[f["method"] == REF].drop(columns="method"), 0.0)
+    return rules.join([none, apply_rule(s, table, f, [(NO_BUFFER, REF)], unit="")])
+
+
+def divergence_from_global(counts, trace) -> float:
+    """The KL divergence in bits of each round's pooled label distribution from the federation's, mean over rounds."""
+    c = np.asarray(counts.todense() if hasattr(counts, "todense") else counts, dtype=float)
+    g = c.sum(axis=0) / c.sum()
+    out = []
+    for row in trace.picked:
+        pooled = c[row[row >= 0]].sum(axis=0)
+        p = pooled / pooled.sum()
+        out.append(float(np.sum(p[p > 0] * np.log2(p[p > 0] / g[p > 0]))))
+    return float(np.mean(out))
+
+
+def _closer_to_global(studies, s, table):
+    """Per federation: :func:`divergence_from_global` of FedEntOpt's picks and of random selection's, per seed."""
+    st = _selection(studies)
+    rows = [
+        {
+            "dataset": ds,
+            "partition": part,
+            "seed": seed,
+            "method": name,
+            "value": divergence_from_global(st["counts"][(ds, part, seed)], by[name]),
+        }
+        for (ds, part, seed), by in st["traces"].items()
+        for name in (REF, "Random")
+    ]
+    return apply_rule(s, table, pd.DataFrame(rows), [(REF, "Random")], unit=" bits")
+
+
+#: FLOPs of one candidate's score in line 9 of Algorithm 1, per class: add, normalise, log and multiply-add.
+SCORE_FLOPS_PER_CLASS = 4
+
+
+def selection_flops(num_clients: int, clients_per_round: int, num_classes: int) -> int:
+    """An upper bound on the FLOPs of one FedEntOpt round scored plainly: every greedy step scores every client."""
+    return (clients_per_round - 1) * num_clients * num_classes * SCORE_FLOPS_PER_CLASS
+
+
+def _lightweight(studies, s, table):
+    """Per (data set, model) of Table I: one round's selection FLOPs (:func:`selection_flops`) over the same round's
+    local training FLOPs (3 forward passes a sample, E epochs of M clients of mean size N / K)."""
+    from repro.cost_model import forward_flops
+
+    rows = []
+    for profile, k, m in PAPER_FEDERATIONS:
+        prof = get_profile(profile)
+        c, n = prof.num_classes, int(np.sum(prof.train_counts))
+        for model in ("lenet5", "vgg11"):
+            train = 3 * forward_flops(model, c) * 5 * m * n / k
+            rows.append(
+                {
+                    "dataset": reporting.paper_dataset(profile),
+                    "model": model,
+                    "value": selection_flops(k, m, c) / train,
+                }
+            )
+    return rules.exact(pd.DataFrame(rows), 0.01, relation="below")
 
 
 def _weighted_mixture(studies, s, table):
@@ -2057,4 +2188,10 @@ LABEL_ONLY: dict[str, Callable] = {
     "VI/sparse_plateau": _sparse_plateau,
     "VI/buffer_mitigates_plateau": _buffer_mitigates_plateau,
     "v1/pool_size_limit": _pool_size_limit,
+    "IV/greedy_raises_entropy": _greedy_raises_entropy,
+    "IV/complements_missing_labels": _complements_missing_labels,
+    "IV/deterministic_after_first": _deterministic_after_first,
+    "IV/buffer_prevents_repeats": _buffer_prevents_repeats,
+    "III/closer_to_global": _closer_to_global,
+    "VI/lightweight": _lightweight,
 }

@@ -146,6 +146,7 @@ _LABEL_PAGES = {
             "laplace_counts",
             "buffer_study",
             "get_tier",
+            "forward_flops",
         ),
         "label_checks",
     ),

@@ -177,3 +177,17 @@ def test_lead_over_best_is_fedentopt_minus_the_best_other_method_per_seed():
     )
     lead = quantities.lead_over_best(f).set_index("seed")["value"]
     assert lead.to_dict() == {0: 3.0, 1: -2.0}  # 50 - max(45, 47); 40 - max(42, 30)
+
+
+def test_the_divergence_from_the_federations_labels_by_hand():
+    """Two clients of one class each: picking one gives KL(one-hot || uniform) = 1 bit, picking both 0."""
+    counts = np.array([[2, 0], [0, 2]])
+    one = SelectionTrace(np.array([[0], [1]]), np.zeros(2), np.zeros(2, dtype=bool), 2)
+    both = SelectionTrace(np.array([[0, 1]]), np.zeros(1), np.ones(1, dtype=bool), 2)
+    assert quantities.divergence_from_global(counts, one) == pytest.approx(1.0)
+    assert quantities.divergence_from_global(counts, both) == pytest.approx(0.0)
+
+
+def test_the_selection_flops_count_every_candidate_of_every_greedy_step():
+    assert quantities.selection_flops(100, 10, 10) == 9 * 100 * 10 * quantities.SCORE_FLOPS_PER_CLASS
+    assert quantities.selection_flops(5, 1, 3) == 0  # one pick is the random first one: nothing is scored

@@ -677,6 +677,28 @@ def test_v1_low_participation_statements_on_made_up_runs(table):
     assert verdict("v1/fig6_dominates") == REPRODUCES
 
 
+def test_the_two_hardest_partitions_are_judged_per_model_and_data_set(table):
+    """§V-A5's "two most challenging" settings, on made-up low-participation runs: C = 3 4 pp easier than both
+    everywhere reproduces; C = 3 4 pp harder on one (model, data set) does not reproduce there alone."""
+    s = table.by_id("V-A5/two_most_challenging")
+
+    def judge(hard_in):
+        def level(label):
+            if label["partition"] != "C=3":
+                return 50.0
+            return 46.0 if (label["model"], label["dataset"]) == hard_in else 54.0
+
+        runs = quantities.Runs("paper", groups=planned_groups("paper", level, groups=("low_participation",)))
+        return quantities.TRAINING[s.id](runs, s, table)
+
+    j = judge(None)
+    assert j.verdict == REPRODUCES and len(j.settings) == 6  # LeNet-5 and VGG-11 on three data sets
+    j = judge(("vgg11", "cifar10"))
+    by = {tuple(sorted(dict(v.setting).items())): v.verdict for v in j.settings}
+    assert j.verdict == DOES_NOT and by[(("dataset", "cifar10"), ("model", "vgg11"))] == DOES_NOT
+    assert sum(v == REPRODUCES for v in by.values()) == 5
+
+
 def test_the_papers_value_is_shown_per_cell_as_a_range_or_as_a_list(table):
     # as many values as cells named in `where`: one per cell; two rising values it does not split: their range
     assert scorecard._paper_value(table.by_id("V-A5/buffer_choice")) == "50 % of K (Dir(0.1)); 70 % of K (C = 2)"

@@ -165,6 +165,8 @@ def stand_in_groups(tier: str, seed: int = 0, rounds: int = 12) -> dict[str, Sto
                         "round": np.arange(rounds + 1),
                         "test_accuracy": acc,
                         "entropy_bits_trained": rng.uniform(2.5, 3.3, rounds + 1),
+                        "covers_all_classes": rng.random(rounds + 1) < 0.9,
+                        "kept_covers_all_classes": rng.random(rounds + 1) < 0.8,
                     }
                 )
             )
@@ -824,6 +826,19 @@ def _fedentropy_entropy(a, b):
     return judge
 
 
+def _reselection_lacks_labels(runs, s, table):
+    """Per (partition, seed): the share of rounds whose aggregated clients miss a class, FedEntropy's kept clients
+    (``kept_covers_all_classes``; runs stored before that column have none) and FedAvg's picks (random selection
+    keeps every pick: ``covers_all_classes``)."""
+    f = runs.stored("fedentropy").frame
+    f = f[f["round"] >= 1]
+    kept = f["kept_covers_all_classes"] if "kept_covers_all_classes" in f else pd.Series(np.nan, index=f.index)
+    covers = kept.where(f["method"] != "FedAvg", f["covers_all_classes"])
+    miss = 1.0 - covers.astype(float)
+    per = miss.groupby([f["partition"], f["method"], f["seed"]]).mean().rename("value").reset_index()
+    return apply_rule(s, table, per.dropna(subset=["value"]), [("FedEntropy", "FedAvg")], unit="")
+
+
 def _fedentropy_accuracy(runs, s, table):
     return apply_rule(s, table, runs.frame("fedentropy"), [("FedAvg", "FedEntropy")])
 
@@ -1044,6 +1059,7 @@ TRAINING: dict[str, Callable] = {
     "V-C/scaffold_second": _scaffold_second,
     "V-C/table4_cells": _table4_cells,
     "V-A5/two_most_challenging": _two_most_challenging,
+    "IV/reselection_lacks_labels": _reselection_lacks_labels,
 }
 
 

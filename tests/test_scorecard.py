@@ -677,6 +677,23 @@ def test_v1_low_participation_statements_on_made_up_runs(table):
     assert verdict("v1/fig6_dominates") == REPRODUCES
 
 
+def test_fedentropys_missing_labels_are_counted_on_the_kept_clients(table):
+    """IV/reselection_lacks_labels on made-up runs: FedEntropy's kept clients miss a class in every third round
+    while random selection's picks never do: reproduces; the other way round: does not reproduce."""
+    s = table.by_id("IV/reselection_lacks_labels")
+
+    def judge(missing):
+        groups = planned_groups("paper", lambda label: 30.0, groups=("fedentropy",))
+        f = groups["fedentropy"].frame
+        gap = ((f["round"] + f["seed"]) % 3 == 0) & (f["method"] == missing)
+        f["covers_all_classes"] = ~gap  # FedAvg's picks (for FedEntropy: every trained client)
+        f["kept_covers_all_classes"] = ~gap if missing == "FedEntropy" else True
+        return quantities.TRAINING[s.id](quantities.Runs("paper", groups=groups), s, table)
+
+    assert judge("FedEntropy").verdict == REPRODUCES
+    assert judge("FedAvg").verdict == DOES_NOT
+
+
 def test_the_two_hardest_partitions_are_judged_per_model_and_data_set(table):
     """§V-A5's "two most challenging" settings, on made-up low-participation runs: C = 3 4 pp easier than both
     everywhere reproduces; C = 3 4 pp harder on one (model, data set) does not reproduce there alone."""

@@ -9,7 +9,7 @@ from conftest import write_tiny_npz
 from fedlib.algorithms.base import weighted_average
 from fedlib.algorithms.fedconcat import fedconcat_round_split
 from fedlib.algorithms.fedentropy import max_entropy_judgement, model_soft_label
-from fedlib.selection.metrics import pooled_entropy
+from fedlib.selection.metrics import covers_all_classes, pooled_entropy
 from fedlib.training.config import ExperimentConfig
 from fedlib.training.runs import TABLE_COLUMNS, normalise_table
 from fedlib.training.trainer import Experiment, run_experiment
@@ -75,6 +75,7 @@ def test_fedentropy_end_to_end(tiny_npz, selector):
         # every trained client uploads its soft label (C floats), only the kept ones their models
         assert row["bytes_uploaded"] == 4 * C * row["num_trained"] + 4 * p * len(kept)
         assert row["reselection_entropy_bits"] == pytest.approx(pooled_entropy(exp.true_counts, kept) if kept else 0)
+        assert row["kept_covers_all_classes"] == (bool(covers_all_classes(exp.true_counts, kept)) if kept else False)
     if selector == "fedentopt":
         # FedEntOpt still picks S_t (the same clients as with FedAvg); FedEntropy only judges
         ref = run_experiment(cfg.replace(algorithm="fedavg"), progress=False).table

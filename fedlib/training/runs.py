@@ -50,12 +50,13 @@ __all__ = [
 TABLE_COLUMNS = (
     "round", "lr", "test_accuracy", "test_loss", "train_loss", "picked", "num_picked", "num_trained", "num_dropped",
     "entropy_bits", "covers_all_classes", "entropy_bits_trained", "bytes_uploaded", "cumulative_bytes", "seconds",
-    "kept", "reselection_entropy_bits", "phase",
+    "kept", "reselection_entropy_bits", "kept_covers_all_classes", "phase",
 )
 #: Columns of a stored table (a caller's result store): no client ids, floats rounded to 5 decimals.
 STORED_COLUMNS = (
     "round", "test_accuracy", "test_loss", "train_loss", "num_picked", "num_trained", "num_dropped", "entropy_bits",
-    "covers_all_classes", "entropy_bits_trained", "reselection_entropy_bits", "phase", "cumulative_bytes", "seconds",
+    "covers_all_classes", "entropy_bits_trained", "reselection_entropy_bits", "kept_covers_all_classes", "phase",
+    "cumulative_bytes", "seconds",
 )
 # fmt: on
 
@@ -144,8 +145,9 @@ def read_table(path) -> pd.DataFrame:
     """A run table read back from CSV with the dtypes of a fresh run: a run directory's ``table.csv`` (every
     column, ``normalise_table``) or a stored compact table (``STORED_COLUMNS``)."""
     t = pd.read_csv(path, dtype={"picked": str})
-    if "covers_all_classes" in t.columns:
-        t["covers_all_classes"] = t["covers_all_classes"].astype(bool)
+    for c in ("covers_all_classes", "kept_covers_all_classes"):
+        if c in t.columns and t[c].notna().all():  # a table stored before a column existed reads it as NaN
+            t[c] = t[c].astype(bool)
     if "picked" not in t.columns:  # a stored table
         return t
     t["picked"] = t["picked"].fillna("")

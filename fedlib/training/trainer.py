@@ -297,8 +297,8 @@ class Experiment:
         nbytes=0,
         cum_prev=0,
     ):
-        """The table row of round ``rnd``: the entropy columns of the picked, trained and kept (aggregated) clients'
-        pooled TRUE label counts; the test columns NaN in rounds without evaluation."""
+        """The table row of round ``rnd``: the entropy (and class coverage) columns of the picked, trained and kept
+        (aggregated) clients' pooled TRUE label counts; the test columns NaN in rounds without evaluation."""
         from fedlib.selection.metrics import covers_all_classes, pooled_entropy
 
         picked = [int(k) for k in picked]
@@ -322,6 +322,7 @@ class Experiment:
             "seconds": float(seconds),
             "kept": " ".join(map(str, kept)),
             "reselection_entropy_bits": float(pooled_entropy(self.true_counts, kept)) if kept else 0.0,
+            "kept_covers_all_classes": bool(covers_all_classes(self.true_counts, kept)) if kept else False,
             "phase": str(phase),
         }
 

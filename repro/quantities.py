@@ -1659,23 +1659,28 @@ def _selection(studies):
     return studies["selection"]
 
 
-def _per_federation(studies, value) -> pd.DataFrame:
-    """One row per (dataset, partition, seed) of the selection study: ``value(traces, counts)``."""
+def _per_federation(studies, value, methods=None) -> pd.DataFrame:
+    """One row per (dataset, partition, seed) of the selection study: ``value(traces, counts, partition)``
+    (``traces``: method -> SelectionTrace); with ``methods``, one row per method of them (column ``method``):
+    ``value(trace, counts, partition)`` of that method's trace."""
     st = _selection(studies)
-    rows = [
-        {"dataset": ds, "partition": part, "seed": seed, "value": float(value(st["traces"][key], st["counts"][key]))}
-        for key in st["traces"]
-        for ds, part, seed in [key]
-    ]
+    rows = []
+    for (ds, part, seed), by in st["traces"].items():
+        cell = {"dataset": ds, "partition": part, "seed": seed}
+        counts = st["counts"][(ds, part, seed)]
+        if methods is None:
+            rows.append({**cell, "value": float(value(by, counts, part))})
+        else:
+            rows += [{**cell, "method": m, "value": float(value(by[m], counts, part))} for m in methods]
     return pd.DataFrame(rows)
 
 
 def _all_classes_exposed(studies, s, table):
-    return rules.exact(_per_federation(studies, lambda tr, c: tr[REF].covers.mean()), 1.0)
+    return rules.exact(_per_federation(studies, lambda tr, c, _: tr[REF].covers.mean()), 1.0)
 
 
 def _kl_same_subset(studies, s, table):
-    distinct = lambda tr, c: len({tuple(sorted(r)) for r in tr["KL"].picked})  # noqa: E731
+    distinct = lambda tr, c, _: len({tuple(sorted(r)) for r in tr["KL"].picked})  # noqa: E731
     return rules.exact(_per_federation(studies, distinct), 1.0)
 
 
@@ -1688,27 +1693,16 @@ def _never_picked_share(trace, counts) -> float:
 
 
 def _kl_excludes_data(studies, s, table):
-    st = _selection(studies)
-    rows = [
-        {
-            "dataset": ds,
-            "partition": part,
-            "method": name,
-            "seed": seed,
-            "value": _never_picked_share(tr, st["counts"][key]),
-        }
-        for key, by in st["traces"].items()
-        for ds, part, seed in [key]
-        for name, tr in by.items()
-    ]
-    return apply_rule(s, table, pd.DataFrame(rows), [("KL", REF)], unit="")
+    f = _per_federation(studies, lambda tr, c, _: _never_picked_share(tr, c), methods=("KL", REF))
+    return apply_rule(s, table, f, [("KL", REF)], unit="")
 
 
 def _greedy_raises_entropy(studies, s, table):
     """Per federation: the share of FedEntOpt's greedy steps that do not lower the pooled entropy."""
     from repro.greedy_steps import entropy_rise_share
 
-    return rules.exact(_per_federation(studies, lambda tr, c: entropy_rise_share(c, tr[REF])), 1.0)
+    f = _per_federation(studies, lambda tr, c, _: entropy_rise_share(c, tr), methods=(REF,))
+    return rules.exact(f.drop(columns="method"), 1.0)
 
 
 def _complements_missing_labels(studies, s, table):
@@ -1716,15 +1710,13 @@ def _complements_missing_labels(studies, s, table):
     the share of FedEntOpt's picks that add one minus a uniform pick's chance of adding one."""
     from repro.greedy_steps import missing_label_steps
 
-    st = _selection(studies)
-    rows = []
-    for (ds, part, seed), by in st["traces"].items():
-        counts = st["counts"][(ds, part, seed)]
-        q = _paper_buffer(part, counts.shape[0])
-        share, chance, _ = missing_label_steps(counts, by[REF], q)
-        rows.append({"dataset": ds, "partition": part, "seed": seed, "value": share - chance})
+    def lead(trace, counts, partition):
+        share, chance, _ = missing_label_steps(counts, trace, _paper_buffer(partition, counts.shape[0]))
+        return share - chance
+
     name = "FedEntOpt's pick - a uniform pick"
-    return apply_rule(s, table, pd.DataFrame(rows).assign(method=name), [(name, None)], unit="")
+    f = _per_federation(studies, lead, methods=(REF,)).assign(method=name)
+    return apply_rule(s, table, f, [(name, None)], unit="")
 
 
 def _deterministic_after_first(studies, s, table):
@@ -1732,20 +1724,10 @@ def _deterministic_after_first(studies, s, table):
     from fedlib.selection.selectors import make_selector
     from repro.greedy_steps import replay_share
 
-    st = _selection(studies)
-    rows = [
-        {
-            "dataset": ds,
-            "partition": part,
-            "seed": seed,
-            "value": replay_share(
-                st["counts"][key], by[REF], make_selector("fedentopt", buffer_fraction=tiers.buffer_fraction(part))
-            ),
-        }
-        for key, by in st["traces"].items()
-        for ds, part, seed in [key]
-    ]
-    return rules.exact(pd.DataFrame(rows), 1.0)
+    def again(trace, counts, partition):
+        return replay_share(counts, trace, make_selector("fedentopt", buffer_fraction=tiers.buffer_fraction(partition)))
+
+    return rules.exact(_per_federation(studies, again, methods=(REF,)).drop(columns="method"), 1.0)
 
 
 def _buffer_prevents_repeats(studies, s, table):
@@ -1753,13 +1735,7 @@ def _buffer_prevents_repeats(studies, s, table):
     and fewer than with no buffer (the direction of Q = 0 minus the paper's Q)."""
     from repro.greedy_steps import repeated_subset_share
 
-    st = _selection(studies)
-    rows = [
-        {"dataset": ds, "partition": part, "seed": seed, "method": name, "value": repeated_subset_share(by[name])}
-        for (ds, part, seed), by in st["traces"].items()
-        for name in (REF, NO_BUFFER)
-    ]
-    f = pd.DataFrame(rows)
+    f = _per_federation(studies, lambda tr, c, _: repeated_subset_share(tr), methods=(REF, NO_BUFFER))
     none = rules.exact(f[f["method"] == REF].drop(columns="method"), 0.0)
     return rules.join([none, apply_rule(s, table, f, [(NO_BUFFER, REF)], unit="")])
 
@@ -1778,19 +1754,8 @@ def divergence_from_global(counts, trace) -> float:
 
 def _closer_to_global(studies, s, table):
     """Per federation: :func:`divergence_from_global` of FedEntOpt's picks and of random selection's, per seed."""
-    st = _selection(studies)
-    rows = [
-        {
-            "dataset": ds,
-            "partition": part,
-            "seed": seed,
-            "method": name,
-            "value": divergence_from_global(st["counts"][(ds, part, seed)], by[name]),
-        }
-        for (ds, part, seed), by in st["traces"].items()
-        for name in (REF, "Random")
-    ]
-    return apply_rule(s, table, pd.DataFrame(rows), [(REF, "Random")], unit=" bits")
+    f = _per_federation(studies, lambda tr, c, _: divergence_from_global(c, tr), methods=(REF, "Random"))
+    return apply_rule(s, table, f, [(REF, "Random")], unit=" bits")
 
 
 #: FLOPs of one candidate's score in line 9 of Algorithm 1, per class: add, normalise, log and multiply-add.
@@ -1826,7 +1791,7 @@ def _lightweight(studies, s, table):
 def _weighted_mixture(studies, s, table):
     """Largest |L_c / ||L||_1 - sum_k (n_k / sum_j n_j) P_k(c)| over classes and 20 random subsets of M clients."""
 
-    def gap(traces, counts):
+    def gap(traces, counts, _):
         c = np.asarray(counts.todense() if hasattr(counts, "todense") else counts, dtype=float)
         rng = np.random.default_rng(0)
         worst = 0.0
@@ -1852,7 +1817,7 @@ def _fewest_holding(counts, share: float = 0.9) -> float:
 
 
 def _dir_concentrated(studies, s, table):
-    f = _per_federation(studies, lambda tr, c: _fewest_holding(c))
+    f = _per_federation(studies, lambda tr, c, _: _fewest_holding(c))
     f = f.rename(columns={"partition": "method"})
     return apply_rule(s, table, f, [("Dir(0.1)", "C=2")], unit=" clients")
 
@@ -2133,7 +2098,7 @@ def _sparse_plateau(studies, s, table):
     minus on the paper's C = 2 federations at M = 10 (the selection study, Q = 70 %), per data set and seed."""
     sparse = studies["extras"]["sparse"]
     sparse = sparse[sparse["buffer_pct"] == 70]
-    paper = _per_federation(studies, lambda tr, c: tr[REF].covers.mean())
+    paper = _per_federation(studies, lambda tr, c, _: tr[REF].covers.mean())
     paper = paper[(paper["partition"] == "C=2") & paper["dataset"].isin(set(sparse["dataset"]))]
     f = pd.concat(
         [

@@ -12,7 +12,14 @@ import numpy as np
 
 from fedlib.selection.metrics import entropy_bits
 
-__all__ = ["prefix_entropies", "entropy_rise_share", "missing_label_steps", "replay_share", "repeated_subset_share"]
+__all__ = [
+    "prefix_entropies",
+    "lowering_by_step",
+    "entropy_rise_share",
+    "missing_label_steps",
+    "replay_share",
+    "repeated_subset_share",
+]
 
 #: Entropy changes within this many bits count as no change (rounding of a sum of logs).
 TOL = 1e-10
@@ -30,6 +37,19 @@ def _rounds(trace):
 def prefix_entropies(counts, picks) -> np.ndarray:
     """The pooled entropy in bits after each pick of one round: ``H(l^(p1))``, ``H(l^(p1) + l^(p2))``, ..."""
     return np.atleast_1d(entropy_bits(_dense(counts)[picks].cumsum(axis=0)))
+
+
+def lowering_by_step(counts, trace) -> np.ndarray:
+    """For each greedy step (the 2nd pick of a round to the M-th), the share of rounds in which that step lowered
+    the pooled entropy (by more than :data:`TOL`); NaN for a step no round reached."""
+    c = _dense(counts)
+    width = trace.picked.shape[1]
+    drops, seen = np.zeros(width - 1), np.zeros(width - 1)
+    for p in _rounds(trace):
+        d = np.diff(prefix_entropies(c, p)) if p.size > 1 else np.zeros(0)
+        drops[: d.size] += d < -TOL
+        seen[: d.size] += 1
+    return np.divide(drops, seen, out=np.full(width - 1, np.nan), where=seen > 0)
 
 
 def entropy_rise_share(counts, trace) -> float:

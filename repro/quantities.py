@@ -41,6 +41,8 @@ __all__ = [
     "coverage_extras",
     "lying_study",
     "lying_extras",
+    "greedy_step_summary",
+    "greedy_lowering",
 ]
 
 REF, DP = "FedEntOpt", "FedEntOpt (DP)"
@@ -1756,6 +1758,41 @@ def _closer_to_global(studies, s, table):
     """Per federation: :func:`divergence_from_global` of FedEntOpt's picks and of random selection's, per seed."""
     f = _per_federation(studies, lambda tr, c, _: divergence_from_global(c, tr), methods=(REF, "Random"))
     return apply_rule(s, table, f, [(REF, "Random")], unit=" bits")
+
+
+def greedy_step_summary(studies) -> pd.DataFrame:
+    """Per (data set, partition, seed) of the selection study, what FedEntOpt's steps did (:mod:`repro.greedy_steps`):
+    the share of greedy steps that did not lower the pooled entropy, of rounds repeating an earlier subset at the
+    paper's Q and at Q = 0, and of greedy picks adding a missing class beside a uniform pick's chance."""
+    from repro.greedy_steps import entropy_rise_share, missing_label_steps, repeated_subset_share
+
+    def missing(part):
+        return lambda tr, c, p: missing_label_steps(c, tr[REF], _paper_buffer(p, c.shape[0]))[part]
+
+    columns = {
+        "greedy steps not lowering H": lambda tr, c, _: entropy_rise_share(c, tr[REF]),
+        "repeated subsets (paper's Q)": lambda tr, c, _: repeated_subset_share(tr[REF]),
+        "repeated subsets (Q = 0)": lambda tr, c, _: repeated_subset_share(tr[NO_BUFFER]),
+        "picks adding a missing class": missing(0),
+        "a uniform pick's chance": missing(1),
+    }
+    keys = ["dataset", "partition", "seed"]
+    frames = [_per_federation(studies, f).set_index(keys)["value"].rename(name) for name, f in columns.items()]
+    return pd.concat(frames, axis=1).reset_index()
+
+
+def greedy_lowering(studies) -> pd.DataFrame:
+    """Per (data set, partition, seed) and greedy step (2 = a round's second pick): the share of rounds in which
+    FedEntOpt's pick at that step lowered the pooled entropy (:func:`repro.greedy_steps.lowering_by_step`)."""
+    from repro.greedy_steps import lowering_by_step
+
+    st = _selection(studies)
+    rows = [
+        {"dataset": ds, "partition": part, "seed": seed, "step": i + 2, "share": share}
+        for (ds, part, seed), by in st["traces"].items()
+        for i, share in enumerate(lowering_by_step(st["counts"][(ds, part, seed)], by[REF]))
+    ]
+    return pd.DataFrame(rows)
 
 
 #: FLOPs of one candidate's score in line 9 of Algorithm 1, per class: add, normalise, log and multiply-add.

@@ -7,6 +7,7 @@ from fedlib.label_only.simulate import SelectionTrace, run_selection
 from fedlib.selection.selectors import make_selector
 from repro.greedy_steps import (
     entropy_rise_share,
+    lowering_by_step,
     missing_label_steps,
     prefix_entropies,
     repeated_subset_share,
@@ -30,6 +31,9 @@ def test_a_step_that_lowers_the_entropy_is_counted():
     assert entropy_rise_share(counts, trace([[0, 1]], 3)) == 0.0  # [1, 1] -> [3, 1]: lower
     assert entropy_rise_share(counts, trace([[1, 0]], 3)) == 1.0  # [2, 0] -> [3, 1]: higher
     assert entropy_rise_share(counts, trace([[1, 2, 0], [0, 1, 2]], 3)) == 0.75  # [2,0] [2,2] [3,3]; [1,1] [3,1] [3,3]
+    # by step: the 2nd pick lowered the entropy in one round of two, the 3rd in none
+    assert lowering_by_step(counts, trace([[1, 2, 0], [0, 1, 2]], 3)).tolist() == [0.5, 0.0]
+    assert np.isnan(lowering_by_step(counts, trace([[1, 0, -1]], 3))[1])  # no round has a 3rd pick
 
 
 def test_missing_labels_against_a_uniform_pick():

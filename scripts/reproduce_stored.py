@@ -88,8 +88,9 @@ def _without_seconds(text: str):
 
 def _first_difference(stored, again, tolerance: dict | None = None) -> str | None:
     """Where two stored-form tables (text cells) differ: a column in ``tolerance`` by more than its value, any
-    other column at all; None when they agree.  A column the stored table lacks (added to the stored form after the
-    run was stored) is not compared."""
+    other column at all; None when they agree.  A column only one of the two has (added to the stored form after
+    the other was stored) is not compared."""
+    stored = stored.drop(columns=[c for c in stored.columns if c not in again.columns])
     again = again.drop(columns=[c for c in again.columns if c not in stored.columns])
     if list(stored.columns) != list(again.columns):
         return f"columns differ: stored {list(stored.columns)}, retrained {list(again.columns)}"

@@ -243,7 +243,7 @@ def _unfinished_plan(tier: str, runs: quantities.Runs) -> dict[str, tuple[int, i
 
 
 class _Stages:
-    """The stored runs each statement of a tier is judged on: a statement the confirmatory plan judges on its
+    """The stored runs each statement of a tier is judged on: a statement a confirmatory plan judges on that plan's
     fresh seeds alone (:func:`repro.tiers.confirmatory`), every other one on the rest; with each view's machines
     and unfinished plan groups, built once per view."""
 
@@ -251,23 +251,23 @@ class _Stages:
         self.tier, self.results_dir, self.machines_dir = tier, results_dir, machines_dir
         self.plan, self._views = tiers.confirmatory(tier), {}
 
-    def _view(self, mine: bool):
-        if mine not in self._views:
-            keep = self.plan.keeps(mine) if self.plan.seeds else None
+    def _view(self, plan: int | None):
+        if plan not in self._views:
+            keep = self.plan.keeps(plan) if self.plan.plans else None
             runs = quantities.Runs(self.tier, self.results_dir, keep=keep)
             machines = _machines(self.tier, self.results_dir, self.machines_dir, keep)
-            self._views[mine] = (runs, machines, _unfinished_plan(self.tier, runs))
-        return self._views[mine]
+            self._views[plan] = (runs, machines, _unfinished_plan(self.tier, runs))
+        return self._views[plan]
 
     def of(self, statement_id: str):
         """(runs, machines, unfinished) for the statement."""
-        return self._view(self.plan.judges(statement_id))
+        return self._view(self.plan.plan_of(statement_id))
 
     def judge(self, statement, table) -> dict:
         runs, machines, unfinished = self.of(statement.id)
         running = [f"{g} {n}/{of} runs" for g, (n, of) in unfinished.items() if g in statement.groups]
         if self.plan.judges(statement.id) and running:  # no verdict before its fresh seeds are in: the pilot's value
-            pilot = _judge_training(statement, self.tier, self._view(False)[0], [], table)
+            pilot = _judge_training(statement, self.tier, self._view(None)[0], [], table)
             where = f"confirmatory plan at {', '.join(running)}; the value is its pilot's"
             return _row(statement, self.tier, PLAN_RUNNING, pilot["judgement"], interim=where)
         return _judge_training(statement, self.tier, runs, machines, table, unfinished)

@@ -27,19 +27,24 @@ plan from ``statements.yaml`` and :mod:`repro.rules` is a new plan, in a new fil
 tier's committed plan and :func:`progress` counts its runs stored so far.
 
 A confirmatory plan (:func:`verdict_chances`, :func:`fresh_seeds`, :func:`cells_read`) plans fresh seeds for a
-statement a plan left undecided: its verdict is judged again on those seeds alone, the earlier runs serving only
-as the pilot, so no seed is added to a verdict already looked at.  Each comparison of the statement's judgement is
-taken to be normal with the pilot's estimate and the spread its interval implies; the chance that its interval on
-``n`` fresh seeds passes (at ``alpha``) or misses (at the family level ``alpha / k``; the other way round under
-"some") follows from the non-central t, and the chances combine up the judgement's tree as its verdicts do
-("every", "some", "at least k"), comparisons taken as independent.  A statement is planned with the fewest seeds
-(the same for every cell it reads) at which it decides, either way, with probability ``POWER``.
+statement the runs stored before it left undecided: its verdict is judged again on those seeds alone, the earlier
+runs serving only as the pilot, so no seed is added to a verdict already looked at.  A tier's plans are written
+one after another (``Tier.confirmatory_plans``), the n-th with seeds from ``n * FIRST_FRESH_SEED``, each for the
+undecided statements no earlier plan lists: a statement gets one confirmatory plan at most.
+
+Each comparison of the statement's judgement is taken to be normal with the pilot's estimate and the spread its
+interval implies; the chance that its interval on ``n`` fresh seeds passes (at ``alpha``) or misses (at the family
+level ``alpha / k``; the other way round under "some") follows from the non-central t, and the chances combine up
+the judgement's tree as its verdicts do ("every", "some", "at least k"), comparisons taken as independent. A
+statement is planned with the fewest seeds (the same for every cell it reads) at which it decides, either way, with
+probability ``POWER``.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -292,33 +297,42 @@ def joint_power(gaps: list[tuple[Gap, dict]], **kw) -> float:
     return out
 
 
-def read_plan(tier: str = "subset", which: str = "seed") -> dict:
+def read_plan(tier: str = "subset", which: str | int = "seed") -> dict:
     """The committed plan file of ``tier``: ``which`` "seed" (``Tier.seed_plan``, written by
-    ``scripts/seed_plan.py`` from its first inventory) or "confirmatory" (``Tier.confirmatory_plan``)."""
+    ``scripts/seed_plan.py`` from its first inventory) or ``n`` >= 1, its n-th written confirmatory plan
+    (``Tier.confirmatory_plans``)."""
     import yaml
 
     from repro import tiers
 
-    _check("which", which, "'seed' or 'confirmatory'", which in ("seed", "confirmatory"))
-    path = getattr(tiers.get_tier(tier), f"{which}_plan")
+    path = _plan_path(tier, which)
     if not isinstance(path, str):
-        raise ParameterError(f"tier {tier!r}", f"{which}_plan", path, "a plans/ path (a tier with a seed plan file)")
+        raise ParameterError(f"tier {tier!r}", "seed_plan", path, "a plans/ path (a tier with a seed plan file)")
     return yaml.safe_load((tiers._ROOT / path).read_text())
 
 
-def progress(tier: str = "subset", results_dir=None, which: str = "seed") -> list[dict]:
+def _plan_path(tier: str, which) -> str | None:
+    from repro import tiers
+
+    written = tiers.written_confirmatory_plans(tier)
+    ok = which == "seed" or (isinstance(which, int) and not isinstance(which, bool) and 1 <= which <= len(written))
+    _check("which", which, f"'seed' or a confirmatory plan's number 1..{len(written)} (of tier {tier!r})", ok)
+    return tiers.get_tier(tier).seed_plan if which == "seed" else written[which - 1]
+
+
+def progress(tier: str = "subset", results_dir=None, which: str | int = "seed") -> list[dict]:
     """Per run group of ``tier``'s plan ``which`` (:func:`read_plan`): the runs it asks for (the seed plan: the
-    tier's own seeds and its cells'; the confirmatory plan: its fresh seeds), how many are stored now, and the
+    tier's own seeds and its cells'; a confirmatory plan: its fresh seeds), how many are stored now, and the
     CPU hours the rest takes at the seed plan's measured cost per run."""
     from repro import results, tiers
 
-    plan = read_plan(tier, which)
-    fresh = tiers.confirmatory(tier).seeds
+    plan, confirm = read_plan(tier, which), tiers.confirmatory(tier)
+    mine = confirm.keeps(None if which == "seed" else which - 1)
     per_run = read_plan(tier)["seconds"]["cpu_seconds_per_run"] / 3600
     groups = plan["groups"] if which == "seed" else sorted({c["group"] for c in plan["cells"]})
     rows = []
     for group in groups:
-        runs = [r for r in tiers.group_configs(tier, group) if (r.label.get("seed") in fresh) == (which != "seed")]
+        runs = [r for r in tiers.group_configs(tier, group) if mine(r.label.get("seed"))]
         missing = len(results.missing_runs(runs, tier, results_dir))
         rows.append(
             {
@@ -467,25 +481,35 @@ def cells_read(fn, statement, table, tier: str, groups: dict) -> list[tuple[str,
     ]
 
 
-#: Fresh seeds of a confirmatory plan start here, clear of every seed an earlier plan can reach (0..CAP-1).
+#: Fresh seeds of the n-th confirmatory plan start at n times this, clear of the seed plan's (0..CAP-1) and of every
+#: other confirmatory plan's (at most CAP each).
 FIRST_FRESH_SEED = 100
 
 
-def confirmatory_plan(tier: str, undecided, *, table=None, target: float = POWER, cap: int = CAP) -> dict:
-    """A confirmatory seed plan of ``tier``: for each training statement its stored runs leave undecided
-    (``undecided``: (statement, judgement) pairs, :func:`repro.scorecard.undecided`), the fresh seeds
-    (:func:`fresh_seeds`, from :data:`FIRST_FRESH_SEED`) on which it decides either way with chance ``target``,
-    given to every cell it reads (:func:`cells_read`); the statements it plans are judged on those seeds alone.  A
-    document for ``scripts/seed_plan.py --write-confirmatory`` to write once."""
+def confirmatory_plan(
+    tier: str, undecided, *, number: int = 1, table=None, target: float = POWER, cap: int = CAP
+) -> dict:
+    """The ``number``-th confirmatory seed plan of ``tier``: for each training statement its stored runs leave
+    undecided (``undecided``: (statement, judgement) pairs, :func:`repro.scorecard.undecided`) and no earlier plan
+    lists, the fresh seeds (:func:`fresh_seeds`, from ``number`` * :data:`FIRST_FRESH_SEED`) on which it decides
+    either way with chance ``target``, given to every cell it reads (:func:`cells_read`); the statements it plans
+    are judged on those seeds alone.  A document for ``scripts/seed_plan.py --write-confirmatory`` to write once."""
     import datetime
     import subprocess
 
     from repro import quantities, statements, tiers
 
+    written = tiers.written_confirmatory_plans(tier)
+    _check("number", number, f"the next plan's number, {len(written) + 1}", number == len(written) + 1)
+    _check("cap", cap, f"at most {FIRST_FRESH_SEED} (one plan's seeds below the next's)", cap <= FIRST_FRESH_SEED)
+    first_seed = number * FIRST_FRESH_SEED
+    listed = {r["statement"] for n in range(1, number) for r in read_plan(tier, n)["statements"]}
     table = table or statements.load_table()
     runs = quantities.Runs(tier, keep=lambda seed: seed < FIRST_FRESH_SEED)
     rows, asks = [], {}
     for s, j in undecided:
+        if s.id in listed:  # one confirmatory plan a statement: its fresh seeds were planned once
+            continue
         plan = fresh_seeds(j, target=target, cap=cap)
         row = {
             "statement": s.id,
@@ -521,12 +545,14 @@ def confirmatory_plan(tier: str, undecided, *, table=None, target: float = POWER
         "alpha": ALPHA,
         "power": target,
         "cap": cap,
-        "first_seed": FIRST_FRESH_SEED,
+        "number": number,
+        "after": [Path(p).name for p in written],
+        "first_seed": first_seed,
         "judges": [r["statement"] for r in rows if r["seeds"] is not None],
         "totals": {"runs": n_runs, "cpu_hours": round(n_runs * per_run / 3600, 1), "cpu_seconds_per_run": per_run},
         "statements": rows,
         "cells": [
-            {"group": g, "label": lab, "seeds": n, "first_seed": FIRST_FRESH_SEED}
+            {"group": g, "label": lab, "seeds": n, "first_seed": first_seed}
             for g, lab, n in sorted(asks.values(), key=lambda c: cell_key(c[0], c[1]))
         ],
     }

@@ -40,11 +40,12 @@ formulations)), each as a ``PlannedRun(group, label, config)``; ``tier_groups(ti
     tier (the paper ran one).
     Beyond the 3 seeds, the cells of the seed plan ``plans/subset_seed_plan.yaml`` (``Tier.seed_plan``, written by
     ``scripts/seed_plan.py`` from the stored runs before the runs it plans) run seeds 0..n-1: the seeds each
-    undecided statement needs for a verdict (``repro.seed_plan``).  The confirmatory plan
-    ``plans/subset_confirmatory_plan.yaml`` (``Tier.confirmatory_plan``, computed from those runs by
-    ``scripts/seed_plan.py --write-confirmatory`` before its own) runs fresh seeds from 100 for the statements the
-    first plan left undecided and fresh seeds could decide; those statements are judged on its seeds alone, every
-    other statement on the rest (``confirmatory``).
+    undecided statement needs for a verdict (``repro.seed_plan``).  The confirmatory plans
+    ``plans/subset_confirmatory_plan.yaml``, ``..._plan_2.yaml`` (``Tier.confirmatory_plans``, each computed by
+    ``scripts/seed_plan.py --write-confirmatory`` from the runs stored before its own) run fresh seeds, from
+    100 for the first and 200 for the second, for the statements the runs before them left undecided and fresh
+    seeds could decide; each of those statements is judged on its plan's seeds alone, every other statement on the
+    rest (``confirmatory``).
 ``paper``
     The paper's data and scale: torchvision ``download=True`` (CIFAR-10; CIFAR-100 with 20 superclasses for
     the groups that use it), K = 100, M = 10, E = 5, 500 rounds, 3 seeds, LeNet-5 and VGG-11, on
@@ -100,6 +101,7 @@ __all__ = [
     "seed_plan_cells",
     "Confirmatory",
     "confirmatory",
+    "written_confirmatory_plans",
     "plan_table",
 ]
 
@@ -127,7 +129,8 @@ class Tier:
     optional_groups: tuple = ()  # groups beyond the paper's figures this tier runs (e.g. "scaffold_variants")
     extra_seeds: dict = field(default_factory=dict)  # {group: {"methods": (...), "seeds": (...)}} run on top
     seed_plan: str | dict | None = None  # plans/*.yaml (scripts/seed_plan.py) or its cells: they run seeds 0..n-1 too
-    confirmatory_plan: str | None = None  # plans/*.yaml: fresh seeds, and the statements judged on them alone
+    confirmatory_plans: tuple = ()  # plans/*.yaml in order, each written once: fresh seeds from 100 * its number,
+    # and the statements judged on them alone
 
 
 _QUICK_BASE = dict(
@@ -225,7 +228,7 @@ TIERS: dict[str, Tier] = {
         },
         extra_seeds={"table1": {"methods": ("FedAvg", "FedEntOpt"), "seeds": (3, 4)}},
         seed_plan="plans/subset_seed_plan.yaml",
-        confirmatory_plan="plans/subset_confirmatory_plan.yaml",
+        confirmatory_plans=("plans/subset_confirmatory_plan.yaml", "plans/subset_confirmatory_plan_2.yaml"),
     ),
     "paper": Tier(
         name="paper",
@@ -457,51 +460,63 @@ def _read_plan(path: str) -> dict:
 
 
 def seed_plan_cells(tier: str) -> dict:
-    """The cells of ``tier``'s seed plans (``Tier.seed_plan`` and ``Tier.confirmatory_plan``): {:func:`cell_key`:
-    the seeds it runs besides the tier's own} ({} for a tier without a plan).  A ``seed_plan`` given as a dict
-    maps a cell to a count of seeds from 0."""
+    """The cells of ``tier``'s seed plans (``Tier.seed_plan`` and the written ``Tier.confirmatory_plans``):
+    {:func:`cell_key`: the seeds it runs besides the tier's own} ({} for a tier without a plan).  A ``seed_plan``
+    given as a dict maps a cell to a count of seeds from 0."""
     t = get_tier(tier)
     if isinstance(t.seed_plan, dict):
         out = {k: tuple(range(n)) for k, n in t.seed_plan.items()}
     else:
         out = dict(_read_plan(t.seed_plan)) if t.seed_plan else {}
-    for k, seeds in (_read_plan(t.confirmatory_plan) if t.confirmatory_plan and _plan_exists(t) else {}).items():
-        out[k] = tuple(sorted({*out.get(k, ()), *seeds}))
+    for path in written_confirmatory_plans(tier):
+        for k, seeds in _read_plan(path).items():
+            out[k] = tuple(sorted({*out.get(k, ()), *seeds}))
     return out
 
 
-def _plan_exists(t: Tier) -> bool:
-    return (_ROOT / t.confirmatory_plan).is_file()
+def written_confirmatory_plans(tier: str) -> list[str]:
+    """The paths of ``tier``'s confirmatory plans written so far, in order (a plan is written after the one before)."""
+    return [p for p in get_tier(tier).confirmatory_plans if (_ROOT / p).is_file()]
 
 
 @dataclass(frozen=True)
 class Confirmatory:
-    """A tier's confirmatory plan: its fresh ``seeds`` and the ``statements`` judged on them alone (every other
-    statement is judged without them)."""
+    """A tier's confirmatory plans: per plan, its fresh ``seeds`` and the ``statements`` judged on them alone
+    (``plans``: a tuple of (seeds, statements) pairs of frozensets).  Every other statement is judged without any
+    plan's fresh seeds."""
 
-    seeds: frozenset
-    statements: frozenset
+    plans: tuple = ()
+
+    @property
+    def seeds(self) -> frozenset:
+        """The fresh seeds of every plan."""
+        return frozenset().union(*(seeds for seeds, _ in self.plans))
+
+    def plan_of(self, statement_id: str) -> int | None:
+        """The index in ``plans`` of the plan that judges the statement, or None."""
+        return next((i for i, (_, ids) in enumerate(self.plans) if statement_id in ids), None)
 
     def judges(self, statement_id: str) -> bool:
-        return statement_id in self.statements
+        return self.plan_of(statement_id) is not None
 
-    def keeps(self, fresh: bool):
-        """The seeds the plan's statements (``fresh``) or every other statement are judged on, as a predicate."""
-        if fresh:
-            return self.seeds.__contains__
-        return lambda seed: seed not in self.seeds
+    def keeps(self, plan: int | None):
+        """The seeds plan ``plan``'s statements (None: every other statement) are judged on, as a predicate."""
+        if plan is not None:
+            return self.plans[plan][0].__contains__
+        fresh = self.seeds
+        return lambda seed: seed not in fresh
 
 
 def confirmatory(tier: str) -> Confirmatory:
-    """``tier``'s confirmatory plan (empty without one)."""
+    """``tier``'s written confirmatory plans (none: an empty one)."""
     import yaml
 
-    t = get_tier(tier)
-    if not (t.confirmatory_plan and _plan_exists(t)):
-        return Confirmatory(frozenset(), frozenset())
-    seeds = {s for cell in _read_plan(t.confirmatory_plan).values() for s in cell}
-    ids = yaml.safe_load((_ROOT / t.confirmatory_plan).read_text()).get("judges") or ()
-    return Confirmatory(frozenset(seeds), frozenset(ids))
+    plans = []
+    for path in written_confirmatory_plans(tier):
+        seeds = {s for cell in _read_plan(path).values() for s in cell}
+        ids = yaml.safe_load((_ROOT / path).read_text()).get("judges") or ()
+        plans.append((frozenset(seeds), frozenset(ids)))
+    return Confirmatory(tuple(plans))
 
 
 def _planned(t: Tier, group: str, grid) -> list:

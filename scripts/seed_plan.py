@@ -2,14 +2,15 @@
 
     python scripts/seed_plan.py                   # the subset tier's plans and how far their runs have got
     python scripts/seed_plan.py --tier subset --results-dir DIR
-    python scripts/seed_plan.py --write-confirmatory   # once: plans/subset_confirmatory_plan.yaml
+    python scripts/seed_plan.py --write-confirmatory   # the tier's next confirmatory plan (Tier.confirmatory_plans)
 
 A plan is computed once, before the runs it asks for, and never again once they began.  The subset tier's plan was
 written by this script at the commit the file records (``git_commit``), from the statement inventory the scorecard
 had before ``repro/statements.yaml`` and the rules replaced it: ``git show <git_commit>:scripts/seed_plan.py`` is
 the script that wrote it.  A plan from the statement table and :mod:`repro.rules` is a new plan, in a new file:
-``--write-confirmatory`` writes the tier's confirmatory plan (``Tier.confirmatory_plan``,
-:func:`repro.seed_plan.confirmatory_plan`) from the runs the first plan stored, and refuses to write over one.
+``--write-confirmatory`` writes the tier's next confirmatory plan (the first of ``Tier.confirmatory_plans`` not yet
+written, :func:`repro.seed_plan.confirmatory_plan`) from the runs stored so far, for the undecided statements no
+earlier plan lists; it never writes over a plan.
 The tier (``repro.tiers``, ``Tier.seed_plan``) reads the plan's ``cells`` and runs their seeds;
 ``scripts/run_experiments.py --tier <tier> --group all`` trains them.
 """
@@ -26,10 +27,11 @@ sys.path.insert(0, str(ROOT))
 from repro import scorecard, seed_plan, tiers  # noqa: E402
 
 
-def _print_progress(tier: str, which: str, results_dir) -> None:
+def _print_progress(tier: str, which, results_dir) -> None:
     plan = seed_plan.read_plan(tier, which)
+    name = tiers.get_tier(tier).seed_plan if which == "seed" else tiers.written_confirmatory_plans(tier)[which - 1]
     print(
-        f"{getattr(tiers.get_tier(tier), which + '_plan')}: computed {plan['computed_at']} at commit "
+        f"{name}: computed {plan['computed_at']} at commit "
         f"{plan['git_commit']}, level {plan['alpha']}, power {plan['power']}, at most {plan['cap']} seeds a cell"
     )
     rows = seed_plan.progress(tier, results_dir, which)
@@ -44,16 +46,20 @@ def _print_progress(tier: str, which: str, results_dir) -> None:
 def _write_confirmatory(tier: str) -> int:
     import yaml
 
-    path = tiers.get_tier(tier).confirmatory_plan
-    if not path:
-        print(f"tier {tier!r} has no confirmatory_plan path (repro.tiers)", file=sys.stderr)
+    paths, written = tiers.get_tier(tier).confirmatory_plans, tiers.written_confirmatory_plans(tier)
+    if len(written) == len(paths):
+        have = ", ".join(paths) or "none"
+        print(
+            f"tier {tier!r}: every confirmatory plan path is written ({have}); add the next to "
+            "Tier.confirmatory_plans (repro.tiers)",
+            file=sys.stderr,
+        )
         return 2
-    if (ROOT / path).exists():
-        print(f"{path} exists: a plan is written once, before its runs (a new plan gets a new file)", file=sys.stderr)
-        return 2
-    plan = seed_plan.confirmatory_plan(tier, scorecard.undecided(tier))
+    number = len(written) + 1
+    path = paths[number - 1]
+    plan = seed_plan.confirmatory_plan(tier, scorecard.undecided(tier), number=number)
     head = (
-        f"# Confirmatory seed plan of the {tier} tier, written by scripts/seed_plan.py --write-confirmatory\n"
+        f"# Confirmatory seed plan {number} of the {tier} tier, written by scripts/seed_plan.py --write-confirmatory\n"
         "# before the runs it plans. Not edited by hand; not recomputed once its runs began (a new plan gets a new\n"
         "# file).\n"
     )
@@ -67,13 +73,13 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tier", default="subset", choices=tuple(tiers.TIERS))
     p.add_argument("--results-dir", default=None, help="stored result tables (default: the repository's results/)")
-    p.add_argument("--write-confirmatory", action="store_true", help="write the tier's confirmatory plan (once)")
+    p.add_argument("--write-confirmatory", action="store_true", help="write the tier's next confirmatory plan")
     args = p.parse_args(argv)
     if args.write_confirmatory:
         return _write_confirmatory(args.tier)
     _print_progress(args.tier, "seed", args.results_dir)
-    if tiers.confirmatory(args.tier).seeds:
-        _print_progress(args.tier, "confirmatory", args.results_dir)
+    for number in range(1, len(tiers.written_confirmatory_plans(args.tier)) + 1):
+        _print_progress(args.tier, number, args.results_dir)
     return 0
 
 

@@ -264,28 +264,34 @@ def test_a_verdict_a_retrain_on_another_machine_changes_is_undecided(monkeypatch
 
 
 def test_a_statement_of_the_confirmatory_plan_is_judged_on_its_fresh_seeds_alone(monkeypatch, tmp_path, table):
-    """FedAvg above KL by 10 pp on seeds 0-2 and below it by 10 pp on the fresh seeds 100-102: the statement the
-    confirmatory plan judges sees only the fresh seeds (does not reproduce), the same statement outside the plan
-    only seeds 0-2 (reproduces): no verdict pools the seeds of two plans."""
+    """FedAvg above KL by 10 pp on seeds 0-2, below it by 10 pp on plan 1's fresh seeds 100-102 and above it by
+    5 pp on plan 2's 200-202: a statement a plan judges sees only that plan's seeds, the same statement outside
+    the plans only seeds 0-2: no verdict pools the seeds of two plans."""
     monkeypatch.setattr(tiers, "seed_plan_cells", lambda tier: {})
     for seed in range(3):
         _store(tmp_path, "subset", "FedAvg", seed, 0.60 + 0.01 * seed)
         _store(tmp_path, "subset", "KL", seed, 0.50 + 0.01 * seed)
         _store(tmp_path, "subset", "FedAvg", 100 + seed, 0.50 + 0.01 * seed)
         _store(tmp_path, "subset", "KL", 100 + seed, 0.60 + 0.01 * seed)
+        _store(tmp_path, "subset", "FedAvg", 200 + seed, 0.55 + 0.01 * seed)
+        _store(tmp_path, "subset", "KL", 200 + seed, 0.50 + 0.01 * seed)
     t = only(table, "V-B1/kl_low")
-    fresh = frozenset({100, 101, 102})
+    fresh, second = frozenset({100, 101, 102}), frozenset({200, 201, 202})
     verdicts = {}
-    for judges in (frozenset({"V-B1/kl_low"}), frozenset()):
-        monkeypatch.setattr(tiers, "confirmatory", lambda tier, j=judges: tiers.Confirmatory(fresh, j))
+    for plan, judges in ((None, ()), (1, ("V-B1/kl_low",)), (2, ("V-B1/kl_low",))):
+        one, two = (frozenset(judges), frozenset()) if plan == 1 else (frozenset(), frozenset(judges))
+        monkeypatch.setattr(tiers, "confirmatory", lambda tier, p=((fresh, one), (second, two)): tiers.Confirmatory(p))
         row = scorecard.judge(("subset",), table=t, results_dir=tmp_path, machines_dir=tmp_path / "none").iloc[0]
-        verdicts[bool(judges)] = (row["verdict"], row["judgement"].overall.n)
-    assert verdicts == {True: (DOES_NOT, 3), False: (REPRODUCES, 3)}
+        verdicts[plan] = (row["verdict"], row["judgement"].overall.estimate, row["judgement"].overall.n)
+    assert [v[0] for v in verdicts.values()] == [REPRODUCES, DOES_NOT, REPRODUCES]
+    gap = verdicts[None][1]  # FedAvg - KL on seeds 0-2, in the rule's unit
+    assert gap > 0 and [verdicts[1][1], verdicts[2][1]] == pytest.approx([-gap, gap / 2])
+    assert {v[2] for v in verdicts.values()} == {3}
     # a fresh seed still to train: no verdict yet; the value shown, marked interim, is the pilot's (seeds 0-2)
     cell = tiers.cell_key("table1", {"model": "lenet5", "partition": "C=2", "method": "FedAvg"})
     monkeypatch.setattr(tiers, "seed_plan_cells", lambda tier: {cell: (100, 101, 102, 103)})
     monkeypatch.setattr(
-        tiers, "confirmatory", lambda tier: tiers.Confirmatory(fresh | {103}, frozenset({"V-B1/kl_low"}))
+        tiers, "confirmatory", lambda tier: tiers.Confirmatory(((fresh | {103}, frozenset({"V-B1/kl_low"})),))
     )
     row = scorecard.judge(("subset",), table=t, results_dir=tmp_path, machines_dir=tmp_path / "none").iloc[0]
     assert row["verdict"] == scorecard.PLAN_RUNNING and row["judgement"].verdict == REPRODUCES
@@ -529,14 +535,14 @@ def test_a_label_page_shows_the_verdicts_of_its_own_studies(table):
 def test_a_training_page_says_how_many_of_its_planned_runs_are_stored(monkeypatch, tmp_path):
     """The folded note under a training page's verdicts counts the runs behind them (none stored in an empty
     results folder) and names the confirmatory plan's statements only on a page that has one."""
-    monkeypatch.setattr(tiers, "confirmatory", lambda tier: tiers.Confirmatory(frozenset(), frozenset()))
+    monkeypatch.setattr(tiers, "confirmatory", lambda tier: tiers.Confirmatory())
     note = scorecard._seeds_note("table1", "quick", tmp_path)
     planned = len(tiers.group_configs("quick", "table1"))
     assert f"0 of {planned} planned runs stored (table1)" in note and "confirmatory" not in note
     assert note.count("<tr>") == len(
         {tiers.cell_key("table1", r.label) for r in tiers.group_configs("quick", "table1")}
     )
-    fresh = tiers.Confirmatory(frozenset({100}), frozenset({"V-B1/kl_low"}))
+    fresh = tiers.Confirmatory(((frozenset({100}), frozenset({"V-B1/kl_low"})),))
     monkeypatch.setattr(tiers, "confirmatory", lambda tier: fresh)
     cell = tiers.cell_key("table1", {"model": "lenet5", "partition": "C=2", "method": "KL"})
     monkeypatch.setattr(tiers, "seed_plan_cells", lambda tier: {cell: (100,)})

@@ -168,8 +168,9 @@ def test_progress_counts_the_tiers_runs_and_those_stored(tmp_path):
     now = {r["group"]: r for r in seed_plan.progress("subset")}
     assert now["table1"]["stored"] >= seed_plan.read_plan("subset")["pilot"]["table1"]
     assert all(r["stored"] + r["to_train"] == r["runs"] for r in now.values())
-    confirm = seed_plan.progress("subset", results_dir=tmp_path, which="confirmatory")
-    assert sum(r["runs"] for r in confirm) == seed_plan.read_plan("subset", "confirmatory")["totals"]["runs"]
+    for number in range(1, len(tiers.written_confirmatory_plans("subset")) + 1):
+        confirm = seed_plan.progress("subset", results_dir=tmp_path, which=number)
+        assert sum(r["runs"] for r in confirm) == seed_plan.read_plan("subset", number)["totals"]["runs"]
 
 
 def test_a_tier_without_a_plan_file_is_refused():
@@ -273,26 +274,46 @@ def test_the_cells_a_statement_reads_are_those_its_numbers_depend_on():
     ]
 
 
-def test_the_committed_confirmatory_plan_runs_fresh_seeds_for_its_statements_alone():
+def test_the_committed_confirmatory_plans_run_fresh_seeds_for_their_statements_alone():
     from repro import statements
 
-    plan = yaml.safe_load((tiers._ROOT / tiers.get_tier("subset").confirmatory_plan).read_text())
-    fresh = tiers.confirmatory("subset")
+    paths, confirm = tiers.written_confirmatory_plans("subset"), tiers.confirmatory("subset")
+    assert paths and len(confirm.plans) == len(paths)
     first = {s for seeds in tiers._read_plan(tiers.get_tier("subset").seed_plan).values() for s in seeds}
-    assert fresh.seeds and not fresh.seeds & first and min(fresh.seeds) == plan["first_seed"] >= sp.CAP
-    ids = {s.id: s for s in statements.load()}
-    assert set(plan["judges"]) == set(fresh.statements) and all("subset" in ids[i].tiers for i in plan["judges"])
-    planned = {r["statement"]: r["seeds"] for r in plan["statements"]}
-    assert {i for i, n in planned.items() if n is not None} == set(plan["judges"])
-    for cell in plan["cells"]:  # every cell runs at least the seeds of the statements that read it, from 100
-        runs = tiers.group_configs("subset", cell["group"])
-        have = {
-            r.label["seed"]
-            for r in runs
-            if tiers.cell_key(cell["group"], r.label) == tiers.cell_key(cell["group"], cell["label"])
-        }
-        assert set(range(plan["first_seed"], plan["first_seed"] + cell["seeds"])) <= have
-    assert plan["totals"]["runs"] == sum(c["seeds"] for c in plan["cells"])
+    ids, listed = {s.id: s for s in statements.load()}, set()
+    for number, (path, (fresh, judges)) in enumerate(zip(paths, confirm.plans), start=1):
+        plan = yaml.safe_load((tiers._ROOT / path).read_text())
+        assert plan.get("number", 1) == number  # the first plan predates the field
+        assert plan["first_seed"] == number * sp.FIRST_FRESH_SEED and min(fresh) == plan["first_seed"]
+        assert not fresh & first and max(fresh) < plan["first_seed"] + sp.CAP  # clear of every other plan's seeds
+        assert set(plan["judges"]) == set(judges) and all("subset" in ids[i].tiers for i in plan["judges"])
+        planned = {r["statement"]: r["seeds"] for r in plan["statements"]}
+        assert {i for i, n in planned.items() if n is not None} == set(plan["judges"])
+        assert not listed & set(planned), "a statement gets one confirmatory plan at most"
+        listed |= set(planned)
+        for cell in plan["cells"]:  # every cell runs at least the seeds of the statements that read it
+            runs = tiers.group_configs("subset", cell["group"])
+            have = {
+                r.label["seed"]
+                for r in runs
+                if tiers.cell_key(cell["group"], r.label) == tiers.cell_key(cell["group"], cell["label"])
+            }
+            assert set(range(plan["first_seed"], plan["first_seed"] + cell["seeds"])) <= have
+        assert plan["totals"]["runs"] == sum(c["seeds"] for c in plan["cells"])
+
+
+def test_a_confirmatory_plan_is_the_next_one_and_skips_the_statements_earlier_plans_list():
+    from repro import statements
+
+    written = len(tiers.written_confirmatory_plans("subset"))
+    with pytest.raises(ValueError, match=rf"number.*{written}.*the next plan's number, {written + 1}"):
+        sp.confirmatory_plan("subset", [], number=written)
+    table = statements.load_table()
+    first = sp.read_plan("subset", 1)["statements"][0]["statement"]
+    undecided = [(table.by_id(first), None)]  # listed by plan 1: never judged again, so never read here
+    plan = sp.confirmatory_plan("subset", undecided, number=written + 1, table=table)
+    assert plan["statements"] == [] and plan["judges"] == [] and plan["cells"] == []
+    assert plan["first_seed"] == (written + 1) * sp.FIRST_FRESH_SEED
 
 
 def test_the_seeds_table_counts_planned_and_stored_runs_per_cell(tmp_path):

@@ -1766,8 +1766,15 @@ def greedy_step_summary(studies) -> pd.DataFrame:
     paper's Q and at Q = 0, and of greedy picks adding a missing class beside a uniform pick's chance."""
     from repro.greedy_steps import entropy_rise_share, missing_label_steps, repeated_subset_share
 
+    steps = {}  # one replay of the missing labels per federation, for both of its columns
+
     def missing(part):
-        return lambda tr, c, p: missing_label_steps(c, tr[REF], _paper_buffer(p, c.shape[0]))[part]
+        def value(tr, c, p):
+            if id(tr[REF]) not in steps:
+                steps[id(tr[REF])] = missing_label_steps(c, tr[REF], _paper_buffer(p, c.shape[0]))
+            return steps[id(tr[REF])][part]
+
+        return value
 
     columns = {
         "greedy steps not lowering H": lambda tr, c, _: entropy_rise_share(c, tr[REF]),

@@ -30,7 +30,7 @@ A confirmatory plan (:func:`verdict_chances`, :func:`fresh_seeds`, :func:`cells_
 statement the runs stored before it left undecided: its verdict is judged again on those seeds alone, the earlier
 runs serving only as the pilot, so no seed is added to a verdict already looked at.  A tier's plans are written
 one after another (``Tier.confirmatory_plans``), the n-th with seeds from ``n * FIRST_FRESH_SEED``, each for the
-undecided statements no earlier plan lists: a statement gets one confirmatory plan at most.
+undecided statements no earlier plan judges: a statement's fresh seeds are drawn once, never tried again.
 
 Each comparison of the statement's judgement is taken to be normal with the pilot's estimate and the spread its
 interval implies; the chance that its interval on ``n`` fresh seeds passes (at ``alpha``) or misses (at the family
@@ -491,7 +491,7 @@ def confirmatory_plan(
 ) -> dict:
     """The ``number``-th confirmatory seed plan of ``tier``: for each training statement its stored runs leave
     undecided (``undecided``: (statement, judgement) pairs, :func:`repro.scorecard.undecided`) and no earlier plan
-    lists, the fresh seeds (:func:`fresh_seeds`, from ``number`` * :data:`FIRST_FRESH_SEED`) on which it decides
+    judges, the fresh seeds (:func:`fresh_seeds`, from ``number`` * :data:`FIRST_FRESH_SEED`) on which it decides
     either way with chance ``target``, given to every cell it reads (:func:`cells_read`); the statements it plans
     are judged on those seeds alone.  A document for ``scripts/seed_plan.py --write-confirmatory`` to write once."""
     import datetime
@@ -503,12 +503,12 @@ def confirmatory_plan(
     _check("number", number, f"the next plan's number, {len(written) + 1}", number == len(written) + 1)
     _check("cap", cap, f"at most {FIRST_FRESH_SEED} (one plan's seeds below the next's)", cap <= FIRST_FRESH_SEED)
     first_seed = number * FIRST_FRESH_SEED
-    listed = {r["statement"] for n in range(1, number) for r in read_plan(tier, n)["statements"]}
+    judged = {i for n in range(1, number) for i in read_plan(tier, n)["judges"]}
     table = table or statements.load_table()
     runs = quantities.Runs(tier, keep=lambda seed: seed < FIRST_FRESH_SEED)
     rows, asks = [], {}
     for s, j in undecided:
-        if s.id in listed:  # one confirmatory plan a statement: its fresh seeds were planned once
+        if s.id in judged:  # an earlier plan drew its fresh seeds: no second try
             continue
         plan = fresh_seeds(j, target=target, cap=cap)
         row = {
@@ -520,8 +520,10 @@ def confirmatory_plan(
             "chances": [round(float(c), 3) for c in plan["chances"]],
         }
         if plan["n"] is None:
+            beyond = fresh_seeds(j, target=target, cap=FIRST_FRESH_SEED)["n"]
+            more = f"{beyond} would" if beyond else f"not even {FIRST_FRESH_SEED} would"
             row["note"] = (
-                f"{cap} fresh seeds decide it with chance {sum(plan['chances']):.2f} (< {target}): not planned"
+                f"{cap} fresh seeds decide it with chance {sum(plan['chances']):.2f} (< {target}): not planned; {more}"
             )
         else:
             cells = cells_read(quantities.TRAINING[s.id], s, table, tier, {g: runs.stored(g) for g in s.groups})

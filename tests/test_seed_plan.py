@@ -280,7 +280,7 @@ def test_the_committed_confirmatory_plans_run_fresh_seeds_for_their_statements_a
     paths, confirm = tiers.written_confirmatory_plans("subset"), tiers.confirmatory("subset")
     assert paths and len(confirm.plans) == len(paths)
     first = {s for seeds in tiers._read_plan(tiers.get_tier("subset").seed_plan).values() for s in seeds}
-    ids, listed = {s.id: s for s in statements.load()}, set()
+    ids, judged = {s.id: s for s in statements.load()}, set()
     for number, (path, (fresh, judges)) in enumerate(zip(paths, confirm.plans), start=1):
         plan = yaml.safe_load((tiers._ROOT / path).read_text())
         assert plan.get("number", 1) == number  # the first plan predates the field
@@ -289,8 +289,8 @@ def test_the_committed_confirmatory_plans_run_fresh_seeds_for_their_statements_a
         assert set(plan["judges"]) == set(judges) and all("subset" in ids[i].tiers for i in plan["judges"])
         planned = {r["statement"]: r["seeds"] for r in plan["statements"]}
         assert {i for i, n in planned.items() if n is not None} == set(plan["judges"])
-        assert not listed & set(planned), "a statement gets one confirmatory plan at most"
-        listed |= set(planned)
+        assert not judged & set(planned), "a statement an earlier plan judges is not planned again"
+        judged |= set(plan["judges"])
         for cell in plan["cells"]:  # every cell runs at least the seeds of the statements that read it
             runs = tiers.group_configs("subset", cell["group"])
             have = {
@@ -302,15 +302,15 @@ def test_the_committed_confirmatory_plans_run_fresh_seeds_for_their_statements_a
         assert plan["totals"]["runs"] == sum(c["seeds"] for c in plan["cells"])
 
 
-def test_a_confirmatory_plan_is_the_next_one_and_skips_the_statements_earlier_plans_list():
+def test_a_confirmatory_plan_is_the_next_one_and_skips_the_statements_earlier_plans_judge():
     from repro import statements
 
     written = len(tiers.written_confirmatory_plans("subset"))
     with pytest.raises(ValueError, match=rf"number.*{written}.*the next plan's number, {written + 1}"):
         sp.confirmatory_plan("subset", [], number=written)
     table = statements.load_table()
-    first = sp.read_plan("subset", 1)["statements"][0]["statement"]
-    undecided = [(table.by_id(first), None)]  # listed by plan 1: never judged again, so never read here
+    first = sp.read_plan("subset", 1)["judges"][0]
+    undecided = [(table.by_id(first), None)]  # judged by plan 1: never planned again, so never read here
     plan = sp.confirmatory_plan("subset", undecided, number=written + 1, table=table)
     assert plan["statements"] == [] and plan["judges"] == [] and plan["cells"] == []
     assert plan["first_seed"] == (written + 1) * sp.FIRST_FRESH_SEED

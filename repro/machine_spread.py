@@ -9,7 +9,9 @@ keys, so each retrained run pairs with its stored twin.  From the pairs:
 - :func:`spread`: per machine, how far the retrain moves a run (median and largest |change|, and the per-run
   spread ``std(change) / sqrt 2``: a retrain on another machine draws the run's training noise anew) beside the
   seed std of the stored runs;
-- :func:`page_note`: both as a paragraph and a table for a training page.
+- :func:`page_note`: both as a paragraph and a table for a training page;
+- :func:`near_boundary`: the decided accuracy comparisons whose interval lies so close to the rule's boundary
+  that a machine change could move it across: the verdicts to retrain on another machine first.
 
 Whether a retrain flips a verdict is the scorecard's to say (:mod:`repro.scorecard`: a verdict that changes when a
 retrained run replaces its stored twin is undecided).
@@ -33,6 +35,8 @@ __all__ = [
     "seed_std",
     "spread",
     "page_note",
+    "largest_machine_std",
+    "near_boundary",
 ]
 
 #: Folder of the retrained copies: ``<MACHINES_DIR>/<machine>/<tier>/<group>/<key>.csv``.
@@ -166,3 +170,54 @@ def page_note(tier: str, group: str, results_dir=None, machines_dir=None) -> str
         + "; ".join(f"`results/machines/{r.machine}`: {r.environment}" for r in table.itertuples())
         + "."
     )
+
+
+def largest_machine_std(tier: str, results_dir=None, machines_dir=None) -> float:
+    """The largest per-run spread (:func:`spread`'s ``machine_std``, pp) any machine drew at ``tier`` over the
+    groups it retrained; NaN where none is measured."""
+    stds = [
+        spread(tier, g, results_dir=results_dir, machines_dir=machines_dir)["machine_std"].max()
+        for g in _measured_groups(tier, machines_dir)
+    ]
+    stds = [x for x in stds if x == x]
+    return max(stds) if stds else math.nan
+
+
+def near_boundary(judged: pd.DataFrame, machine_std: float, table, k: float = 2.0) -> pd.DataFrame:
+    """Per comparison of every decided final-accuracy statement in ``judged`` (:func:`repro.scorecard.judge`'s
+    rows; a statement whose ``quantity`` names the final accuracy): ``room``, how far the interval's nearer edge
+    lies inside (or, for a miss, outside) the rule's boundary, ``|distance| - half width`` in pp; ``shift``, how
+    far a machine change moves a seed-paired mean gap over ``n`` seeds, ``sqrt 2 * machine_std / sqrt n`` (both
+    runs of a pair retrained, each moving by ``machine_std``); ``near`` when ``room < k * shift``: the comparisons
+    whose runs a retrain on another machine should recheck.  Comparisons of other quantities (entropies, shares)
+    are left out: the accuracy's machine spread says nothing of them."""
+    by_id = {s.id: s for s in table.statements}
+    rows = []
+    for r in judged.itertuples():
+        s = by_id[r.id]
+        if r.verdict not in ("reproduces", "does not reproduce") or r.judgement is None:
+            continue
+        if "final accuracy" not in str(s.params.get("quantity", "")):
+            continue
+        for c in r.judgement.comparisons():
+            if c.verdict not in ("reproduces", "does not reproduce") or not (
+                c.n > 1 and math.isfinite(c.low) and math.isfinite(c.high)
+            ):
+                continue
+            room = abs(c.distance) - (c.high - c.low) / 2
+            shift = math.sqrt(2) * machine_std / math.sqrt(c.n)
+            rows.append(
+                {
+                    "id": r.id,
+                    "column": r.column,
+                    "comparison": c.comparison,
+                    "setting": c.setting_label,
+                    "verdict": c.verdict,
+                    "n": c.n,
+                    "room": room,
+                    "shift": shift,
+                    "near": bool(room < k * shift),
+                }
+            )
+    cols = ["id", "column", "comparison", "setting", "verdict", "n", "room", "shift", "near"]
+    return pd.DataFrame(rows, columns=cols)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from fedlib._validate import ParameterError
-from repro import quantities, rules, statements, tiers
+from repro import machine_spread, quantities, rules, statements, tiers
 from repro.quantities import book_parameters
 from repro.results import RESULTS_DIR, run_key
 
@@ -828,9 +828,32 @@ def main(argv=None) -> int:
     ap.add_argument("--smoke", action="store_true", help="label-only studies at the pages' smoke parameters")
     ap.add_argument("--results-dir", default=None, help="stored runs (default: the repository's results/)")
     ap.add_argument("--width", type=int, default=60, help="characters of the paper's words per row")
+    ap.add_argument(
+        "--near-boundary",
+        type=float,
+        default=None,
+        metavar="K",
+        help="instead of the card: each tier's decided accuracy comparisons and whether their interval lies within K "
+        "machine shifts of the rule's boundary (repro.machine_spread.near_boundary): the ones to retrain elsewhere",
+    )
     args = ap.parse_args(argv)
     judged = judge(tuple(args.tiers), smoke=args.smoke, results_dir=args.results_dir)
-    print(to_text(card(judged), args.width))
+    if args.near_boundary is None:
+        print(to_text(card(judged), args.width))
+        return 0
+    for tier in args.tiers:
+        std = machine_spread.largest_machine_std(tier, args.results_dir)
+        near = machine_spread.near_boundary(
+            judged[judged["column"] == tier], std, statements.load_table(), k=args.near_boundary
+        )
+        print(
+            f"{tier}: largest measured machine spread {std:.3f} pp per run; near = room < {args.near_boundary:g} shifts"
+        )
+        print(
+            near.to_string(index=False, float_format=lambda x: f"{x:.3f}")
+            if len(near)
+            else "  no decided accuracy comparison"
+        )
     return 0
 
 

@@ -2,11 +2,12 @@
 them (hand-made stores).  Whether a retrain flips a verdict is the scorecard's (tests/test_scorecard.py)."""
 
 import math
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
-from repro import machine_spread, results, tiers
+from repro import machine_spread, results, rules, tiers
 
 
 def _store(root, method, seed, accs, partition="C=2"):
@@ -60,3 +61,47 @@ def test_a_machine_with_only_a_sample_of_the_runs_pairs_that_sample(tmp_path):
 def test_no_page_without_retrains_claims_a_spread(tmp_path):
     note = machine_spread.page_note("quick", "table1", results_dir=tmp_path, machines_dir=tmp_path / "none")
     assert note.startswith("No run of `table1` at tier `quick` has been retrained on another machine")
+
+
+def _verdict(verdict, estimate, half, n, distance, comparison):
+    return rules.Verdict(
+        verdict, estimate, estimate - half, estimate + half, n, verdict, None, (), "", comparison, distance=distance
+    )
+
+
+def test_near_boundary_flags_the_comparisons_a_machine_change_could_move_across():
+    # direction "> 0": FedLC's gap +6.25 +- 6.24 over 3 seeds (room 0.01 pp) is near a machine spread of 0.3 pp
+    # (a paired mean over 3 seeds moves by sqrt 2 * 0.3 / sqrt 3 = 0.245); FedNova's +3.77 +- 3.03 over 5 is not
+    near = _verdict("reproduces", 6.25, 6.24, 3, 6.25, "FedEntOpt+FedLC - FedLC")
+    far = _verdict("reproduces", 3.77, 3.03, 5, 3.77, "FedEntOpt+FedNova - FedNova")
+    # a miss of "within 0.95": |gap| 2.0 +- 0.5 lies 0.55 pp outside (distance -1.05): room 0.55 against 2 * 0.245
+    miss = _verdict("does not reproduce", 2.0, 0.5, 3, -1.05, "FedEntOpt - FedEntOpt (DP)")
+    undecided = _verdict("undecided", 0.1, 1.0, 3, 0.1, "open")
+    acc = {"quantity": "(FedEntOpt+X) - X, final accuracy, seed-paired"}
+    table = SimpleNamespace(
+        statements=[
+            SimpleNamespace(id="a", params=acc),
+            SimpleNamespace(id="b", params=acc),
+            SimpleNamespace(id="c", params={"quantity": "entropy, bits"}),
+        ]
+    )
+    setting = rules.Verdict("reproduces", 0, 0, 0, 3, "reproduces", None, (), "", parts=(near, far, undecided))
+    judged = pd.DataFrame(
+        {
+            "id": ["a", "b", "c"],
+            "column": ["subset"] * 3,
+            "verdict": ["reproduces", "does not reproduce", "reproduces"],
+            "judgement": [
+                rules.Judgement("direction", "a", setting, (setting,)),
+                rules.Judgement("equal_within", "b", miss, (rules.Verdict(**{**miss.__dict__, "parts": (miss,)}),)),
+                rules.Judgement("direction", "c", near, (rules.Verdict(**{**near.__dict__, "parts": (near,)}),)),
+            ],
+        }
+    )
+    out = machine_spread.near_boundary(judged, machine_std=0.3, table=table).set_index("comparison")
+    assert list(out.index) == ["FedEntOpt+FedLC - FedLC", "FedEntOpt+FedNova - FedNova", "FedEntOpt - FedEntOpt (DP)"]
+    assert out.loc["FedEntOpt+FedLC - FedLC", "room"] == pytest.approx(0.01)
+    assert out.loc["FedEntOpt+FedLC - FedLC", "shift"] == pytest.approx(math.sqrt(2) * 0.3 / math.sqrt(3))
+    assert out["near"].tolist() == [True, False, False]
+    assert out.loc["FedEntOpt - FedEntOpt (DP)", "room"] == pytest.approx(0.55)
+    assert machine_spread.near_boundary(judged, machine_std=0.3, table=table, k=3.0)["near"].tolist()[2]

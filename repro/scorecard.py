@@ -341,6 +341,7 @@ def judge(
     results_dir=None,
     machines_dir=None,
     table=None,
+    label_only: bool = True,
 ) -> pd.DataFrame:
     """One row per (statement, column it lists): ``id``, ``column`` (label_only or a training tier of ``tiers``),
     ``verdict`` (a rule's verdict, :data:`PAPER_TOO`, or why there is none: :data:`PLAN_RUNNING`, :data:`NOT_RUN`,
@@ -348,10 +349,11 @@ def judge(
     (the machines whose retrains change the verdict, which is then undecided), ``interim`` (for
     :data:`PLAN_RUNNING`: the plan's groups still running, with runs stored of planned).  ``studies``: the label-only
     studies (default :func:`repro.quantities.label_studies` at the book's parameters, ``smoke``: the
-    pages' smoke ones); ``table``: the statements (default ``statements.yaml``)."""
+    pages' smoke ones); ``table``: the statements (default ``statements.yaml``); ``label_only=False`` leaves the
+    label_only column out (its studies take minutes at full scale)."""
     table = table or statements.load_table()
     rows = []
-    label = [s for s in table.statements if s.checkable and "label_only" in s.tiers]
+    label = [s for s in table.statements if s.checkable and "label_only" in s.tiers and label_only]
     if label:
         studies = quantities.label_studies(smoke) if studies is None else studies
         rows += [_judge_label(s, studies, table) for s in label]
@@ -837,7 +839,9 @@ def main(argv=None) -> int:
         "machine shifts of the rule's boundary (repro.machine_spread.near_boundary): the ones to retrain elsewhere",
     )
     args = ap.parse_args(argv)
-    judged = judge(tuple(args.tiers), smoke=args.smoke, results_dir=args.results_dir)
+    judged = judge(
+        tuple(args.tiers), smoke=args.smoke, results_dir=args.results_dir, label_only=args.near_boundary is None
+    )
     if args.near_boundary is None:
         print(to_text(card(judged), args.width))
         return 0

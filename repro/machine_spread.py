@@ -185,12 +185,13 @@ def largest_machine_std(tier: str, results_dir=None, machines_dir=None) -> float
 
 def near_boundary(judged: pd.DataFrame, machine_std: float, table, k: float = 2.0) -> pd.DataFrame:
     """Per comparison of every decided final-accuracy statement in ``judged`` (:func:`repro.scorecard.judge`'s
-    rows; a statement whose ``quantity`` names the final accuracy): ``room``, how far the interval's nearer edge
-    lies inside (or, for a miss, outside) the rule's boundary, ``|distance| - half width`` in pp; ``shift``, how
-    far a machine change moves a seed-paired mean gap over ``n`` seeds, ``sqrt 2 * machine_std / sqrt n`` (both
-    runs of a pair retrained, each moving by ``machine_std``); ``near`` when ``room < k * shift``: the comparisons
-    whose runs a retrain on another machine should recheck.  Comparisons of other quantities (entropies, shares)
-    are left out: the accuracy's machine spread says nothing of them."""
+    rows; a statement whose ``quantity`` names the final accuracy, a comparison measured in pp): ``room``, how far
+    the interval's nearer edge lies inside (or, for a miss, outside) the rule's boundary, ``|distance| - half
+    width`` in pp; ``shift``, how far a machine change moves a seed-paired mean gap over ``n`` seeds,
+    ``sqrt 2 * machine_std / sqrt n`` (both runs of a pair retrained, each moving by ``machine_std``); ``near``
+    when ``room < k * shift``: the comparisons whose runs a retrain on another machine should recheck.
+    Comparisons of other quantities (entropies, shares, rounds) are left out: the accuracy's machine spread says
+    nothing of them."""
     by_id = {s.id: s for s in table.statements}
     rows = []
     for r in judged.itertuples():
@@ -200,6 +201,8 @@ def near_boundary(judged: pd.DataFrame, machine_std: float, table, k: float = 2.
         if "final accuracy" not in str(s.params.get("quantity", "")):
             continue
         for c in r.judgement.comparisons():
+            if "] pp (" not in c.reason:  # a gap in another unit (rounds to a target) though it names the accuracy
+                continue
             if c.verdict not in ("reproduces", "does not reproduce") or not (
                 c.n > 1 and math.isfinite(c.low) and math.isfinite(c.high)
             ):

@@ -63,9 +63,10 @@ def test_no_page_without_retrains_claims_a_spread(tmp_path):
     assert note.startswith("No run of `table1` at tier `quick` has been retrained on another machine")
 
 
-def _verdict(verdict, estimate, half, n, distance, comparison):
+def _verdict(verdict, estimate, half, n, distance, comparison, unit=" pp"):
+    reason = f"{comparison} = {estimate} [{estimate - half}, {estimate + half}]{unit} (95 % t-interval, seed-paired)"
     return rules.Verdict(
-        verdict, estimate, estimate - half, estimate + half, n, verdict, None, (), "", comparison, distance=distance
+        verdict, estimate, estimate - half, estimate + half, n, verdict, None, (), reason, comparison, distance=distance
     )
 
 
@@ -77,6 +78,7 @@ def test_near_boundary_flags_the_comparisons_a_machine_change_could_move_across(
     # a miss of "within 0.95": |gap| 2.0 +- 0.5 lies 0.55 pp outside (distance -1.05): room 0.55 against 2 * 0.245
     miss = _verdict("does not reproduce", 2.0, 0.5, 3, -1.05, "FedEntOpt - FedEntOpt (DP)")
     undecided = _verdict("undecided", 0.1, 1.0, 3, 0.1, "open")
+    rounds = _verdict("reproduces", 5.0, 1.0, 3, 5.0, "rounds to its own final accuracy", unit=" rounds")
     acc = {"quantity": "(FedEntOpt+X) - X, final accuracy, seed-paired"}
     table = SimpleNamespace(
         statements=[
@@ -85,7 +87,7 @@ def test_near_boundary_flags_the_comparisons_a_machine_change_could_move_across(
             SimpleNamespace(id="c", params={"quantity": "entropy, bits"}),
         ]
     )
-    setting = rules.Verdict("reproduces", 0, 0, 0, 3, "reproduces", None, (), "", parts=(near, far, undecided))
+    setting = rules.Verdict("reproduces", 0, 0, 0, 3, "reproduces", None, (), "", parts=(near, far, undecided, rounds))
     judged = pd.DataFrame(
         {
             "id": ["a", "b", "c"],

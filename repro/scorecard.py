@@ -823,6 +823,25 @@ def page_rules(page: str, table=None) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------------------ CLI
 
 
+def near_boundary(judged: pd.DataFrame, tier: str, k: float = 2.0, results_dir=None, machines_dir=None, table=None):
+    """The decided accuracy comparisons of ``tier`` that sit within ``k`` machine shifts of their boundary
+    (:func:`repro.machine_spread.near_boundary`, with the tier's largest measured machine spread), each with
+    ``retrained_by`` (the machines holding retrains of its statement's groups) and ``flips`` (the machines whose
+    retrains change its statement's verdict: :func:`judge`); and that spread (NaN where none is measured)."""
+    table = table or statements.load_table()
+    std = machine_spread.largest_machine_std(tier, results_dir, machines_dir)
+    part = judged[judged["column"] == tier]
+    near = machine_spread.near_boundary(part, std, table, k=k)
+    near = near.loc[near["near"].astype(bool)].drop(columns="near").reset_index(drop=True)
+    groups = {s.id: s.groups for s in table.statements}
+    near["retrained_by"] = [
+        ", ".join(sorted({m for g in groups[i] for m in machine_spread.machines(tier, g, machines_dir)}))
+        for i in near["id"]
+    ]
+    near["flips"] = near["id"].map(part.set_index("id")["flips"]).fillna("")
+    return near, std
+
+
 def main(argv=None) -> int:
     """``python -m repro.scorecard [--tiers quick subset paper] [--smoke]``: print the card."""
     ap = argparse.ArgumentParser(prog="python -m repro scorecard", description=__doc__.split("\n\n")[0])
@@ -835,8 +854,8 @@ def main(argv=None) -> int:
         type=float,
         default=None,
         metavar="K",
-        help="instead of the card: each tier's decided accuracy comparisons and whether their interval lies within K "
-        "machine shifts of the rule's boundary (repro.machine_spread.near_boundary): the ones to retrain elsewhere",
+        help="instead of the card: each tier's decided accuracy comparisons whose interval lies within K machine "
+        "shifts of the rule's boundary (near_boundary): the ones to retrain on another machine",
     )
     args = ap.parse_args(argv)
     judged = judge(
@@ -846,18 +865,11 @@ def main(argv=None) -> int:
         print(to_text(card(judged), args.width))
         return 0
     for tier in args.tiers:
-        std = machine_spread.largest_machine_std(tier, args.results_dir)
-        near = machine_spread.near_boundary(
-            judged[judged["column"] == tier], std, statements.load_table(), k=args.near_boundary
-        )
+        near, std = near_boundary(judged, tier, args.near_boundary, args.results_dir)
         print(
-            f"{tier}: largest measured machine spread {std:.3f} pp per run; near = room < {args.near_boundary:g} shifts"
+            f"{tier}: largest measured machine spread {std:.3f} pp per run; near: room < {args.near_boundary:g} shifts"
         )
-        print(
-            near.to_string(index=False, float_format=lambda x: f"{x:.3f}")
-            if len(near)
-            else "  no decided accuracy comparison"
-        )
+        print(near.to_string(index=False, float_format=lambda x: f"{x:.3f}") if len(near) else "  none near")
     return 0
 
 

@@ -827,7 +827,8 @@ def near_boundary(judged: pd.DataFrame, tier: str, k: float = 2.0, results_dir=N
     """The decided accuracy comparisons of ``tier`` that sit within ``k`` machine shifts of their boundary
     (:func:`repro.machine_spread.near_boundary`, with the tier's largest measured machine spread), each with
     ``retrained_by`` (the machines holding retrains of its statement's groups) and ``flips`` (the machines whose
-    retrains change its statement's verdict, :func:`judge`; "none" where none does); and that spread (NaN where none is measured)."""
+    retrains change its statement's verdict, :func:`judge`; "none" where none does); and that spread (NaN where
+    none is measured)."""
     table = table or statements.load_table()
     std = machine_spread.largest_machine_std(tier, results_dir, machines_dir)
     part = judged[judged["column"] == tier]

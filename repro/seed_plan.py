@@ -482,34 +482,88 @@ def cells_read(fn, statement, table, tier: str, groups: dict) -> list[tuple[str,
 
 
 #: Fresh seeds of the n-th confirmatory plan start at n times this, clear of the seed plan's (0..CAP-1) and of every
-#: other confirmatory plan's (at most CAP each).
+#: other confirmatory plan's (at most this many each).
 FIRST_FRESH_SEED = 100
 
 
 def confirmatory_plan(
-    tier: str, undecided, *, number: int = 1, table=None, target: float = POWER, cap: int = CAP
+    tier: str,
+    undecided,
+    *,
+    number: int = 1,
+    table=None,
+    target: float = POWER,
+    cap: int = CAP,
+    budget_hours: float | None = None,
 ) -> dict:
     """The ``number``-th confirmatory seed plan of ``tier``: for each training statement its stored runs leave
     undecided (``undecided``: (statement, judgement) pairs, :func:`repro.scorecard.undecided`) and no earlier plan
     judges, the fresh seeds (:func:`fresh_seeds`, from ``number`` * :data:`FIRST_FRESH_SEED`) on which it decides
     either way with chance ``target``, given to every cell it reads (:func:`cells_read`); the statements it plans
-    are judged on those seeds alone.  A document for ``scripts/seed_plan.py --write-confirmatory`` to write once."""
-    import datetime
-    import subprocess
-
-    from repro import quantities, statements, tiers
+    are judged on those seeds alone.  With ``budget_hours`` the plan takes the statements cheapest first (the runs
+    of their own cells) while its total, a cell several of them read counted once, stays within that many CPU
+    hours; the others are listed, with their cost, as beyond the budget.  A document for
+    ``scripts/seed_plan.py --write-confirmatory`` to write once."""
+    from repro import statements, tiers
 
     written = tiers.written_confirmatory_plans(tier)
     _check("number", number, f"the next plan's number, {len(written) + 1}", number == len(written) + 1)
     _check("cap", cap, f"at most {FIRST_FRESH_SEED} (one plan's seeds below the next's)", cap <= FIRST_FRESH_SEED)
-    first_seed = number * FIRST_FRESH_SEED
+    ok = budget_hours is None or (isinstance(budget_hours, (int, float)) and budget_hours > 0)
+    _check("budget_hours", budget_hours, "None or a number of CPU hours > 0", ok)
     judged = {i for n in range(1, number) for i in read_plan(tier, n)["judges"]}
     table = table or statements.load_table()
+    per_run = read_plan(tier)["seconds"]["cpu_seconds_per_run"]
+    rows, wants = _confirmatory_rows(tier, [(s, j) for s, j in undecided if s.id not in judged], table, target, cap)
+    asks = _within_budget(rows, wants, None if budget_hours is None else budget_hours * 3600 / per_run, per_run)
+    n_runs = sum(n for _, _, n in asks.values())
+    return {
+        "tier": tier,
+        **_provenance(tier),
+        "rule": "each statement below judged again on fresh seeds alone (the stored runs are its pilot): the fewest "
+        "seeds, the same for every cell it reads, at which it decides either way with chance >= power, each "
+        "comparison normal with the pilot's estimate and implied spread, comparisons independent "
+        "(repro.seed_plan.verdict_chances); capped"
+        + ("; statements cheapest first while the plan's CPU hours stay within the budget" if budget_hours else ""),
+        "alpha": ALPHA,
+        "power": target,
+        "cap": cap,
+        **({"budget_cpu_hours": budget_hours} if budget_hours is not None else {}),
+        "number": number,
+        "after": [Path(p).name for p in written],
+        "first_seed": number * FIRST_FRESH_SEED,
+        "judges": [r["statement"] for r in rows if r["seeds"] is not None],
+        "totals": {"runs": n_runs, "cpu_hours": round(n_runs * per_run / 3600, 1), "cpu_seconds_per_run": per_run},
+        "statements": rows,
+        "cells": [
+            {"group": g, "label": lab, "seeds": n, "first_seed": number * FIRST_FRESH_SEED}
+            for g, lab, n in sorted(asks.values(), key=lambda c: cell_key(c[0], c[1]))
+        ],
+    }
+
+
+def _provenance(tier: str) -> dict:
+    import datetime
+    import subprocess
+
+    from repro import tiers
+
+    commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, cwd=tiers._ROOT)
+    return {
+        "computed_at": datetime.datetime.now().isoformat(timespec="seconds"),
+        "git_commit": commit.stdout.strip() or None,
+        "how": f"python scripts/seed_plan.py --tier {tier} --write-confirmatory (repro.seed_plan.confirmatory_plan)",
+    }
+
+
+def _confirmatory_rows(tier: str, candidates, table, target: float, cap: int):
+    """One plan row per (statement, judgement) and, per statement that decides within ``cap`` seeds, its cells:
+    {statement id: [(group, label, seeds), ...]}."""
+    from repro import quantities
+
     runs = quantities.Runs(tier, keep=lambda seed: seed < FIRST_FRESH_SEED)
-    rows, asks = [], {}
-    for s, j in undecided:
-        if s.id in judged:  # an earlier plan drew its fresh seeds: no second try
-            continue
+    rows, wants = [], {}
+    for s, j in candidates:
         plan = fresh_seeds(j, target=target, cap=cap)
         row = {
             "statement": s.id,
@@ -528,36 +582,33 @@ def confirmatory_plan(
         else:
             cells = cells_read(quantities.TRAINING[s.id], s, table, tier, {g: runs.stored(g) for g in s.groups})
             row["cells"] = len(cells)
-            for group, label in cells:
-                k = cell_key(group, label)
-                asks[k] = (group, label, max(plan["n"], asks.get(k, (0, 0, 0))[2]))
+            wants[s.id] = [(group, label, plan["n"]) for group, label in cells]
         rows.append(row)
-    per_run = read_plan(tier)["seconds"]["cpu_seconds_per_run"]
-    n_runs = sum(n for _, _, n in asks.values())
-    commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, cwd=tiers._ROOT)
-    return {
-        "tier": tier,
-        "computed_at": datetime.datetime.now().isoformat(timespec="seconds"),
-        "git_commit": commit.stdout.strip() or None,
-        "how": f"python scripts/seed_plan.py --tier {tier} --write-confirmatory (repro.seed_plan.confirmatory_plan)",
-        "rule": "each statement below judged again on fresh seeds alone (the stored runs are its pilot): the fewest "
-        "seeds, the same for every cell it reads, at which it decides either way with chance >= power, each "
-        "comparison normal with the pilot's estimate and implied spread, comparisons independent "
-        "(repro.seed_plan.verdict_chances); capped",
-        "alpha": ALPHA,
-        "power": target,
-        "cap": cap,
-        "number": number,
-        "after": [Path(p).name for p in written],
-        "first_seed": first_seed,
-        "judges": [r["statement"] for r in rows if r["seeds"] is not None],
-        "totals": {"runs": n_runs, "cpu_hours": round(n_runs * per_run / 3600, 1), "cpu_seconds_per_run": per_run},
-        "statements": rows,
-        "cells": [
-            {"group": g, "label": lab, "seeds": n, "first_seed": first_seed}
-            for g, lab, n in sorted(asks.values(), key=lambda c: cell_key(c[0], c[1]))
-        ],
-    }
+    return rows, wants
+
+
+def _within_budget(rows: list[dict], wants: dict, budget_runs: float | None, per_run: float) -> dict:
+    """The cells the plan runs ({cell key: (group, label, seeds)}, the largest ask per cell): every statement of
+    ``wants`` (no budget), or the cheapest first while the total stays within ``budget_runs``; a statement left
+    out gets ``seeds`` None and a note with its own cost (its ``rows`` entry is changed in place)."""
+    asks = {}
+    order = sorted(wants, key=lambda i: sum(n for _, _, n in wants[i]))
+    for sid in order:
+        merged = dict(asks)
+        for group, label, n in wants[sid]:
+            k = cell_key(group, label)
+            merged[k] = (group, label, max(n, merged.get(k, (0, 0, 0))[2]))
+        if budget_runs is None or sum(n for _, _, n in merged.values()) <= budget_runs:
+            asks = merged
+            continue
+        row = next(r for r in rows if r["statement"] == sid)
+        own = sum(n for _, _, n in wants[sid])
+        row["note"] = (
+            f"{row['seeds']} fresh seeds on {len(wants[sid])} cells ({own} runs, {own * per_run / 3600:.1f} CPU hours) "
+            f"would decide it with chance {sum(row['chances']):.2f}: beyond the plan's budget, not planned"
+        )
+        row["seeds"] = None
+    return asks
 
 
 def seeds_table(tier: str, groups, results_dir=None):

@@ -3,6 +3,7 @@
     python scripts/seed_plan.py                   # the subset tier's plans and how far their runs have got
     python scripts/seed_plan.py --tier subset --results-dir DIR
     python scripts/seed_plan.py --write-confirmatory   # the tier's next confirmatory plan (Tier.confirmatory_plans)
+    python scripts/seed_plan.py --write-confirmatory --cap 100 --budget-hours 30   # more seeds, within a budget
 
 A plan is computed once, before the runs it asks for, and never again once they began.  The subset tier's plan was
 written by this script at the commit the file records (``git_commit``), from the statement inventory the scorecard
@@ -43,7 +44,7 @@ def _print_progress(tier: str, which, results_dir) -> None:
     print(f"  {'all':<14} {total['runs']:>5} {total['stored']:>7} {total['to_train']:>9} {hours:>15}")
 
 
-def _write_confirmatory(tier: str) -> int:
+def _write_confirmatory(tier: str, cap: int, budget_hours) -> int:
     import yaml
 
     paths, written = tiers.get_tier(tier).confirmatory_plans, tiers.written_confirmatory_plans(tier)
@@ -57,7 +58,9 @@ def _write_confirmatory(tier: str) -> int:
         return 2
     number = len(written) + 1
     path = paths[number - 1]
-    plan = seed_plan.confirmatory_plan(tier, scorecard.undecided(tier), number=number)
+    plan = seed_plan.confirmatory_plan(
+        tier, scorecard.undecided(tier), number=number, cap=cap, budget_hours=budget_hours
+    )
     head = (
         f"# Confirmatory seed plan {number} of the {tier} tier, written by scripts/seed_plan.py --write-confirmatory\n"
         "# before the runs it plans. Not edited by hand; not recomputed once its runs began (a new plan gets a new\n"
@@ -74,9 +77,22 @@ def main(argv=None) -> int:
     p.add_argument("--tier", default="subset", choices=tuple(tiers.TIERS))
     p.add_argument("--results-dir", default=None, help="stored result tables (default: the repository's results/)")
     p.add_argument("--write-confirmatory", action="store_true", help="write the tier's next confirmatory plan")
+    p.add_argument(
+        "--cap",
+        type=int,
+        default=seed_plan.CAP,
+        help="with --write-confirmatory: the most fresh seeds a cell gets (default %(default)s, at most "
+        f"{seed_plan.FIRST_FRESH_SEED})",
+    )
+    p.add_argument(
+        "--budget-hours",
+        type=float,
+        default=None,
+        help="with --write-confirmatory: the plan's CPU hours at most, statements taken cheapest first (default: none)",
+    )
     args = p.parse_args(argv)
     if args.write_confirmatory:
-        return _write_confirmatory(args.tier)
+        return _write_confirmatory(args.tier, args.cap, args.budget_hours)
     _print_progress(args.tier, "seed", args.results_dir)
     for number in range(1, len(tiers.written_confirmatory_plans(args.tier)) + 1):
         _print_progress(args.tier, number, args.results_dir)

@@ -285,7 +285,8 @@ def test_the_committed_confirmatory_plans_run_fresh_seeds_for_their_statements_a
         plan = yaml.safe_load((tiers._ROOT / path).read_text())
         assert plan.get("number", 1) == number  # the first plan predates the field
         assert plan["first_seed"] == number * sp.FIRST_FRESH_SEED and min(fresh) == plan["first_seed"]
-        assert not fresh & first and max(fresh) < plan["first_seed"] + sp.CAP  # clear of every other plan's seeds
+        assert plan["cap"] <= sp.FIRST_FRESH_SEED and max(fresh) < plan["first_seed"] + plan["cap"]
+        assert not fresh & first  # clear of the seed plan's seeds (and, by the cap, of every other plan's)
         assert set(plan["judges"]) == set(judges) and all("subset" in ids[i].tiers for i in plan["judges"])
         planned = {r["statement"]: r["seeds"] for r in plan["statements"]}
         assert {i for i, n in planned.items() if n is not None} == set(plan["judges"])
@@ -314,6 +315,33 @@ def test_a_confirmatory_plan_is_the_next_one_and_skips_the_statements_earlier_pl
     plan = sp.confirmatory_plan("subset", undecided, number=written + 1, table=table)
     assert plan["statements"] == [] and plan["judges"] == [] and plan["cells"] == []
     assert plan["first_seed"] == (written + 1) * sp.FIRST_FRESH_SEED
+
+
+def test_a_budget_takes_the_cheapest_statements_first_and_counts_a_shared_cell_once():
+    def cell(method, seeds):
+        return ("table1", {"method": method}, seeds)
+
+    wants = {  # own runs: A 20, B 60, C 30 (C shares A's cell and asks more seeds of it)
+        "A": [cell("X", 10), cell("Y", 10)],
+        "B": [cell("Z", 30), cell("W", 30)],
+        "C": [cell("X", 15), cell("V", 15)],
+    }
+
+    def plan(budget_runs):
+        rows = [{"statement": i, "seeds": 10, "chances": [0.8, 0.0]} for i in wants]
+        asks = sp._within_budget(rows, wants, budget_runs, per_run=360.0)
+        return {r["statement"]: r for r in rows}, {a[1]["method"]: a[2] for a in asks.values()}
+
+    rows, asks = plan(None)
+    assert asks == {"X": 15, "Y": 10, "Z": 30, "W": 30, "V": 15} and all(r["seeds"] == 10 for r in rows.values())
+    rows, asks = plan(40)  # A (20), then C adds 5 to X and 15 for V: 40; B (60 more) is beyond
+    assert asks == {"X": 15, "Y": 10, "V": 15}
+    assert rows["B"]["seeds"] is None and "60 runs, 6.0 CPU hours" in rows["B"]["note"]
+    assert "beyond the plan's budget" in rows["B"]["note"] and rows["A"]["seeds"] == rows["C"]["seeds"] == 10
+    rows, asks = plan(39)  # C no longer fits
+    assert asks == {"X": 10, "Y": 10} and rows["C"]["seeds"] is None
+    with pytest.raises(ValueError, match=r"budget_hours.*-1.*None or a number of CPU hours > 0"):
+        sp.confirmatory_plan("subset", [], number=len(tiers.written_confirmatory_plans("subset")) + 1, budget_hours=-1)
 
 
 def test_the_seeds_table_counts_planned_and_stored_runs_per_cell(tmp_path):

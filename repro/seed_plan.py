@@ -37,7 +37,10 @@ interval implies; the chance that its interval on ``n`` fresh seeds passes (at `
 level ``alpha / k``; the other way round under "some") follows from the non-central t, and the chances combine up
 the judgement's tree as its verdicts do ("every", "some", "at least k"), comparisons taken as independent. A
 statement is planned with the fewest seeds (the same for every cell it reads) at which it decides, either way, with
-probability ``POWER``.
+probability ``POWER``; or, with ``per_comparison``, with seeds per comparison (:func:`fresh_seeds_per_comparison`:
+a comparison far from its boundary keeps few, a close one gets many), each cell running the most any comparison
+reading it asks.  A plan may have a budget of CPU hours: it then takes the statements cheapest first and lists the
+rest with what they would cost, for a later plan.
 """
 
 from __future__ import annotations
@@ -73,7 +76,10 @@ __all__ = [
     "implied_sd",
     "verdict_chances",
     "fresh_seeds",
+    "fresh_seeds_per_comparison",
+    "comparison_key",
     "cells_read",
+    "cell_comparisons",
     "confirmatory_plan",
     "seeds_table",
 ]
@@ -406,12 +412,25 @@ def _at_least(chances: list[float], k: int) -> float:
     return float(dist[k:].sum())
 
 
-def _node_chances(v, n: int, within: str, alpha: float) -> tuple[float, float]:
+def comparison_key(v) -> tuple[str, str]:
+    """(setting label, comparison) of a comparison verdict: how a plan names it."""
+    return v.setting_label, v.comparison
+
+
+def _leaves(v) -> list:
+    return [v] if not v.parts else [c for p in v.parts for c in _leaves(p)]
+
+
+def _node_chances(v, n, within: str, alpha: float, memo: dict) -> tuple[float, float]:
     if not v.parts:
-        return _comparison_chances(v, n, within, alpha)
+        seeds = n if isinstance(n, (int, np.integer)) else n[comparison_key(v)]
+        key = (id(v), int(seeds), within)
+        if key not in memo:
+            memo[key] = _comparison_chances(v, int(seeds), within, alpha)
+        return memo[key]
     mode = v.combine or "every"
     below = "every" if mode.startswith("at least") else mode
-    chances = [_node_chances(p, n, below, alpha) for p in v.parts]
+    chances = [_node_chances(p, n, below, alpha, memo) for p in v.parts]
     passes, misses = [c[0] for c in chances], [c[1] for c in chances]
     if mode == "every":
         return float(np.prod(passes)), 1 - float(np.prod([1 - m for m in misses]))
@@ -421,9 +440,11 @@ def _node_chances(v, n: int, within: str, alpha: float) -> tuple[float, float]:
     return _at_least(passes, k), _at_least(misses, len(chances) - k + 1)
 
 
-def verdict_chances(judgement, n: int, alpha: float = None) -> tuple[float, float]:
+def verdict_chances(judgement, n, alpha: float = None, memo: dict = None) -> tuple[float, float]:
     """(reproduces, does not reproduce): the chances that ``judgement``'s statement, judged again on ``n`` fresh
-    seeds, comes out each way if each comparison's estimate and implied spread are the truth.
+    seeds (an integer, or per comparison: {:func:`comparison_key`: seeds}), comes out each way if each
+    comparison's estimate and implied spread are the truth.  ``memo``: a dict kept between calls on the same
+    judgement, so that each comparison's chances at each seed count are computed once.
 
     >>> from repro import rules
     >>> import pandas as pd
@@ -432,8 +453,12 @@ def verdict_chances(judgement, n: int, alpha: float = None) -> tuple[float, floa
     >>> [round(x, 3) for x in verdict_chances(rules.direction(f, [("A", "B")]), 10)]  # power(1.0, 1.0, 10)
     [0.803, 0.0]
     """
-    _check("n", n, "an integer >= 2", isinstance(n, (int, np.integer)) and n >= 2)
-    return _node_chances(judgement.overall, n, "every", ALPHA if alpha is None else alpha)
+    counts = [n] if isinstance(n, (int, np.integer)) else list(n.values())
+    ok = all(isinstance(c, (int, np.integer)) and c >= 2 for c in counts)
+    if ok and not isinstance(n, (int, np.integer)):
+        ok = {comparison_key(v) for v in _leaves(judgement.overall)} <= set(n)
+    _check("n", n, "an integer >= 2, or one for every comparison of the judgement", ok)
+    return _node_chances(judgement.overall, n, "every", ALPHA if alpha is None else alpha, {} if memo is None else memo)
 
 
 def fresh_seeds(judgement, *, target: float = POWER, cap: int = CAP) -> dict:
@@ -447,19 +472,52 @@ def fresh_seeds(judgement, *, target: float = POWER, cap: int = CAP) -> dict:
     return {"n": None, "route": None, "chances": verdict_chances(judgement, cap)}
 
 
+def fresh_seeds_per_comparison(judgement, *, target: float = POWER, cap: int = CAP) -> dict:
+    """Fresh seeds per comparison ({:func:`comparison_key`: seeds}, 2..``cap`` each) at which the statement decides
+    either way with chance at least ``target``.  For each way (a pass, a miss): from 2 seeds each, one seed at a
+    time to the comparison whose seed raises the log of that way's chance most (the fewest seeds first on a tie),
+    until the chance reaches ``target``; the way with fewer seeds in all is taken.  A comparison far from its
+    boundary so keeps few seeds while a close one gets many; ``n`` None where neither way reaches ``target`` below
+    ``cap``.  Returns ``n``, ``route`` and ``chances`` as :func:`fresh_seeds` does."""
+    memo, keys = {}, [comparison_key(v) for v in _leaves(judgement.overall)]
+    found = []
+    for way, route in ((0, "for"), (1, "against")):
+        n = dict.fromkeys(keys, 2)
+        while (now := verdict_chances(judgement, n, memo=memo))[way] < target:
+            open_ = [k for k in n if n[k] < cap]
+            if not open_:
+                break
+            gain = {k: math.log(verdict_chances(judgement, {**n, k: n[k] + 1}, memo=memo)[way] + 1e-300) for k in open_}
+            n[max(open_, key=lambda k: (gain[k], -n[k]))] += 1
+        else:
+            found.append((sum(n.values()), route, n, now))
+    if not found:
+        return {"n": None, "route": None, "chances": verdict_chances(judgement, cap, memo=memo)}
+    _, route, n, chances = min(found, key=lambda f: f[0])
+    return {"n": n, "route": route, "chances": chances}
+
+
 def cells_read(fn, statement, table, tier: str, groups: dict) -> list[tuple[str, dict]]:
     """(group, label without the seed) of each planned cell of ``statement``'s groups whose runs its quantity
     ``fn`` reads: the cells without whose stored runs (``groups``: group -> StoredGroup) the judgement's numbers
     change, widened to every cell of a method read whose other label values each occur among the cells read (a
     maximum over settings, say, may fall on another setting on fresh seeds)."""
+    return [(g, lab) for g, lab, _ in cell_comparisons(fn, statement, table, tier, groups)]
+
+
+def cell_comparisons(fn, statement, table, tier: str, groups: dict) -> list[tuple[str, dict, frozenset]]:
+    """The cells of :func:`cells_read`, each with the comparisons (:func:`comparison_key`) whose numbers change
+    without its stored runs (empty for a cell read only through a widening or an overall number)."""
     from repro import quantities, tiers
     from repro.results import StoredGroup, run_key
 
     def numbers(given):
         f = fn(quantities.Runs(tier, groups=given), statement, table).frame()
-        return f[["setting", "comparison", "estimate", "n"]].round(9).astype(str).to_numpy().tolist()
+        # sorted: settings come in the order of the runs, which a cell's removal may change
+        rows = sorted(f[["level", "setting", "comparison", "estimate", "n"]].round(9).astype(str).to_numpy().tolist())
+        return rows, {(r[1], r[2]): tuple(r[3:]) for r in rows if r[0] == "comparison"}
 
-    base, planned, read = numbers(groups), [], []
+    (base, base_parts), planned, read = numbers(groups), [], {}
     for group in statement.groups:
         cells = {}
         for run in tiers.group_configs(tier, group):
@@ -470,12 +528,14 @@ def cells_read(fn, statement, table, tier: str, groups: dict) -> list[tuple[str,
             planned.append((group, label))
             kept = ~stored.frame["key"].isin(keys), ~stored.meta["key"].isin(keys)
             without = StoredGroup(stored.tier, group, stored.frame[kept[0]], stored.meta[kept[1]])
-            if numbers({**groups, group: without}) != base:
-                read.append((group, label))
-    methods = {(g, lab.get("method")) for g, lab in read}
-    seen = {(g, k, str(v)) for g, lab in read for k, v in lab.items() if k != "method"}
+            rows, parts = numbers({**groups, group: without})
+            if rows != base:
+                changed = {k for k, v in base_parts.items() if parts.get(k) != v}
+                read[cell_key(group, label)] = frozenset(changed)
+    methods = {(g, lab.get("method")) for g, lab in planned if cell_key(g, lab) in read}
+    seen = {(g, k, str(v)) for g, lab in planned if cell_key(g, lab) in read for k, v in lab.items() if k != "method"}
     return [
-        (g, lab)
+        (g, lab, read.get(cell_key(g, lab), frozenset()))
         for g, lab in planned
         if (g, lab.get("method")) in methods and all((g, k, str(v)) in seen for k, v in lab.items() if k != "method")
     ]
@@ -495,15 +555,18 @@ def confirmatory_plan(
     target: float = POWER,
     cap: int = CAP,
     budget_hours: float | None = None,
+    per_comparison: bool = False,
 ) -> dict:
     """The ``number``-th confirmatory seed plan of ``tier``: for each training statement its stored runs leave
     undecided (``undecided``: (statement, judgement) pairs, :func:`repro.scorecard.undecided`) and no earlier plan
     judges, the fresh seeds (:func:`fresh_seeds`, from ``number`` * :data:`FIRST_FRESH_SEED`) on which it decides
     either way with chance ``target``, given to every cell it reads (:func:`cells_read`); the statements it plans
     are judged on those seeds alone.  With ``budget_hours`` the plan takes the statements cheapest first (the runs
-    of their own cells) while its total, a cell several of them read counted once, stays within that many CPU
-    hours; the others are listed, with their cost, as beyond the budget.  A document for
-    ``scripts/seed_plan.py --write-confirmatory`` to write once."""
+    of their own cells, shared among the statements that ask for the very same runs) while its total, a cell
+    several of them read counted once, stays within that many CPU hours; the others are listed, with their cost,
+    as beyond the budget (:func:`_within_budget`).  ``per_comparison``: the seeds of each comparison on their own
+    (:func:`fresh_seeds_per_comparison`), a cell running the most that a comparison reading it asks.  A document
+    for ``scripts/seed_plan.py --write-confirmatory`` to write once."""
     from repro import statements, tiers
 
     written = tiers.written_confirmatory_plans(tier)
@@ -514,7 +577,8 @@ def confirmatory_plan(
     judged = {i for n in range(1, number) for i in read_plan(tier, n)["judges"]}
     table = table or statements.load_table()
     per_run = read_plan(tier)["seconds"]["cpu_seconds_per_run"]
-    rows, wants = _confirmatory_rows(tier, [(s, j) for s, j in undecided if s.id not in judged], table, target, cap)
+    candidates = [(s, j) for s, j in undecided if s.id not in judged]
+    rows, wants = _confirmatory_rows(tier, candidates, table, target, cap, per_comparison)
     asks = _within_budget(rows, wants, None if budget_hours is None else budget_hours * 3600 / per_run, per_run)
     n_runs = sum(n for _, _, n in asks.values())
     return {
@@ -524,6 +588,7 @@ def confirmatory_plan(
         "seeds, the same for every cell it reads, at which it decides either way with chance >= power, each "
         "comparison normal with the pilot's estimate and implied spread, comparisons independent "
         "(repro.seed_plan.verdict_chances); capped"
+        + (_PER_COMPARISON if per_comparison else "")
         + ("; statements cheapest first while the plan's CPU hours stay within the budget" if budget_hours else ""),
         "alpha": ALPHA,
         "power": target,
@@ -542,6 +607,13 @@ def confirmatory_plan(
     }
 
 
+_PER_COMPARISON = (
+    "; the seeds per comparison, not per statement: from 2 each, one at a time to the comparison whose seed raises "
+    "that chance most (repro.seed_plan.fresh_seeds_per_comparison), a cell running the most any comparison reading "
+    "it asks"
+)
+
+
 def _provenance(tier: str) -> dict:
     import datetime
     import subprocess
@@ -556,43 +628,56 @@ def _provenance(tier: str) -> dict:
     }
 
 
-def _confirmatory_rows(tier: str, candidates, table, target: float, cap: int):
+def _confirmatory_rows(tier: str, candidates, table, target: float, cap: int, per_comparison: bool = False):
     """One plan row per (statement, judgement) and, per statement that decides within ``cap`` seeds, its cells:
-    {statement id: [(group, label, seeds), ...]}."""
+    {statement id: [(group, label, seeds), ...]}.  ``per_comparison``: seeds per comparison
+    (:func:`fresh_seeds_per_comparison`), a cell running the most that a comparison reading it asks (a cell read
+    by no single comparison, the most of any); otherwise one number for every cell (:func:`fresh_seeds`)."""
     from repro import quantities
 
     runs = quantities.Runs(tier, keep=lambda seed: seed < FIRST_FRESH_SEED)
+    planner = fresh_seeds_per_comparison if per_comparison else fresh_seeds
     rows, wants = [], {}
     for s, j in candidates:
-        plan = fresh_seeds(j, target=target, cap=cap)
+        plan = planner(j, target=target, cap=cap)
+        most = max(plan["n"].values()) if per_comparison and plan["n"] else plan["n"]
         row = {
             "statement": s.id,
             "verdict_now": f"{j.verdict}: {j.overall.comparison} {j.overall.estimate:+.3g} "
             f"[{j.overall.low:+.3g}, {j.overall.high:+.3g}], n = {j.overall.n}",
             "route": plan["route"],
-            "seeds": plan["n"],
+            "seeds": most,
             "chances": [round(float(c), 3) for c in plan["chances"]],
         }
         if plan["n"] is None:
-            beyond = fresh_seeds(j, target=target, cap=FIRST_FRESH_SEED)["n"]
+            beyond = planner(j, target=target, cap=FIRST_FRESH_SEED)["n"]
+            beyond = max(beyond.values()) if per_comparison and beyond else beyond
             more = f"{beyond} would" if beyond else f"not even {FIRST_FRESH_SEED} would"
             row["note"] = (
                 f"{cap} fresh seeds decide it with chance {sum(plan['chances']):.2f} (< {target}): not planned; {more}"
             )
         else:
-            cells = cells_read(quantities.TRAINING[s.id], s, table, tier, {g: runs.stored(g) for g in s.groups})
+            fn, stored = quantities.TRAINING[s.id], {g: runs.stored(g) for g in s.groups}
+            cells = cell_comparisons(fn, s, table, tier, stored)
             row["cells"] = len(cells)
-            wants[s.id] = [(group, label, plan["n"]) for group, label in cells]
+            if per_comparison:
+                row["seeds_per_comparison"] = {f"{a}: {b}": int(c) for (a, b), c in plan["n"].items()}
+            wants[s.id] = [
+                (group, label, max((plan["n"][c] for c in comps), default=most) if per_comparison else most)
+                for group, label, comps in cells
+            ]
         rows.append(row)
     return rows, wants
 
 
 def _within_budget(rows: list[dict], wants: dict, budget_runs: float | None, per_run: float) -> dict:
     """The cells the plan runs ({cell key: (group, label, seeds)}, the largest ask per cell): every statement of
-    ``wants`` (no budget), or the cheapest first while the total stays within ``budget_runs``; a statement left
-    out gets ``seeds`` None and a note with its own cost (its ``rows`` entry is changed in place)."""
+    ``wants`` (no budget), or the cheapest first (its runs over the number of statements asking for the very same
+    runs) while the total stays within ``budget_runs``; a statement left out gets ``seeds`` None and a note with
+    its own cost (its ``rows`` entry is changed in place)."""
     asks = {}
-    order = sorted(wants, key=lambda i: sum(n for _, _, n in wants[i]))
+    same = {i: [j for j in wants if wants[j] == wants[i]] for i in wants}  # statements that share their runs
+    order = sorted(wants, key=lambda i: sum(n for _, _, n in wants[i]) / len(same[i]))
     for sid in order:
         merged = dict(asks)
         for group, label, n in wants[sid]:

@@ -4,6 +4,7 @@
     python scripts/seed_plan.py --tier subset --results-dir DIR
     python scripts/seed_plan.py --write-confirmatory   # the tier's next confirmatory plan (Tier.confirmatory_plans)
     python scripts/seed_plan.py --write-confirmatory --cap 100 --budget-hours 30   # more seeds, within a budget
+    python scripts/seed_plan.py --write-confirmatory --per-comparison   # seeds per comparison (close ones more)
 
 A plan is computed once, before the runs it asks for, and never again once they began.  The subset tier's plan was
 written by this script at the commit the file records (``git_commit``), from the statement inventory the scorecard
@@ -44,7 +45,7 @@ def _print_progress(tier: str, which, results_dir) -> None:
     print(f"  {'all':<14} {total['runs']:>5} {total['stored']:>7} {total['to_train']:>9} {hours:>15}")
 
 
-def _write_confirmatory(tier: str, cap: int, budget_hours) -> int:
+def _write_confirmatory(tier: str, cap: int, budget_hours, per_comparison: bool) -> int:
     import yaml
 
     paths, written = tiers.get_tier(tier).confirmatory_plans, tiers.written_confirmatory_plans(tier)
@@ -59,7 +60,12 @@ def _write_confirmatory(tier: str, cap: int, budget_hours) -> int:
     number = len(written) + 1
     path = paths[number - 1]
     plan = seed_plan.confirmatory_plan(
-        tier, scorecard.undecided(tier), number=number, cap=cap, budget_hours=budget_hours
+        tier,
+        scorecard.undecided(tier),
+        number=number,
+        cap=cap,
+        budget_hours=budget_hours,
+        per_comparison=per_comparison,
     )
     head = (
         f"# Confirmatory seed plan {number} of the {tier} tier, written by scripts/seed_plan.py --write-confirmatory\n"
@@ -90,9 +96,14 @@ def main(argv=None) -> int:
         default=None,
         help="with --write-confirmatory: the plan's CPU hours at most, statements taken cheapest first (default: none)",
     )
+    p.add_argument(
+        "--per-comparison",
+        action="store_true",
+        help="with --write-confirmatory: seeds per comparison, not one number per statement",
+    )
     args = p.parse_args(argv)
     if args.write_confirmatory:
-        return _write_confirmatory(args.tier, args.cap, args.budget_hours)
+        return _write_confirmatory(args.tier, args.cap, args.budget_hours, args.per_comparison)
     _print_progress(args.tier, "seed", args.results_dir)
     for number in range(1, len(tiers.written_confirmatory_plans(args.tier)) + 1):
         _print_progress(args.tier, number, args.results_dir)

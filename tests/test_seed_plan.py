@@ -258,6 +258,30 @@ def test_fresh_seeds_are_the_fewest_that_decide_and_none_beyond_the_cap():
     assert small["n"] is None and sum(small["chances"]) < sp.POWER
 
 
+def test_seeds_per_comparison_go_where_a_comparison_is_close_to_its_boundary():
+    from repro import rules
+
+    # R - B: mean 1, sd 1 (10 seeds alone for power 0.8); R - C: mean 10, sd 1 (decided with a handful)
+    j = rules.direction(_frame({"B": [0.0, 1.0, 2.0], "C": [9.0, 10.0, 11.0]}), [("R", "B"), ("R", "C")])
+    keys = {k[1]: k for k in (sp.comparison_key(v) for v in j.comparisons())}
+    assert set(keys) == {"R - B", "R - C"}
+    even = {k: 10 for k in keys.values()}
+    assert sp.verdict_chances(j, even) == pytest.approx(sp.verdict_chances(j, 10))
+    with pytest.raises(ValueError, match=r"n.*one for every comparison"):
+        sp.verdict_chances(j, {keys["R - B"]: 10})
+    plan = sp.fresh_seeds_per_comparison(j)
+    n = {name: plan["n"][k] for name, k in keys.items()}
+    assert plan["route"] == "for" and plan["chances"][0] >= sp.POWER
+    assert n["R - C"] < 5 < n["R - B"] and sum(n.values()) < 2 * sp.fresh_seeds(j)["n"]
+    one_fewer = {**plan["n"], keys["R - B"]: n["R - B"] - 1}  # the close comparison's seeds are all needed
+    assert sp.verdict_chances(j, one_fewer)[0] < sp.POWER
+    # one comparison alone: the same seeds as one number for the statement; none where the cap falls short
+    alone = rules.direction(_frame({"B": [0.0, 1.0, 2.0]}), [("R", "B")])
+    assert list(sp.fresh_seeds_per_comparison(alone)["n"].values()) == [sp.fresh_seeds(alone)["n"]]
+    small = rules.direction(_frame({"B": [-0.9, 0.1, 1.1]}), [("R", "B")])
+    assert sp.fresh_seeds_per_comparison(small)["n"] is None
+
+
 def test_the_cells_a_statement_reads_are_those_its_numbers_depend_on():
     """V-B1/kl_low compares FedAvg with KL: of Table I's cells it reads those two methods in both partitions."""
     from repro import quantities, statements
@@ -265,13 +289,18 @@ def test_the_cells_a_statement_reads_are_those_its_numbers_depend_on():
     table = statements.load_table()
     s = table.by_id("V-B1/kl_low")
     groups = quantities.stand_in_groups("subset", seed=1)
-    cells = sp.cells_read(quantities.TRAINING[s.id], s, table, "subset", groups)
-    assert sorted((lab["method"], lab["partition"]) for _, lab in cells) == [
+    cells = sp.cell_comparisons(quantities.TRAINING[s.id], s, table, "subset", groups)
+    assert sorted((lab["method"], lab["partition"]) for _, lab, _ in cells) == [
         ("FedAvg", "C=2"),
         ("FedAvg", "Dir(0.1)"),
         ("KL", "C=2"),
         ("KL", "Dir(0.1)"),
     ]
+    for _, lab, comparisons in cells:  # each cell read by the one comparison of its own partition
+        assert [(setting.split("partition=")[1], c) for setting, c in comparisons] == [
+            (lab["partition"], "FedAvg - KL")
+        ]
+    assert [(g, lab) for g, lab, _ in cells] == sp.cells_read(quantities.TRAINING[s.id], s, table, "subset", groups)
 
 
 def test_the_committed_confirmatory_plans_run_fresh_seeds_for_their_statements_alone():
@@ -326,6 +355,10 @@ def test_a_budget_takes_the_cheapest_statements_first_and_counts_a_shared_cell_o
         "B": [cell("Z", 30), cell("W", 30)],
         "C": [cell("X", 15), cell("V", 15)],
     }
+    three = {**wants, "D": wants["B"], "E": wants["B"]}  # B, D, E ask for the same runs: 20 a statement
+    rows = [{"statement": i, "seeds": 10, "chances": [0.8, 0.0]} for i in three]
+    asks = sp._within_budget(rows, three, 80, per_run=360.0)  # B, D, E (60), then A (20); C beyond
+    assert [r["statement"] for r in rows if r["seeds"] is None] == ["C"] and len(asks) == 4
 
     def plan(budget_runs):
         rows = [{"statement": i, "seeds": 10, "chances": [0.8, 0.0]} for i in wants]

@@ -688,9 +688,11 @@ def _within_budget(rows: list[dict], wants: dict, budget_runs: float | None, per
             continue
         row = next(r for r in rows if r["statement"] == sid)
         own = sum(n for _, _, n in wants[sid])
+        most = "up to " if "seeds_per_comparison" in row else ""
         row["note"] = (
-            f"{row['seeds']} fresh seeds on {len(wants[sid])} cells ({own} runs, {own * per_run / 3600:.1f} CPU hours) "
-            f"would decide it with chance {sum(row['chances']):.2f}: beyond the plan's budget, not planned"
+            f"{most}{row['seeds']} fresh seeds on {len(wants[sid])} cells ({own} runs, "
+            f"{own * per_run / 3600:.1f} CPU hours) would decide it with chance {sum(row['chances']):.2f}: beyond the "
+            "plan's budget, not planned"
         )
         row["seeds"] = None
     return asks

@@ -282,6 +282,27 @@ def test_seeds_per_comparison_go_where_a_comparison_is_close_to_its_boundary():
     assert sp.fresh_seeds_per_comparison(small)["n"] is None
 
 
+def test_the_chance_with_seeds_per_comparison_is_what_the_rule_does_on_simulated_seeds():
+    """Draw each comparison's seed-paired gaps from the normal the plan assumes, with its own number of seeds, judge
+    them with the rule, and count: the share that passes matches verdict_chances."""
+    import numpy as np
+    import pandas as pd
+
+    from repro import rules
+
+    pairs = [("R", "B"), ("R", "C")]
+    j = rules.direction(_frame({"B": [0.0, 1.0, 2.0], "C": [9.0, 10.0, 11.0]}), pairs)
+    n = {k[1].split(" - ")[1]: v for k, v in sp.fresh_seeds_per_comparison(j)["n"].items()}
+    rng, reps, passed = np.random.default_rng(7), 1000, 0
+    for _ in range(reps):
+        rows = [{"method": "R", "seed": s, "value": 0.0} for s in range(max(n.values()))]
+        for x, mean in (("B", 1.0), ("C", 10.0)):
+            rows += [{"method": x, "seed": s, "value": -g} for s, g in enumerate(rng.normal(mean, 1.0, n[x]))]
+        passed += rules.direction(pd.DataFrame(rows), pairs).verdict == rules.REPRODUCES
+    chance = sp.verdict_chances(j, {("all settings", f"R - {x}"): k for x, k in n.items()})[0]
+    assert abs(passed / reps - chance) < 4 * math.sqrt(chance * (1 - chance) / reps)
+
+
 def test_the_cells_a_statement_reads_are_those_its_numbers_depend_on():
     """V-B1/kl_low compares FedAvg with KL: of Table I's cells it reads those two methods in both partitions."""
     from repro import quantities, statements

@@ -138,6 +138,14 @@ def run_seconds(
     )
 
 
+def _shown(path: Path) -> str:
+    """``path`` relative to the checkout when it lies in it (what a page prints), else as given."""
+    try:
+        return str(path.resolve().relative_to(RECORDS_DIR.resolve().parents[1]))
+    except ValueError:
+        return str(path)
+
+
 def measured_step_times(records_dir=None) -> dict | None:
     """Per-model seconds per client step ("reference", "batched") and per evaluated sample ("eval") from the
     newest ``gpu-check-*.json`` record under ``records_dir`` (default ``benchmarks/results``) measured on CUDA, with
@@ -147,7 +155,7 @@ def measured_step_times(records_dir=None) -> dict | None:
     for path in reversed(records):  # names carry a UTC time stamp: the last is the newest
         rec = json.loads(path.read_text())
         if rec.get("cuda") and rec.get("step_times"):
-            return {"file": str(path), "device": rec.get("device"), "models": rec["step_times"]}
+            return {"file": _shown(path), "device": rec.get("device"), "models": rec["step_times"]}
     return None
 
 

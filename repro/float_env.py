@@ -104,9 +104,12 @@ def differences(stored: dict | None, here: dict) -> list[str]:
 
 
 def describe(env: dict | None) -> str:
-    """One line, e.g. ``cpu AVX512 (AuthenticAMD avx512, oneDNN native, MKL native), 2 threads, torch 2.13.0``."""
+    """One line, e.g. ``cpu AVX512 (AuthenticAMD avx512, oneDNN native, MKL native), 2 threads, torch 2.13.0``; for a
+    CUDA run its GPU, torch and host CPU."""
     if not env:
         return "not recorded"
+    if str(env["device"]).startswith("cuda"):
+        return f"{env['device']}, torch {env['torch']} (host: {env['cpu_vendor']} {env['cpu_isa']})"
     return (
         f"{env['device']} {env['cpu_capability']} ({env['cpu_vendor']} {env['cpu_isa']}, oneDNN "
         f"{env['onednn_max_cpu_isa']}, MKL {env['mkl_instructions']}), {env['threads']} "
@@ -116,9 +119,12 @@ def describe(env: dict | None) -> str:
 
 
 def short(env: dict | None) -> str:
-    """The kernel choices only, e.g. ``AVX2, oneDNN AVX2, 1 thread`` (caps that are not set are left out)."""
+    """The kernel choices only, e.g. ``AVX2, oneDNN AVX2, 1 thread`` (caps that are not set are left out), or the
+    GPU and torch for a CUDA run, e.g. ``CUDA NVIDIA H100 80GB HBM3, torch 2.11.0+cu130``."""
     if not env:
         return "not recorded"
+    if str(env["device"]).startswith("cuda"):
+        return f"CUDA {env['device'].split(': ', 1)[-1]}, torch {env['torch']}"
     parts = [env["cpu_capability"]]
     for field, label in (("onednn_max_cpu_isa", "oneDNN"), ("mkl_instructions", "MKL")):
         if env[field] != "native":

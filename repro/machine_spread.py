@@ -126,6 +126,37 @@ def _measured_groups(tier: str, machines_dir=None) -> list[str]:
     return sorted({p.parent.name for p in root.glob(f"*/{tier}/*/*.csv")})
 
 
+def _spread_sentence(table: pd.DataFrame) -> str:
+    """The largest per-run spread beside the seed std, or why none is measured (one pair per machine)."""
+    if table["machine_std"].isna().all():
+        return "With one retrained run per machine, no spread per run is measured yet."
+    worst = table.loc[table["machine_std"].idxmax()]
+    versus = (
+        f", {worst['machine_std'] / worst['seed_std']:.2f} times the seed std of {worst['seed_std']:.2f} pp"
+        if worst["seed_std"] == worst["seed_std"]
+        else " (the group has one seed per setting here: no seed std to set beside it)"
+    )
+    return (
+        f"The largest per-run spread a machine change drew is {worst['machine_std']:.2f} pp{versus}: one run's "
+        "final accuracy moves by about that on another computer (a mean over n seeds by that over the square root "
+        "of n)."
+    )
+
+
+def _largest_move(tier, group, table, results_dir, machines_dir) -> str:
+    """One sentence naming the run a machine change moved most, with its stored and retrained accuracy."""
+    machine = table.loc[table["max_abs"].idxmax(), "machine"]
+    pairs = paired_final(tier, group, machine, results_dir=results_dir, machines_dir=machines_dir)
+    run = pairs.loc[pairs["change"].abs().idxmax()]
+    labels = ", ".join(
+        f"{c} {run[c]}" for c in pairs.columns if c not in ("key", "stored", "retrained", "change", "model")
+    )
+    return (
+        f"The largest single move: {labels}, {run['stored']:.2f} % stored and {run['retrained']:.2f} % "
+        f"retrained on `{machine}`."
+    )
+
+
 def page_note(tier: str, group: str, results_dir=None, machines_dir=None) -> str:
     """A paragraph and a table for a training page: how far a retrain on another machine moved the runs of
     ``group``, beside their seed std (Markdown)."""
@@ -151,18 +182,12 @@ def page_note(tier: str, group: str, results_dir=None, machines_dir=None) -> str
         f"| {r.machine_std:.2f} | {r.seed_std:.2f} |".replace("| nan |", "| – |")
         for r in table.itertuples()
     ]
-    worst = table.loc[table["machine_std"].idxmax()]
-    versus = (
-        f", {worst['machine_std'] / worst['seed_std']:.2f} times the seed std of {worst['seed_std']:.2f} pp"
-        if worst["seed_std"] == worst["seed_std"]
-        else " (the group has one seed per setting here: no seed std to set beside it)"
-    )
     return (
-        "**Another machine.** These runs were trained on one CPU; on another CPU floats differ in the last "
-        "digits and training grows that into points. The runs below were retrained under another "
-        f"floating-point environment (`results/machines/`). The largest per-run spread a machine change drew "
-        f"is {worst['machine_std']:.2f} pp{versus}: one run's final accuracy moves by about that on another "
-        "computer (a mean over n seeds by that over the square root of n).\n\n"
+        "**Another machine.** These runs were trained on one CPU; on another CPU or a GPU floats differ in the "
+        "last digits and training grows that into points. The runs below were retrained under another "
+        f"floating-point environment (`results/machines/`). {_spread_sentence(table)} "
+        + _largest_move(tier, group, table, results_dir, machines_dir)
+        + "\n\n"
         "| retrained with | runs | median \\|Δ\\| pp | largest \\|Δ\\| pp | unchanged | spread per run, pp "
         "| seed std, pp |\n|---|---|---|---|---|---|---|\n"
         + "\n".join(rows)

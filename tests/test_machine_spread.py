@@ -56,6 +56,9 @@ def test_a_machine_with_only_a_sample_of_the_runs_pairs_that_sample(tmp_path):
     assert len(p) == 1 and p["change"].iloc[0] == pytest.approx(-40.0)
     s = machine_spread.spread("quick", "table1", results_dir=base, machines_dir=machines).iloc[0]
     assert s["runs"] == 1 and math.isnan(s["machine_std"])  # one pair: no spread
+    note = machine_spread.page_note("quick", "table1", results_dir=base, machines_dir=machines)
+    assert "The largest single move: method FedEntOpt, partition C=2, seed 0, 60.00 % stored and 20.00 % " in note
+    assert "With one retrained run per machine, no spread per run is measured yet." in note
 
 
 def test_no_page_without_retrains_claims_a_spread(tmp_path):

@@ -278,6 +278,9 @@ def test_float_env_names_what_differs():
     assert float_env.differences(None, here) == ["unrecorded"]
     assert float_env.describe(None) == "not recorded"
     assert "3 threads" in float_env.describe(here)
+    gpu = {**here, "device": "cuda: NVIDIA H100 80GB HBM3", "torch": "2.11.0+cu130"}
+    assert float_env.short(gpu) == "CUDA NVIDIA H100 80GB HBM3, torch 2.11.0+cu130"
+    assert float_env.describe(gpu).startswith("cuda: NVIDIA H100 80GB HBM3, torch 2.11.0+cu130 (host: ")
 
 
 def _python(code: str, env: dict, cwd=ROOT):

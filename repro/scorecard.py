@@ -283,9 +283,9 @@ def _judge_training(statement, tier: str, runs: quantities.Runs, machines: list,
             return _row(statement, tier, PLAN_RUNNING, interim="seed plan at " + ", ".join(planned))
         return _row(statement, tier, NO_GROUP if statement.group_missing else NOT_RUN)
     j = fn(runs, statement, table)
-    if not j.settings:  # the groups ran, but none of what the statement compares
-        return _row(statement, tier, NO_GROUP if statement.group_missing else NOT_RUN, j)
     running = [f"{g} {n}/{of} runs" for g, (n, of) in (unfinished or {}).items() if g in statement.groups]
+    if not j.settings and not running:  # the groups ran, but none of what the statement compares
+        return _row(statement, tier, NO_GROUP if statement.group_missing else NOT_RUN, j)
     if running:  # the interim value is shown, marked so; no verdict before the planned seeds are in
         return _row(statement, tier, PLAN_RUNNING, j, interim="seed plan at " + ", ".join(running))
     flips = []

@@ -356,6 +356,19 @@ def test_a_planned_group_with_no_run_stored_yet_says_the_plan_is_running(table, 
     assert paper["verdict"] == scorecard.NOT_RUN  # the paper tier has no seed plan
 
 
+def test_a_planned_group_whose_stored_runs_hold_none_of_the_compared_settings_says_the_plan_is_running(table, tmp_path):
+    """C = 2's buffer steps need two buffer sizes: with one buffer run stored, the statement compares nothing yet,
+    and the plan still running says so, not that the tier does not run it."""
+    t = only(table, "V-E/c2_accuracy_rises")
+    planned = tiers.group_configs("subset", "buffer")
+    run = next(r for r in planned if r.label["partition"] == "C=2")
+    frame = pd.DataFrame({"round": range(4), "test_accuracy": [0.1, 0.5, 0.5, 0.5]})
+    results.store_run(frame, run.config, "subset", "buffer", run.label, results_dir=tmp_path)
+    row = scorecard.judge(("subset",), table=t, results_dir=tmp_path, machines_dir=tmp_path / "none").iloc[0]
+    assert (row["verdict"], row["interim"]) == (scorecard.PLAN_RUNNING, f"seed plan at buffer 1/{len(planned)} runs")
+    assert not row["judgement"].settings
+
+
 # ------------------------------------------------------------------------------------------- the audit's cases
 
 

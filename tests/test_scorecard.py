@@ -44,6 +44,25 @@ def planned_groups(tier, level, groups=("table1",), noise=0.05):
     return out
 
 
+def judged_outside_the_plans(monkeypatch, statement_id):
+    """The tier's confirmatory plans as written, but none of them judging ``statement_id``: a test of how the seed
+    plan or a machine treats a statement stays the same whichever later plan takes the statement."""
+    real = tiers.confirmatory
+
+    def without(tier):
+        plans = real(tier).plans
+        return tiers.Confirmatory(tuple((seeds, ids - {statement_id}) for seeds, ids in plans))
+
+    monkeypatch.setattr(tiers, "confirmatory", without)
+
+
+def planned_without_fresh_seeds(tier, group):
+    """The runs ``tier`` plans for ``group`` outside every confirmatory plan's fresh seeds: what a statement no
+    plan judges waits for."""
+    fresh = tiers.confirmatory(tier).seeds
+    return sum(run.label["seed"] not in fresh for run in tiers.group_configs(tier, group))
+
+
 @pytest.fixture
 def stored(monkeypatch, tmp_path):
     """``stored({tier: {group: StoredGroup}})``: what load_group returns for the repository's results (nothing
@@ -249,6 +268,7 @@ def test_a_verdict_a_retrain_on_another_machine_changes_is_undecided(monkeypatch
     tier) turns its gap negative: the verdict changes, so the card counts it undecided and names the machine.
     (The tier's seed plan is set aside: its planned runs are not all stored here.)"""
     monkeypatch.setattr(tiers, "seed_plan_cells", lambda tier: {})
+    judged_outside_the_plans(monkeypatch, "V-B1/kl_low")
     base, machines = tmp_path / "base", tmp_path / "machines"
     for seed in range(3):
         _store(base, tier, "FedAvg", seed, 0.60 + 0.01 * seed)
@@ -319,11 +339,12 @@ def test_no_quick_verdict_turns_into_its_opposite_on_the_machines_that_retrained
 
 
 @pytest.mark.slow
-def test_a_group_of_the_seed_plan_is_judged_only_once_all_its_planned_runs_are_stored(table, stored):
+def test_a_group_of_the_seed_plan_is_judged_only_once_all_its_planned_runs_are_stored(monkeypatch, table, stored):
     """The plan fixes the seeds before the runs: with every planned run of Table I stored, KL's 10 pp gap is a
     verdict; with one planned run missing, the subset column says the plan is still running and shows the value
     as interim, naming the runs stored of planned; another tier (no plan) is judged as before."""
     assert tiers.seed_plan_cells("subset"), "the subset tier has a seed plan"
+    judged_outside_the_plans(monkeypatch, "V-B1/kl_low")
     t = only(table, "V-B1/kl_low")
     groups = planned_groups("subset", lambda label: 50 if label["method"] == "KL" else 60)
     machines = stored({"subset": groups})
@@ -342,12 +363,13 @@ def test_a_group_of_the_seed_plan_is_judged_only_once_all_its_planned_runs_are_s
     assert card["ours"].startswith("interim, not a verdict")
 
 
-def test_a_planned_group_with_no_run_stored_yet_says_the_plan_is_running(table, tmp_path):
+def test_a_planned_group_with_no_run_stored_yet_says_the_plan_is_running(monkeypatch, table, tmp_path):
     """Availability is in the subset tier's seed plan: before any of its runs is stored, its statements say the
     plan is running, with the runs stored of planned, not that the tier does not run them."""
+    judged_outside_the_plans(monkeypatch, "V-B5/dropout_best")
     t = only(table, "V-B5/dropout_best")
     row = scorecard.judge(("subset",), table=t, results_dir=tmp_path, machines_dir=tmp_path / "none").iloc[0]
-    planned = len(tiers.group_configs("subset", "availability"))
+    planned = planned_without_fresh_seeds("subset", "availability")
     assert (row["verdict"], row["interim"]) == (scorecard.PLAN_RUNNING, f"seed plan at availability 0/{planned} runs")
     text = scorecard.ours_text(row["judgement"], row["flips"], row["interim"])
     assert text == f"not a verdict yet (seed plan at availability 0/{planned} runs): no run stored"
@@ -365,7 +387,8 @@ def test_a_planned_group_whose_stored_runs_hold_none_of_the_compared_settings_sa
     frame = pd.DataFrame({"round": range(4), "test_accuracy": [0.1, 0.5, 0.5, 0.5]})
     results.store_run(frame, run.config, "subset", "buffer", run.label, results_dir=tmp_path)
     row = scorecard.judge(("subset",), table=t, results_dir=tmp_path, machines_dir=tmp_path / "none").iloc[0]
-    assert (row["verdict"], row["interim"]) == (scorecard.PLAN_RUNNING, f"seed plan at buffer 1/{len(planned)} runs")
+    n = planned_without_fresh_seeds("subset", "buffer")
+    assert (row["verdict"], row["interim"]) == (scorecard.PLAN_RUNNING, f"seed plan at buffer 1/{n} runs")
     assert not row["judgement"].settings
 
 

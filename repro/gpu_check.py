@@ -1,4 +1,4 @@
-"""``python -m fedlib gpu-check``: what a user runs first on a GPU machine (about 5-10 minutes on one H100).
+"""``python -m fedlib gpu-check``: what a user runs first on a GPU machine (minutes on one H100).
 
 1. the CUDA tests (``pytest -m cuda``: ``tests/test_devices.py``, every test parametrised over the devices:
    batched vs reference with TF32 off, augmentation, local training, the torch scorer, checkpoint and resume, two

@@ -56,6 +56,16 @@ def judged_outside_the_plans(monkeypatch, statement_id):
     monkeypatch.setattr(tiers, "confirmatory", without)
 
 
+def no_plan_runs(monkeypatch, group):
+    """The tiers' seed plans without ``group``'s cells: a group no plan runs."""
+    real = tiers.seed_plan_cells
+
+    def without(tier):
+        return {k: seeds for k, seeds in real(tier).items() if json.loads(k)["group"] != group}
+
+    monkeypatch.setattr(tiers, "seed_plan_cells", without)
+
+
 def planned_without_fresh_seeds(tier, group):
     """The runs ``tier`` plans for ``group`` outside every confirmatory plan's fresh seeds: what a statement no
     plan judges waits for."""
@@ -223,7 +233,9 @@ def test_a_label_only_verdict_is_not_copied_into_the_training_columns(table, sto
 
 
 @pytest.mark.slow
-def test_counts_add_up_per_column_and_the_text_card_lists_every_statement(table, stored):
+def test_counts_add_up_per_column_and_the_text_card_lists_every_statement(table, stored, monkeypatch):
+    judged_outside_the_plans(monkeypatch, "V-A5/weight_decay")
+    no_plan_runs(monkeypatch, "weight_decay")  # as if missing, so no plan could run it
     machines = stored({"quick": planned_groups("quick", lead(lambda label: 9.0))})
     ids = ("abstract/outperforms", "V-B1/kl_low", "V-A5/weight_decay", "abstract/degrades_under_skew")
     t = only(table, *ids)
@@ -378,9 +390,12 @@ def test_a_planned_group_with_no_run_stored_yet_says_the_plan_is_running(monkeyp
     assert paper["verdict"] == scorecard.NOT_RUN  # the paper tier has no seed plan
 
 
-def test_a_planned_group_whose_stored_runs_hold_none_of_the_compared_settings_says_the_plan_is_running(table, tmp_path):
+def test_a_planned_group_whose_stored_runs_hold_none_of_the_compared_settings_says_the_plan_is_running(
+    table, tmp_path, monkeypatch
+):
     """C = 2's buffer steps need two buffer sizes: with one buffer run stored, the statement compares nothing yet,
     and the plan still running says so, not that the tier does not run it."""
+    judged_outside_the_plans(monkeypatch, "V-E/c2_accuracy_rises")
     t = only(table, "V-E/c2_accuracy_rises")
     planned = tiers.group_configs("subset", "buffer")
     run = next(r for r in planned if r.label["partition"] == "C=2")

@@ -41,8 +41,8 @@ formulations)), each as a ``PlannedRun(group, label, config)``; ``tier_groups(ti
     Beyond the 3 seeds, the cells of the seed plan ``plans/subset_seed_plan.yaml`` (``Tier.seed_plan``, written by
     ``scripts/seed_plan.py`` from the stored runs before the runs it plans) run seeds 0..n-1: the seeds each
     undecided statement needs for a verdict (``repro.seed_plan``).  The confirmatory plans
-    ``plans/subset_confirmatory_plan.yaml``, ``..._plan_2.yaml`` to ``..._plan_9.yaml`` (``Tier.confirmatory_plans``,
-    each computed by ``scripts/seed_plan.py --write-confirmatory`` from the runs stored before its own) run fresh
+    ``plans/subset_confirmatory_plan.yaml``, ``..._plan_2.yaml`` and on, as listed in ``Tier.confirmatory_plans``
+    (each computed by ``scripts/seed_plan.py --write-confirmatory`` from the runs stored before its own) run fresh
     seeds, from 100 n for the n-th, for the statements the runs before them left undecided and fresh
     seeds could decide; each of those statements is judged on its plan's seeds alone, every other statement on the
     rest (``confirmatory``).

@@ -108,14 +108,16 @@ class Runs:
 
     def _with_full_rate(self, part: StoredGroup) -> StoredGroup:
         """The participation runs plus the paper's 10 % point: Table I's run of the same configuration
-        (:func:`repro.participation.full_rate_runs`), labelled as a participation run."""
+        (:func:`repro.participation.full_rate_runs`), labelled as a participation run.  Rows of those Table I
+        runs already in ``part`` (a group given that was read with them) are replaced, not counted twice."""
         from repro.participation import full_rate_runs
 
         if part.empty:
             return part
-        t1 = self.stored("table1")
-        frames, metas = [part.frame], [part.meta]
-        for label, run in full_rate_runs(self.tier):
+        t1, full = self.stored("table1"), full_rate_runs(self.tier)
+        own = {run_key(run.config) for _, run in full}
+        frames, metas = [part.frame[~part.frame["key"].isin(own)]], [part.meta[~part.meta["key"].isin(own)]]
+        for label, run in full:
             key = run_key(run.config)
             rows = t1.frame[t1.frame["key"] == key]
             if rows.empty:

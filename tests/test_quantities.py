@@ -37,6 +37,21 @@ def test_stand_ins_hold_every_planned_run_of_the_tier():
         assert len(g.meta) == len(tiers.group_configs("subset", name)) == g.frame["key"].nunique()
 
 
+@pytest.mark.slow
+def test_participation_read_with_its_full_rate_point_counts_that_point_once():
+    """A participation group that already holds Table I's 10 % runs (one read back and given again, as the seed
+    plan does) gets them from the Table I group given, not twice; without Table I they are gone."""
+    groups = quantities.stand_in_groups("subset")
+    first = quantities.Runs("subset", groups=groups)
+    read = first.stored("participation")
+    assert len(read.meta) > len(groups["participation"].meta)  # Table I's runs at M = 10 added
+    again = quantities.Runs("subset", groups={**groups, "participation": read})
+    pd.testing.assert_frame_equal(again.frame("participation"), first.frame("participation"))
+    alone = quantities.Runs("subset", groups={"participation": read}).frame("participation")
+    rates = set(first.frame("participation")["clients_per_round"])
+    assert set(alone["clients_per_round"]) == rates - {max(rates)}
+
+
 def test_the_fewest_clients_holding_most_of_a_class_by_hand():
     """Class 0 held 90/5/5 by three clients (1 client holds 90 %), class 1 spread 40/30/30 (3 clients)."""
     counts = np.array([[90, 40], [5, 30], [5, 30]])

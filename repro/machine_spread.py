@@ -208,25 +208,22 @@ def largest_machine_std(tier: str, results_dir=None, machines_dir=None) -> float
     return max(stds) if stds else math.nan
 
 
-def near_boundary(judged: pd.DataFrame, machine_std: float, table, k: float = 2.0) -> pd.DataFrame:
-    """Per comparison of every decided final-accuracy statement in ``judged`` (:func:`repro.scorecard.judge`'s
-    rows; a statement whose ``quantity`` names the final accuracy, a comparison measured in pp): ``room``, how far
-    the interval's nearer edge lies inside (or, for a miss, outside) the rule's boundary, ``|distance| - half
-    width`` in pp; ``shift``, how far a machine change moves a seed-paired mean gap over ``n`` seeds,
-    ``sqrt 2 * machine_std / sqrt n`` (both runs of a pair retrained, each moving by ``machine_std``); ``near``
-    when ``room < k * shift``: the comparisons whose runs a retrain on another machine should recheck.
-    Comparisons of other quantities (entropies, shares, rounds) are left out: the accuracy's machine spread says
-    nothing of them."""
-    by_id = {s.id: s for s in table.statements}
+def near_boundary(judged: pd.DataFrame, machine_std: float, k: float = 2.0) -> pd.DataFrame:
+    """Per accuracy comparison (measured in pp) of every decided training statement in ``judged``
+    (:func:`repro.scorecard.judge`'s rows): ``room``, how far the interval's nearer edge lies inside (or, for a
+    miss, outside) the rule's boundary, ``|distance| - half width`` in pp; ``shift``, how far a machine change
+    moves a seed-paired mean gap over ``n`` seeds, ``sqrt 2 * machine_std / sqrt n`` (both runs of a pair
+    retrained, each moving by ``machine_std``; a quantity that averages over more runs moves less, so the shift
+    errs on the side of flagging); ``near`` when ``room < k * shift``: the comparisons whose runs a retrain on
+    another machine should recheck.  The unit, not the quantity's wording, picks them: a gap between method means
+    or a change of a gap over partitions counts as much as a final-accuracy gap; comparisons in other units
+    (entropies, shares, rounds, clients) are left out: the accuracy's machine spread says nothing of them."""
     rows = []
     for r in judged.itertuples():
-        s = by_id[r.id]
         if r.verdict not in ("reproduces", "does not reproduce") or r.judgement is None:
             continue
-        if "final accuracy" not in str(s.params.get("quantity", "")):
-            continue
         for c in r.judgement.comparisons():
-            if "] pp (" not in c.reason:  # a gap in another unit (rounds to a target) though it names the accuracy
+            if "] pp (" not in c.reason:  # another unit: bits, rounds, clients, a share
                 continue
             if c.verdict not in ("reproduces", "does not reproduce") or not (
                 c.n > 1 and math.isfinite(c.low) and math.isfinite(c.high)

@@ -832,7 +832,7 @@ def near_boundary(judged: pd.DataFrame, tier: str, k: float = 2.0, results_dir=N
     table = table or statements.load_table()
     std = machine_spread.largest_machine_std(tier, results_dir, machines_dir)
     part = judged[judged["column"] == tier]
-    near = machine_spread.near_boundary(part, std, table, k=k)
+    near = machine_spread.near_boundary(part, std, k=k)
     near = near.loc[near["near"].astype(bool)].drop(columns="near").reset_index(drop=True)
     groups = {s.id: s.groups for s in table.statements}
     near["retrained_by"] = [

@@ -2,7 +2,6 @@
 them (hand-made stores).  Whether a retrain flips a verdict is the scorecard's (tests/test_scorecard.py)."""
 
 import math
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -82,31 +81,36 @@ def test_near_boundary_flags_the_comparisons_a_machine_change_could_move_across(
     miss = _verdict("does not reproduce", 2.0, 0.5, 3, -1.05, "FedEntOpt - FedEntOpt (DP)")
     undecided = _verdict("undecided", 0.1, 1.0, 3, 0.1, "open")
     rounds = _verdict("reproduces", 5.0, 1.0, 3, 5.0, "rounds to its own final accuracy", unit=" rounds")
-    acc = {"quantity": "(FedEntOpt+X) - X, final accuracy, seed-paired"}
-    table = SimpleNamespace(
-        statements=[
-            SimpleNamespace(id="a", params=acc),
-            SimpleNamespace(id="b", params=acc),
-            SimpleNamespace(id="c", params={"quantity": "entropy, bits"}),
-        ]
-    )
+    entropy = _verdict("reproduces", 0.3, 0.29, 3, 0.3, "FedEntOpt - Random", unit=" bits")  # as close, in bits
+    # a gap of gaps in pp whose quantity never says "final accuracy" is an accuracy comparison all the same
+    pronounced = _verdict("reproduces", 6.34, 6.0, 3, 6.34, "Dir(0.1) - C=2")
     setting = rules.Verdict("reproduces", 0, 0, 0, 3, "reproduces", None, (), "", parts=(near, far, undecided, rounds))
+
+    def alone(v):
+        return rules.Verdict(**{**v.__dict__, "parts": (v,)})
+
     judged = pd.DataFrame(
         {
-            "id": ["a", "b", "c"],
-            "column": ["subset"] * 3,
-            "verdict": ["reproduces", "does not reproduce", "reproduces"],
+            "id": ["a", "b", "c", "d"],
+            "column": ["subset"] * 4,
+            "verdict": ["reproduces", "does not reproduce", "reproduces", "reproduces"],
             "judgement": [
                 rules.Judgement("direction", "a", setting, (setting,)),
-                rules.Judgement("equal_within", "b", miss, (rules.Verdict(**{**miss.__dict__, "parts": (miss,)}),)),
-                rules.Judgement("direction", "c", near, (rules.Verdict(**{**near.__dict__, "parts": (near,)}),)),
+                rules.Judgement("equal_within", "b", miss, (alone(miss),)),
+                rules.Judgement("direction", "c", entropy, (alone(entropy),)),
+                rules.Judgement("direction", "d", pronounced, (alone(pronounced),)),
             ],
         }
     )
-    out = machine_spread.near_boundary(judged, machine_std=0.3, table=table).set_index("comparison")
-    assert list(out.index) == ["FedEntOpt+FedLC - FedLC", "FedEntOpt+FedNova - FedNova", "FedEntOpt - FedEntOpt (DP)"]
+    out = machine_spread.near_boundary(judged, machine_std=0.3).set_index("comparison")
+    assert list(out.index) == [
+        "FedEntOpt+FedLC - FedLC",
+        "FedEntOpt+FedNova - FedNova",
+        "FedEntOpt - FedEntOpt (DP)",
+        "Dir(0.1) - C=2",
+    ]
     assert out.loc["FedEntOpt+FedLC - FedLC", "room"] == pytest.approx(0.01)
     assert out.loc["FedEntOpt+FedLC - FedLC", "shift"] == pytest.approx(math.sqrt(2) * 0.3 / math.sqrt(3))
-    assert out["near"].tolist() == [True, False, False]
+    assert out["near"].tolist() == [True, False, False, True]
     assert out.loc["FedEntOpt - FedEntOpt (DP)", "room"] == pytest.approx(0.55)
-    assert machine_spread.near_boundary(judged, machine_std=0.3, table=table, k=3.0)["near"].tolist()[2]
+    assert machine_spread.near_boundary(judged, machine_std=0.3, k=3.0)["near"].tolist()[2]

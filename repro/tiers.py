@@ -238,6 +238,7 @@ TIERS: dict[str, Tier] = {
             "plans/subset_confirmatory_plan_7.yaml",
             "plans/subset_confirmatory_plan_8.yaml",
             "plans/subset_confirmatory_plan_9.yaml",
+            "plans/subset_confirmatory_plan_10.yaml",
         ),
     ),
     "paper": Tier(

@@ -239,6 +239,7 @@ TIERS: dict[str, Tier] = {
             "plans/subset_confirmatory_plan_8.yaml",
             "plans/subset_confirmatory_plan_9.yaml",
             "plans/subset_confirmatory_plan_10.yaml",
+            "plans/subset_confirmatory_plan_11.yaml",
         ),
     ),
     "paper": Tier(

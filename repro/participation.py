@@ -7,9 +7,10 @@ pronounced in the challenging Dir(0.1) case".  It gives no numbers, so this modu
 statistics over the stored runs, seed by seed (at one seed every method and rate shares the federation):
 
 ``with_full_rate(stored, results_dir)``
-    The participation group's runs plus the paper's 10 % point: for each participation configuration, the stored
-    Table I run whose configuration is the same in every run-key field but ``clients_per_round`` (the tier's own
-    M), labelled like the participation runs.  Nothing is added where no such run is stored.
+    The participation group's runs plus the paper's 10 % point: every stored Table I run whose configuration is a
+    participation configuration's in every run-key field but ``clients_per_round`` (the tier's own M) and the seed,
+    labelled like the participation runs with its own seed (a seed plan may give a cell of Table I more seeds than
+    the participation cells of the same method).  Nothing is added where no such run is stored.
 ``per_run(frame)``
     :func:`repro.significance.per_run_final` keyed by K and M too, with the rate 100 M / K.
 ``rate_change(runs, reference)``
@@ -35,24 +36,26 @@ __all__ = ["RATE_KEYS", "full_rate_runs", "with_full_rate", "per_run", "group_co
 RATE_KEYS = ("num_clients", "clients_per_round")
 
 
-def _without_m(config) -> str:
-    fields = {k: v for k, v in results.key_fields(config).items() if k != "clients_per_round"}
+def _family(config) -> str:
+    """The run-key fields but M and the seed: a participation curve's configuration at any rate and seed."""
+    fields = {k: v for k, v in results.key_fields(config).items() if k not in ("clients_per_round", "seed")}
     return json.dumps(fields, sort_keys=True, default=str)
 
 
 def full_rate_runs(tier: str) -> list[tuple[dict, tiers.PlannedRun]]:
-    """(label, Table I run) for every participation configuration of ``tier`` that Table I runs at another M
-    (the same configuration in every run-key field but ``clients_per_round``); the label is the participation
-    label with that M."""
+    """(label, Table I run) for every Table I run of ``tier`` at an M the participation group lacks whose
+    configuration is a participation configuration's in every run-key field but ``clients_per_round`` and the
+    seed, at any seed Table I runs (a seed plan may plan the two groups' cells with different seeds); the label is
+    that participation label with the run's M and seed."""
     part = tiers.group_configs(tier, "participation")
     rates = {r.config.clients_per_round for r in part}
-    by_config = {_without_m(r.config): r for r in part}
+    by_family = {_family(r.config): r for r in part}
     out = []
     for run in tiers.group_configs(tier, "table1"):
-        match = by_config.get(_without_m(run.config))
+        match = by_family.get(_family(run.config))
         m = run.config.clients_per_round
         if match is not None and m not in rates:
-            out.append(({**match.label, "clients_per_round": m}, run))
+            out.append(({**match.label, "clients_per_round": m, "seed": run.config.seed}, run))
     return out
 
 

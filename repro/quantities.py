@@ -25,6 +25,7 @@ from repro.results import StoredGroup, load_group, run_key
 
 __all__ = [
     "Runs",
+    "read_groups",
     "stand_in_groups",
     "paper_frame",
     "paper_gap",
@@ -64,6 +65,13 @@ def _substitute(stored: StoredGroup, again: StoredGroup) -> StoredGroup:
         ignore_index=True,
     )
     return StoredGroup(stored.tier, stored.group, frame, stored.meta)
+
+
+def read_groups(groups) -> list[str]:
+    """The groups a quantity over ``groups`` reads: those, and Table I where they hold the participation group,
+    whose 10 % point is Table I's run (:func:`repro.participation.full_rate_runs`)."""
+    groups = list(groups)
+    return [*groups, "table1"] if "participation" in groups and "table1" not in groups else groups
 
 
 class Runs:
@@ -114,17 +122,18 @@ class Runs:
 
         if part.empty:
             return part
-        t1, full = self.stored("table1"), full_rate_runs(self.tier)
-        own = {run_key(run.config) for _, run in full}
-        frames, metas = [part.frame[~part.frame["key"].isin(own)]], [part.meta[~part.meta["key"].isin(own)]]
-        for label, run in full:
-            key = run_key(run.config)
-            rows = t1.frame[t1.frame["key"] == key]
-            if rows.empty:
-                continue
-            frames.append(rows.assign(**label))
-            meta = t1.meta[t1.meta["key"] == key].assign(**label)
-            metas.append(meta)
+        t1 = self.stored("table1")
+        labels = pd.DataFrame([{**label, "key": run_key(run.config)} for label, run in full_rate_runs(self.tier)])
+        if labels.empty:
+            return part
+        own, cols = set(labels["key"]), [c for c in labels.columns if c != "key"]
+
+        def relabelled(table: pd.DataFrame) -> pd.DataFrame:
+            rows = table[table["key"].isin(own)]
+            return rows.drop(columns=[c for c in cols if c in rows.columns]).merge(labels, on="key", how="left")
+
+        frames = [part.frame[~part.frame["key"].isin(own)], relabelled(t1.frame)]
+        metas = [part.meta[~part.meta["key"].isin(own)], relabelled(t1.meta)]
         return StoredGroup(part.tier, part.group, pd.concat(frames, ignore_index=True), pd.concat(metas))
 
     def frame(self, group: str) -> pd.DataFrame:
@@ -141,8 +150,7 @@ class Runs:
     def retrained(self, groups) -> bool:
         if self.machine_dir is None:
             return False
-        groups = {*groups, *(("table1",) if "participation" in groups else ())}  # its 10 % point is Table I's
-        return any(self._has_retrains(g) for g in groups)
+        return any(self._has_retrains(g) for g in read_groups(groups))
 
     @functools.cache  # noqa: B019 -- one Runs per tier and machine, for the life of a scorecard
     def _has_retrains(self, group: str) -> bool:
@@ -655,13 +663,17 @@ def _fewer_clients(runs, s, table):
 
 
 def _gap_to_others(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per (setting, partition, seed): FedEntOpt's mean gap to the other methods over the rates."""
+    """Per (setting, partition, seed): FedEntOpt's mean gap to the other methods over the rates, at the seeds that
+    have every rate and method of their setting (a seed with part of the curve, Table I's run alone say, is left
+    out: its mean would be over other rates)."""
     keys = _settings(frame, drop=("clients_per_round",))
     wide = frame.pivot_table(index=[*keys, "seed", "clients_per_round"], columns="method", values="value")
     if REF not in wide.columns:
         return pd.DataFrame(columns=[*keys, "seed", "value"])
-    gaps = wide.drop(columns=REF).rsub(wide[REF], axis=0)
-    return gaps.stack().groupby(level=[*keys, "seed"]).mean().rename("value").reset_index()
+    gaps = wide.drop(columns=REF).rsub(wide[REF], axis=0).stack().groupby(level=[*keys, "seed"])
+    size = gaps.size()
+    most = size.groupby(level=keys).transform("max") if keys else size.max()
+    return gaps.mean()[size == most].rename("value").reset_index()
 
 
 def _dir_pronounced(runs, s, table):

@@ -498,10 +498,11 @@ def fresh_seeds_per_comparison(judgement, *, target: float = POWER, cap: int = C
 
 
 def cells_read(fn, statement, table, tier: str, groups: dict) -> list[tuple[str, dict]]:
-    """(group, label without the seed) of each planned cell of ``statement``'s groups whose runs its quantity
-    ``fn`` reads: the cells without whose stored runs (``groups``: group -> StoredGroup) the judgement's numbers
-    change, widened to every cell of a method read whose other label values each occur among the cells read (a
-    maximum over settings, say, may fall on another setting on fresh seeds)."""
+    """(group, label without the seed) of each planned cell of the groups ``statement``'s quantity ``fn`` reads
+    (:func:`repro.quantities.read_groups`) whose runs it reads: the cells without whose stored runs (``groups``:
+    group -> StoredGroup) the judgement's numbers change, widened to every cell of a method read whose other label
+    values each occur among the cells read (a maximum over settings, say, may fall on another setting on fresh
+    seeds)."""
     return [(g, lab) for g, lab, _ in cell_comparisons(fn, statement, table, tier, groups)]
 
 
@@ -518,7 +519,7 @@ def cell_comparisons(fn, statement, table, tier: str, groups: dict) -> list[tupl
         return rows, {(r[1], r[2]): tuple(r[3:]) for r in rows if r[0] == "comparison"}
 
     (base, base_parts), planned, read = numbers(groups), [], {}
-    for group in statement.groups:
+    for group in quantities.read_groups(statement.groups):
         cells = {}
         for run in tiers.group_configs(tier, group):
             label = {k: v for k, v in run.label.items() if k != "seed"}
@@ -657,7 +658,7 @@ def _confirmatory_rows(tier: str, candidates, table, target: float, cap: int, pe
                 f"{cap} fresh seeds decide it with chance {sum(plan['chances']):.2f} (< {target}): not planned; {more}"
             )
         else:
-            fn, stored = quantities.TRAINING[s.id], {g: runs.stored(g) for g in s.groups}
+            fn, stored = quantities.TRAINING[s.id], {g: runs.stored(g) for g in quantities.read_groups(s.groups)}
             cells = cell_comparisons(fn, s, table, tier, stored)
             row["cells"] = len(cells)
             if per_comparison:

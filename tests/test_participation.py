@@ -85,20 +85,26 @@ def test_per_run_final_refuses_an_unknown_column():
         significance.per_run_final(_frame(), 1, by=("nope",))
 
 
-def test_full_rate_runs_differ_from_participation_only_in_m():
-    part = {participation._without_m(r.config): r for r in tiers.group_configs("subset", "participation")}
+def test_full_rate_runs_differ_from_participation_only_in_m_and_seed():
+    part = {participation._family(r.config): r for r in tiers.group_configs("subset", "participation")}
     pairs = participation.full_rate_runs("subset")
-    # one pair per (partition, method, seed) that both groups run: every participation method, its seeds
-    cells = [
-        {(r.label["partition"], r.label["method"], r.label["seed"]) for r in tiers.group_configs("subset", g)}
-        for g in ("participation", "table1")
+    # one pair per Table I run of a (partition, method) that participation runs, at every seed Table I runs it
+    families = {(r.label["partition"], r.label["method"]) for r in tiers.group_configs("subset", "participation")}
+    table1 = [
+        r for r in tiers.group_configs("subset", "table1") if (r.label["partition"], r.label["method"]) in families
     ]
-    assert len(pairs) == len(cells[0] & cells[1]) >= len(tiers.PARTICIPATION_METHODS) * 2 * 3
+    assert len(pairs) == len(table1) >= len(tiers.PARTICIPATION_METHODS) * 2 * 3
     for label, run in pairs:
-        twin = part[participation._without_m(run.config)]
+        twin = part[participation._family(run.config)]
         assert run.group == "table1"
-        assert label == {**twin.label, "clients_per_round": 10}
-        assert run.config == twin.config.replace(clients_per_round=10)
+        assert label == {**twin.label, "clients_per_round": 10, "seed": run.config.seed}
+        assert run.config == twin.config.replace(clients_per_round=10, seed=run.config.seed)
+    # Table I's seeds beyond the participation cells' own count too (a plan gives FedAvg's Table I cell more)
+    part_seeds = {
+        (r.label["partition"], r.label["method"], r.label["seed"])
+        for r in tiers.group_configs("subset", "participation")
+    }
+    assert any((lab["partition"], lab["method"], lab["seed"]) not in part_seeds for lab, _ in pairs)
     assert participation.full_rate_runs("quick") == []  # its participation group uses K = 50, Table I K = 20
 
 

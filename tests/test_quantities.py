@@ -206,3 +206,24 @@ def test_the_divergence_from_the_federations_labels_by_hand():
 def test_the_selection_flops_count_every_candidate_of_every_greedy_step():
     assert quantities.selection_flops(100, 10, 10) == 9 * 100 * 10 * quantities.SCORE_FLOPS_PER_CLASS
     assert quantities.selection_flops(5, 1, 3) == 0  # one pick is the random first one: nothing is scored
+
+
+def test_gap_to_others_by_hand_leaves_out_a_seed_with_part_of_the_curve():
+    """Seeds 0 and 1 run both methods at M = 4 and 10; seed 2 only at M = 10 (a Table I run a plan gave more
+    seeds): its mean would be over another set of rates, so it is left out."""
+    rows = [
+        ("C=2", 0, 4, 50.0, 40.0),  # gaps 10 (M = 4) and 4 (M = 10): mean 7
+        ("C=2", 0, 10, 60.0, 56.0),
+        ("C=2", 1, 4, 45.0, 44.0),  # gaps 1 and 3: mean 2
+        ("C=2", 1, 10, 58.0, 55.0),
+        ("C=2", 2, 10, 70.0, 40.0),  # M = 10 alone
+    ]
+    frame = pd.DataFrame(
+        [
+            {"partition": p, "seed": s, "clients_per_round": m, "method": meth, "value": v}
+            for p, s, m, ref, other in rows
+            for meth, v in ((quantities.REF, ref), ("FedAvg", other))
+        ]
+    )
+    got = quantities._gap_to_others(frame).set_index("seed")["value"]
+    assert got.to_dict() == {0: pytest.approx(7.0), 1: pytest.approx(2.0)}

@@ -324,6 +324,37 @@ def test_the_cells_a_statement_reads_are_those_its_numbers_depend_on():
     assert [(g, lab) for g, lab, _ in cells] == sp.cells_read(quantities.TRAINING[s.id], s, table, "subset", groups)
 
 
+def test_a_participation_statement_plans_table1s_cells_for_its_full_rate_point(monkeypatch):
+    """V-B3/keeps_accuracy compares FedEntOpt at each lower rate with its 10 % point, Table I's run: of Table I's
+    cells it reads FedEntOpt's in both partitions, each by the comparisons of its own partition."""
+    import functools
+
+    from repro import participation, quantities, statements
+    from repro.results import StoredGroup
+
+    # the tier's planned runs do not change within the test: their Table I twins are listed once, not per cell
+    monkeypatch.setattr(participation, "full_rate_runs", functools.cache(participation.full_rate_runs))
+
+    table = statements.load_table()
+    s = table.by_id("V-B3/keeps_accuracy")
+    assert tuple(s.groups) == ("participation",) and quantities.read_groups(s.groups) == ["participation", "table1"]
+    groups = {}  # FedEntOpt's stand-in runs at three seeds: what the quantity reads, small enough to be quick
+    stand_in = quantities.stand_in_groups("subset", seed=1)
+    for name in ("participation", "table1"):
+        g = stand_in[name]
+        keys = set(g.meta.loc[(g.meta["method"] == "FedEntOpt") & (g.meta["seed"] < 3), "key"])
+        groups[name] = StoredGroup(g.tier, name, g.frame[g.frame["key"].isin(keys)], g.meta[g.meta["key"].isin(keys)])
+    cells = sp.cell_comparisons(quantities.TRAINING[s.id], s, table, "subset", groups)
+    full = {lab["partition"]: comps for g, lab, comps in cells if g == "table1"}
+    assert {(lab["method"], lab["partition"]) for g, lab, _ in cells if g == "table1"} == {
+        ("FedEntOpt", "C=2"),
+        ("FedEntOpt", "Dir(0.1)"),
+    }
+    for partition, comps in full.items():
+        assert len(comps) == 6 and all(f"partition={partition}," in setting + "," for setting, _ in comps)
+        assert {c.split(" - ")[1] for _, c in comps} == {"10"}
+
+
 def test_the_committed_confirmatory_plans_run_fresh_seeds_for_their_statements_alone():
     from repro import statements
 

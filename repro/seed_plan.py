@@ -41,6 +41,12 @@ probability ``POWER``; or, with ``per_comparison``, with seeds per comparison (:
 a comparison far from its boundary keeps few, a close one gets many), each cell running the most any comparison
 reading it asks.  A plan may have a budget of CPU hours: it then takes the statements cheapest first and lists the
 rest with what they would cost, for a later plan.
+
+A plan that takes the pilot's estimates as the truth promises more than it keeps: a pilot of few seeds that met a
+large gap or a small spread by chance gets too few seeds (``scripts/plan_calibration.py`` measures it).  With
+``draws`` (:func:`verdict_chances`, ``assurance`` of :func:`confirmatory_plan`) each chance is averaged over draws of
+every comparison's truth given its pilot instead.  A plan written with the first kind may be withdrawn before its
+runs (:func:`repro.tiers.withdrawn`): its statements are then planned again, on new fresh seeds.
 """
 
 from __future__ import annotations
@@ -82,6 +88,9 @@ __all__ = [
     "cell_comparisons",
     "confirmatory_plan",
     "seeds_table",
+    "DRAWS",
+    "read_calibration",
+    "judged_before",
 ]
 
 #: Power a planned gap decides with (at two-sided level :data:`repro.rules.ALPHA`).
@@ -387,29 +396,50 @@ def implied_sd(verdict) -> float:
 
 def _comparison_chances(v, n: int, within: str, alpha: float) -> tuple[float, float]:
     """(pass, miss) chances of comparison ``v`` judged on ``n`` fresh seeds, its estimate and spread the truth."""
+    p, m = _chances(np.array([float(v.distance)]), np.array([implied_sd(v)]), n, v.k, within, alpha)
+    return float(p[0]), float(m[0])
+
+
+def _chances(d, sd, n: int, k: int, within: str, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """(pass, miss) chances, elementwise, of a comparison of ``k`` whose true distance to its boundary is ``d`` and
+    whose seed spread is ``sd`` (arrays), judged on ``n`` fresh seeds: 0 where either is unknown."""
     from scipy import stats
 
-    sd, d = implied_sd(v), float(v.distance)
-    if not (math.isfinite(sd) and math.isfinite(d)):
-        return 0.0, 0.0
-    a_pass, a_miss = (alpha, alpha / v.k) if within == "every" else (alpha / v.k, alpha)
-    if sd == 0:
-        return float(d > 0), float(d < 0)
+    a_pass, a_miss = (alpha, alpha / k) if within == "every" else (alpha / k, alpha)
+    known = np.isfinite(d) & np.isfinite(sd)
+    flat = known & (sd == 0)  # every seed alike: the interval is the point
+    d, sd = np.where(known, d, 0.0), np.where(known & ~flat, sd, 1.0)
     nc, df = d * math.sqrt(n) / sd, n - 1
 
-    def beyond(crit: float, shift: float) -> float:  # P(T > crit), T non-central t; normal where scipy gives up
-        p = float(stats.nct.sf(crit, df, shift))
-        return p if math.isfinite(p) else float(stats.norm.sf(crit - shift))
+    def beyond(crit: float, shift):  # P(T > crit), T non-central t; normal where scipy gives up
+        p = stats.nct.sf(crit, df, shift)
+        return np.where(np.isfinite(p), p, stats.norm.sf(crit - shift))
 
-    return beyond(stats.t.ppf(1 - a_pass / 2, df), nc), beyond(stats.t.ppf(1 - a_miss / 2, df), -nc)
+    passes = np.where(flat, d > 0, beyond(stats.t.ppf(1 - a_pass / 2, df), nc))
+    misses = np.where(flat, d < 0, beyond(stats.t.ppf(1 - a_miss / 2, df), -nc))
+    return np.where(known, passes, 0.0), np.where(known, misses, 0.0)
 
 
-def _at_least(chances: list[float], k: int) -> float:
-    """P(at least ``k`` of independent events with these chances): the Poisson-binomial tail."""
-    dist = np.array([1.0])
+def _draws(v, count: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """``count`` draws of comparison ``v``'s true distance to its boundary and seed spread given its pilot (``n``
+    seeds, implied spread ``s``): the posterior under flat priors on the mean and the log spread, spread
+    ``s sqrt((n - 1) / chi2_{n-1})`` and distance normal about the pilot's with the drawn spread over ``sqrt(n)``."""
+    n, sd, d = int(v.n), implied_sd(v), float(v.distance)
+    if n < 2 or not (math.isfinite(sd) and math.isfinite(d)):
+        return np.full(count, d), np.full(count, sd)
+    spread = sd * np.sqrt((n - 1) / rng.chisquare(n - 1, count))
+    return d + spread / math.sqrt(n) * rng.standard_normal(count), spread
+
+
+def _at_least(chances: list, k: int):
+    """P(at least ``k`` of independent events with these chances): the Poisson-binomial tail (elementwise over
+    arrays of chances)."""
+    dist = np.ones((1,) + np.shape(chances[0]) if chances else (1,))
     for p in chances:
-        dist = np.convolve(dist, [1 - p, p])
-    return float(dist[k:].sum())
+        dist = np.concatenate([dist * (1 - p), np.zeros_like(dist[:1])]) + np.concatenate(
+            [np.zeros_like(dist[:1]), dist * p]
+        )
+    return dist[k:].sum(axis=0)
 
 
 def comparison_key(v) -> tuple[str, str]:
@@ -421,30 +451,38 @@ def _leaves(v) -> list:
     return [v] if not v.parts else [c for p in v.parts for c in _leaves(p)]
 
 
-def _node_chances(v, n, within: str, alpha: float, memo: dict) -> tuple[float, float]:
+def _node_chances(v, n, within: str, alpha: float, memo: dict):
     if not v.parts:
         seeds = n if isinstance(n, (int, np.integer)) else n[comparison_key(v)]
         key = (id(v), int(seeds), within)
         if key not in memo:
-            memo[key] = _comparison_chances(v, int(seeds), within, alpha)
+            d, sd = memo["truths"][id(v)]
+            memo[key] = _chances(d, sd, int(seeds), v.k, within, alpha)
         return memo[key]
     mode = v.combine or "every"
     below = "every" if mode.startswith("at least") else mode
     chances = [_node_chances(p, n, below, alpha, memo) for p in v.parts]
     passes, misses = [c[0] for c in chances], [c[1] for c in chances]
     if mode == "every":
-        return float(np.prod(passes)), 1 - float(np.prod([1 - m for m in misses]))
+        return np.prod(passes, axis=0), 1 - np.prod([1 - m for m in misses], axis=0)
     if mode == "some":
-        return 1 - float(np.prod([1 - p for p in passes])), float(np.prod(misses))
+        return 1 - np.prod([1 - p for p in passes], axis=0), np.prod(misses, axis=0)
     k = int(mode.split()[-1])
     return _at_least(passes, k), _at_least(misses, len(chances) - k + 1)
 
 
-def verdict_chances(judgement, n, alpha: float = None, memo: dict = None) -> tuple[float, float]:
+#: Draws of each comparison's truth a plan that weighs its pilot's uncertainty averages over.
+DRAWS = 400
+
+
+def verdict_chances(judgement, n, alpha: float = None, memo: dict = None, draws: int = 0, seed: int = 0):
     """(reproduces, does not reproduce): the chances that ``judgement``'s statement, judged again on ``n`` fresh
-    seeds (an integer, or per comparison: {:func:`comparison_key`: seeds}), comes out each way if each
-    comparison's estimate and implied spread are the truth.  ``memo``: a dict kept between calls on the same
-    judgement, so that each comparison's chances at each seed count are computed once.
+    seeds (an integer, or per comparison: {:func:`comparison_key`: seeds}), comes out each way.  ``draws`` 0: each
+    comparison's estimate and implied spread are the truth; ``draws`` > 0: the chances averaged over that many
+    draws of each comparison's truth given its pilot (:func:`_draws`, from ``seed``; the "assurance", which counts
+    that a pilot of few seeds may have met a large gap or a small spread by chance).  ``memo``: a dict kept between
+    calls on the same judgement with the same ``draws`` and ``seed``, so that each comparison's chances at each seed
+    count are computed once.
 
     >>> from repro import rules
     >>> import pandas as pd
@@ -458,43 +496,63 @@ def verdict_chances(judgement, n, alpha: float = None, memo: dict = None) -> tup
     if ok and not isinstance(n, (int, np.integer)):
         ok = {comparison_key(v) for v in _leaves(judgement.overall)} <= set(n)
     _check("n", n, "an integer >= 2, or one for every comparison of the judgement", ok)
-    return _node_chances(judgement.overall, n, "every", ALPHA if alpha is None else alpha, {} if memo is None else memo)
+    _check("draws", draws, "an integer >= 0", isinstance(draws, (int, np.integer)) and draws >= 0)
+    memo = {} if memo is None else memo
+    if "truths" not in memo:
+        rng, leaves = np.random.default_rng(seed), _leaves(judgement.overall)
+        point = {id(v): (np.array([float(v.distance)]), np.array([implied_sd(v)])) for v in leaves}
+        memo["truths"] = {id(v): _draws(v, draws, rng) for v in leaves} if draws else point
+    passes, misses = _node_chances(judgement.overall, n, "every", ALPHA if alpha is None else alpha, memo)
+    return float(np.mean(passes)), float(np.mean(misses))
 
 
-def fresh_seeds(judgement, *, target: float = POWER, cap: int = CAP) -> dict:
+def fresh_seeds(judgement, *, target: float = POWER, cap: int = CAP, draws: int = 0, seed: int = 0) -> dict:
     """The fewest fresh seeds ``n`` (2..``cap``) at which the statement decides either way with chance at least
     ``target`` (None beyond the cap): ``n``, ``route`` ("for" when a pass is the likelier decision, "against"),
-    ``chances`` ((pass, miss) at ``n``, or at the cap when none)."""
+    ``chances`` ((pass, miss) at ``n``, or at the cap when none).  ``draws``, ``seed``: as :func:`verdict_chances`
+    takes them."""
+    memo = {}
     for n in range(2, cap + 1):
-        p, m = verdict_chances(judgement, n)
+        p, m = verdict_chances(judgement, n, memo=memo, draws=draws, seed=seed)
         if p + m >= target:
             return {"n": n, "route": "for" if p >= m else "against", "chances": (p, m)}
-    return {"n": None, "route": None, "chances": verdict_chances(judgement, cap)}
+    return {"n": None, "route": None, "chances": verdict_chances(judgement, cap, memo=memo, draws=draws, seed=seed)}
 
 
-def fresh_seeds_per_comparison(judgement, *, target: float = POWER, cap: int = CAP) -> dict:
+def fresh_seeds_per_comparison(
+    judgement, *, target: float = POWER, cap: int = CAP, draws: int = 0, seed: int = 0
+) -> dict:
     """Fresh seeds per comparison ({:func:`comparison_key`: seeds}, 2..``cap`` each) at which the statement decides
-    either way with chance at least ``target``.  For each way (a pass, a miss): from 2 seeds each, one seed at a
-    time to the comparison whose seed raises the log of that way's chance most (the fewest seeds first on a tie),
-    until the chance reaches ``target``; the way with fewer seeds in all is taken.  A comparison far from its
-    boundary so keeps few seeds while a close one gets many; ``n`` None where neither way reaches ``target`` below
-    ``cap``.  Returns ``n``, ``route`` and ``chances`` as :func:`fresh_seeds` does."""
-    memo, keys = {}, [comparison_key(v) for v in _leaves(judgement.overall)]
+    either way with chance at least ``target``.  For each way (a pass, a miss, either): from 2 seeds each, one seed
+    at a time to the comparison whose seed raises the log of that way's chance most (the fewest seeds first on a
+    tie), until the chance reaches ``target``; the way with fewer seeds in all is taken.  A comparison far from its
+    boundary so keeps few seeds while a close one gets many; ``n`` None where no way reaches ``target`` below
+    ``cap``.  Returns ``n``, ``route`` and ``chances`` as :func:`fresh_seeds` does; ``draws``, ``seed``: as
+    :func:`verdict_chances` takes them."""
+    memo, kw, keys = {}, {"draws": draws, "seed": seed}, [comparison_key(v) for v in _leaves(judgement.overall)]
     found = []
-    for way, route in ((0, "for"), (1, "against")):
+    for way in (0, 1, 2):  # a pass, a miss, either
         n = dict.fromkeys(keys, 2)
-        while (now := verdict_chances(judgement, n, memo=memo))[way] < target:
+        while _way(now := verdict_chances(judgement, n, memo=memo, **kw), way) < target:
             open_ = [k for k in n if n[k] < cap]
             if not open_:
                 break
-            gain = {k: math.log(verdict_chances(judgement, {**n, k: n[k] + 1}, memo=memo)[way] + 1e-300) for k in open_}
+            gain = {
+                k: math.log(_way(verdict_chances(judgement, {**n, k: n[k] + 1}, memo=memo, **kw), way) + 1e-300)
+                for k in open_
+            }
             n[max(open_, key=lambda k: (gain[k], -n[k]))] += 1
         else:
-            found.append((sum(n.values()), route, n, now))
+            found.append((sum(n.values()), "for" if now[0] >= now[1] else "against", n, now))
     if not found:
-        return {"n": None, "route": None, "chances": verdict_chances(judgement, cap, memo=memo)}
+        return {"n": None, "route": None, "chances": verdict_chances(judgement, cap, memo=memo, **kw)}
     _, route, n, chances = min(found, key=lambda f: f[0])
     return {"n": n, "route": route, "chances": chances}
+
+
+def _way(chances: tuple[float, float], way: int) -> float:
+    """The chance of a pass (``way`` 0), a miss (1) or either (2)."""
+    return chances[way] if way < 2 else chances[0] + chances[1]
 
 
 def cells_read(fn, statement, table, tier: str, groups: dict) -> list[tuple[str, dict]]:
@@ -557,6 +615,7 @@ def confirmatory_plan(
     cap: int = CAP,
     budget_hours: float | None = None,
     per_comparison: bool = False,
+    assurance: bool = False,
 ) -> dict:
     """The ``number``-th confirmatory seed plan of ``tier``: for each training statement its stored runs leave
     undecided (``undecided``: (statement, judgement) pairs, :func:`repro.scorecard.undecided`) and no earlier plan
@@ -566,8 +625,10 @@ def confirmatory_plan(
     of their own cells, shared among the statements that ask for the very same runs) while its total, a cell
     several of them read counted once, stays within that many CPU hours; the others are listed, with their cost,
     as beyond the budget (:func:`_within_budget`).  ``per_comparison``: the seeds of each comparison on their own
-    (:func:`fresh_seeds_per_comparison`), a cell running the most that a comparison reading it asks.  A document
-    for ``scripts/seed_plan.py --write-confirmatory`` to write once."""
+    (:func:`fresh_seeds_per_comparison`), a cell running the most that a comparison reading it asks.
+    ``assurance``: each chance averaged over :data:`DRAWS` draws of the comparisons' truths given the pilot (seeded
+    with ``number``; :func:`verdict_chances`), not the pilot's estimates taken as the truth.  A document for
+    ``scripts/seed_plan.py --write-confirmatory`` to write once."""
     from repro import statements, tiers
 
     written = tiers.written_confirmatory_plans(tier)
@@ -575,11 +636,12 @@ def confirmatory_plan(
     _check("cap", cap, f"at most {FIRST_FRESH_SEED} (one plan's seeds below the next's)", cap <= FIRST_FRESH_SEED)
     ok = budget_hours is None or (isinstance(budget_hours, (int, float)) and budget_hours > 0)
     _check("budget_hours", budget_hours, "None or a number of CPU hours > 0", ok)
-    judged = {i for n in range(1, number) for i in read_plan(tier, n)["judges"]}
+    judged = judged_before(tier, number)
     table = table or statements.load_table()
     per_run = read_plan(tier)["seconds"]["cpu_seconds_per_run"]
     candidates = [(s, j) for s, j in undecided if s.id not in judged]
-    rows, wants = _confirmatory_rows(tier, candidates, table, target, cap, per_comparison)
+    draws = {"draws": DRAWS if assurance else 0, "seed": number}
+    rows, wants = _confirmatory_rows(tier, candidates, table, target, cap, per_comparison, draws)
     asks = _within_budget(rows, wants, None if budget_hours is None else budget_hours * 3600 / per_run, per_run)
     n_runs = sum(n for _, _, n in asks.values())
     return {
@@ -590,10 +652,12 @@ def confirmatory_plan(
         "comparison normal with the pilot's estimate and implied spread, comparisons independent "
         "(repro.seed_plan.verdict_chances); capped"
         + (_PER_COMPARISON if per_comparison else "")
+        + (_ASSURANCE if assurance else "")
         + ("; statements cheapest first while the plan's CPU hours stay within the budget" if budget_hours else ""),
         "alpha": ALPHA,
         "power": target,
         "cap": cap,
+        **({"draws": DRAWS, "draw_seed": number} if assurance else {}),
         **({"budget_cpu_hours": budget_hours} if budget_hours is not None else {}),
         "number": number,
         "after": [Path(p).name for p in written],
@@ -608,10 +672,26 @@ def confirmatory_plan(
     }
 
 
+def judged_before(tier: str, number: int) -> set:
+    """The statements ``tier``'s confirmatory plans before the ``number``-th judge (a withdrawn plan judges none):
+    never planned again."""
+    from repro import tiers
+
+    gone = tiers.withdrawn(tier)
+    return {i for n in range(1, number) if n not in gone for i in read_plan(tier, n)["judges"]}
+
+
 _PER_COMPARISON = (
     "; the seeds per comparison, not per statement: from 2 each, one at a time to the comparison whose seed raises "
     "that chance most (repro.seed_plan.fresh_seeds_per_comparison), a cell running the most any comparison reading "
     "it asks"
+)
+
+
+_ASSURANCE = (
+    "; each chance averaged over draws of every comparison's true gap and spread given its pilot (flat priors: "
+    "spread from the scaled inverse chi-square, gap normal about the pilot's), not the pilot's estimates taken as the "
+    "truth (repro.seed_plan.verdict_chances with draws)"
 )
 
 
@@ -629,18 +709,21 @@ def _provenance(tier: str) -> dict:
     }
 
 
-def _confirmatory_rows(tier: str, candidates, table, target: float, cap: int, per_comparison: bool = False):
+def _confirmatory_rows(
+    tier: str, candidates, table, target: float, cap: int, per_comparison: bool = False, draws: dict = None
+):
     """One plan row per (statement, judgement) and, per statement that decides within ``cap`` seeds, its cells:
     {statement id: [(group, label, seeds), ...]}.  ``per_comparison``: seeds per comparison
     (:func:`fresh_seeds_per_comparison`), a cell running the most that a comparison reading it asks (a cell read
-    by no single comparison, the most of any); otherwise one number for every cell (:func:`fresh_seeds`)."""
+    by no single comparison, the most of any); otherwise one number for every cell (:func:`fresh_seeds`).  ``draws``:
+    the planner's ``draws`` and ``seed`` (none: the pilot taken as the truth)."""
     from repro import quantities
 
     runs = quantities.Runs(tier, keep=lambda seed: seed < FIRST_FRESH_SEED)
     planner = fresh_seeds_per_comparison if per_comparison else fresh_seeds
     rows, wants = [], {}
     for s, j in candidates:
-        plan = planner(j, target=target, cap=cap)
+        plan = planner(j, target=target, cap=cap, **(draws or {}))
         most = max(plan["n"].values()) if per_comparison and plan["n"] else plan["n"]
         row = {
             "statement": s.id,
@@ -651,7 +734,7 @@ def _confirmatory_rows(tier: str, candidates, table, target: float, cap: int, pe
             "chances": [round(float(c), 3) for c in plan["chances"]],
         }
         if plan["n"] is None:
-            beyond = planner(j, target=target, cap=FIRST_FRESH_SEED)["n"]
+            beyond = planner(j, target=target, cap=FIRST_FRESH_SEED, **(draws or {}))["n"]
             beyond = max(beyond.values()) if per_comparison and beyond else beyond
             more = f"{beyond} would" if beyond else f"not even {FIRST_FRESH_SEED} would"
             row["note"] = (
@@ -697,6 +780,21 @@ def _within_budget(rows: list[dict], wants: dict, budget_runs: float | None, per
         )
         row["seeds"] = None
     return asks
+
+
+#: Where ``scripts/plan_calibration.py --write`` keeps its simulation of the planners (repository-relative).
+CALIBRATION = "plans/plan_calibration.csv"
+
+
+def read_calibration():
+    """The planners' calibration (:data:`CALIBRATION`) as a frame, one row per scenario and planner: the share of
+    planned pilots whose fresh seeds decided, beside the chance promised; None before it was written."""
+    import pandas as pd
+
+    from repro import tiers
+
+    path = tiers._ROOT / CALIBRATION
+    return pd.read_csv(path) if path.is_file() else None
 
 
 def seeds_table(tier: str, groups, results_dir=None):

@@ -45,7 +45,8 @@ formulations)), each as a ``PlannedRun(group, label, config)``; ``tier_groups(ti
     (each computed by ``scripts/seed_plan.py --write-confirmatory`` from the runs stored before its own) run fresh
     seeds, from 100 n for the n-th, for the statements the runs before them left undecided and fresh
     seeds could decide; each of those statements is judged on its plan's seeds alone, every other statement on the
-    rest (``confirmatory``).
+    rest (``confirmatory``).  Plans withdrawn before their runs (``Tier.withdrawn_plans``, ``withdrawn``) run
+    nothing more and judge nothing; their statements are planned again on new fresh seeds.
 ``paper``
     The paper's data and scale: torchvision ``download=True`` (CIFAR-10; CIFAR-100 with 20 superclasses for
     the groups that use it), K = 100, M = 10, E = 5, 500 rounds, 3 seeds, LeNet-5 and VGG-11, on
@@ -102,6 +103,7 @@ __all__ = [
     "Confirmatory",
     "confirmatory",
     "written_confirmatory_plans",
+    "withdrawn",
     "plan_table",
 ]
 
@@ -131,6 +133,7 @@ class Tier:
     seed_plan: str | dict | None = None  # plans/*.yaml (scripts/seed_plan.py) or its cells: they run seeds 0..n-1 too
     confirmatory_plans: tuple = ()  # plans/*.yaml in order, each written once: fresh seeds from 100 * its number,
     # and the statements judged on them alone
+    withdrawn_plans: str | None = None  # plans/*.yaml: confirmatory plans withdrawn before their runs, and why
 
 
 _QUICK_BASE = dict(
@@ -240,7 +243,9 @@ TIERS: dict[str, Tier] = {
             "plans/subset_confirmatory_plan_9.yaml",
             "plans/subset_confirmatory_plan_10.yaml",
             "plans/subset_confirmatory_plan_11.yaml",
+            "plans/subset_confirmatory_plan_12.yaml",
         ),
+        withdrawn_plans="plans/subset_withdrawn_plans.yaml",
     ),
     "paper": Tier(
         name="paper",
@@ -480,8 +485,9 @@ def seed_plan_cells(tier: str) -> dict:
         out = {k: tuple(range(n)) for k, n in t.seed_plan.items()}
     else:
         out = dict(_read_plan(t.seed_plan)) if t.seed_plan else {}
-    for path in written_confirmatory_plans(tier):
-        for k, seeds in _read_plan(path).items():
+    gone = withdrawn(tier)
+    for number, path in enumerate(written_confirmatory_plans(tier), start=1):
+        for k, seeds in _read_plan(path).items() if number not in gone else ():
             out[k] = tuple(sorted({*out.get(k, ()), *seeds}))
     return out
 
@@ -489,6 +495,18 @@ def seed_plan_cells(tier: str) -> dict:
 def written_confirmatory_plans(tier: str) -> list[str]:
     """The paths of ``tier``'s confirmatory plans written so far, in order (a plan is written after the one before)."""
     return [p for p in get_tier(tier).confirmatory_plans if (_ROOT / p).is_file()]
+
+
+def withdrawn(tier: str) -> dict:
+    """{plan number: its withdrawal record} of ``tier``'s confirmatory plans withdrawn before their runs
+    (``Tier.withdrawn_plans``): a withdrawn plan runs nothing more and judges nothing, its statements may be planned
+    again on new fresh seeds, and its own fresh seeds stay out of every other judgement."""
+    import yaml
+
+    path = get_tier(tier).withdrawn_plans
+    if not path or not (_ROOT / path).is_file():
+        return {}
+    return {int(n): w for w in yaml.safe_load((_ROOT / path).read_text()) or () for n in w["plans"]}
 
 
 @dataclass(frozen=True)
@@ -520,13 +538,14 @@ class Confirmatory:
 
 
 def confirmatory(tier: str) -> Confirmatory:
-    """``tier``'s written confirmatory plans (none: an empty one)."""
+    """``tier``'s written confirmatory plans (none: an empty one); a withdrawn plan (:func:`withdrawn`) keeps its
+    seeds and judges no statement."""
     import yaml
 
-    plans = []
-    for path in written_confirmatory_plans(tier):
+    plans, gone = [], withdrawn(tier)
+    for number, path in enumerate(written_confirmatory_plans(tier), start=1):
         seeds = {s for cell in _read_plan(path).values() for s in cell}
-        ids = yaml.safe_load((_ROOT / path).read_text()).get("judges") or ()
+        ids = () if number in gone else yaml.safe_load((_ROOT / path).read_text()).get("judges") or ()
         plans.append((frozenset(seeds), frozenset(ids)))
     return Confirmatory(tuple(plans))
 

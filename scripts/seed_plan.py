@@ -5,6 +5,7 @@
     python scripts/seed_plan.py --write-confirmatory   # the tier's next confirmatory plan (Tier.confirmatory_plans)
     python scripts/seed_plan.py --write-confirmatory --cap 100 --budget-hours 30   # more seeds, within a budget
     python scripts/seed_plan.py --write-confirmatory --per-comparison   # seeds per comparison (close ones more)
+    python scripts/seed_plan.py --write-confirmatory --assurance --dry-run   # the pilot's uncertainty weighed; print
 
 A plan is computed once, before the runs it asks for, and never again once they began.  The subset tier's plan was
 written by this script at the commit the file records (``git_commit``), from the statement inventory the scorecard
@@ -45,7 +46,7 @@ def _print_progress(tier: str, which, results_dir) -> None:
     print(f"  {'all':<14} {total['runs']:>5} {total['stored']:>7} {total['to_train']:>9} {hours:>15}")
 
 
-def _write_confirmatory(tier: str, cap: int, budget_hours, per_comparison: bool) -> int:
+def _write_confirmatory(tier: str, cap: int, budget_hours, per_comparison: bool, assurance: bool, dry: bool) -> int:
     import yaml
 
     paths, written = tiers.get_tier(tier).confirmatory_plans, tiers.written_confirmatory_plans(tier)
@@ -66,7 +67,11 @@ def _write_confirmatory(tier: str, cap: int, budget_hours, per_comparison: bool)
         cap=cap,
         budget_hours=budget_hours,
         per_comparison=per_comparison,
+        assurance=assurance,
     )
+    if dry:
+        print(yaml.safe_dump({k: plan[k] for k in ("judges", "totals", "statements")}, sort_keys=False, width=120))
+        return 0
     head = (
         f"# Confirmatory seed plan {number} of the {tier} tier, written by scripts/seed_plan.py --write-confirmatory\n"
         "# before the runs it plans. Not edited by hand; not recomputed once its runs began (a new plan gets a new\n"
@@ -101,11 +106,25 @@ def main(argv=None) -> int:
         action="store_true",
         help="with --write-confirmatory: seeds per comparison, not one number per statement",
     )
+    p.add_argument(
+        "--assurance",
+        action="store_true",
+        help="with --write-confirmatory: chances averaged over the pilot's uncertainty, not at its estimates",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="with --write-confirmatory: print the plan's totals, write nothing"
+    )
     args = p.parse_args(argv)
     if args.write_confirmatory:
-        return _write_confirmatory(args.tier, args.cap, args.budget_hours, args.per_comparison)
+        return _write_confirmatory(
+            args.tier, args.cap, args.budget_hours, args.per_comparison, args.assurance, args.dry_run
+        )
     _print_progress(args.tier, "seed", args.results_dir)
+    gone = tiers.withdrawn(args.tier)
     for number in range(1, len(tiers.written_confirmatory_plans(args.tier)) + 1):
+        if number in gone:
+            print(f"confirmatory plan {number}: withdrawn {gone[number]['at']} before its runs ({gone[number]['why']})")
+            continue
         _print_progress(args.tier, number, args.results_dir)
     return 0
 

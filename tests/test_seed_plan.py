@@ -3,6 +3,7 @@ the shared cells counted once; and the committed subset plan agrees with the tie
 plan: a judgement's chances on fresh seeds (hand-checked against the one-gap power and combined as its rule
 combines), the cells a statement reads, and the committed plan's fresh seeds, apart from the first plan's."""
 
+import json
 import math
 
 import pytest
@@ -168,9 +169,11 @@ def test_progress_counts_the_tiers_runs_and_those_stored(tmp_path):
     now = {r["group"]: r for r in seed_plan.progress("subset")}
     assert now["table1"]["stored"] >= seed_plan.read_plan("subset")["pilot"]["table1"]
     assert all(r["stored"] + r["to_train"] == r["runs"] for r in now.values())
+    gone = tiers.withdrawn("subset")
     for number in range(1, len(tiers.written_confirmatory_plans("subset")) + 1):
         confirm = seed_plan.progress("subset", results_dir=tmp_path, which=number)
-        assert sum(r["runs"] for r in confirm) == seed_plan.read_plan("subset", number)["totals"]["runs"]
+        runs = 0 if number in gone else seed_plan.read_plan("subset", number)["totals"]["runs"]
+        assert sum(r["runs"] for r in confirm) == runs  # a withdrawn plan asks for no run
 
 
 def test_a_tier_without_a_plan_file_is_refused():
@@ -303,6 +306,83 @@ def test_the_chance_with_seeds_per_comparison_is_what_the_rule_does_on_simulated
     assert abs(passed / reps - chance) < 4 * math.sqrt(chance * (1 - chance) / reps)
 
 
+def test_the_assurance_is_what_the_rule_does_on_seeds_drawn_from_truths_the_pilot_allows():
+    """Draw the true gap and spread from the pilot's posterior (flat priors), then fresh seeds from that normal,
+    judge them with the rule, and count: the share that passes matches verdict_chances with draws."""
+    import numpy as np
+    import pandas as pd
+
+    from repro import rules
+
+    j = rules.direction(_frame({"B": [0.0, 1.0, 2.0]}), [("R", "B")])  # R - B: mean 1, sd 1 over 3 seeds
+    rng, reps, passed, n = np.random.default_rng(11), 1500, 0, 12
+    for _ in range(reps):
+        sd = math.sqrt(2 / rng.chisquare(2))  # the pilot's sd 1 over the scaled inverse chi-square of 2 df
+        gaps = rng.normal(1.0 + sd / math.sqrt(3) * rng.standard_normal(), sd, n)
+        rows = [{"method": "R", "seed": s, "value": 0.0} for s in range(n)]
+        rows += [{"method": "B", "seed": s, "value": -g} for s, g in enumerate(gaps)]
+        passed += rules.direction(pd.DataFrame(rows), [("R", "B")]).verdict == rules.REPRODUCES
+    chance = sp.verdict_chances(j, n, draws=4000, seed=3)[0]
+    assert abs(passed / reps - chance) < 4 * math.sqrt(chance * (1 - chance) / reps)
+    # a 3-seed pilot may have met a large gap by chance: the assurance is below the power at its estimate
+    assert chance < sp.verdict_chances(j, n)[0] - 0.05
+    assert sp.verdict_chances(j, n, draws=500, seed=3) == sp.verdict_chances(j, n, draws=500, seed=3)
+    with pytest.raises(ValueError, match=r"draws.*-1.*an integer >= 0"):
+        sp.verdict_chances(j, n, draws=-1)
+
+
+def test_seeds_per_comparison_may_decide_either_way_where_neither_way_alone_is_likely_enough():
+    """A 3-seed pilot of mean 0.6 and sd 1 allows a true gap of either sign: on many fresh seeds a pass and a miss
+    are each below the power while together above it; planned as one seed count for the lone comparison."""
+    from repro import rules
+
+    j = rules.direction(_frame({"B": [-0.4, 0.6, 1.6]}), [("R", "B")])
+    plan = sp.fresh_seeds_per_comparison(j, cap=100, draws=1000, seed=1)
+    (n,) = plan["n"].values()
+    passes, misses = plan["chances"]
+    assert passes < sp.POWER and misses < sp.POWER <= passes + misses and plan["route"] == "for"
+    assert n == sp.fresh_seeds(j, cap=100, draws=1000, seed=1)["n"]
+
+
+def test_the_assurance_of_a_long_pilot_is_the_chance_at_its_estimates():
+    import numpy as np
+
+    from repro import rules
+
+    gaps = np.random.default_rng(5).normal(1.0, 1.0, 400)
+    j = rules.direction(_frame({"B": list(gaps)}, seeds=range(400)), [("R", "B")])
+    assert sp.verdict_chances(j, 10, draws=2000, seed=1)[0] == pytest.approx(sp.verdict_chances(j, 10)[0], abs=0.02)
+    plan = sp.fresh_seeds(j, draws=2000, seed=1)
+    assert abs(plan["n"] - sp.fresh_seeds(j)["n"]) <= 1
+
+
+def test_a_withdrawn_plan_runs_nothing_judges_nothing_and_keeps_its_seeds_out():
+    """The subset tier's withdrawn plans: none of their cells is run any more, no statement is judged on their
+    seeds, those seeds stay out of every other judgement, and no run of theirs was stored after the withdrawal."""
+    from repro import results
+
+    gone = tiers.withdrawn("subset")
+    assert gone, "the subset tier records its withdrawn plans"
+    confirm, running = tiers.confirmatory("subset"), tiers.seed_plan_cells("subset")
+    labels = {}
+    for number, record in gone.items():
+        fresh, judges = confirm.plans[number - 1]
+        assert not judges and fresh <= confirm.seeds
+        assert not any(fresh & set(seeds) for seeds in running.values())
+        plan = sp.read_plan("subset", number)
+        stored = 0
+        for cell in plan["cells"]:
+            if cell["group"] not in labels:
+                folder = results.group_dir(None, "subset", cell["group"])
+                labels[cell["group"]] = [json.loads(f.read_text())["label"] for f in folder.glob("*.json")]
+            want = {k: str(v) for k, v in cell["label"].items()}
+            stored += sum(
+                lab["seed"] in fresh and all(str(lab.get(k)) == v for k, v in want.items())
+                for lab in labels[cell["group"]]
+            )
+        assert stored <= record["runs_stored"][number], f"plan {number}: runs stored after its withdrawal"
+
+
 def test_the_cells_a_statement_reads_are_those_its_numbers_depend_on():
     """V-B1/kl_low compares FedAvg with KL: of Table I's cells it reads those two methods in both partitions."""
     from repro import quantities, statements
@@ -361,9 +441,12 @@ def test_the_committed_confirmatory_plans_run_fresh_seeds_for_their_statements_a
     paths, confirm = tiers.written_confirmatory_plans("subset"), tiers.confirmatory("subset")
     assert paths and len(confirm.plans) == len(paths)
     first = {s for seeds in tiers._read_plan(tiers.get_tier("subset").seed_plan).values() for s in seeds}
-    ids, judged = {s.id: s for s in statements.load()}, set()
+    ids, judged, gone = {s.id: s for s in statements.load()}, set(), tiers.withdrawn("subset")
     for number, (path, (fresh, judges)) in enumerate(zip(paths, confirm.plans), start=1):
         plan = yaml.safe_load((tiers._ROOT / path).read_text())
+        if number in gone:  # runs nothing more, judges nothing (test_a_withdrawn_plan_...)
+            assert plan["first_seed"] == number * sp.FIRST_FRESH_SEED and not judges
+            continue
         assert plan.get("number", 1) == number  # the first plan predates the field
         assert plan["first_seed"] == number * sp.FIRST_FRESH_SEED and min(fresh) == plan["first_seed"]
         assert plan["cap"] <= sp.FIRST_FRESH_SEED and max(fresh) < plan["first_seed"] + plan["cap"]
@@ -391,11 +474,17 @@ def test_a_confirmatory_plan_is_the_next_one_and_skips_the_statements_earlier_pl
     with pytest.raises(ValueError, match=rf"number.*{written}.*the next plan's number, {written + 1}"):
         sp.confirmatory_plan("subset", [], number=written)
     table = statements.load_table()
-    first = sp.read_plan("subset", 1)["judges"][0]
-    undecided = [(table.by_id(first), None)]  # judged by plan 1: never planned again, so never read here
+    gone = tiers.withdrawn("subset")
+    live = next(n for n in range(1, written + 1) if n not in gone)
+    first = sp.read_plan("subset", live)["judges"][0]
+    undecided = [(table.by_id(first), None)]  # judged by a live plan: never planned again, so never read here
     plan = sp.confirmatory_plan("subset", undecided, number=written + 1, table=table)
     assert plan["statements"] == [] and plan["judges"] == [] and plan["cells"] == []
     assert plan["first_seed"] == (written + 1) * sp.FIRST_FRESH_SEED
+    # a withdrawn plan's statements may be planned again; a live plan's never
+    judges = {n: set(sp.read_plan("subset", n)["judges"]) for n in range(1, written + 1)}
+    assert sp.judged_before("subset", written + 1) == set().union(*(j for n, j in judges.items() if n not in gone))
+    assert sp.judged_before("subset", live + 1) == judges[live]
 
 
 def test_a_budget_takes_the_cheapest_statements_first_and_counts_a_shared_cell_once():

@@ -123,9 +123,14 @@ def main(argv=None) -> int:
     gone = tiers.withdrawn(args.tier)
     for number in range(1, len(tiers.written_confirmatory_plans(args.tier)) + 1):
         if number in gone:
-            print(f"confirmatory plan {number}: withdrawn {gone[number]['at']} before its runs ({gone[number]['why']})")
+            print(f"confirmatory plan {number}: withdrawn {gone[number]['at']} before its runs (see below)")
             continue
         _print_progress(args.tier, number, args.results_dir)
+    for record in {id(w): w for w in gone.values()}.values():
+        numbers = ", ".join(map(str, record["plans"]))
+        print(
+            f"withdrawn {record['at']}: plans {numbers} ({tiers.get_tier(args.tier).withdrawn_plans}): {record['why']}"
+        )
     return 0
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from fedlib._validate import ParameterError
-from repro import machine_spread, quantities, rules, statements, tiers
+from repro import machine_spread, quantities, rules, seed_plan, statements, tiers
 from repro.quantities import book_parameters
 from repro.results import RESULTS_DIR, run_key
 
@@ -220,6 +220,7 @@ def _paper_too(statement, j: rules.Judgement) -> bool:
 
 def _row(statement, column: str, status: str, j=None, flips: str = "", interim: str = "") -> dict:
     row = {"id": statement.id, "column": column, "verdict": status, "judgement": j, "flips": flips, "interim": interim}
+    row["plan_note"] = ""
     if j is not None and status == DOES_NOT and _paper_too(statement, j):
         row["verdict"] = PAPER_TOO
     return row
@@ -250,6 +251,7 @@ class _Stages:
     def __init__(self, tier: str, results_dir=None, machines_dir=None):
         self.tier, self.results_dir, self.machines_dir = tier, results_dir, machines_dir
         self.plan, self._views = tiers.confirmatory(tier), {}
+        self.notes = seed_plan.plan_notes(tier)
 
     def _view(self, plan: int | None):
         if plan not in self._views:
@@ -270,7 +272,11 @@ class _Stages:
             pilot = _judge_training(statement, self.tier, self._view(None)[0], [], table)
             where = f"confirmatory plan at {', '.join(running)}; the value is its pilot's"
             return _row(statement, self.tier, PLAN_RUNNING, pilot["judgement"], interim=where)
-        return _judge_training(statement, self.tier, runs, machines, table, unfinished)
+        row = _judge_training(statement, self.tier, runs, machines, table, unfinished)
+        judged_by_plan = self.plan.judges(statement.id) and row["verdict"] != PLAN_RUNNING
+        if judged_by_plan or (row["verdict"] == UNDECIDED and not row["flips"]):
+            row["plan_note"] = self.notes.get(statement.id, "")
+        return row
 
 
 def _judge_training(statement, tier: str, runs: quantities.Runs, machines: list, table, unfinished=None) -> dict:
@@ -360,7 +366,7 @@ def judge(
     for tier in tiers:
         stages = _Stages(tier, results_dir, machines_dir)
         rows += [stages.judge(s, table) for s in table.statements if s.checkable and tier in s.tiers]
-    return pd.DataFrame(rows, columns=["id", "column", "verdict", "judgement", "flips", "interim"])
+    return pd.DataFrame(rows, columns=["id", "column", "verdict", "judgement", "flips", "interim", "plan_note"])
 
 
 def walk(tier: str = "paper", seed: int = 0, table=None) -> tuple[int, list[tuple[str, str]]]:
@@ -394,10 +400,11 @@ def _num(x: float, unit: str = "") -> str:
     return f"{x:+.3g}{unit}" if unit != "=" else f"{x:.4g}"
 
 
-def ours_text(j: rules.Judgement | None, flips: str = "", interim: str = "") -> str:
+def ours_text(j: rules.Judgement | None, flips: str = "", interim: str = "", plan_note: str = "") -> str:
     """Our value as the card shows it: the binding comparison (its setting where several), its estimate and
     interval over n seeds; for an undecided verdict where it leans and whether it excludes the paper's value; for
-    ``exact`` the value (or its range over rows)."""
+    ``exact`` the value (or its range over rows); ``plan_note``: what the tier's seed plans say of its seeds
+    (:func:`repro.seed_plan.plan_notes`)."""
     if not isinstance(j, rules.Judgement):  # None (NaN in a frame): no run to judge
         return f"not a verdict yet ({interim}): no run stored" if interim else ""
     v = _leaf(j.overall)
@@ -422,6 +429,8 @@ def ours_text(j: rules.Judgement | None, flips: str = "", interim: str = "") -> 
         text = f"interim, not a verdict ({interim}): {text}"
     if flips:
         text += f"; flips with the machine ({flips})"
+    if plan_note:
+        text += f"; {plan_note}"
     return text
 
 
@@ -491,7 +500,7 @@ def card(judged: pd.DataFrame, table=None) -> pd.DataFrame:
                 **row,
                 "overall": overall,
                 "overall_from": source,
-                "ours": ours_text(hit.judgement, hit.flips, hit.interim) if hit is not None else "",
+                "ours": ours_text(hit.judgement, hit.flips, hit.interim, hit.plan_note) if hit is not None else "",
                 "page": page_of(s, source) if source else page_of(s),
             }
         )
@@ -694,7 +703,7 @@ def page_card(page: str, tier: str, studies: dict | None = None, results_dir=Non
             "section": s.section,
             "words": s.words,
             "paper": _paper_value(s),
-            "ours": ours_text(r["judgement"], r["flips"], r["interim"]),
+            "ours": ours_text(r["judgement"], r["flips"], r["interim"], r["plan_note"]),
             "verdict": r["verdict"] or "not judged at this tier",
             "contradicts": s.contradicts_paper_table,
         }

@@ -91,6 +91,7 @@ __all__ = [
     "DRAWS",
     "read_calibration",
     "judged_before",
+    "plan_notes",
 ]
 
 #: Power a planned gap decides with (at two-sided level :data:`repro.rules.ALPHA`).
@@ -679,6 +680,33 @@ def judged_before(tier: str, number: int) -> set:
 
     gone = tiers.withdrawn(tier)
     return {i for n in range(1, number) if n not in gone for i in read_plan(tier, n)["judges"]}
+
+
+def plan_notes(tier: str) -> dict[str, str]:
+    """Statement id -> what ``tier``'s confirmatory plans (withdrawn ones aside) say of the seeds its verdict rests
+    on: a statement a plan judges, that it is judged once on that plan's fresh seeds; one a plan left out, the
+    plan's note on why (more seeds would not decide it, or the budget).  A later plan's word replaces an earlier's."""
+    from repro import tiers
+
+    gone, out = tiers.withdrawn(tier), {}
+    for n in range(1, len(tiers.written_confirmatory_plans(tier)) + 1):
+        if n in gone:
+            continue
+        plan = read_plan(tier, n)
+        for s in plan["statements"]:
+            if s["statement"] in plan["judges"]:
+                out[s["statement"]] = (
+                    f"judged once on confirmatory plan {n}'s fresh seeds ({s['seeds']} at most a cell), fixed before "
+                    "its runs: no seeds are added"
+                )
+            elif s["route"] is None:  # beyond the cap: the chance the cap's seeds would decide it
+                out[s["statement"]] = (
+                    f"left out of confirmatory plan {n}: {plan['cap']} fresh seeds would decide it with chance "
+                    f"{sum(s['chances']):.3g} (< {plan['power']})"
+                )
+            elif s.get("seeds") is None:
+                out[s["statement"]] = f"left out of confirmatory plan {n}: {s.get('note', 'beyond its budget')}"
+    return out
 
 
 _PER_COMPARISON = (

@@ -331,6 +331,38 @@ def test_a_statement_of_the_confirmatory_plan_is_judged_on_its_fresh_seeds_alone
     assert row["interim"] == "confirmatory plan at table1 0/4 runs; the value is its pilot's"
 
 
+def test_the_card_says_what_the_seed_plans_say_of_an_undecided_statement_or_one_a_plan_judged(
+    monkeypatch, tmp_path, table
+):
+    """KL's gap to FedAvg +10, -10 and +1 pp over three seeds: undecided, and the card adds the plans' note on it
+    (why no plan gives it more seeds); the same statement decided (+10 pp each seed) outside any plan gets no note,
+    and decided on a plan's fresh seeds, the note that names that plan."""
+    monkeypatch.setattr(tiers, "seed_plan_cells", lambda tier: {})
+    judged_outside_the_plans(monkeypatch, "V-B1/kl_low")
+    note = "left out of confirmatory plan 7: the reason"
+    monkeypatch.setattr(scorecard.seed_plan, "plan_notes", lambda tier: {"V-B1/kl_low": note})
+    t = only(table, "V-B1/kl_low")
+    for seed, gap in enumerate((0.10, -0.10, 0.01)):
+        _store(tmp_path / "mixed", "subset", "FedAvg", seed, 0.5 + gap)
+        _store(tmp_path / "mixed", "subset", "KL", seed, 0.5)
+        _store(tmp_path / "clear", "subset", "FedAvg", seed, 0.6 + 0.01 * seed)
+        _store(tmp_path / "clear", "subset", "KL", seed, 0.5)
+
+    def judged(root):
+        return scorecard.judge(("subset",), table=t, results_dir=root, machines_dir=tmp_path / "none", label_only=False)
+
+    mixed = judged(tmp_path / "mixed")
+    assert (mixed.iloc[0]["verdict"], mixed.iloc[0]["plan_note"]) == (UNDECIDED, note)
+    assert scorecard.card(mixed, t).iloc[0]["ours"].endswith(f"; {note}")
+    clear = judged(tmp_path / "clear")
+    assert (clear.iloc[0]["verdict"], clear.iloc[0]["plan_note"]) == (REPRODUCES, "")
+    assert note not in scorecard.card(clear, t).iloc[0]["ours"]
+    seeds = frozenset(range(3))  # the same runs, as one plan's fresh seeds that judge the statement
+    monkeypatch.setattr(tiers, "confirmatory", lambda tier: tiers.Confirmatory(((seeds, frozenset({"V-B1/kl_low"})),)))
+    on_plan = judged(tmp_path / "clear").iloc[0]
+    assert (on_plan["verdict"], on_plan["plan_note"]) == (REPRODUCES, note)
+
+
 @pytest.mark.slow
 def test_no_quick_verdict_turns_into_its_opposite_on_the_machines_that_retrained_it(table):
     """On the repository's own runs: no training statement of the quick tier goes from "reproduces" to "does not

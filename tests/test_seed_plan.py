@@ -487,6 +487,54 @@ def test_a_confirmatory_plan_is_the_next_one_and_skips_the_statements_earlier_pl
     assert sp.judged_before("subset", live + 1) == judges[live]
 
 
+def test_plan_notes_say_which_plan_judges_a_statement_or_why_the_latest_left_it_out(monkeypatch):
+    """Plan 1 judges A and leaves B and D beyond its cap; plan 2 (withdrawn) judges B; plan 3 judges C, leaves B
+    out for its budget and D beyond its cap: A and C name the plan that judges them, B and D plan 3's reason, and
+    the withdrawn plan says nothing."""
+
+    def row(sid, seeds=None, route=None, chances=(0.0, 0.0), note=None):
+        return {
+            "statement": sid,
+            "seeds": seeds,
+            "route": route,
+            "chances": list(chances),
+            **({"note": note} if note else {}),
+        }
+
+    plans = {
+        1: {"judges": ["A"], "statements": [row("A", 5, "for"), row("B", chances=(0.1, 0.2)), row("D")]},
+        2: {"judges": ["B"], "statements": [row("B", 9, "against")]},
+        3: {
+            "judges": ["C"],
+            "statements": [
+                row("B", route="for", note="beyond the budget"),
+                row("C", 40, "for"),
+                row("D", chances=(0.25, 0.25)),
+            ],
+        },
+    }
+    monkeypatch.setattr(tiers, "written_confirmatory_plans", lambda tier: ["p1", "p2", "p3"])
+    monkeypatch.setattr(tiers, "withdrawn", lambda tier: {2: {"reason": "test"}})
+    monkeypatch.setattr(sp, "read_plan", lambda tier, n: {"cap": 100, "power": 0.8, **plans[n]})
+    notes = sp.plan_notes("subset")
+    fixed = "fixed before its runs: no seeds are added"
+    assert notes == {
+        "A": f"judged once on confirmatory plan 1's fresh seeds (5 at most a cell), {fixed}",
+        "B": "left out of confirmatory plan 3: beyond the budget",
+        "C": f"judged once on confirmatory plan 3's fresh seeds (40 at most a cell), {fixed}",
+        "D": "left out of confirmatory plan 3: 100 fresh seeds would decide it with chance 0.5 (< 0.8)",
+    }
+
+
+def test_the_repositorys_plan_notes_name_live_plans_only():
+    gone, notes = tiers.withdrawn("subset"), sp.plan_notes("subset")
+    for n in range(1, len(tiers.written_confirmatory_plans("subset")) + 1):
+        for sid in sp.read_plan("subset", n)["judges"]:
+            judged = notes.get(sid, "").startswith(f"judged once on confirmatory plan {n}'s fresh seeds")
+            assert judged == (n not in gone), sid
+    assert not [v for v in notes.values() for n in gone if f"plan {n}'s" in v or f"plan {n}:" in v]
+
+
 def test_a_budget_takes_the_cheapest_statements_first_and_counts_a_shared_cell_once():
     def cell(method, seeds):
         return ("table1", {"method": method}, seeds)

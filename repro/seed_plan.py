@@ -762,12 +762,12 @@ def _confirmatory_rows(
             "chances": [round(float(c), 3) for c in plan["chances"]],
         }
         if plan["n"] is None:
-            beyond = planner(j, target=target, cap=FIRST_FRESH_SEED, **(draws or {}))["n"]
-            beyond = max(beyond.values()) if per_comparison and beyond else beyond
-            more = f"{beyond} would" if beyond else f"not even {FIRST_FRESH_SEED} would"
-            row["note"] = (
-                f"{cap} fresh seeds decide it with chance {sum(plan['chances']):.2f} (< {target}): not planned; {more}"
-            )
+            chance = sum(plan["chances"])
+            row["note"] = f"{cap} fresh seeds decide it with chance {chance:.3g} (< {target}): not planned"
+            if cap < FIRST_FRESH_SEED:  # would the most fresh seeds a plan has room for?
+                beyond = planner(j, target=target, cap=FIRST_FRESH_SEED, **(draws or {}))["n"]
+                beyond = max(beyond.values()) if per_comparison and beyond else beyond
+                row["note"] += f"; {beyond} would" if beyond else f"; not even {FIRST_FRESH_SEED} would"
         else:
             fn, stored = quantities.TRAINING[s.id], {g: runs.stored(g) for g in quantities.read_groups(s.groups)}
             cells = cell_comparisons(fn, s, table, tier, stored)

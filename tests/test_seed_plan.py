@@ -535,6 +535,29 @@ def test_the_repositorys_plan_notes_name_live_plans_only():
     assert not [v for v in notes.values() for n in gone if f"plan {n}'s" in v or f"plan {n}:" in v]
 
 
+def test_a_statement_beyond_the_cap_gets_the_chance_and_whether_more_seeds_would_decide_it():
+    """A gap of 0.1 sd decides in no fresh seed count a plan has room for: at the cap of room
+    (FIRST_FRESH_SEED) the note gives the chance alone; at a smaller cap it also says that not even that many would;
+    a gap of 1 sd beyond a cap of 5 decides with the 10 seeds the note names."""
+    from repro import rules, statements
+
+    table, nxt = statements.load_table(), len(tiers.written_confirmatory_plans("subset")) + 1
+    s = table.by_id("V-B1/kl_low")  # judged by no live plan
+
+    def note(gaps, cap):
+        j = rules.direction(_frame({"B": gaps}), [("R", "B")])
+        (row,) = sp.confirmatory_plan("subset", [(s, j)], number=nxt, table=table, cap=cap)["statements"]
+        assert row["seeds"] is None and row["route"] is None
+        return row["note"], sum(row["chances"])
+
+    text, chance = note([-0.9, 0.1, 1.1], sp.FIRST_FRESH_SEED)
+    assert text == f"{sp.FIRST_FRESH_SEED} fresh seeds decide it with chance {chance:.3g} (< {sp.POWER}): not planned"
+    text, _ = note([-0.9, 0.1, 1.1], 5)
+    assert text.endswith(f"not planned; not even {sp.FIRST_FRESH_SEED} would")
+    text, _ = note([0.0, 1.0, 2.0], 5)
+    assert text.endswith(f"not planned; {sp.seeds_needed(1.0, 1.0)} would")
+
+
 def test_a_budget_takes_the_cheapest_statements_first_and_counts_a_shared_cell_once():
     def cell(method, seeds):
         return ("table1", {"method": method}, seeds)

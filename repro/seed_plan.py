@@ -92,6 +92,7 @@ __all__ = [
     "read_calibration",
     "judged_before",
     "plan_notes",
+    "beyond_cap",
 ]
 
 #: Power a planned gap decides with (at two-sided level :data:`repro.rules.ALPHA`).
@@ -518,6 +519,29 @@ def fresh_seeds(judgement, *, target: float = POWER, cap: int = CAP, draws: int 
         if p + m >= target:
             return {"n": n, "route": "for" if p >= m else "against", "chances": (p, m)}
     return {"n": None, "route": None, "chances": verdict_chances(judgement, cap, memo=memo, draws=draws, seed=seed)}
+
+
+def beyond_cap(
+    judgement, *, target: float = POWER, counts=(100, 300, 1000, 3000), most: int = 10_000, draws: int = DRAWS, seed=0
+) -> dict:
+    """Would more seeds than any plan has room for decide the statement?  ``chances``: {n: (pass, miss)} at each
+    seed count of ``counts``, the same for every cell; ``n``: the fewest seeds (up to ``most``) at which it decides
+    either way with chance ``target``, bisected (the chance grows with the seeds), or None where not even ``most``
+    would.  ``draws``, ``seed``: as :func:`verdict_chances` takes them (by default the assurance)."""
+    _check("most", most, f"an integer >= {max(counts)}", isinstance(most, int) and most >= max(counts))
+    memo, kw = {}, {"draws": draws, "seed": seed}
+
+    def either(n: int) -> float:
+        return sum(verdict_chances(judgement, n, memo=memo, **kw))
+
+    chances = {n: verdict_chances(judgement, n, memo=memo, **kw) for n in counts}
+    if either(most) < target:
+        return {"chances": chances, "n": None}
+    low, high = 1, most  # either(low) < target <= either(high)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if either(mid) >= target else (mid, high)
+    return {"chances": chances, "n": high}
 
 
 def fresh_seeds_per_comparison(

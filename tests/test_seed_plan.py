@@ -261,6 +261,21 @@ def test_fresh_seeds_are_the_fewest_that_decide_and_none_beyond_the_cap():
     assert small["n"] is None and sum(small["chances"]) < sp.POWER
 
 
+def test_beyond_the_cap_the_fewest_seeds_are_those_a_search_from_two_finds_and_none_for_a_zero_gap():
+    from repro import rules
+
+    j = rules.direction(_frame({"B": [0.0, 1.0, 2.0]}), [("R", "B")])  # gap 1, sd 1
+    point = sp.beyond_cap(j, draws=0, counts=(5, 20), most=50)
+    assert point["n"] == sp.fresh_seeds(j, cap=50)["n"] == sp.seeds_needed(1.0, 1.0)
+    assert point["chances"] == {n: sp.verdict_chances(j, n) for n in (5, 20)}
+    sure = sp.beyond_cap(j, draws=200, seed=3, counts=(5,), most=400)  # the pilot's uncertainty asks for more
+    assert sure["n"] == sp.fresh_seeds(j, cap=400, draws=200, seed=3)["n"] > point["n"]
+    flat = rules.direction(_frame({"B": [-1.0, 0.0, 1.0]}), [("R", "B")])  # gap 0: a pass or a miss at chance alpha
+    assert sp.beyond_cap(flat, draws=0, counts=(5,), most=200)["n"] is None
+    with pytest.raises(ValueError, match=r"most.*an integer >= 3000"):
+        sp.beyond_cap(j, most=1000)
+
+
 def test_seeds_per_comparison_go_where_a_comparison_is_close_to_its_boundary():
     from repro import rules
 

@@ -29,7 +29,7 @@ tier's committed plan and :func:`progress` counts its runs stored so far.
 A confirmatory plan (:func:`verdict_chances`, :func:`fresh_seeds`, :func:`cells_read`) plans fresh seeds for a
 statement the runs stored before it left undecided: its verdict is judged again on those seeds alone, the earlier
 runs serving only as the pilot, so no seed is added to a verdict already looked at.  A tier's plans are written
-one after another (``Tier.confirmatory_plans``), the n-th with seeds from ``n * FIRST_FRESH_SEED``, each for the
+one after another (``Tier.confirmatory_plans``), the n-th with seeds from :func:`first_fresh_seed`, each for the
 undecided statements no earlier plan judges: a statement's fresh seeds are drawn once, never tried again.
 
 Each comparison of the statement's judgement is taken to be normal with the pilot's estimate and the spread its
@@ -93,6 +93,7 @@ __all__ = [
     "judged_before",
     "plan_notes",
     "beyond_cap",
+    "first_fresh_seed",
 ]
 
 #: Power a planned gap decides with (at two-sided level :data:`repro.rules.ALPHA`).
@@ -625,9 +626,17 @@ def cell_comparisons(fn, statement, table, tier: str, groups: dict) -> list[tupl
     ]
 
 
-#: Fresh seeds of the n-th confirmatory plan start at n times this, clear of the seed plan's (0..CAP-1) and of every
-#: other confirmatory plan's (at most this many each).
+#: Fresh seeds of the n-th confirmatory plan start at n times this (or at the next multiple of it past an earlier
+#: plan's seeds: :func:`first_fresh_seed`), clear of the seed plan's (0..CAP-1) and of every other plan's.
 FIRST_FRESH_SEED = 100
+
+
+def first_fresh_seed(tier: str, number: int) -> int:
+    """The first fresh seed of ``tier``'s ``number``-th confirmatory plan: ``number`` * :data:`FIRST_FRESH_SEED`, or
+    the next multiple of it past the seeds of every earlier plan (withdrawn ones too) where a cap above
+    :data:`FIRST_FRESH_SEED` took them that far; a plan's seeds are ``first_seed`` .. ``first_seed + cap - 1``."""
+    end = max((p["first_seed"] + p["cap"] for p in (read_plan(tier, n) for n in range(1, number))), default=0)
+    return max(number * FIRST_FRESH_SEED, -(-end // FIRST_FRESH_SEED) * FIRST_FRESH_SEED)
 
 
 def confirmatory_plan(
@@ -644,7 +653,7 @@ def confirmatory_plan(
 ) -> dict:
     """The ``number``-th confirmatory seed plan of ``tier``: for each training statement its stored runs leave
     undecided (``undecided``: (statement, judgement) pairs, :func:`repro.scorecard.undecided`) and no earlier plan
-    judges, the fresh seeds (:func:`fresh_seeds`, from ``number`` * :data:`FIRST_FRESH_SEED`) on which it decides
+    judges, the fresh seeds (:func:`fresh_seeds`, from :func:`first_fresh_seed`) on which it decides
     either way with chance ``target``, given to every cell it reads (:func:`cells_read`); the statements it plans
     are judged on those seeds alone.  With ``budget_hours`` the plan takes the statements cheapest first (the runs
     of their own cells, shared among the statements that ask for the very same runs) while its total, a cell
@@ -658,7 +667,7 @@ def confirmatory_plan(
 
     written = tiers.written_confirmatory_plans(tier)
     _check("number", number, f"the next plan's number, {len(written) + 1}", number == len(written) + 1)
-    _check("cap", cap, f"at most {FIRST_FRESH_SEED} (one plan's seeds below the next's)", cap <= FIRST_FRESH_SEED)
+    _check("cap", cap, "an integer >= 2", isinstance(cap, int) and cap >= 2)
     ok = budget_hours is None or (isinstance(budget_hours, (int, float)) and budget_hours > 0)
     _check("budget_hours", budget_hours, "None or a number of CPU hours > 0", ok)
     judged = judged_before(tier, number)
@@ -667,6 +676,7 @@ def confirmatory_plan(
     candidates = [(s, j) for s, j in undecided if s.id not in judged]
     draws = {"draws": DRAWS if assurance else 0, "seed": number}
     rows, wants = _confirmatory_rows(tier, candidates, table, target, cap, per_comparison, draws)
+    first = first_fresh_seed(tier, number)
     asks = _within_budget(rows, wants, None if budget_hours is None else budget_hours * 3600 / per_run, per_run)
     n_runs = sum(n for _, _, n in asks.values())
     return {
@@ -686,12 +696,12 @@ def confirmatory_plan(
         **({"budget_cpu_hours": budget_hours} if budget_hours is not None else {}),
         "number": number,
         "after": [Path(p).name for p in written],
-        "first_seed": number * FIRST_FRESH_SEED,
+        "first_seed": first,
         "judges": [r["statement"] for r in rows if r["seeds"] is not None],
         "totals": {"runs": n_runs, "cpu_hours": round(n_runs * per_run / 3600, 1), "cpu_seconds_per_run": per_run},
         "statements": rows,
         "cells": [
-            {"group": g, "label": lab, "seeds": n, "first_seed": number * FIRST_FRESH_SEED}
+            {"group": g, "label": lab, "seeds": n, "first_seed": first}
             for g, lab, n in sorted(asks.values(), key=lambda c: cell_key(c[0], c[1]))
         ],
     }

@@ -92,8 +92,7 @@ def main(argv=None) -> int:
         "--cap",
         type=int,
         default=seed_plan.CAP,
-        help="with --write-confirmatory: the most fresh seeds a cell gets (default %(default)s, at most "
-        f"{seed_plan.FIRST_FRESH_SEED})",
+        help="with --write-confirmatory: the most fresh seeds a cell gets (default %(default)s)",
     )
     p.add_argument(
         "--budget-hours",

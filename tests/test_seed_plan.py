@@ -460,12 +460,12 @@ def test_the_committed_confirmatory_plans_run_fresh_seeds_for_their_statements_a
     for number, (path, (fresh, judges)) in enumerate(zip(paths, confirm.plans), start=1):
         plan = yaml.safe_load((tiers._ROOT / path).read_text())
         if number in gone:  # runs nothing more, judges nothing (test_a_withdrawn_plan_...)
-            assert plan["first_seed"] == number * sp.FIRST_FRESH_SEED and not judges
+            assert plan["first_seed"] == sp.first_fresh_seed("subset", number) and not judges
             continue
         assert plan.get("number", 1) == number  # the first plan predates the field
-        assert plan["first_seed"] == number * sp.FIRST_FRESH_SEED and min(fresh) == plan["first_seed"]
-        assert plan["cap"] <= sp.FIRST_FRESH_SEED and max(fresh) < plan["first_seed"] + plan["cap"]
-        assert not fresh & first  # clear of the seed plan's seeds (and, by the cap, of every other plan's)
+        assert plan["first_seed"] == sp.first_fresh_seed("subset", number) and min(fresh) == plan["first_seed"]
+        assert max(fresh) < plan["first_seed"] + plan["cap"]
+        assert not fresh & first  # clear of the seed plan's seeds
         assert set(plan["judges"]) == set(judges) and all("subset" in ids[i].tiers for i in plan["judges"])
         planned = {r["statement"]: r["seeds"] for r in plan["statements"]}
         assert {i for i, n in planned.items() if n is not None} == set(plan["judges"])
@@ -482,6 +482,28 @@ def test_the_committed_confirmatory_plans_run_fresh_seeds_for_their_statements_a
         assert plan["totals"]["runs"] == sum(c["seeds"] for c in plan["cells"])
 
 
+def test_a_plans_fresh_seeds_start_past_every_earlier_plans_whatever_its_cap(monkeypatch):
+    """Plans of caps 100, 100, 700 and 20: the third takes 300..999, so the fourth starts at 1000 (not 400) and the
+    fifth at 1100; with caps of at most 100 the n-th plan starts at 100 n.  The repository's plans never share a
+    seed."""
+    caps = {1: 100, 2: 100, 3: 700, 4: 20}
+    firsts = {}
+
+    def read(tier, n):
+        return {"first_seed": firsts[n], "cap": caps[n]}
+
+    monkeypatch.setattr(sp, "read_plan", read)
+    for n in range(1, 6):
+        firsts[n] = sp.first_fresh_seed("subset", n)
+    assert firsts == {1: 100, 2: 200, 3: 300, 4: 1000, 5: 1100}
+    monkeypatch.undo()
+    spans = [
+        range(p["first_seed"], p["first_seed"] + p["cap"])
+        for p in (sp.read_plan("subset", n) for n in range(1, len(tiers.written_confirmatory_plans("subset")) + 1))
+    ]
+    assert all(a.stop <= b.start for a, b in zip(spans, spans[1:]))
+
+
 def test_a_confirmatory_plan_is_the_next_one_and_skips_the_statements_earlier_plans_judge():
     from repro import statements
 
@@ -495,7 +517,7 @@ def test_a_confirmatory_plan_is_the_next_one_and_skips_the_statements_earlier_pl
     undecided = [(table.by_id(first), None)]  # judged by a live plan: never planned again, so never read here
     plan = sp.confirmatory_plan("subset", undecided, number=written + 1, table=table)
     assert plan["statements"] == [] and plan["judges"] == [] and plan["cells"] == []
-    assert plan["first_seed"] == (written + 1) * sp.FIRST_FRESH_SEED
+    assert plan["first_seed"] == sp.first_fresh_seed("subset", written + 1)
     # a withdrawn plan's statements may be planned again; a live plan's never
     judges = {n: set(sp.read_plan("subset", n)["judges"]) for n in range(1, written + 1)}
     assert sp.judged_before("subset", written + 1) == set().union(*(j for n, j in judges.items() if n not in gone))

@@ -220,7 +220,7 @@ def _paper_too(statement, j: rules.Judgement) -> bool:
 
 def _row(statement, column: str, status: str, j=None, flips: str = "", interim: str = "") -> dict:
     row = {"id": statement.id, "column": column, "verdict": status, "judgement": j, "flips": flips, "interim": interim}
-    row["plan_note"] = ""
+    row["plan_note"] = ""  # what the tier's seed plans say of the statement's seeds (_Stages.judge)
     if j is not None and status == DOES_NOT and _paper_too(statement, j):
         row["verdict"] = PAPER_TOO
     return row

@@ -525,7 +525,7 @@ def fresh_seeds(judgement, *, target: float = POWER, cap: int = CAP, draws: int 
 def beyond_cap(
     judgement, *, target: float = POWER, counts=(100, 300, 1000, 3000), most: int = 10_000, draws: int = DRAWS, seed=0
 ) -> dict:
-    """Would more seeds than any plan has room for decide the statement?  ``chances``: {n: (pass, miss)} at each
+    """Would more seeds than a plan's cap decide the statement?  ``chances``: {n: (pass, miss)} at each
     seed count of ``counts``, the same for every cell; ``n``: the fewest seeds (up to ``most``) at which it decides
     either way with chance ``target``, bisected (the chance grows with the seeds), or None where not even ``most``
     would.  ``draws``, ``seed``: as :func:`verdict_chances` takes them (by default the assurance)."""
@@ -719,7 +719,8 @@ def judged_before(tier: str, number: int) -> set:
 def plan_notes(tier: str) -> dict[str, str]:
     """Statement id -> what ``tier``'s confirmatory plans (withdrawn ones aside) say of the seeds its verdict rests
     on: a statement a plan judges, that it is judged once on that plan's fresh seeds; one a plan left out, the
-    plan's note on why (more seeds would not decide it, or the budget).  A later plan's word replaces an earlier's."""
+    plan's reason (the chance its cap of seeds would decide it, or its budget; :func:`beyond_cap` says whether more
+    seeds would).  A later plan's word replaces an earlier's."""
     from repro import tiers
 
     gone, out = tiers.withdrawn(tier), {}
@@ -798,7 +799,7 @@ def _confirmatory_rows(
         if plan["n"] is None:
             chance = sum(plan["chances"])
             row["note"] = f"{cap} fresh seeds decide it with chance {chance:.3g} (< {target}): not planned"
-            if cap < FIRST_FRESH_SEED:  # would the most fresh seeds a plan has room for?
+            if cap < FIRST_FRESH_SEED:  # would as many as the plans' seed spacing?
                 beyond = planner(j, target=target, cap=FIRST_FRESH_SEED, **(draws or {}))["n"]
                 beyond = max(beyond.values()) if per_comparison and beyond else beyond
                 row["note"] += f"; {beyond} would" if beyond else f"; not even {FIRST_FRESH_SEED} would"

@@ -244,6 +244,7 @@ TIERS: dict[str, Tier] = {
             "plans/subset_confirmatory_plan_10.yaml",
             "plans/subset_confirmatory_plan_11.yaml",
             "plans/subset_confirmatory_plan_12.yaml",
+            "plans/subset_confirmatory_plan_13.yaml",
         ),
         withdrawn_plans="plans/subset_withdrawn_plans.yaml",
     ),

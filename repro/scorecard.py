@@ -34,6 +34,8 @@ __all__ = [
     "book_parameters",
     "page_of",
     "judge",
+    "plan_record",
+    "plan_promise",
     "walk",
     "card",
     "counts",
@@ -318,6 +320,43 @@ def undecided(tier: str, table=None) -> list:
         if row["verdict"] == UNDECIDED and row["judgement"] is not None and not row["flips"]:
             out.append((s, row["judgement"]))
     return out
+
+
+def plan_record(tier: str, results_dir=None, table=None) -> pd.DataFrame:
+    """Did the confirmatory plans keep their promise?  One row per statement a live (not withdrawn) plan of ``tier``
+    judges: the ``plan``, how its ``chances`` were computed, the chance it ``promised`` that the statement decides
+    either way on its fresh seeds, and the ``verdict`` those seeds give now (``seed plan still running`` until its
+    runs are in)."""
+    table = table or statements.load_table()
+    stages, gone = _Stages(tier, results_dir), tiers.withdrawn(tier)
+    by_id, rows = {s.id: s for s in table.statements}, []
+    for number in range(1, len(tiers.written_confirmatory_plans(tier)) + 1):
+        if number in gone:
+            continue
+        plan = seed_plan.read_plan(tier, number)
+        listed = {s["statement"]: s for s in plan["statements"]}
+        how = f"averaged over {plan['draws']} draws" if "draws" in plan else "at the pilot's estimates"
+        for sid in plan["judges"]:
+            promised = round(float(sum(listed[sid]["chances"])), 3)
+            verdict = stages.judge(by_id[sid], table)["verdict"]
+            rows.append({"plan": number, "chances": how, "statement": sid, "promised": promised, "verdict": verdict})
+    return pd.DataFrame(rows, columns=["plan", "chances", "statement", "promised", "verdict"])
+
+
+def plan_promise(record: pd.DataFrame) -> dict:
+    """The record of :func:`plan_record` in sum, over the statements whose plan runs are all in (a verdict of the
+    rules, undecided included): how many there are (``finished``), how many decided, how many the plans' promises
+    lead one to expect, and the chance of deciding no more than that many were every promise kept (``p_at_most``,
+    the Poisson-binomial tail, :func:`repro.seed_plan.at_most`)."""
+    done = record[record["verdict"].isin(rules.VERDICTS)]
+    decided = int(done["verdict"].isin([REPRODUCES, DOES_NOT]).sum())
+    promised = [float(p) for p in done["promised"]]
+    return {
+        "finished": len(done),
+        "decided": decided,
+        "expected": round(sum(promised), 2),
+        "p_at_most": float(seed_plan.at_most(promised, decided)),
+    }
 
 
 def _judge_label(statement, studies: dict, table) -> dict:

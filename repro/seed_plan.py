@@ -81,6 +81,7 @@ __all__ = [
     "seeds_to_decide",
     "implied_sd",
     "verdict_chances",
+    "at_most",
     "fresh_seeds",
     "fresh_seeds_per_comparison",
     "comparison_key",
@@ -443,6 +444,18 @@ def _at_least(chances: list, k: int):
             [np.zeros_like(dist[:1]), dist * p]
         )
     return dist[k:].sum(axis=0)
+
+
+def at_most(chances: list, k: int) -> float:
+    """P(at most ``k`` of independent events with these chances happen): how surprising it is that no more than
+    ``k`` statements decided if each decides with the chance its plan promised.
+
+    Examples
+    --------
+    >>> round(at_most([0.8, 0.8], 0), 4), at_most([0.5], 1)
+    (0.04, 1.0)
+    """
+    return float(1 - _at_least(list(chances), k + 1)) if k < len(chances) else 1.0
 
 
 def comparison_key(v) -> tuple[str, str]:

@@ -825,3 +825,36 @@ def test_a_setting_without_a_value_says_how_the_others_fared(table):
     )
     j = rules.Judgement("exact", "class counts", dataclasses.replace(parts[1], parts=parts), parts)
     assert scorecard.ours_text(j) == "TissueMNIST: no value to compare; the other 1 of 2 settings reproduce"
+
+
+def test_the_plans_promise_is_summed_over_the_statements_whose_runs_are_in():
+    """Promises 0.8, 0.9 and 0.7; the first reproduces, the second stays undecided, the third's runs are not in:
+    two finished, one decided, 1.7 expected, and at most one decides with chance 1 - 0.8 x 0.9."""
+    record = pd.DataFrame(
+        {
+            "plan": [1, 1, 2],
+            "chances": ["a", "a", "b"],
+            "statement": ["s1", "s2", "s3"],
+            "promised": [0.8, 0.9, 0.7],
+            "verdict": [REPRODUCES, UNDECIDED, scorecard.PLAN_RUNNING],
+        }
+    )
+    got = scorecard.plan_promise(record)
+    assert {k: got[k] for k in ("finished", "decided", "expected")} == {"finished": 2, "decided": 1, "expected": 1.7}
+    assert got["p_at_most"] == pytest.approx(1 - 0.8 * 0.9)
+    none_in = scorecard.plan_promise(record.iloc[2:])
+    assert (none_in["finished"], none_in["decided"], none_in["p_at_most"]) == (0, 0, 1.0)
+
+
+def test_the_repositorys_plan_record_lists_what_each_live_plan_judges_with_its_promise():
+    record = scorecard.plan_record("subset")
+    gone = tiers.withdrawn("subset")
+    live = [n for n in range(1, len(tiers.written_confirmatory_plans("subset")) + 1) if n not in gone]
+    assert sorted(set(record["plan"])) == live
+    assert record["statement"].is_unique
+    for number, part in record.groupby("plan"):
+        plan = scorecard.seed_plan.read_plan("subset", number)
+        assert sorted(part["statement"]) == sorted(plan["judges"])
+        assert (part["promised"] >= plan["power"] - 1e-9).all()  # a plan judges only what it promises to decide
+    allowed = set(rules.VERDICTS) | {scorecard.PLAN_RUNNING}
+    assert set(record["verdict"]) <= allowed

@@ -641,3 +641,17 @@ def test_the_seeds_table_counts_planned_and_stored_runs_per_cell(tmp_path):
     after = sp.seeds_table("quick", ["table1"], tmp_path)
     stored = after[after["stored"] > 0]
     assert len(stored) == 1 and stored.iloc[0]["method"] == one.label["method"] and stored.iloc[0]["stored"] == 1
+
+
+def test_at_most_is_the_poisson_binomial_tail_counted_by_hand():
+    import itertools
+
+    chances = [0.9, 0.6, 0.3]
+    for k in range(len(chances) + 1):
+        by_hand = sum(
+            math.prod(p if hit else 1 - p for p, hit in zip(chances, hits))
+            for hits in itertools.product((0, 1), repeat=len(chances))
+            if sum(hits) <= k
+        )
+        assert sp.at_most(chances, k) == pytest.approx(by_hand)
+    assert sp.at_most([], 0) == 1.0

@@ -36,6 +36,7 @@ __all__ = [
     "judge",
     "plan_record",
     "plan_promise",
+    "pilot_and_fresh",
     "walk",
     "card",
     "counts",
@@ -341,6 +342,39 @@ def plan_record(tier: str, results_dir=None, table=None) -> pd.DataFrame:
             verdict = stages.judge(by_id[sid], table)["verdict"]
             rows.append({"plan": number, "chances": how, "statement": sid, "promised": promised, "verdict": verdict})
     return pd.DataFrame(rows, columns=["plan", "chances", "statement", "promised", "verdict"])
+
+
+def pilot_and_fresh(tier: str, results_dir=None, table=None, record=None) -> pd.DataFrame:
+    """Each comparison of each statement a live plan of ``tier`` has judged (its planned runs all in): its estimate
+    on the pilot (the runs before the plan) beside its estimate on the plan's fresh seeds, with the seeds of each and
+    the fresh seeds the plan ``asked`` for it (a comparison with fewer was never given what its plan promised).
+    Where a pilot that left its statement undecided meets a true gap nearer the boundary, the fresh estimate lies
+    nearer zero than the pilot's.  ``record``: :func:`plan_record`'s, where already at hand."""
+    table = table or statements.load_table()
+    stages, by_id, rows = _Stages(tier, results_dir), {s.id: s for s in table.statements}, []
+    record = plan_record(tier, results_dir, table) if record is None else record
+    for _, r in record[record["verdict"].isin(rules.VERDICTS)].iterrows():
+        s, fn = by_id[r["statement"]], quantities.TRAINING[r["statement"]]
+        listed = next(x for x in seed_plan.read_plan(tier, r["plan"])["statements"] if x["statement"] == s.id)
+        asked = listed.get("seeds_per_comparison", {})
+        pilot = {seed_plan.comparison_key(v): v for v in fn(stages._view(None)[0], s, table).comparisons()}
+        fresh = {seed_plan.comparison_key(v): v for v in fn(stages.of(s.id)[0], s, table).comparisons()}
+        for key in [*fresh, *(k for k in pilot if k not in fresh)]:  # a pilot comparison without fresh runs too
+            p, v = pilot.get(key), fresh.get(key)
+            rows.append(
+                {
+                    "plan": r["plan"],
+                    "statement": s.id,
+                    "setting": key[0],
+                    "comparison": key[1],
+                    "pilot": float(p.estimate) if p is not None else math.nan,
+                    "pilot_n": int(p.n) if p is not None else 0,
+                    "fresh": float(v.estimate) if v is not None else math.nan,
+                    "fresh_n": int(v.n) if v is not None else 0,
+                    "asked": asked.get(f"{key[0]}: {key[1]}", listed["seeds"]),
+                }
+            )
+    return pd.DataFrame(rows)
 
 
 def plan_promise(record: pd.DataFrame) -> dict:

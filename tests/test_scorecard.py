@@ -846,7 +846,14 @@ def test_the_plans_promise_is_summed_over_the_statements_whose_runs_are_in():
     assert (none_in["finished"], none_in["decided"], none_in["p_at_most"]) == (0, 0, 1.0)
 
 
+#: When the seed planner began to plan Table I's cells for the participation statements (commit e9178d2).
+PLANNER_FIX = "2026-11-28T07:42"
+
+
 def test_the_repositorys_plan_record_lists_what_each_live_plan_judges_with_its_promise():
+    """Each live plan's statements with a promise at least its power; and, for the statements judged, each
+    comparison's fresh seeds at least those the plan asked for it (a cell runs the most that any reader asks), but
+    where a plan predates the planner's reading of Table I's cells for the participation statements."""
     record = scorecard.plan_record("subset")
     gone = tiers.withdrawn("subset")
     live = [n for n in range(1, len(tiers.written_confirmatory_plans("subset")) + 1) if n not in gone]
@@ -858,3 +865,10 @@ def test_the_repositorys_plan_record_lists_what_each_live_plan_judges_with_its_p
         assert (part["promised"] >= plan["power"] - 1e-9).all()  # a plan judges only what it promises to decide
     allowed = set(rules.VERDICTS) | {scorecard.PLAN_RUNNING}
     assert set(record["verdict"]) <= allowed
+    pf = scorecard.pilot_and_fresh("subset", record=record)
+    assert set(pf["statement"]) == set(record.loc[record["verdict"].isin(rules.VERDICTS), "statement"])
+    short = pf[pf["fresh_n"] < pf["asked"]]
+    # plans written before the planner planned Table I's cells for participation statements (their 10 % point) may
+    # fall short there; no plan written since may
+    before_fix = {n for n in set(pf["plan"]) if scorecard.seed_plan.read_plan("subset", n)["computed_at"] < PLANNER_FIX}
+    assert set(short["plan"]) <= before_fix, short[["plan", "statement", "setting", "comparison"]]

@@ -62,6 +62,9 @@ NOT_RUN = "not run at this tier"
 #: A run group of the tier's seed plan still has planned runs to train: the plan fixes the seeds before the data,
 #: so its statements are judged once, at the planned count, not while the runs come in.
 PLAN_RUNNING = "seed plan still running"
+#: A confirmatory plan's runs are all in, yet a comparison of the statement has fewer fresh seeds than the plan
+#: asked for it (its file missed a cell it reads): judged on those seeds it would not be the test the plan fixed.
+PLAN_SHORT = "seed plan short of the seeds it asked"
 NEEDS_PAPER = "needs the paper tier"
 NOT_YET_RUN = "not run at any tier yet"
 NO_GROUP = "no run group yet"
@@ -75,6 +78,7 @@ STATUSES = (
     PAPER_TOO,
     UNDECIDED,
     PLAN_RUNNING,
+    PLAN_SHORT,
     NOT_RUN,
     NEEDS_PAPER,
     NOT_YET_RUN,
@@ -270,16 +274,43 @@ class _Stages:
 
     def judge(self, statement, table) -> dict:
         runs, machines, unfinished = self.of(statement.id)
-        running = [f"{g} {n}/{of} runs" for g, (n, of) in unfinished.items() if g in statement.groups]
+        running = [
+            f"{g} {n}/{of} runs" for g, (n, of) in unfinished.items() if g in quantities.read_groups(statement.groups)
+        ]
         if self.plan.judges(statement.id) and running:  # no verdict before its fresh seeds are in: the pilot's value
             pilot = _judge_training(statement, self.tier, self._view(None)[0], [], table)
             where = f"confirmatory plan at {', '.join(running)}; the value is its pilot's"
             return _row(statement, self.tier, PLAN_RUNNING, pilot["judgement"], interim=where)
         row = _judge_training(statement, self.tier, runs, machines, table, unfinished)
+        short = self.short_of_plan(statement, table, row["judgement"]) if row["verdict"] != PLAN_RUNNING else []
+        if short:
+            number, more = self.plan.plan_of(statement.id) + 1, f" and {len(short) - 1} more" if len(short) > 1 else ""
+            where = f"fewer fresh seeds than plan {number} asked: {short[0]}{more}"
+            return _row(statement, self.tier, PLAN_SHORT, row["judgement"], interim=where)
         judged_by_plan = self.plan.judges(statement.id) and row["verdict"] != PLAN_RUNNING
         if judged_by_plan or (row["verdict"] == UNDECIDED and not row["flips"]):
             row["plan_note"] = self.notes.get(statement.id, "")
         return row
+
+    def short_of_plan(self, statement, table, fresh) -> list[str]:
+        """The comparisons of a statement a confirmatory plan judges that have fewer fresh seeds in ``fresh`` (its
+        judgement on them) than the plan asked (:func:`repro.seed_plan.asked`), each "setting: comparison n/asked";
+        the pilot's comparisons too, should the fresh seeds hold none of one.  Empty for any other statement."""
+        index = self.plan.plan_of(statement.id)
+        if index is None or not isinstance(fresh, rules.Judgement):
+            return []
+        listed = seed_plan.read_plan(self.tier, index + 1)["statements"]
+        row = next((r for r in listed if r["statement"] == statement.id and r.get("seeds")), None)
+        if row is None:  # the plan's file does not plan it (a plan made up by a test)
+            return []
+        pilot = quantities.TRAINING[statement.id](self._view(None)[0], statement, table)
+        have = {seed_plan.comparison_key(v): int(v.n) for v in fresh.comparisons()}
+        keys = dict.fromkeys([*have, *(seed_plan.comparison_key(v) for v in pilot.comparisons())])
+        return [
+            f"{k[0]}: {k[1]} {have.get(k, 0)}/{seed_plan.asked(row, k)}"
+            for k in keys
+            if have.get(k, 0) < seed_plan.asked(row, k)
+        ]
 
 
 def _judge_training(statement, tier: str, runs: quantities.Runs, machines: list, table, unfinished=None) -> dict:
@@ -287,12 +318,20 @@ def _judge_training(statement, tier: str, runs: quantities.Runs, machines: list,
     if fn is None:
         return _row(statement, tier, NO_GROUP if statement.group_missing else NOT_COMPUTED)
     if not all(runs.has(g) for g in statement.groups):
-        planned = [f"{g} {n}/{of} runs" for g, (n, of) in (unfinished or {}).items() if g in statement.groups]
+        planned = [
+            f"{g} {n}/{of} runs"
+            for g, (n, of) in (unfinished or {}).items()
+            if g in quantities.read_groups(statement.groups)
+        ]
         if planned:  # the tier's plan runs the group; none of its runs is in yet
             return _row(statement, tier, PLAN_RUNNING, interim="seed plan at " + ", ".join(planned))
         return _row(statement, tier, NO_GROUP if statement.group_missing else NOT_RUN)
     j = fn(runs, statement, table)
-    running = [f"{g} {n}/{of} runs" for g, (n, of) in (unfinished or {}).items() if g in statement.groups]
+    running = [
+        f"{g} {n}/{of} runs"
+        for g, (n, of) in (unfinished or {}).items()
+        if g in quantities.read_groups(statement.groups)
+    ]
     if not j.settings and not running:  # the groups ran, but none of what the statement compares
         return _row(statement, tier, NO_GROUP if statement.group_missing else NOT_RUN, j)
     if running:  # the interim value is shown, marked so; no verdict before the planned seeds are in
@@ -356,7 +395,6 @@ def pilot_and_fresh(tier: str, results_dir=None, table=None, record=None) -> pd.
     for _, r in record[record["verdict"].isin(rules.VERDICTS)].iterrows():
         s, fn = by_id[r["statement"]], quantities.TRAINING[r["statement"]]
         listed = next(x for x in seed_plan.read_plan(tier, r["plan"])["statements"] if x["statement"] == s.id)
-        asked = listed.get("seeds_per_comparison", {})
         pilot = {seed_plan.comparison_key(v): v for v in fn(stages._view(None)[0], s, table).comparisons()}
         fresh = {seed_plan.comparison_key(v): v for v in fn(stages.of(s.id)[0], s, table).comparisons()}
         for key in [*fresh, *(k for k in pilot if k not in fresh)]:  # a pilot comparison without fresh runs too
@@ -371,7 +409,7 @@ def pilot_and_fresh(tier: str, results_dir=None, table=None, record=None) -> pd.
                     "pilot_n": int(p.n) if p is not None else 0,
                     "fresh": float(v.estimate) if v is not None else math.nan,
                     "fresh_n": int(v.n) if v is not None else 0,
-                    "asked": asked.get(f"{key[0]}: {key[1]}", listed["seeds"]),
+                    "asked": seed_plan.asked(listed, key),
                 }
             )
     return pd.DataFrame(rows)
@@ -423,10 +461,12 @@ def judge(
     label_only: bool = True,
 ) -> pd.DataFrame:
     """One row per (statement, column it lists): ``id``, ``column`` (label_only or a training tier of ``tiers``),
-    ``verdict`` (a rule's verdict, :data:`PAPER_TOO`, or why there is none: :data:`PLAN_RUNNING`, :data:`NOT_RUN`,
+    ``verdict`` (a rule's verdict, :data:`PAPER_TOO`, or why there is none: :data:`PLAN_RUNNING`, :data:`PLAN_SHORT`,
+    :data:`NOT_RUN`,
     :data:`NO_GROUP`, :data:`NOT_COMPUTED`), ``judgement`` (the rule's :class:`repro.rules.Judgement`) and ``flips``
     (the machines whose retrains change the verdict, which is then undecided), ``interim`` (for
-    :data:`PLAN_RUNNING`: the plan's groups still running, with runs stored of planned).  ``studies``: the label-only
+    :data:`PLAN_RUNNING`: the plan's groups still running, with runs stored of planned; for :data:`PLAN_SHORT`: the
+    comparisons short of their seeds).  ``studies``: the label-only
     studies (default :func:`repro.quantities.label_studies` at the book's parameters, ``smoke``: the
     pages' smoke ones); ``table``: the statements (default ``statements.yaml``); ``label_only=False`` leaves the
     label_only column out (its studies take minutes at full scale)."""
@@ -589,9 +629,10 @@ def _overall(statement, row: dict) -> tuple[str, str]:
     for tier in reversed(TRAINING_TIERS):
         if row[tier] in judged:
             return row[tier], tier
-    running = [t for t in TRAINING_TIERS if row[t] == PLAN_RUNNING]
-    if running:  # judged once the plan's runs are in; the card shows the interim value
-        return PLAN_RUNNING, running[-1]
+    for status in (PLAN_RUNNING, PLAN_SHORT):  # judged once the plan's runs are in; the card shows the interim value
+        waiting = [t for t in TRAINING_TIERS if row[t] == status]
+        if waiting:
+            return status, waiting[-1]
     if statement.group_missing:
         return NO_GROUP, ""
     if any(row[t] == NOT_COMPUTED for t in statement.tiers):
@@ -615,6 +656,7 @@ _ABBREV = {
     PAPER_TOO: "no*",
     UNDECIDED: "?",
     PLAN_RUNNING: "plan runs",
+    PLAN_SHORT: "plan short",
     NOT_RUN: "not run",
     NEEDS_PAPER: "paper",
     NOT_YET_RUN: "not run",
@@ -663,7 +705,14 @@ _COLOURS = {
 
 
 #: What a tier's cell of the HTML card shows (its columns are narrow; the overall column spells the verdict out).
-_SHORT = {REPRODUCES: "yes", DOES_NOT: "no", PAPER_TOO: "no*", UNDECIDED: "?", PLAN_RUNNING: "plan running"}
+_SHORT = {
+    REPRODUCES: "yes",
+    DOES_NOT: "no",
+    PAPER_TOO: "no*",
+    UNDECIDED: "?",
+    PLAN_RUNNING: "plan running",
+    PLAN_SHORT: "plan short",
+}
 
 
 def _cell(verdict: str, small: str = "", page: str = "", short: bool = False) -> str:

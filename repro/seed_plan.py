@@ -46,11 +46,14 @@ A plan that takes the pilot's estimates as the truth promises more than it keeps
 large gap or a small spread by chance gets too few seeds (``scripts/plan_calibration.py`` measures it).  With
 ``draws`` (:func:`verdict_chances`, ``assurance`` of :func:`confirmatory_plan`) each chance is averaged over draws of
 every comparison's truth given its pilot instead.  A plan written with the first kind may be withdrawn before its
-runs (:func:`repro.tiers.withdrawn`): its statements are then planned again, on new fresh seeds.
+runs (:func:`repro.tiers.withdrawn`): its statements are then planned again, on new fresh seeds.  A plan whose file
+missed cells that its own seeds per comparison ask for (:func:`missing_cells`) is completed by a record of those
+cells (:func:`completion`, :func:`repro.tiers.completions`): the seeds it asked for, fixed before its runs, not more.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +98,10 @@ __all__ = [
     "plan_notes",
     "beyond_cap",
     "first_fresh_seed",
+    "asked",
+    "missing_cells",
+    "completion",
+    "completion_records",
 ]
 
 #: Power a planned gap decides with (at two-sided level :data:`repro.rules.ALPHA`).
@@ -348,7 +355,9 @@ def progress(tier: str = "subset", results_dir=None, which: str | int = "seed") 
     plan, confirm = read_plan(tier, which), tiers.confirmatory(tier)
     mine = confirm.keeps(None if which == "seed" else which - 1)
     per_run = read_plan(tier)["seconds"]["cpu_seconds_per_run"] / 3600
-    groups = plan["groups"] if which == "seed" else sorted({c["group"] for c in plan["cells"]})
+    groups = (
+        plan["groups"] if which == "seed" else sorted({json.loads(k)["group"] for k in tiers.plan_cells(tier, which)})
+    )
     rows = []
     for group in groups:
         runs = [r for r in tiers.group_configs(tier, group) if mine(r.label.get("seed"))]
@@ -718,6 +727,71 @@ def confirmatory_plan(
             for g, lab, n in sorted(asks.values(), key=lambda c: cell_key(c[0], c[1]))
         ],
     }
+
+
+def asked(row: dict, key: tuple[str, str]) -> int:
+    """The fresh seeds a confirmatory plan's ``row`` (one of its ``statements``) asked for the comparison ``key``
+    (:func:`comparison_key`): its ``seeds_per_comparison``, else the statement's ``seeds``."""
+    return int(row.get("seeds_per_comparison", {}).get(f"{key[0]}: {key[1]}", row["seeds"]))
+
+
+def missing_cells(tier: str, number: int, table=None) -> list[dict]:
+    """The cells ``tier``'s confirmatory plan ``number`` asked fresh seeds for but gives fewer: each cell the
+    comparisons of a statement it judges read (:func:`cell_comparisons` on the runs below :data:`FIRST_FRESH_SEED`,
+    the plans' pilot) with the most seeds a comparison reading it asked (:func:`asked`; a cell no single comparison
+    reads, the statement's ``seeds``), where the plan's cells (:func:`repro.tiers.plan_cells`) hold fewer.  Each as
+    a plan cell: ``group``, ``label``, ``seeds`` from the plan's ``first_seed``."""
+    from repro import quantities, statements, tiers
+
+    plan, table = read_plan(tier, number), table or statements.load_table()
+    by_id, rows = {s.id: s for s in table.statements}, {r["statement"]: r for r in plan["statements"]}
+    runs = quantities.Runs(tier, keep=lambda seed: seed < FIRST_FRESH_SEED)
+    wants = {}
+    for sid in plan["judges"]:
+        s, row, fn = by_id[sid], rows[sid], quantities.TRAINING[sid]
+        stored = {g: runs.stored(g) for g in quantities.read_groups(s.groups)}
+        for group, label, comps in cell_comparisons(fn, s, table, tier, stored):
+            n = max((asked(row, c) for c in comps), default=int(row["seeds"]))
+            k = cell_key(group, label)
+            wants[k] = max(wants.get(k, (0, group, label)), (n, group, label), key=lambda w: w[0])
+    have = {k: len(seeds) for k, seeds in tiers.plan_cells(tier, number).items()}
+    return [
+        {"group": g, "label": lab, "seeds": n, "first_seed": plan["first_seed"]}
+        for k, (n, g, lab) in sorted(wants.items())
+        if n > have.get(k, 0)
+    ]
+
+
+def completion(tier: str, number: int, why: str, table=None) -> dict:
+    """The record that completes ``tier``'s confirmatory plan ``number`` (:func:`repro.tiers.completions`): its
+    :func:`missing_cells`, the runs they add, ``why`` they were missing, and where it was computed."""
+    from repro import tiers
+
+    cells = missing_cells(tier, number, table)
+    have = tiers.plan_cells(tier, number)
+    added = sum(c["seeds"] - len(have.get(cell_key(c["group"], c["label"]), ())) for c in cells)
+    per_run = read_plan(tier)["seconds"]["cpu_seconds_per_run"]
+    return {
+        "plan": number,
+        **_provenance(tier),
+        "how": f"python scripts/seed_plan.py --tier {tier} --complete {number} (repro.seed_plan.completion)",
+        "why": why,
+        "runs": added,
+        "cpu_hours": round(added * per_run / 3600, 1),
+        "cells": cells,
+    }
+
+
+def completion_records(tier: str = "subset") -> list[dict]:
+    """The records of ``tier``'s plan completions (``Tier.plan_completions``; each as :func:`completion` wrote it),
+    in the order written; none for a tier without the file."""
+    import yaml
+
+    from repro import tiers
+
+    path = tiers.get_tier(tier).plan_completions
+    file = tiers._ROOT / path if path else None
+    return list(yaml.safe_load(file.read_text()) or ()) if file and file.is_file() else []
 
 
 def judged_before(tier: str, number: int) -> set:

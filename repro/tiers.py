@@ -46,7 +46,9 @@ formulations)), each as a ``PlannedRun(group, label, config)``; ``tier_groups(ti
     seeds, from 100 n for the n-th, for the statements the runs before them left undecided and fresh
     seeds could decide; each of those statements is judged on its plan's seeds alone, every other statement on the
     rest (``confirmatory``).  Plans withdrawn before their runs (``Tier.withdrawn_plans``, ``withdrawn``) run
-    nothing more and judge nothing; their statements are planned again on new fresh seeds.
+    nothing more and judge nothing; their statements are planned again on new fresh seeds.  A plan whose cells
+    missed some that its own seeds per comparison ask for is completed (``Tier.plan_completions``,
+    ``completions``): those cells run its fresh seeds too, as many as it asked, and count as its cells.
 ``paper``
     The paper's data and scale: torchvision ``download=True`` (CIFAR-10; CIFAR-100 with 20 superclasses for
     the groups that use it), K = 100, M = 10, E = 5, 500 rounds, 3 seeds, LeNet-5 and VGG-11, on
@@ -104,6 +106,8 @@ __all__ = [
     "confirmatory",
     "written_confirmatory_plans",
     "withdrawn",
+    "completions",
+    "plan_cells",
     "plan_table",
 ]
 
@@ -134,6 +138,7 @@ class Tier:
     confirmatory_plans: tuple = ()  # plans/*.yaml in order, each written once: fresh seeds from 100 * its number,
     # and the statements judged on them alone
     withdrawn_plans: str | None = None  # plans/*.yaml: confirmatory plans withdrawn before their runs, and why
+    plan_completions: str | None = None  # plans/*.yaml: cells a confirmatory plan asked seeds for but did not list
 
 
 _QUICK_BASE = dict(
@@ -247,6 +252,7 @@ TIERS: dict[str, Tier] = {
             "plans/subset_confirmatory_plan_13.yaml",
         ),
         withdrawn_plans="plans/subset_withdrawn_plans.yaml",
+        plan_completions="plans/subset_plan_completions.yaml",
     ),
     "paper": Tier(
         name="paper",
@@ -462,18 +468,50 @@ def cell_key(group: str, label: dict) -> str:
     return json.dumps({"group": group, **fields}, sort_keys=True)
 
 
+def _cell_seeds(cells) -> dict:
+    """{:func:`cell_key`: its seeds} of a plan's ``cells``: a cell runs ``seeds`` seeds from ``first_seed`` (default
+    0)."""
+    out = {}
+    for c in cells:
+        first = int(c.get("first_seed", 0))
+        out[cell_key(c["group"], c["label"])] = tuple(range(first, first + int(c["seeds"])))
+    return out
+
+
 @functools.lru_cache(maxsize=8)
 def _read_plan(path: str) -> dict:
-    """{:func:`cell_key`: its seeds} of a plan file: a cell runs ``seeds`` seeds from ``first_seed`` (default 0)."""
+    """{:func:`cell_key`: its seeds} of a plan file's cells."""
     import yaml
 
     file = _ROOT / path
     if not file.is_file():
         raise FileNotFoundError(f"seed plan {path!r} not found under {_ROOT} (written by scripts/seed_plan.py).")
-    out = {}
-    for c in yaml.safe_load(file.read_text())["cells"]:
-        first = int(c.get("first_seed", 0))
-        out[cell_key(c["group"], c["label"])] = tuple(range(first, first + int(c["seeds"])))
+    return _cell_seeds(yaml.safe_load(file.read_text())["cells"])
+
+
+@functools.lru_cache(maxsize=8)
+def _read_completions(path: str) -> dict:
+    import yaml
+
+    file = _ROOT / path
+    records = yaml.safe_load(file.read_text()) or () if file.is_file() else ()
+    return {int(r["plan"]): _cell_seeds(r["cells"]) for r in records}
+
+
+def completions(tier: str) -> dict:
+    """{plan number: {:func:`cell_key`: seeds}} of ``tier``'s plan completions (``Tier.plan_completions``, written
+    by ``scripts/seed_plan.py --complete``): the cells a confirmatory plan's own seeds per comparison ask for that
+    its file did not list, each with the plan's fresh seeds it asked for."""
+    path = get_tier(tier).plan_completions
+    return dict(_read_completions(path)) if path else {}
+
+
+def plan_cells(tier: str, number: int) -> dict:
+    """{:func:`cell_key`: its fresh seeds} of ``tier``'s ``number``-th confirmatory plan: its file's cells and its
+    completion's (:func:`completions`)."""
+    out = dict(_read_plan(written_confirmatory_plans(tier)[number - 1]))
+    for k, seeds in completions(tier).get(number, {}).items():
+        out[k] = tuple(sorted({*out.get(k, ()), *seeds}))
     return out
 
 
@@ -487,8 +525,8 @@ def seed_plan_cells(tier: str) -> dict:
     else:
         out = dict(_read_plan(t.seed_plan)) if t.seed_plan else {}
     gone = withdrawn(tier)
-    for number, path in enumerate(written_confirmatory_plans(tier), start=1):
-        for k, seeds in _read_plan(path).items() if number not in gone else ():
+    for number in range(1, len(written_confirmatory_plans(tier)) + 1):
+        for k, seeds in plan_cells(tier, number).items() if number not in gone else ():
             out[k] = tuple(sorted({*out.get(k, ()), *seeds}))
     return out
 
@@ -545,7 +583,7 @@ def confirmatory(tier: str) -> Confirmatory:
 
     plans, gone = [], withdrawn(tier)
     for number, path in enumerate(written_confirmatory_plans(tier), start=1):
-        seeds = {s for cell in _read_plan(path).values() for s in cell}
+        seeds = {s for cell in plan_cells(tier, number).values() for s in cell}
         ids = () if number in gone else yaml.safe_load((_ROOT / path).read_text()).get("judges") or ()
         plans.append((frozenset(seeds), frozenset(ids)))
     return Confirmatory(tuple(plans))

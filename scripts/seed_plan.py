@@ -6,6 +6,7 @@
     python scripts/seed_plan.py --write-confirmatory --cap 100 --budget-hours 30   # more seeds, within a budget
     python scripts/seed_plan.py --write-confirmatory --per-comparison   # seeds per comparison (close ones more)
     python scripts/seed_plan.py --write-confirmatory --assurance --dry-run   # the pilot's uncertainty weighed; print
+    python scripts/seed_plan.py --complete 10 --why "..."   # the cells plan 10 asked seeds for but did not list
 
 A plan is computed once, before the runs it asks for, and never again once they began.  The subset tier's plan was
 written by this script at the commit the file records (``git_commit``), from the statement inventory the scorecard
@@ -14,6 +15,8 @@ the script that wrote it.  A plan from the statement table and :mod:`repro.rules
 ``--write-confirmatory`` writes the tier's next confirmatory plan (the first of ``Tier.confirmatory_plans`` not yet
 written, :func:`repro.seed_plan.confirmatory_plan`) from the runs stored so far, for the undecided statements no
 earlier plan lists; it never writes over a plan.
+``--complete N`` appends to ``Tier.plan_completions`` the cells that plan N's own seeds per comparison ask for and
+its file does not list (:func:`repro.seed_plan.completion`), once per plan: the seeds the plan asked for, no more.
 The tier (``repro.tiers``, ``Tier.seed_plan``) reads the plan's ``cells`` and runs their seeds;
 ``scripts/run_experiments.py --tier <tier> --group all`` trains them.
 """
@@ -83,6 +86,35 @@ def _write_confirmatory(tier: str, cap: int, budget_hours, per_comparison: bool,
     return 0
 
 
+def _complete(tier: str, number: int, why: str, dry: bool) -> int:
+    import yaml
+
+    path = tiers.get_tier(tier).plan_completions
+    if not path:
+        print(f"tier {tier!r} has no Tier.plan_completions file (repro.tiers)", file=sys.stderr)
+        return 2
+    if number in tiers.completions(tier):
+        print(f"{path} already completes plan {number}: a plan is completed once", file=sys.stderr)
+        return 2
+    if not why.strip():
+        print("--why: say why the plan's file missed the cells (it is kept with them)", file=sys.stderr)
+        return 2
+    record = seed_plan.completion(tier, number, why)
+    text = yaml.safe_dump([record], sort_keys=False, width=120, allow_unicode=True)
+    print(f"plan {number}: {len(record['cells'])} cells missing, {record['runs']} runs, {record['cpu_hours']} CPU h")
+    if dry or not record["cells"]:
+        print(text if dry else "nothing to complete: written nothing")
+        return 0
+    file = ROOT / path
+    head = (
+        "# Completions of confirmatory plans, written by scripts/seed_plan.py --complete: the cells a plan's own\n"
+        "# seeds per comparison asked for that its file did not list. Appended once per plan; not edited by hand.\n"
+    )
+    file.write_text((file.read_text() if file.is_file() else head) + text)
+    print(f"appended to {path}")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--tier", default="subset", choices=tuple(tiers.TIERS))
@@ -111,9 +143,13 @@ def main(argv=None) -> int:
         help="with --write-confirmatory: chances averaged over the pilot's uncertainty, not at its estimates",
     )
     p.add_argument(
-        "--dry-run", action="store_true", help="with --write-confirmatory: print the plan's totals, write nothing"
+        "--dry-run", action="store_true", help="with --write-confirmatory or --complete: print, write nothing"
     )
+    p.add_argument("--complete", type=int, default=None, help="complete confirmatory plan N (its missing cells)")
+    p.add_argument("--why", default="", help="with --complete: why the plan's file missed them")
     args = p.parse_args(argv)
+    if args.complete is not None:
+        return _complete(args.tier, args.complete, args.why, args.dry_run)
     if args.write_confirmatory:
         return _write_confirmatory(
             args.tier, args.cap, args.budget_hours, args.per_comparison, args.assurance, args.dry_run

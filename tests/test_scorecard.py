@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from repro import quantities, results, rules, scorecard, statements, tiers
+from repro import quantities, results, rules, scorecard, seed_plan, statements, tiers
 from repro.results import StoredGroup
 from repro.rules import DOES_NOT, REPRODUCES, UNDECIDED
 
@@ -329,6 +329,49 @@ def test_a_statement_of_the_confirmatory_plan_is_judged_on_its_fresh_seeds_alone
     assert row["verdict"] == scorecard.PLAN_RUNNING and row["judgement"].verdict == REPRODUCES
     # (the runs stored here train 3 rounds, so none of them is one of the 4 planned runs)
     assert row["interim"] == "confirmatory plan at table1 0/4 runs; the value is its pilot's"
+
+
+def test_a_plan_statement_whose_comparison_has_fewer_fresh_seeds_than_the_plan_asked_gets_no_verdict(
+    monkeypatch, tmp_path, table
+):
+    """Plan 1 judges KL against FedAvg on its fresh seeds 100-102: asked 3 seeds for the comparison, the fresh
+    gap is the verdict; asked 5 (its file missed cells it reads), the three it got are not the test it fixed: the
+    row says the plan is short, names the comparison with seeds got of asked, and the card counts it so."""
+    monkeypatch.setattr(tiers, "seed_plan_cells", lambda tier: {})
+    for seed in (*range(3), 100, 101, 102):
+        _store(tmp_path, "subset", "FedAvg", seed, 0.60 + 0.01 * (seed % 100))
+        _store(tmp_path, "subset", "KL", seed, 0.50 + 0.01 * (seed % 100))
+    t = only(table, "V-B1/kl_low")
+    plan = tiers.Confirmatory(((frozenset({100, 101, 102}), frozenset({"V-B1/kl_low"})),))
+    monkeypatch.setattr(tiers, "confirmatory", lambda tier: plan)
+    rows = {}
+    for asked in (3, 5):
+        row = {"statement": "V-B1/kl_low", "seeds": asked}
+        monkeypatch.setattr(
+            seed_plan, "read_plan", lambda tier, which, r=row: {"statements": [r], "judges": [r["statement"]]}
+        )
+        rows[asked] = scorecard.judge(("subset",), table=t, results_dir=tmp_path, machines_dir=tmp_path / "none")
+    assert rows[3].iloc[0]["verdict"] == REPRODUCES and rows[3].iloc[0]["interim"] == ""
+    short = rows[5].iloc[0]
+    (comparison,) = short["judgement"].comparisons()
+    setting, name = seed_plan.comparison_key(comparison)
+    assert short["verdict"] == scorecard.PLAN_SHORT and short["judgement"].verdict == REPRODUCES
+    assert short["interim"] == f"fewer fresh seeds than plan 1 asked: {setting}: {name} 3/5"
+    card = scorecard.card(rows[5], t).iloc[0]
+    assert (card["overall"], card["overall_from"]) == (scorecard.PLAN_SHORT, "subset")
+    assert card["ours"].startswith("interim, not a verdict (fewer fresh seeds than plan 1 asked")
+
+
+def test_a_participation_statement_waits_for_its_plans_table1_runs_too(monkeypatch, tmp_path, table):
+    """A participation curve's 10 % point is Table I's run: a statement over the participation group whose plan
+    still has Table I runs to train says the plan is running, naming Table I, not a verdict on what is in."""
+    sid = "V-B3/others_degrade"
+    assert "table1" not in table.by_id(sid).groups and "table1" in quantities.read_groups(table.by_id(sid).groups)
+    plan = tiers.Confirmatory(((frozenset({1000, 1001}), frozenset({sid})),))
+    monkeypatch.setattr(tiers, "confirmatory", lambda tier: plan)
+    monkeypatch.setattr(scorecard, "_unfinished_plan", lambda tier, runs: {"table1": (0, 4)})
+    row = scorecard.judge(("subset",), table=only(table, sid), results_dir=tmp_path, machines_dir=tmp_path).iloc[0]
+    assert row["verdict"] == scorecard.PLAN_RUNNING and "table1 0/4 runs" in row["interim"]
 
 
 def test_the_card_says_what_the_seed_plans_say_of_an_undecided_statement_or_one_a_plan_judged(

@@ -169,10 +169,11 @@ def test_progress_counts_the_tiers_runs_and_those_stored(tmp_path):
     now = {r["group"]: r for r in seed_plan.progress("subset")}
     assert now["table1"]["stored"] >= seed_plan.read_plan("subset")["pilot"]["table1"]
     assert all(r["stored"] + r["to_train"] == r["runs"] for r in now.values())
-    gone = tiers.withdrawn("subset")
+    gone, completed = tiers.withdrawn("subset"), {r["plan"]: r["runs"] for r in seed_plan.completion_records("subset")}
     for number in range(1, len(tiers.written_confirmatory_plans("subset")) + 1):
         confirm = seed_plan.progress("subset", results_dir=tmp_path, which=number)
         runs = 0 if number in gone else seed_plan.read_plan("subset", number)["totals"]["runs"]
+        runs += completed.get(number, 0)  # a completed plan's runs: its file's and its completion's
         assert sum(r["runs"] for r in confirm) == runs  # a withdrawn plan asks for no run
 
 
@@ -480,6 +481,79 @@ def test_the_committed_confirmatory_plans_run_fresh_seeds_for_their_statements_a
             }
             assert set(range(plan["first_seed"], plan["first_seed"] + cell["seeds"])) <= have
         assert plan["totals"]["runs"] == sum(c["seeds"] for c in plan["cells"])
+
+
+def test_a_plans_missing_cells_are_those_its_own_asks_need_beyond_what_it_lists(monkeypatch):
+    """A plan judging one statement asked 37 fresh seeds for comparison A and 2 for B; the cells its comparisons
+    read: a (by A and B), b (by B), c (by none: the statement's 37).  Its cells hold a with 2 seeds and b with 2:
+    a and c are missing, each with the most a comparison reading it asked, from the plan's first seed."""
+    from repro import quantities
+
+    class NoRuns:
+        def __init__(self, *a, **kw):
+            pass
+
+        def stored(self, group):
+            return None
+
+    row = {"statement": "V-B3/others_degrade", "seeds": 37, "seeds_per_comparison": {"s: A": 37, "s: B": 2}}
+    plan = {"judges": [row["statement"]], "first_seed": 1000, "statements": [row]}
+    cells = [
+        ("table1", {"method": "a"}, frozenset({("s", "A"), ("s", "B")})),
+        ("table1", {"method": "b"}, frozenset({("s", "B")})),
+        ("table1", {"method": "c"}, frozenset()),
+    ]
+    monkeypatch.setattr(sp, "read_plan", lambda tier, which: plan)
+    monkeypatch.setattr(sp, "cell_comparisons", lambda *a: cells)
+    monkeypatch.setattr(quantities, "Runs", NoRuns)
+    listed = {tiers.cell_key("table1", {"method": m}): (1000, 1001) for m in "ab"}
+    monkeypatch.setattr(tiers, "plan_cells", lambda tier, number: listed)
+    assert sp.missing_cells("subset", 10) == [
+        {"group": "table1", "label": {"method": m}, "seeds": 37, "first_seed": 1000} for m in "ac"
+    ]
+    assert sp.asked(row, ("s", "B")) == 2 and sp.asked(row, ("s", "Z")) == 37
+
+
+def test_a_plans_completion_runs_its_cells_on_the_plans_seeds_and_counts_them_as_the_plans(monkeypatch):
+    """A completion of plan 12 gives one of its cells three seeds more: the plan's cells, the tier's planned runs
+    and the seeds plan 12's statements are judged on all take them; no other plan's cells change."""
+    number = 12
+    before, cells_before = tiers.confirmatory("subset"), tiers.plan_cells("subset", number)
+    key, seeds = sorted(cells_before.items())[0]
+    more = tuple(range(seeds[0], seeds[-1] + 4))
+    monkeypatch.setattr(tiers, "completions", lambda tier: {number: {key: more}})
+    assert tiers.plan_cells("subset", number) == {**cells_before, key: more}
+    assert set(tiers.seed_plan_cells("subset")[key]) >= set(more)
+    group = json.loads(key)["group"]
+    runs = {r.label["seed"] for r in tiers.group_configs("subset", group) if tiers.cell_key(group, r.label) == key}
+    assert set(more) <= runs
+    after = tiers.confirmatory("subset")
+    assert after.plans[number - 1][0] == before.plans[number - 1][0] | set(more)
+    assert after.plans[: number - 1] == before.plans[: number - 1]
+
+
+def test_the_repositorys_plan_completions_add_only_seeds_their_plans_asked_for():
+    """Each completion belongs to a live plan, once; each of its cells runs the plan's first seed on, no more seeds
+    than the plan's cap, more than the plan's file gives the cell, and exactly what one of the statements the plan
+    judges asked for a comparison (or its seeds): the plan's own asks, none added after its runs."""
+    records = sp.completion_records("subset")
+    assert records, "the subset tier completes plan 10"
+    numbers = [r["plan"] for r in records]
+    assert len(numbers) == len(set(numbers)) and not set(numbers) & set(tiers.withdrawn("subset"))
+    for record in records:
+        plan = sp.read_plan("subset", record["plan"])
+        own = dict(tiers._read_plan(tiers.written_confirmatory_plans("subset")[record["plan"] - 1]))
+        rows = [r for r in plan["statements"] if r["statement"] in plan["judges"]]
+        asks = {int(r["seeds"]) for r in rows} | {
+            int(n) for r in rows for n in r.get("seeds_per_comparison", {}).values()
+        }
+        assert record["cells"] and record["why"]
+        for cell in record["cells"]:
+            assert cell["first_seed"] == plan["first_seed"] and cell["seeds"] <= plan["cap"]
+            assert cell["seeds"] > len(own.get(tiers.cell_key(cell["group"], cell["label"]), ()))
+            assert cell["seeds"] in asks
+        added = sum(c["seeds"] - len(own.get(tiers.cell_key(c["group"], c["label"]), ())) for c in record["cells"])
+        assert record["runs"] == added
 
 
 def test_a_plans_fresh_seeds_start_past_every_earlier_plans_whatever_its_cap(monkeypatch):

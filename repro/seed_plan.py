@@ -783,15 +783,11 @@ def completion(tier: str, number: int, why: str, table=None) -> dict:
 
 
 def completion_records(tier: str = "subset") -> list[dict]:
-    """The records of ``tier``'s plan completions (``Tier.plan_completions``; each as :func:`completion` wrote it),
-    in the order written; none for a tier without the file."""
-    import yaml
-
+    """The records of ``tier``'s plan completions (each as :func:`completion` wrote it), in the order written; none
+    for a tier without the file (:func:`repro.tiers.completion_records`)."""
     from repro import tiers
 
-    path = tiers.get_tier(tier).plan_completions
-    file = tiers._ROOT / path if path else None
-    return list(yaml.safe_load(file.read_text()) or ()) if file and file.is_file() else []
+    return tiers.completion_records(tier)
 
 
 def judged_before(tier: str, number: int) -> set:

@@ -490,20 +490,24 @@ def _read_plan(path: str) -> dict:
 
 
 @functools.lru_cache(maxsize=8)
-def _read_completions(path: str) -> dict:
+def _read_completions(path: str) -> tuple:
     import yaml
 
     file = _ROOT / path
-    records = yaml.safe_load(file.read_text()) or () if file.is_file() else ()
-    return {int(r["plan"]): _cell_seeds(r["cells"]) for r in records}
+    return tuple(yaml.safe_load(file.read_text()) or ()) if file.is_file() else ()
+
+
+def completion_records(tier: str) -> list[dict]:
+    """The records of ``tier``'s plan completions file (``Tier.plan_completions``), in the order written."""
+    path = get_tier(tier).plan_completions
+    return list(_read_completions(path)) if path else []
 
 
 def completions(tier: str) -> dict:
     """{plan number: {:func:`cell_key`: seeds}} of ``tier``'s plan completions (``Tier.plan_completions``, written
     by ``scripts/seed_plan.py --complete``): the cells a confirmatory plan's own seeds per comparison ask for that
     its file did not list, each with the plan's fresh seeds it asked for."""
-    path = get_tier(tier).plan_completions
-    return dict(_read_completions(path)) if path else {}
+    return {int(r["plan"]): _cell_seeds(r["cells"]) for r in completion_records(tier)}
 
 
 def plan_cells(tier: str, number: int) -> dict:

@@ -16,6 +16,7 @@ Tables are read back with ``fedlib.training.runs.read_table``; ``ensure_runs`` t
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
 import json
 import os
@@ -212,8 +213,24 @@ class StoredGroup:
 
 
 def load_group(tier: str, group: str, results_dir=None) -> StoredGroup:
-    """Every stored run of ``group`` at ``tier`` (an empty ``StoredGroup`` if none)."""
-    d = group_dir(results_dir, tier, group)
+    """Every stored run of ``group`` at ``tier`` (an empty ``StoredGroup`` if none).  Parsed once per content of
+    the folder and handed out as a copy: a caller that changes it changes nothing for the next, and a run stored
+    or rewritten meanwhile is read."""
+    d = group_dir(results_dir, tier, group).resolve()
+    once = _read_group(tier, group, d, _folder_digest(d))
+    return StoredGroup(tier, group, once.frame.copy(), once.meta.copy())
+
+
+def _folder_digest(folder: Path) -> str:
+    """A digest of a group folder's stored files, names and bytes (of no files if there is no folder)."""
+    digest = hashlib.blake2b(digest_size=16)
+    for path in sorted(folder.glob("*.csv")) + sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=64)
+def _read_group(tier: str, group: str, d: Path, digest: str) -> StoredGroup:
     frames, metas, labels = [], [], []
     for csv in sorted(d.glob("*.csv")) if d.is_dir() else []:
         if not csv.with_suffix(".json").exists():

@@ -114,6 +114,23 @@ def test_store_run_with_a_group_key_columns_and_fields(tmp_path):
         results.store_run(table, cfg, "quick", "group", {"seed": 0}, results_dir=tmp_path, extra_meta={"key": "x"})
 
 
+def test_a_group_read_again_hands_out_a_fresh_copy_and_sees_every_change_to_its_files(tmp_path):
+    """The group is parsed once per content of its folder: changing what one call returned leaves the next call's
+    alone; a file rewritten in place with bytes of the same length, and a run stored later, are both read."""
+    cfg = tiers.tier_config("quick", rounds=1)
+    table = pd.DataFrame({"round": [0, 1], "test_accuracy": [0.1, 0.2]})
+    csv = results.store_run(table, cfg, "quick", "g", {"seed": 0}, results_dir=tmp_path, float_env=None)
+    first = results.load_group("quick", "g", tmp_path)
+    first.frame.loc[:, "test_accuracy"] = -1.0
+    first.meta.loc[:, "seed"] = 99
+    again = results.load_group("quick", "g", tmp_path)
+    assert list(again.frame["test_accuracy"]) == [0.1, 0.2] and list(again.meta["seed"]) == [0]
+    csv.write_text(csv.read_text().replace("0.2", "0.7"))  # same size, same folder
+    assert list(results.load_group("quick", "g", tmp_path).frame["test_accuracy"]) == [0.1, 0.7]
+    results.store_run(table, cfg.replace(seed=1), "quick", "g", {"seed": 1}, results_dir=tmp_path, float_env=None)
+    assert sorted(results.load_group("quick", "g", tmp_path).meta["seed"]) == [0, 1]
+
+
 def test_run_key_ignores_device_and_data_root():
     cfg = tiers.tier_config("quick")
     assert results.run_key(cfg) == results.run_key(cfg.replace(data_root="/elsewhere", eval_batch_size=7))

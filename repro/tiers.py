@@ -107,6 +107,7 @@ __all__ = [
     "written_confirmatory_plans",
     "withdrawn",
     "completions",
+    "file_cells",
     "plan_cells",
     "plan_table",
 ]
@@ -510,10 +511,15 @@ def completions(tier: str) -> dict:
     return {int(r["plan"]): _cell_seeds(r["cells"]) for r in completion_records(tier)}
 
 
+def file_cells(tier: str, number: int) -> dict:
+    """{:func:`cell_key`: its fresh seeds} of the cells ``tier``'s ``number``-th confirmatory plan's file lists."""
+    return dict(_read_plan(written_confirmatory_plans(tier)[number - 1]))
+
+
 def plan_cells(tier: str, number: int) -> dict:
     """{:func:`cell_key`: its fresh seeds} of ``tier``'s ``number``-th confirmatory plan: its file's cells and its
     completion's (:func:`completions`)."""
-    out = dict(_read_plan(written_confirmatory_plans(tier)[number - 1]))
+    out = file_cells(tier, number)
     for k, seeds in completions(tier).get(number, {}).items():
         out[k] = tuple(sorted({*out.get(k, ()), *seeds}))
     return out

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from repro import tiers
 from repro.results import RESULTS_DIR
@@ -51,8 +52,6 @@ def _stored_runs(tier: str, results_dir: Path, root: Path) -> list[tuple[str, in
 
 def _record_added(root: Path, path: str, number: int) -> str | None:
     """The first commit whose ``path`` (a plan completions file) holds a record of plan ``number``."""
-    import yaml
-
     for commit in (_git(root, "log", "--reverse", "--format=%H", "--", path) or "").split():
         text = _git(root, "show", f"{commit}:{path}")
         if text and any(int(r["plan"]) == number for r in yaml.safe_load(text) or ()):
@@ -61,9 +60,14 @@ def _record_added(root: Path, path: str, number: int) -> str | None:
 
 
 def _plans(tier: str, root: Path, files: dict) -> list[tuple[str, str, str | None, dict]]:
-    """(what, its file, the commit that added it, {cell key: the fresh seeds it planned}) per confirmatory plan and
-    plan completion."""
+    """(what, its file, the commit that added it, {cell key: the seeds it planned}) per seed plan: the tier's first,
+    each confirmatory plan and each plan completion."""
     out = []
+    seed_plan = tiers.get_tier(tier).seed_plan
+    if isinstance(seed_plan, str):  # the first plan: the seeds of its cells beyond the tier's own (``tier_seeds``)
+        cells = yaml.safe_load((root / seed_plan).read_text())["cells"]
+        planned = {tiers.cell_key(c["group"], c["label"]): range(c["tier_seeds"], c["seeds"]) for c in cells}
+        out.append(("seed plan", seed_plan, files.get(seed_plan), planned))
     for number, path in enumerate(tiers.written_confirmatory_plans(tier), start=1):
         out.append((f"plan {number}", path, files.get(path), tiers.file_cells(tier, number)))
     done, path = tiers.completions(tier), tiers.get_tier(tier).plan_completions
@@ -75,12 +79,12 @@ def _plans(tier: str, root: Path, files: dict) -> list[tuple[str, str, str | Non
 
 
 def plan_order(tier: str = "subset", results_dir=None) -> pd.DataFrame | None:
-    """One row per confirmatory plan of ``tier`` and per plan completion: ``plan``, ``file``, ``plan_commit`` (the
-    first commit that added the file), ``runs`` (its planned runs in the store), ``committed_runs`` (those in the
-    history), ``first_run_commit`` and ``plan_first`` (True when no committed run of it precedes its file; a
-    completion's runs are those of the seeds its plan's file did not list).  None without git or in a shallow
-    clone.
-    ``results_dir`` must lie inside the repository (default: its ``results/``)."""
+    """One row per seed plan of ``tier`` (the first plan, for the seeds it added to the tier's own; each confirmatory
+    plan; each plan completion, for the seeds its plan's file did not list): ``plan``, ``file``, ``plan_commit``
+    (the first commit that added the file, or the completion's record), ``runs`` (its planned runs in the store),
+    ``committed_runs`` (those in the history), ``first_run_commit`` and ``plan_first`` (True when no committed run
+    of it precedes the plan).  None without git or in a shallow clone.  ``results_dir`` must lie inside the
+    repository (default: its ``results/``)."""
     root = tiers._ROOT
     results_dir = Path(results_dir if results_dir is not None else RESULTS_DIR).resolve()
     if (_git(root, "rev-parse", "--is-shallow-repository") or "").strip() != "false":

@@ -39,12 +39,12 @@ def test_no_verdict_on_the_order_without_a_full_history(monkeypatch):
     assert plan_order.plan_order("subset") is None
 
 
-def test_every_confirmatory_plan_of_the_subset_tier_was_committed_before_its_runs():
+def test_every_seed_plan_of_the_subset_tier_was_committed_before_its_runs():
     order = plan_order.plan_order("subset")
     if order is None:
         pytest.skip("no full git history here (a source archive or a shallow clone)")
     written = len(tiers.written_confirmatory_plans("subset"))
-    assert list(order["plan"][:written]) == [f"plan {n}" for n in range(1, written + 1)]
+    assert list(order["plan"][: written + 1]) == ["seed plan", *(f"plan {n}" for n in range(1, written + 1))]
     assert order["plan_commit"].notna().all(), "a plan file or completion record that was never committed"
     late = order.loc[~order["plan_first"], ["plan", "plan_commit", "first_run_commit"]]
     assert late.empty, f"runs committed before their plan:\n{late.to_string()}"

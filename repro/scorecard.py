@@ -233,20 +233,22 @@ def _row(statement, column: str, status: str, j=None, flips: str = "", interim: 
     return row
 
 
-def _unfinished_plan(tier: str, runs: quantities.Runs) -> dict[str, tuple[int, int]]:
-    """{run group: (stored, planned)} for each group of ``tier``'s seed plans with planned runs of the seeds
+def _planned_runs(tier: str) -> dict[str, list[tuple[str, int | None]]]:
+    """{run group of ``tier``'s seed plans: (run key, seed) of each run the tier plans in it}."""
+    groups = sorted({json.loads(k)["group"] for k in tiers.seed_plan_cells(tier)})
+    return {g: [(run_key(r.config), r.label.get("seed")) for r in tiers.group_configs(tier, g)] for g in groups}
+
+
+def _unfinished_plan(runs: quantities.Runs, planned: dict) -> dict[str, tuple[int, int]]:
+    """{run group: (stored, planned)} for each group of ``planned`` (:func:`_planned_runs`) with runs of the seeds
     ``runs`` keeps not stored yet."""
     out = {}
-    for group in sorted({json.loads(k)["group"] for k in tiers.seed_plan_cells(tier)}):
-        planned = {
-            run_key(r.config)
-            for r in tiers.group_configs(tier, group)
-            if runs.keep is None or runs.keep(r.label.get("seed"))
-        }
+    for group, keyed in planned.items():
+        wanted = {key for key, seed in keyed if runs.keep is None or runs.keep(seed)}
         frame = runs.stored(group).frame
-        missing = len(planned - set(frame["key"] if "key" in frame else ()))
+        missing = len(wanted - set(frame["key"] if "key" in frame else ()))
         if missing:
-            out[group] = (len(planned) - missing, len(planned))
+            out[group] = (len(wanted) - missing, len(wanted))
     return out
 
 
@@ -259,13 +261,16 @@ class _Stages:
         self.tier, self.results_dir, self.machines_dir = tier, results_dir, machines_dir
         self.plan, self._views = tiers.confirmatory(tier), {}
         self.notes = seed_plan.plan_notes(tier)
+        self._planned = None  # _planned_runs, read on the first view
 
     def _view(self, plan: int | None):
         if plan not in self._views:
             keep = self.plan.keeps(plan) if self.plan.plans else None
             runs = quantities.Runs(self.tier, self.results_dir, keep=keep)
             machines = _machines(self.tier, self.results_dir, self.machines_dir, keep)
-            self._views[plan] = (runs, machines, _unfinished_plan(self.tier, runs))
+            if self._planned is None:
+                self._planned = _planned_runs(self.tier)
+            self._views[plan] = (runs, machines, _unfinished_plan(runs, self._planned))
         return self._views[plan]
 
     def of(self, statement_id: str):

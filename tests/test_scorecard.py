@@ -369,7 +369,7 @@ def test_a_participation_statement_waits_for_its_plans_table1_runs_too(monkeypat
     assert "table1" not in table.by_id(sid).groups and "table1" in quantities.read_groups(table.by_id(sid).groups)
     plan = tiers.Confirmatory(((frozenset({1000, 1001}), frozenset({sid})),))
     monkeypatch.setattr(tiers, "confirmatory", lambda tier: plan)
-    monkeypatch.setattr(scorecard, "_unfinished_plan", lambda tier, runs: {"table1": (0, 4)})
+    monkeypatch.setattr(scorecard, "_unfinished_plan", lambda runs, planned: {"table1": (0, 4)})
     row = scorecard.judge(("subset",), table=only(table, sid), results_dir=tmp_path, machines_dir=tmp_path).iloc[0]
     assert row["verdict"] == scorecard.PLAN_RUNNING and "table1 0/4 runs" in row["interim"]
 

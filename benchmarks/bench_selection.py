@@ -1,7 +1,8 @@
 """Benchmark: FedEntOpt selection (fedlib.selection.selectors) - incremental scorer vs. the plain line 9 vs. the
 literal loop.
 
-Run ``python benchmarks/bench_selection.py`` (a few minutes on 2 cores). Three parts, pick them with ``--parts``:
+Run ``python benchmarks/bench_selection.py`` (a few minutes on 2 cores). Three parts, pick them with ``--parts``
+(and a fourth, ``small``, run only when asked):
 
 ``headline``
     One round at K=100,000, M=1,000, C=100 (``--headline-size``; Dir(0.1) counts of a balanced data set, 500
@@ -23,6 +24,11 @@ Run ``python benchmarks/bench_selection.py`` (a few minutes on 2 cores). Three p
     from sparse counts (K=10^6 needs no dense K x C array); the plain baseline too where
     nnz * M <= ``--baseline-budget`` (and at K=100,000, M=1,000 from the headline part when it ran). Writes
     ``--plot`` (PNG) and prints a Markdown table.
+
+``small``
+    K from 50 to 2,000, M = 10, C in {10, 100, 1000}: 20 rounds of the plain path against the incremental one (same
+    picks), the ratio incremental / plain: where the plain path is quicker, which sets ``AUTO_PLAIN_ENTRIES`` (the
+    K x C up to which ``"auto"`` scores plainly).
 
 All times of one comparison are taken in the same process; on a loaded machine compare ratios, not seconds.
 The header prints the load average.
@@ -229,6 +235,30 @@ def literal(args) -> None:
         )
 
 
+def small(args) -> None:
+    """Small pools: the plain path against the incremental one, 20 rounds each from one start (same picks), the
+    ratio incremental / plain (above 1: plain is quicker; "auto" scores plainly up to AUTO_PLAIN_ENTRIES = K x C)."""
+    print(f'\n## Small pools: plain or incremental ("auto" is plain up to K x C = {scoring.AUTO_PLAIN_ENTRIES})')
+    print(f"{'K':>6} {'M':>4} {'C':>4} {'same':>5} {'plain [ms]':>11} {'incr. [ms]':>11} {'incr./plain':>12}")
+    sizes = [(50, 10), (100, 10), (100, 100), (200, 10), (200, 100), (500, 10), (500, 100), (1000, 10), (2000, 10)]
+    for k, c in [*sizes, (100, 1000)]:
+        counts, m = synthetic_counts(k, c), 10
+        sel = FedEntOptSelector(buffer_fraction=0.5)
+        times, picks = {}, {}
+        for path in ("plain", "incremental"):
+            with scoring_path(path):
+                t, (picks[path], _) = _best_time(
+                    lambda: _run_rounds(lambda st, rng: sel.select(counts, m, st, rng), 20, seed=5), args.repeats
+                )
+            times[path] = t / 20 * 1e3
+        same = bool(np.array_equal(picks["plain"], picks["incremental"]))
+        assert same, f"the paths disagree at K={k}, C={c}"
+        ratio = times["incremental"] / times["plain"]
+        print(
+            f"{k:>6} {m:>4} {c:>4} {str(same):>5} {times['plain']:>11.3f} {times['incremental']:>11.3f} {ratio:>11.2f}x"
+        )
+
+
 def growth(args) -> None:
     print(
         f"\n## Growth: seconds per steady-state round (buffer full), C={args.classes}, Dir(0.1), 500 samples per "
@@ -302,7 +332,9 @@ def _plot(rows, path: str, num_classes: int) -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", default="headline,literal,growth", help="comma-separated: headline,literal,growth")
+    parser.add_argument(
+        "--parts", default="headline,literal,growth", help="comma-separated: headline,literal,growth,small"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of the incremental rounds (best counts)")
     parser.add_argument("--baseline-repeats", type=int, default=1, help="timed runs of the headline baseline")
     parser.add_argument("--vector-repeats", type=int, default=20, help="timed runs of the K=1,000 rounds")
@@ -345,7 +377,7 @@ def main(argv=None) -> None:
         f"FedEntOpt selection benchmark; {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} "
         f"{load[2]:.2f}; numpy {np.__version__}; compiled accumulation: {scoring._CSC_MATVEC is not None}"
     )
-    parts = {"headline": headline, "literal": literal, "growth": growth}
+    parts = {"headline": headline, "literal": literal, "growth": growth, "small": small}
     for name in args.parts.split(","):
         parts[name.strip()](args)
     load = os.getloadavg()

@@ -228,9 +228,13 @@ def test_each_greedy_pick_maximises_pooled_entropy(problem):
 
 
 def test_fast_scorer_paths():
-    counts = np.array([[3.0, 0.0, 1.0], [0.0, 0.0, 0.0], [2.0, 5.0, 0.0]])
+    hand = np.array([[3.0, 0.0, 1.0], [0.0, 0.0, 0.0], [2.0, 5.0, 0.0]])
+    small = scoring.AUTO_PLAIN_ENTRIES // 3  # clients: the most of 3 classes that "auto" scores plainly
+    counts = np.tile(hand, (small // 3 + 1, 1))[: small + 1]
     assert isinstance(fast_scorer(counts), IncrementalScorer)  # non-negative counts: incremental by default
     assert isinstance(fast_scorer(sp.csr_array(counts)), IncrementalScorer)
+    assert fast_scorer(counts[:small]) is None  # a small pool: plain
+    assert isinstance(fast_scorer(counts[:small], "incremental"), IncrementalScorer)
     assert fast_scorer(counts - 0.5) is None  # negative counts (kept DP noise): plain
     assert fast_scorer(counts, "plain") is None
     assert fast_scorer(counts).integer and not fast_scorer(counts + 0.25).integer  # f table or logs
@@ -409,7 +413,7 @@ def test_incremental_scorer_never_picks_inactive_clients():
 
 
 def test_scorer_path_sets_the_default_path_and_restores_it():
-    counts = np.tile(HAND, (6, 1)).astype(float)
+    counts = np.tile(HAND, (scoring.AUTO_PLAIN_ENTRIES // HAND.size + 1, 1)).astype(float)
     assert isinstance(fast_scorer(counts), IncrementalScorer)
     with scoring.scorer_path("plain"):
         assert fast_scorer(counts) is None

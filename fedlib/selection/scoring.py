@@ -14,11 +14,24 @@ import scipy.sparse as sp
 from fedlib._validate import ParameterError, check_choice
 from fedlib.selection._count_layout import _TINY, ENTROPY_TIE_TOL, _class_columns, _group_by_value, _row_reader
 
-__all__ = ["ENTROPY_TIE_TOL", "SCORER_PATHS", "scorer_path", "first_best", "fast_scorer", "IncrementalScorer"]
+__all__ = [
+    "ENTROPY_TIE_TOL",
+    "SCORER_PATHS",
+    "AUTO_PLAIN_ENTRIES",
+    "scorer_path",
+    "first_best",
+    "fast_scorer",
+    "IncrementalScorer",
+]
 
-#: How line 9 is scored: "auto" (incremental for non-negative counts, plain otherwise), "plain" (the entropy of
-#: ``L + l^(m)`` for every candidate), "incremental" (:class:`IncrementalScorer`), "torch" (the same in torch).
+#: How line 9 is scored: "auto" (incremental for non-negative counts with more than :data:`AUTO_PLAIN_ENTRIES`
+#: entries K x C, plain otherwise), "plain" (the entropy of ``L + l^(m)`` for every candidate), "incremental"
+#: (:class:`IncrementalScorer`), "torch" (the same in torch).
 SCORER_PATHS = ("auto", "plain", "incremental", "torch")
+
+#: Up to this many count entries K x C "auto" scores plainly: for a small pool, rescoring every candidate costs less
+#: than building and updating the incremental scorer each round (``benchmarks/bench_selection.py --parts small``).
+AUTO_PLAIN_ENTRIES = 10_000
 
 _DEFAULT = {"path": "auto", "device": None}  # what path=None means; set with scorer_path
 _XLOG_TABLE_MAX = 1 << 22  # largest table of f(n) = n log2 n (entries); above it f is computed with logs
@@ -48,11 +61,12 @@ def first_best(scores: np.ndarray) -> int:
 
 def fast_scorer(counts, path: str | None = None, *, active=None):
     """The scorer of ``path`` (None: the one :func:`scorer_path` set) for validated ``counts``, or None for plain
-    (``"auto"`` with negative counts, DP noise); ``active`` (K,): the clients that can be picked in this run."""
+    (``"auto"`` with negative counts, DP noise, or at most :data:`AUTO_PLAIN_ENTRIES` entries); ``active`` (K,): the
+    clients that can be picked in this run."""
     path = check_choice("path", _DEFAULT["path"] if path is None else path, SCORER_PATHS)
     data = counts.data if sp.issparse(counts) else counts
     negative = bool(data.size and data.min() < 0)
-    if path == "plain" or (path == "auto" and negative):
+    if path == "plain" or (path == "auto" and (negative or counts.shape[0] * counts.shape[1] <= AUTO_PLAIN_ENTRIES)):
         return None
     if negative:
         raise ParameterError(None, "path", path, "'auto' or 'plain' for counts with negative entries")

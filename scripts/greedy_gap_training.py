@@ -13,6 +13,7 @@ same first picks' random stream. Torch runs on one thread (training is determini
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -38,7 +39,9 @@ def configs(seed: int) -> dict:
     return {method: base.replace(selector=name) for method, name in METHODS.items()}
 
 
-def main() -> None:
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=f"writes {table_path('training')}")
+    parser.parse_args(argv)  # no options: --help prints what the script writes, before any run
     torch.set_num_threads(1)
     frames = []
     for seed in SEEDS:

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # repro runs from the checkout (it is not installed)
 
 
 #: How far a retrain on a machine with another floating-point environment may be from the stored table in its

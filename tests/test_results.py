@@ -300,12 +300,15 @@ def test_float_env_names_what_differs():
     assert float_env.describe(gpu).startswith("cuda: NVIDIA H100 80GB HBM3, torch 2.11.0+cu130 (host: ")
 
 
-def _python(code: str, env: dict, cwd=ROOT):
+def _python(code: str, env: dict, cwd=ROOT, checkout_path: bool = True):
+    """Run ``python <code>`` with ``env``; ``checkout_path=False``: without the checkout on ``PYTHONPATH`` (which
+    conftest puts there), as a user runs a script."""
     import os
     import subprocess
     import sys
 
-    full = {**{k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA")}, **env}
+    drop = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA") + (() if checkout_path else ("PYTHONPATH",))
+    full = {**{k: v for k, v in os.environ.items() if k not in drop}, **env}
     return subprocess.run([sys.executable, *code], capture_output=True, text=True, env=full, cwd=cwd, timeout=600)
 
 
@@ -332,12 +335,12 @@ def test_another_cpu_imitated_in_a_subprocess_is_recorded_and_compared_with_tole
         1,
     )
     script = ["scripts/reproduce_stored.py", "--csv", str(csv)]
-    same = _python(script, imitated)
+    same = _python(script, imitated, checkout_path=False)
     assert same.returncode == 0 and "same (bit for bit)" in same.stdout, same.stdout + same.stderr
-    threads = _python(script + ["--threads", "2"], imitated)
+    threads = _python(script + ["--threads", "2"], imitated, checkout_path=False)
     assert threads.returncode == 0, threads.stdout + threads.stderr
     assert "same (first 1 round within float tolerance (environment differs in threads))" in threads.stdout
-    native = _python(script, {"OMP_NUM_THREADS": "1"})
+    native = _python(script, {"OMP_NUM_THREADS": "1"}, checkout_path=False)
     assert native.returncode == 0, native.stdout + native.stderr
     assert "within float tolerance (environment differs in " in native.stdout
     assert "onednn_max_cpu_isa" in native.stdout

@@ -16,11 +16,11 @@ With ``--screenshots DIR`` each slider of an executed notebook is also photograp
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -87,14 +87,19 @@ def _photograph(chrome: str, block: str, target: Path, *, moved: bool) -> None:
 
 
 def main(argv=None) -> int:
-    args = list(argv if argv is not None else sys.argv[1:])
-    shots = None
-    if "--screenshots" in args:
-        i = args.index("--screenshots")
-        shots = Path(args[i + 1])
-        del args[i : i + 2]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "pages", nargs="*", type=Path, help="built pages or executed notebooks (default: every built page)"
+    )
+    parser.add_argument("--screenshots", type=Path, metavar="DIR", help="photograph each slider before and after")
+    args = parser.parse_args(argv)
+    missing = [str(p) for p in args.pages if not p.is_file()]
+    if missing:
+        parser.error(f"pages: no such file {', '.join(missing)}")
+    shots = args.screenshots
+    if shots is not None:
         shots.mkdir(parents=True, exist_ok=True)
-    paths = [Path(p) for p in args] or sorted((ROOT / "_build" / "html" / "book" / "executed").glob("*.html"))
+    paths = args.pages or sorted((ROOT / "_build" / "html" / "book" / "executed").glob("*.html"))
     if not paths:
         print("no pages given and none built under _build/html/book/executed (run `make book` first)")
         return 2

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import logging
 import multiprocessing
 import os
 import sys
@@ -206,8 +207,21 @@ def title_with_tier(path: Path, tier: str) -> None:
     nbformat.write(nb, path)
 
 
+class _NoParameterGuesses(logging.Filter):
+    """Drop papermill's reading of the parameters cell. It gives up on a line with two '=' (``partition = "C=2"``)
+    and then warns that a parameter the cell does define is unknown; ``parameters_for`` checks the names against
+    the cell's code (``notebook_parameters``) before any page runs."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(("Passed unknown parameter", "Unable to parse line"))
+
+
 def execute_once(source: Path, partial: Path, parameters: dict, log_output: bool, cell_timeout: int) -> str:
     """One papermill run; return '' or the error."""
+    for name in ("papermill", "papermill.translators"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _NoParameterGuesses) for f in logger.filters):
+            logger.addFilter(_NoParameterGuesses())
     try:
         papermill.execute_notebook(
             str(source),

@@ -98,3 +98,22 @@ def test_a_page_with_a_tier_gets_it_in_its_title(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     out = nbformat.read(tmp_path / "out" / "t1.ipynb", as_version=4)
     assert out.cells[0].source == "# Table I: accuracy (subset tier)\n\n## Overview"
+
+
+@pytest.mark.slow
+def test_a_parameter_whose_value_holds_an_equals_sign_is_injected_without_a_false_warning(tmp_path):
+    """papermill cannot read ``partition = "C=2"`` and would call the parameter unknown; the runner checks names
+    itself, so the log says nothing of it, and the page runs with the value given."""
+    params = nbformat.v4.new_code_cell('partition = "C=2"  # two labels a client\nseed = 0')
+    params.metadata["tags"] = ["parameters"]
+    nb = nbformat.v4.new_notebook(cells=[params, nbformat.v4.new_code_cell("assert partition == 'Dir(0.1)'")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, tmp_path / "eq.ipynb")
+    runs = {"runs": [{"name": "eq", "notebook": str(tmp_path / "eq.ipynb"), "tier": "quick", "parameters": {}}]}
+    (tmp_path / "runs.yaml").write_text(yaml.safe_dump(runs))
+    done = _run(tmp_path, tmp_path / "runs.yaml", "--set", "partition=Dir(0.1)", "--set", "seed=1")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "unknown parameter" not in done.stdout + done.stderr
+    assert "Unable to parse" not in done.stdout + done.stderr
+    wrong = _run(tmp_path, tmp_path / "runs.yaml", "--set", "partitions=Dir(0.1)")
+    assert wrong.returncode != 0 and "unknown parameters ['partitions']" in wrong.stdout + wrong.stderr

@@ -1,5 +1,5 @@
 """scripts/run_notebooks.py never waits forever: a hung cell times out, the page is run once more, then the run
-fails naming the page and the cell, and writes no executed notebook."""
+fails naming the page and the cell, and writes no executed notebook. It checks a page's parameters itself."""
 
 from __future__ import annotations
 

@@ -85,7 +85,7 @@ def plan_order(tier: str = "subset", results_dir=None) -> pd.DataFrame | None:
     ``committed_runs`` (those in the history), ``first_run_commit`` and ``plan_first`` (True when no committed run
     of it precedes the plan).  None without git or in a shallow clone.  ``results_dir`` must lie inside the
     repository (default: its ``results/``)."""
-    root = tiers._ROOT
+    root = tiers.ROOT
     results_dir = Path(results_dir if results_dir is not None else RESULTS_DIR).resolve()
     if (_git(root, "rev-parse", "--is-shallow-repository") or "").strip() != "false":
         return None  # no git, or a shallow clone: its first commit would seem to add every file at once

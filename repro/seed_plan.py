@@ -334,7 +334,7 @@ def read_plan(tier: str = "subset", which: str | int = "seed") -> dict:
     path = _plan_path(tier, which)
     if not isinstance(path, str):
         raise ParameterError(f"tier {tier!r}", "seed_plan", path, "a plans/ path (a tier with a seed plan file)")
-    return yaml.safe_load((tiers._ROOT / path).read_text())
+    return yaml.safe_load((tiers.ROOT / path).read_text())
 
 
 def _plan_path(tier: str, which) -> str | None:
@@ -847,7 +847,7 @@ def _provenance(tier: str) -> dict:
 
     from repro import tiers
 
-    commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, cwd=tiers._ROOT)
+    commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, cwd=tiers.ROOT)
     return {
         "computed_at": datetime.datetime.now().isoformat(timespec="seconds"),
         "git_commit": commit.stdout.strip() or None,
@@ -939,7 +939,7 @@ def read_calibration():
 
     from repro import tiers
 
-    path = tiers._ROOT / CALIBRATION
+    path = tiers.ROOT / CALIBRATION
     return pd.read_csv(path) if path.is_file() else None
 
 

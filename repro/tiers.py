@@ -112,7 +112,8 @@ __all__ = [
     "plan_table",
 ]
 
-_ROOT = Path(__file__).resolve().parents[1]
+#: The checkout: the plan files and ``results/`` the tiers name are paths under it.
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass(frozen=True)
@@ -484,9 +485,9 @@ def _read_plan(path: str) -> dict:
     """{:func:`cell_key`: its seeds} of a plan file's cells."""
     import yaml
 
-    file = _ROOT / path
+    file = ROOT / path
     if not file.is_file():
-        raise FileNotFoundError(f"seed plan {path!r} not found under {_ROOT} (written by scripts/seed_plan.py).")
+        raise FileNotFoundError(f"seed plan {path!r} not found under {ROOT} (written by scripts/seed_plan.py).")
     return _cell_seeds(yaml.safe_load(file.read_text())["cells"])
 
 
@@ -494,7 +495,7 @@ def _read_plan(path: str) -> dict:
 def _read_completions(path: str) -> tuple:
     import yaml
 
-    file = _ROOT / path
+    file = ROOT / path
     return tuple(yaml.safe_load(file.read_text()) or ()) if file.is_file() else ()
 
 
@@ -543,7 +544,7 @@ def seed_plan_cells(tier: str) -> dict:
 
 def written_confirmatory_plans(tier: str) -> list[str]:
     """The paths of ``tier``'s confirmatory plans written so far, in order (a plan is written after the one before)."""
-    return [p for p in get_tier(tier).confirmatory_plans if (_ROOT / p).is_file()]
+    return [p for p in get_tier(tier).confirmatory_plans if (ROOT / p).is_file()]
 
 
 def withdrawn(tier: str) -> dict:
@@ -553,9 +554,9 @@ def withdrawn(tier: str) -> dict:
     import yaml
 
     path = get_tier(tier).withdrawn_plans
-    if not path or not (_ROOT / path).is_file():
+    if not path or not (ROOT / path).is_file():
         return {}
-    return {int(n): w for w in yaml.safe_load((_ROOT / path).read_text()) or () for n in w["plans"]}
+    return {int(n): w for w in yaml.safe_load((ROOT / path).read_text()) or () for n in w["plans"]}
 
 
 @dataclass(frozen=True)
@@ -594,7 +595,7 @@ def confirmatory(tier: str) -> Confirmatory:
     plans, gone = [], withdrawn(tier)
     for number, path in enumerate(written_confirmatory_plans(tier), start=1):
         seeds = {s for cell in plan_cells(tier, number).values() for s in cell}
-        ids = () if number in gone else yaml.safe_load((_ROOT / path).read_text()).get("judges") or ()
+        ids = () if number in gone else yaml.safe_load((ROOT / path).read_text()).get("judges") or ()
         plans.append((frozenset(seeds), frozenset(ids)))
     return Confirmatory(tuple(plans))
 

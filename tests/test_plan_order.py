@@ -19,7 +19,7 @@ def _history(monkeypatch, added_runs: dict):
     monkeypatch.setattr(plan_order, "_plans", lambda tier, root, files: [("plan 1", "p.yaml", "b", {CELL: (100, 101)})])
     runs = [(CELL, 5, "r5.json"), (CELL, 100, "r100.json"), (OTHER, 101, "k101.json"), (CELL, 101, "r101.json")]
     monkeypatch.setattr(plan_order, "_stored_runs", lambda tier, results_dir, root: runs)
-    return plan_order.plan_order("subset", results_dir=tiers._ROOT / "results").iloc[0]
+    return plan_order.plan_order("subset", results_dir=tiers.ROOT / "results").iloc[0]
 
 
 def test_a_plan_passes_only_when_no_committed_run_of_its_seeds_comes_before_it(monkeypatch):

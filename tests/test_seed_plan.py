@@ -126,7 +126,7 @@ def test_a_cell_that_several_gaps_need_counts_once_with_the_largest_ask():
 
 
 def _plan():
-    return yaml.safe_load((tiers._ROOT / tiers.get_tier("subset").seed_plan).read_text())
+    return yaml.safe_load((tiers.ROOT / tiers.get_tier("subset").seed_plan).read_text())
 
 
 def test_the_subset_tier_runs_the_seeds_of_its_plan():
@@ -459,7 +459,7 @@ def test_the_committed_confirmatory_plans_run_fresh_seeds_for_their_statements_a
     first = {s for seeds in tiers._read_plan(tiers.get_tier("subset").seed_plan).values() for s in seeds}
     ids, judged, gone = {s.id: s for s in statements.load()}, set(), tiers.withdrawn("subset")
     for number, (path, (fresh, judges)) in enumerate(zip(paths, confirm.plans), start=1):
-        plan = yaml.safe_load((tiers._ROOT / path).read_text())
+        plan = yaml.safe_load((tiers.ROOT / path).read_text())
         if number in gone:  # runs nothing more, judges nothing (test_a_withdrawn_plan_...)
             assert plan["first_seed"] == sp.first_fresh_seed("subset", number) and not judges
             continue

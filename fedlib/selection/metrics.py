@@ -22,6 +22,12 @@ def entropy_bits(counts, axis: int = -1) -> np.ndarray | float:
     if arr.ndim == 0 or arr.shape[axis] == 0:
         allowed = f"finite, non-negative counts with at least one class along axis {axis}"
         raise ParameterError(None, "counts", counts, allowed, got=f"shape {arr.shape}")
+    return _entropy(arr, axis)
+
+
+def _entropy(arr: np.ndarray, axis: int = -1) -> np.ndarray | float:
+    """:func:`entropy_bits` of a float array its caller vouches for (finite, non-negative, a class along ``axis``):
+    the selectors' inner loop scores candidates with it, unchecked."""
     total = arr.sum(axis=axis, keepdims=True)
     p = np.divide(arr, total, out=np.zeros_like(arr), where=total > 0)
     logs = np.log2(p, out=np.zeros_like(p), where=p > 0)

@@ -23,7 +23,7 @@ from fedlib._validate import (
     parameter_checks,
 )
 from fedlib.selection import defence
-from fedlib.selection.metrics import entropy_bits
+from fedlib.selection.metrics import _entropy
 from fedlib.selection.scoring import ENTROPY_TIE_TOL, fast_scorer, first_best
 
 __all__ = [
@@ -134,7 +134,7 @@ class RandomSelector(Selector):
 
 def _entropies(pooled: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``H(max(L + l^(m), 0))`` in bits for every row ``l^(m)`` (eq. 5; negative counts are kept DP noise)."""
-    return entropy_bits(np.maximum(pooled + rows, 0.0), axis=1)
+    return _entropy(np.maximum(pooled + rows, 0.0), axis=1)
 
 
 def fedentopt_round(counts, clients_per_round: int, buffer: tuple, buffer_size: int, rng, *, over=None, path=None):

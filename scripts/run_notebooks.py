@@ -8,11 +8,12 @@ Examples (from the repository root)::
     python scripts/run_notebooks.py --list
     python scripts/run_notebooks.py --smoke --prepare-only --out-dir build/smoke   # for pytest --nbval-lax
 
-Every cell runs under a time limit (`--cell-timeout`); a page that times out is run once more, then fails naming
-the cell. The pages run with the papermill engine of ``scripts/notebook_client.py``: a cell the kernel has not
-started a minute after its request fails at once, naming the cell, and the page is run once more. A notebook is
-written to ``<out-dir>/<name>.ipynb`` only when it ran to the end; a failed run leaves ``<name>.failed.ipynb`` (with
-the traceback in it) and makes the script exit with status 1, naming the notebook.
+Every cell runs under a time limit (`--cell-timeout`, or a run table entry's longer `cell_timeout`); a page that times
+out is run once more, then fails naming the cell. The pages run with the papermill engine of
+``scripts/notebook_client.py``: a cell the kernel has not started a minute after its request fails at once, naming the
+cell, and the page is run once more. A notebook is written to ``<out-dir>/<name>.ipynb`` only when it ran to the end; a
+failed run leaves ``<name>.failed.ipynb`` (with the traceback in it) and makes the script exit with status 1, naming the
+notebook.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from notebook_client import ENGINE
 
 ROOT = Path(__file__).resolve().parents[1]
 TIERS = ("quick", "subset", "paper")
-ENTRY_KEYS = {"name", "notebook", "tier", "parameters", "tiers", "smoke"}
+ENTRY_KEYS = {"name", "notebook", "tier", "parameters", "tiers", "smoke", "cell_timeout"}
 
 
 def load_runs(path: Path) -> list[dict]:
@@ -61,10 +62,19 @@ def load_runs(path: Path) -> list[dict]:
         for tier in [run["tier"], *run.get("tiers", {})]:
             if tier not in TIERS:
                 raise SystemExit(f"{where}: tier {tier!r} is not one of {TIERS}.")
+        limit = run.get("cell_timeout", 1)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise SystemExit(f"{where}: cell_timeout {limit!r} is not a whole number of seconds >= 1.")
         run.setdefault("parameters", {})
         run.setdefault("tiers", {})
         run.setdefault("smoke", {})
     return runs
+
+
+def cell_limit(run: dict, args) -> int:
+    """Seconds a cell of this page may run: ``--cell-timeout``, or the entry's own ``cell_timeout`` where longer (a
+    page whose known work takes long; the limit is there to catch a hung cell)."""
+    return max(args.cell_timeout, run.get("cell_timeout", 0))
 
 
 def parse_assignments(items: list[str]) -> dict:
@@ -299,8 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=600,
         metavar="SECONDS",
-        help="longest a single cell may run before the page fails (default 600); a page that "
-        "times out is run once more before the build fails",
+        help="longest a single cell may run before the page fails (default 600; an entry's own cell_timeout "
+        "where longer); a page that times out is run once more before the build fails",
     )
     parser.add_argument("--log-output", action="store_true", help="echo the notebooks' output while they run")
     parser.add_argument("--list", action="store_true", help="print the run table and exit")
@@ -365,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         for run, tier, parameters in plan:
             print(f"run  {run['name']} ({run['notebook']}, tier {tier}) {parameters}", flush=True)
             futures.append(
-                (run, pool.submit(execute, run, tier, parameters, args.out_dir, args.log_output, args.cell_timeout))
+                (run, pool.submit(execute, run, tier, parameters, args.out_dir, args.log_output, cell_limit(run, args)))
             )
         for run, future in futures:
             name, seconds, error = future.result()

@@ -117,3 +117,19 @@ def test_a_parameter_whose_value_holds_an_equals_sign_is_injected_without_a_fals
     assert "Unable to parse" not in done.stdout + done.stderr
     wrong = _run(tmp_path, tmp_path / "runs.yaml", "--set", "partitions=Dir(0.1)")
     assert wrong.returncode != 0 and "unknown parameters ['partitions']" in wrong.stdout + wrong.stderr
+
+
+@pytest.mark.slow
+def test_an_entry_may_give_its_page_a_longer_cell_limit_and_a_bad_one_is_refused(tmp_path):
+    table = _table(tmp_path, "import time\ntime.sleep(naptime)")
+    runs = yaml.safe_load(table.read_text())
+    runs["runs"][0]["cell_timeout"] = 60
+    table.write_text(yaml.safe_dump(runs))
+    done = _run(tmp_path, table, "--cell-timeout", "2", "--set", "naptime=4")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "TIMEOUT" not in done.stdout and (tmp_path / "out" / "sleepy.ipynb").exists()
+    runs["runs"][0]["cell_timeout"] = "10 minutes"
+    table.write_text(yaml.safe_dump(runs))
+    refused = _run(tmp_path, table, "--list")
+    assert refused.returncode != 0
+    assert "entry 0 (sleepy): cell_timeout '10 minutes' is not a whole number of seconds >= 1" in refused.stderr

@@ -15,6 +15,7 @@ from fedlib.data.augment import (  # noqa: E402
     adjust_hue,
     adjust_saturation,
     augment_batch,
+    augment_with_uniforms,
     resize_batch,
 )
 from fedlib.data.datasets import ArrayDataset  # noqa: E402
@@ -104,6 +105,61 @@ def test_ops_agree_with_torchvision_functional():
         torch.testing.assert_close(adjust_contrast(x, f)[i], TF.adjust_contrast(x[i], v), atol=1e-3, rtol=0)
         torch.testing.assert_close(adjust_saturation(x, f)[i], TF.adjust_saturation(x[i], v), atol=1e-3, rtol=0)
         torch.testing.assert_close(adjust_hue(x, shift)[i], TF.adjust_hue(x[i], float(shift[i])), atol=1e-5, rtol=0)
+
+
+def _composed(x, u, strength=0.4, flip_p=0.5, grayscale_p=0.1):
+    """The augmentation written out, out of place (jitter always on, hue off)."""
+    low, high = 1.0 - strength, 1.0 + strength
+    f = [(low + (high - low) * u[:, c]).view(-1, 1, 1, 1) for c in (1, 2, 3)]
+
+    def gray(v):
+        return (v * torch.tensor(LUMA_WEIGHTS).view(3, 1, 1)).sum(dim=1, keepdim=True)
+
+    x = (x * f[0]).clamp(0.0, 1.0)
+    x = (f[1] * x + (1 - f[1]) * gray(x).mean(dim=(1, 2, 3), keepdim=True)).clamp(0.0, 1.0)
+    x = (f[2] * x + (1 - f[2]) * gray(x)).clamp(0.0, 1.0)
+    x = torch.where((u[:, 5] < flip_p).view(-1, 1, 1, 1), x.flip(-1), x)
+    return torch.where((u[:, 6] < grayscale_p).view(-1, 1, 1, 1), gray(x).expand_as(x), x)
+
+
+def test_in_place_pipeline_equals_the_arithmetic_written_out():
+    x, u = _batch((64, 3, 5, 6), seed=3), torch.rand((64, 7), generator=_gen(4))
+    u[:, 0] = 0.0  # every image jittered
+    assert torch.equal(augment_with_uniforms(x, u), _composed(x, u))
+    pre = Preprocessor(mean=(0.5, 0.4, 0.3), std=(0.2, 0.25, 0.3))
+    images = (x * 255).round().to(torch.uint8)
+    mean, std = torch.tensor([0.5, 0.4, 0.3]).view(3, 1, 1), torch.tensor([0.2, 0.25, 0.3]).view(3, 1, 1)
+    expected = (_composed(images.float() / 255, u) - mean) / std
+    assert torch.equal(pre.train_with_uniforms(images, u), expected)
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_image_replacement_by_index_equals_by_where(channels):
+    from fedlib.data.augment import _replace_images
+
+    x, mask = _batch((40, channels, 4, 5), seed=8), torch.rand(40, generator=_gen(2)) < 0.3
+    by_where = _replace_images(x.clone(), mask, lambda v: v.flip(-1) * 2, sync_free=True)
+    by_index = _replace_images(x.clone(), mask, lambda v: v.flip(-1) * 2, sync_free=False)
+    assert torch.equal(by_where, by_index)
+    assert torch.equal(by_index[mask], x[mask].flip(-1) * 2) and torch.equal(by_index[~mask], x[~mask])
+
+
+def test_callers_images_are_left_unchanged():
+    x = _batch((6, 3, 5, 5), seed=11)
+    kept, u, f = x.clone(), torch.rand((6, 7), generator=_gen(3)), torch.full((6,), 1.3)
+    pre = Preprocessor(mean=(0.5, 0.5, 0.5), std=(0.2, 0.2, 0.2))
+    for out in (
+        adjust_brightness(x, f),
+        adjust_contrast(x, f),
+        adjust_saturation(x, f),
+        augment_with_uniforms(x, u),
+        augment_batch(x, generator=_gen()),
+        pre.train_with_uniforms(x, u),
+        pre.train(x, _gen()),
+        pre.test(x),
+    ):
+        assert out.data_ptr() != x.data_ptr()
+    assert torch.equal(x, kept)
 
 
 def test_jitter_factors_within_strength():

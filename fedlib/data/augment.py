@@ -74,24 +74,36 @@ def rgb_to_grayscale(x: torch.Tensor) -> torch.Tensor:
     return (x * w).sum(dim=-3, keepdim=True)
 
 
+def _blend_(x: torch.Tensor, f: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """``x`` <- clamp(f * x + (1 - f) * other, 0, 1), in place."""
+    return x.mul_(f).add_((1 - f) * other).clamp_(0.0, 1.0)
+
+
+def _brightness_(x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    return x.mul_(f).clamp_(0.0, 1.0)
+
+
+def _contrast_(x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    return _blend_(x, f, rgb_to_grayscale(x).mean(dim=(-3, -2, -1), keepdim=True))
+
+
+def _saturation_(x: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    return x if x.shape[-3] == 1 else _blend_(x, f, rgb_to_grayscale(x))
+
+
 def adjust_brightness(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
     """Scale each image of (N, C, H, W) by its factor (N,), clamped to [0, 1]."""
-    return (x * _per_image(factor, x)).clamp_(0.0, 1.0)
+    return _brightness_(x.clone(), _per_image(factor, x))
 
 
 def adjust_contrast(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
     """Blend each image with the mean of its grayscale version (torchvision's contrast)."""
-    f = _per_image(factor, x)
-    mean = rgb_to_grayscale(x).mean(dim=(-3, -2, -1), keepdim=True)
-    return (f * x + (1 - f) * mean).clamp_(0.0, 1.0)
+    return _contrast_(x.clone(), _per_image(factor, x))
 
 
 def adjust_saturation(x: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
     """Blend each RGB image with its grayscale version; a no-op for 1 channel."""
-    if x.shape[-3] == 1:
-        return x
-    f = _per_image(factor, x)
-    return (f * x + (1 - f) * rgb_to_grayscale(x)).clamp_(0.0, 1.0)
+    return _saturation_(x.clone(), _per_image(factor, x))
 
 
 def _rgb_to_hsv(x: torch.Tensor):
@@ -185,25 +197,59 @@ def augment_with_uniforms(
         allowed = "floating-point images in [0, 1] (see to_unit_float)"
         raise ParameterError(None, "x", x, allowed, got=f"dtype {x.dtype}")
     _check_aug(brightness, contrast, saturation, hue, jitter_p, flip_p, grayscale_p)
-    out = _flat(x)
-    if tuple(u.shape) != (out.shape[0], 7):
-        allowed = f"shape ({out.shape[0]}, 7), one row per image"
-        raise ParameterError(None, "u", u, allowed, got=f"shape {tuple(u.shape)}")
-    u = u.to(out.device)
+    flat = _flat(x)
+    out = _augment_(
+        flat.clone(),
+        _checked_uniforms(u, flat),
+        brightness=brightness,
+        contrast=contrast,
+        saturation=saturation,
+        hue=hue,
+        jitter_p=jitter_p,
+        flip_p=flip_p,
+        grayscale_p=grayscale_p,
+    )
+    return out.reshape(x.shape)
+
+
+def _checked_uniforms(u: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
+    """``u`` on ``flat``'s device, once its shape is checked: one row of 7 per image of ``flat`` (N, C, H, W)."""
+    if not isinstance(u, torch.Tensor) or tuple(u.shape) != (flat.shape[0], 7):
+        allowed = f"a tensor of shape ({flat.shape[0]}, 7), one row per image"
+        got = f"shape {tuple(u.shape)}" if isinstance(u, torch.Tensor) else f"type {type(u).__name__}"
+        raise ParameterError(None, "u", u, allowed, got=got)
+    return u.to(flat.device)
+
+
+def _augment_(out, u, *, brightness, contrast, saturation, hue, jitter_p, flip_p, grayscale_p) -> torch.Tensor:
+    """:func:`augment_with_uniforms` of checked arguments on images (N, C, H, W) of the caller's own: changes ``out``
+    in place where it can and returns the result."""
     apply = u[:, 0] < jitter_p
     if brightness > 0:
-        out = adjust_brightness(out, _factor(u[:, 1], brightness, apply))
+        out = _brightness_(out, _per_image(_factor(u[:, 1], brightness, apply), out))
     if contrast > 0:
-        out = adjust_contrast(out, _factor(u[:, 2], contrast, apply))
+        out = _contrast_(out, _per_image(_factor(u[:, 2], contrast, apply), out))
     if saturation > 0:
-        out = adjust_saturation(out, _factor(u[:, 3], saturation, apply))
+        out = _saturation_(out, _per_image(_factor(u[:, 3], saturation, apply), out))
     if hue > 0:
         out = adjust_hue(out, torch.where(apply, (2.0 * u[:, 4] - 1.0) * hue, torch.zeros_like(u[:, 4])))
-    out = torch.where((u[:, 5] < flip_p).view(-1, 1, 1, 1), out.flip(-1), out)
+    out = _replace_images(out, u[:, 5] < flip_p, lambda v: v.flip(-1))
     if out.shape[1] == 3:
-        gray = rgb_to_grayscale(out).expand_as(out)
-        out = torch.where((u[:, 6] < grayscale_p).view(-1, 1, 1, 1), gray, out)
-    return out.reshape(x.shape)
+        out = _replace_images(out, u[:, 6] < grayscale_p, lambda v: rgb_to_grayscale(v).expand_as(v))
+    return out
+
+
+def _replace_images(out: torch.Tensor, mask: torch.Tensor, make, *, sync_free: bool | None = None) -> torch.Tensor:
+    """The images ``mask`` (N,) of ``out`` (N, C, H, W) replaced by ``make`` of them.  On the CPU (``sync_free``
+    False) by boolean indexing in place, which touches only those images; elsewhere by ``torch.where`` over the
+    whole batch, which costs more arithmetic but no host synchronisation.  Both give the same values."""
+    if sync_free is None:
+        sync_free = out.device.type != "cpu"
+    if sync_free:
+        return torch.where(mask.view(-1, 1, 1, 1), make(out), out)
+    rows = mask.nonzero().flatten()
+    out[rows] = make(out[rows])
+    return out
 
 
 @dataclass
@@ -255,13 +301,16 @@ class Preprocessor:
         if x.shape[-3] != mean.shape[0]:
             allowed = f"images with as many channels as mean/std have ({mean.shape[0]})"
             raise ParameterError(None, "x", x, allowed, got=f"{x.shape[-3]} channels")
-        return (x - mean) / std
+        return x.sub_(mean).div_(std)
 
     def _prepare(self, x: torch.Tensor) -> torch.Tensor:
+        """Scaled (and resized) images in a tensor of their own: the train and test paths change it in place."""
+        source = x
         if self.gray_to_rgb and x.shape[-3] == 1:  # contiguous, so every later op sees the 3-channel layout
             x = x.expand(*x.shape[:-3], 3, *x.shape[-2:]).contiguous()
         x = to_unit_float(x)
-        return x if self.image_size is None else resize_batch(x, self.image_size)
+        x = x if self.image_size is None else resize_batch(x, self.image_size)
+        return x.clone() if x.data_ptr() == source.data_ptr() else x
 
     def train(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Training batch (..., C, H, W), uint8 or [0, 1] float: augment, then standardise."""
@@ -274,7 +323,8 @@ class Preprocessor:
         """:meth:`train` with the augmentation's uniforms given (see :func:`augment_with_uniforms`)."""
         x = self._prepare(x)
         if self.augment:
-            x = augment_with_uniforms(x, u, **self._aug_params())
+            flat = _flat(x)
+            x = _augment_(flat, _checked_uniforms(u, flat), **self._aug_params()).reshape(x.shape)
         return self._standardize(x)
 
     def _aug_params(self) -> dict:

@@ -21,12 +21,12 @@ Steps of a run: rounds × M × (1 − dropout) × E_eff × (n_train / K / B + 1/
 client, partial last batch included; checked against Dir(0.1) partitions of CIFAR-10, CINIC-10 and PathMNIST:
 8.31 vs 8.31, 7.55 vs 7.53, 14.56 vs 14.56 batches per epoch).
 
-Constants (``STEP_MODEL``; ``tests/test_cost_model.py`` recounts the ops and FLOPs of LeNet-5 and VGG-11):
+Constants (``STEP_MODEL``; ``tests/test_gpu_check.py`` recounts the ops and FLOPs of LeNet-5 and VGG-11):
 
 * ``ops``: aten ops of one training step of fedlib's reference path (``local_train`` with the paper's
   augmentation, FedAvg, ``_foreach`` SGD), counted by :func:`count_step_ops` (the ops of a 2-step client minus
-  those of a 1-step one): LeNet-5 138 (180 before the SGD update became ``_foreach`` ops), VGG-11 160,
-  EfficientNet-B0 1,011, B3 1,597 (the same at any image size); ``eval_ops``: aten ops of one evaluation forward
+  those of a 1-step one): LeNet-5 137 (180 before the SGD update became ``_foreach`` ops), VGG-11 159,
+  EfficientNet-B0 1,010, B3 1,596 (the same at any image size); ``eval_ops``: aten ops of one evaluation forward
   (:func:`count_eval_ops`);
 * ``flops``: forward FLOPs per sample at the paper's input size (32 × 32; the medical sets 224 × 224), counted
   with ``torch.utils.flop_counter`` (:func:`forward_flops`);
@@ -75,7 +75,7 @@ class StepModel:
 
     t_op: float = 15e-6
     ops: dict = field(
-        default_factory=lambda: {"lenet5": 138, "vgg11": 160, "efficientnet-b0": 1011, "efficientnet-b3": 1597}
+        default_factory=lambda: {"lenet5": 137, "vgg11": 159, "efficientnet-b0": 1010, "efficientnet-b3": 1596}
     )
     eval_ops: dict = field(
         default_factory=lambda: {"lenet5": 16, "vgg11": 25, "efficientnet-b0": 290, "efficientnet-b3": 466}
@@ -178,7 +178,8 @@ def _counting_mode():
 def count_step_ops(model_name: str, num_classes: int = 10, image_size: int = 32) -> int:
     """aten ops of one training step of ``local_train`` (augmentation on, FedAvg, momentum, weight decay) on CPU:
     the ops of a client with 2 steps minus those of a client with 1 step, after a first client that fills the
-    caches (batch 2: the count does not depend on the batch size; a ``_foreach`` op counts once, as on CUDA)."""
+    caches (batch 2: the count does not depend on the batch size; a ``_foreach`` op counts once, and the augmentation
+    writes flipped and grayed images with ``torch.where``, as on CUDA)."""
     import torch
 
     from fedlib.algorithms import make_algorithm
@@ -189,7 +190,7 @@ def count_step_ops(model_name: str, num_classes: int = 10, image_size: int = 32)
     torch.manual_seed(0)
     net = make_model(model_name, num_classes, in_channels=3, image_size=image_size)
     alg = make_algorithm("fedavg").bind(trainable_keys(net))
-    pre = Preprocessor(mean=(0.5,) * 3, std=(0.25,) * 3)
+    pre = Preprocessor(mean=(0.5,) * 3, std=(0.25,) * 3, sync_free=True)
     params = model_state(net)
     counts = []
     for n in (2, 2, 4):  # the first client fills the caches (luma weights, channel statistics): not counted

@@ -138,10 +138,14 @@ def test_image_replacement_by_index_equals_by_where(channels):
     from fedlib.data.augment import _replace_images
 
     x, mask = _batch((40, channels, 4, 5), seed=8), torch.rand(40, generator=_gen(2)) < 0.3
-    by_where = _replace_images(x.clone(), mask, lambda v: v.flip(-1) * 2, sync_free=True)
-    by_index = _replace_images(x.clone(), mask, lambda v: v.flip(-1) * 2, sync_free=False)
+    by_where = _replace_images(x.clone(), mask, lambda v: v.flip(-1) * 2, True)
+    by_index = _replace_images(x.clone(), mask, lambda v: v.flip(-1) * 2, False)
     assert torch.equal(by_where, by_index)
     assert torch.equal(by_index[mask], x[mask].flip(-1) * 2) and torch.equal(by_index[~mask], x[~mask])
+    u = torch.rand((40, 7), generator=_gen(5))
+    assert torch.equal(augment_with_uniforms(x, u, sync_free=True), augment_with_uniforms(x, u, sync_free=False))
+    with pytest.raises(ValueError, match="sync_free.*'yes'.*None \\(by device\\), True or False"):
+        Preprocessor(mean=(0.5,) * channels, std=(0.2,) * channels, sync_free="yes")
 
 
 def test_callers_images_are_left_unchanged():

@@ -152,7 +152,9 @@ def _factor(u: torch.Tensor, strength: float, apply: torch.Tensor) -> torch.Tens
     return torch.where(apply, low + (1.0 + strength - low) * u, torch.ones_like(u))
 
 
-def _check_aug(brightness, contrast, saturation, hue, jitter_p, flip_p, grayscale_p) -> None:
+def _check_aug(brightness, contrast, saturation, hue, jitter_p, flip_p, grayscale_p, sync_free=None) -> None:
+    if sync_free is not None and not isinstance(sync_free, bool):
+        raise ParameterError(None, "sync_free", sync_free, "None (by device), True or False")
     for name, value in (("brightness", brightness), ("contrast", contrast), ("saturation", saturation)):
         check_float(name, value, low=0.0)
     check_float("hue", hue, low=0.0, high=0.5)
@@ -163,14 +165,18 @@ def _check_aug(brightness, contrast, saturation, hue, jitter_p, flip_p, grayscal
 def augment_batch(x: torch.Tensor, *, generator: torch.Generator, **options) -> torch.Tensor:
     """Colour jitter, horizontal flip and random grayscale, per image, of floating images in [0, 1] (..., C, H, W):
     one (N, 7) uniform draw from ``generator`` (N images), then :func:`augment_with_uniforms` with ``options``."""
-    if not isinstance(generator, torch.Generator):
-        allowed = "a torch.Generator, e.g. torch.Generator().manual_seed(0)"
-        raise ParameterError(None, "generator", generator, allowed, got=f"type {type(generator).__name__}")
     names = [p for p in inspect.signature(augment_with_uniforms).parameters if p not in ("x", "u")]
     check_parameter_names("augment_batch", options, names)  # before the draw: a bad call leaves the generator as it was
     num_images = _flat(x).shape[0] if x.is_floating_point() else 0
-    u = torch.rand((num_images, 7), generator=generator, device=generator.device)
-    return augment_with_uniforms(x, u, **options)
+    return augment_with_uniforms(x, _uniforms(generator, num_images), **options)
+
+
+def _uniforms(generator: torch.Generator, num_images: int) -> torch.Tensor:
+    """The (N, 7) draw of :func:`augment_batch` from ``generator``."""
+    if not isinstance(generator, torch.Generator):
+        allowed = "a torch.Generator, e.g. torch.Generator().manual_seed(0)"
+        raise ParameterError(None, "generator", generator, allowed, got=f"type {type(generator).__name__}")
+    return torch.rand((num_images, 7), generator=generator, device=generator.device)
 
 
 def augment_with_uniforms(
@@ -184,6 +190,7 @@ def augment_with_uniforms(
     jitter_p: float = 1.0,
     flip_p: float = 0.5,
     grayscale_p: float = 0.1,
+    sync_free: bool | None = None,
 ) -> torch.Tensor:
     """The augmentation of :func:`augment_batch` with its draws given: one row of ``u`` per image, columns jitter
     on/off, brightness, contrast, saturation, hue, flip, grayscale (a batched trainer draws them per client).
@@ -191,12 +198,14 @@ def augment_with_uniforms(
     Jitter strengths s give factors uniform in [max(0, 1 - s), 1 + s] (the paper gives none; 0.4 is common), ``hue``
     a shift in [-hue, hue]; ``jitter_p`` is the probability that an image is jittered at all; ``flip_p`` and
     ``grayscale_p`` are the paper's 0.5 and 0.1. The order is fixed (brightness, contrast, saturation, hue, flip,
-    grayscale), unlike torchvision's.
+    grayscale), unlike torchvision's. ``sync_free`` says how the flipped and grayed images are written: by boolean
+    indexing, which touches only those images but synchronises with the host (False), or by ``torch.where`` over
+    the batch (True); None, the default, takes True on an accelerator and False on the CPU. The values are the same.
     """
     if not x.is_floating_point():
         allowed = "floating-point images in [0, 1] (see to_unit_float)"
         raise ParameterError(None, "x", x, allowed, got=f"dtype {x.dtype}")
-    _check_aug(brightness, contrast, saturation, hue, jitter_p, flip_p, grayscale_p)
+    _check_aug(brightness, contrast, saturation, hue, jitter_p, flip_p, grayscale_p, sync_free)
     flat = _flat(x)
     out = _augment_(
         flat.clone(),
@@ -208,6 +217,7 @@ def augment_with_uniforms(
         jitter_p=jitter_p,
         flip_p=flip_p,
         grayscale_p=grayscale_p,
+        sync_free=sync_free,
     )
     return out.reshape(x.shape)
 
@@ -221,7 +231,7 @@ def _checked_uniforms(u: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
     return u.to(flat.device)
 
 
-def _augment_(out, u, *, brightness, contrast, saturation, hue, jitter_p, flip_p, grayscale_p) -> torch.Tensor:
+def _augment_(out, u, *, brightness, contrast, saturation, hue, jitter_p, flip_p, grayscale_p, sync_free):
     """:func:`augment_with_uniforms` of checked arguments on images (N, C, H, W) of the caller's own: changes ``out``
     in place where it can and returns the result."""
     apply = u[:, 0] < jitter_p
@@ -233,16 +243,15 @@ def _augment_(out, u, *, brightness, contrast, saturation, hue, jitter_p, flip_p
         out = _saturation_(out, _per_image(_factor(u[:, 3], saturation, apply), out))
     if hue > 0:
         out = adjust_hue(out, torch.where(apply, (2.0 * u[:, 4] - 1.0) * hue, torch.zeros_like(u[:, 4])))
-    out = _replace_images(out, u[:, 5] < flip_p, lambda v: v.flip(-1))
+    out = _replace_images(out, u[:, 5] < flip_p, lambda v: v.flip(-1), sync_free)
     if out.shape[1] == 3:
-        out = _replace_images(out, u[:, 6] < grayscale_p, lambda v: rgb_to_grayscale(v).expand_as(v))
+        out = _replace_images(out, u[:, 6] < grayscale_p, lambda v: rgb_to_grayscale(v).expand_as(v), sync_free)
     return out
 
 
-def _replace_images(out: torch.Tensor, mask: torch.Tensor, make, *, sync_free: bool | None = None) -> torch.Tensor:
-    """The images ``mask`` (N,) of ``out`` (N, C, H, W) replaced by ``make`` of them.  On the CPU (``sync_free``
-    False) by boolean indexing in place, which touches only those images; elsewhere by ``torch.where`` over the
-    whole batch, which costs more arithmetic but no host synchronisation.  Both give the same values."""
+def _replace_images(out: torch.Tensor, mask: torch.Tensor, make, sync_free: bool | None) -> torch.Tensor:
+    """The images ``mask`` (N,) of ``out`` (N, C, H, W) replaced by ``make`` of them: in place by boolean indexing
+    (``sync_free`` False), or by ``torch.where`` over the whole batch (True); None: True off the CPU."""
     if sync_free is None:
         sync_free = out.device.type != "cpu"
     if sync_free:
@@ -256,7 +265,8 @@ def _replace_images(out: torch.Tensor, mask: torch.Tensor, make, *, sync_free: b
 class Preprocessor:
     """The paper's input pipeline for batches (..., C, H, W), uint8 or floating in [0, 1]: scale to [0, 1], resize
     (``image_size``), augment (:meth:`train` only, :func:`augment_batch`'s options), standardise with the training
-    set's ``mean`` and ``std``; ``gray_to_rgb`` repeats 1-channel batches to 3 channels first.
+    set's ``mean`` and ``std``; ``gray_to_rgb`` repeats 1-channel batches to 3 channels first; ``sync_free`` as in
+    :func:`augment_with_uniforms`.
     """
 
     mean: Sequence[float]
@@ -271,6 +281,7 @@ class Preprocessor:
     grayscale_p: float = 0.1
     image_size: int | None = None
     gray_to_rgb: bool = False
+    sync_free: bool | None = None
     _stats: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -316,7 +327,8 @@ class Preprocessor:
         """Training batch (..., C, H, W), uint8 or [0, 1] float: augment, then standardise."""
         x = self._prepare(x)
         if self.augment:
-            x = augment_batch(x, generator=generator, **self._aug_params())
+            flat = _flat(x)
+            x = _augment_(flat, _uniforms(generator, flat.shape[0]), **self._aug_params()).reshape(x.shape)
         return self._standardize(x)
 
     def train_with_uniforms(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -330,7 +342,7 @@ class Preprocessor:
     def _aug_params(self) -> dict:
         return {
             k: getattr(self, k)
-            for k in ("brightness", "contrast", "saturation", "hue", "jitter_p", "flip_p", "grayscale_p")
+            for k in ("brightness", "contrast", "saturation", "hue", "jitter_p", "flip_p", "grayscale_p", "sync_free")
         }
 
     def test(self, x: torch.Tensor) -> torch.Tensor:

@@ -40,7 +40,7 @@ from fedlib.training.local import (  # noqa: E402
 )
 from fedlib.training.models import make_model  # noqa: E402
 
-ALGORITHMS = ["fedavg", "fedprox", "scaffold", "scaffold/after_step", "fednova", "fedrs", "fedlc"]
+ALGORITHMS = ["fedavg", "fedprox", "scaffold", "scaffold/after_step", "fednova", "fedrs", "fedlc", "fedentropy"]
 PARAMS = {
     "fedprox": {"mu": 0.1},  # a large mu so the proximal term matters in a 2-round test
     "scaffold/after_step": {"correction": "after_step"},

@@ -10,9 +10,9 @@ per step; ``"loop"`` batches the gather, augmentation and SGD update and runs th
 ``shrink="compact"`` drops finished clients from the stacked state, ``"mask"`` keeps fixed shapes (for
 ``torch.compile``) and masks them. A partial batch of r < B samples is padded: its real rows carry a gradient scale
 B/r and the padding repeats row 0 detached, which gives exactly the gradient and loss of the mean over the r real
-samples for losses that are a mean of per-sample terms plus parameter-only terms (the six
-:data:`BATCHABLE_ALGORITHMS`). Anything else falls back to ``local_train`` per client with a ``UserWarning``
-(:func:`batching_unsupported_reason`).
+samples for losses that are a mean of per-sample terms plus parameter-only terms (the
+:data:`BATCHABLE_ALGORITHMS`; FedEntropy trains with FedAvg's loss and judges the trained clients afterwards).
+Anything else falls back to ``local_train`` per client with a ``UserWarning`` (:func:`batching_unsupported_reason`).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ __all__ = [
 Params = dict[str, torch.Tensor]
 
 #: Algorithms whose client hooks are vmappable and of the form the partial-batch identities need.
-BATCHABLE_ALGORITHMS = ("fedavg", "fedprox", "fednova", "scaffold", "fedrs", "fedlc")
+BATCHABLE_ALGORITHMS = ("fedavg", "fedprox", "fednova", "scaffold", "fedrs", "fedlc", "fedentropy")
 
 _SHRINK = ("compact", "mask")
 _KERNELS = ("auto", "vmap", "loop", "sequential")

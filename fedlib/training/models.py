@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from fedlib._validate import ParameterError, check_choice, check_int
+from fedlib.training.pooling import MaxPool2x2
 
 __all__ = ["MODEL_NAMES", "LeNet5", "VGG11", "efficientnet", "make_model", "count_parameters", "count_state_scalars"]
 
@@ -32,10 +33,10 @@ class LeNet5(nn.Module):
         self.features = nn.Sequential(
             nn.Conv2d(in_channels, 6, kernel_size=5),
             nn.ReLU(),
-            nn.MaxPool2d(2),
+            MaxPool2x2(),
             nn.Conv2d(6, 16, kernel_size=5),
             nn.ReLU(),
-            nn.MaxPool2d(2),
+            MaxPool2x2(),
         )
         self.classifier = nn.Sequential(
             nn.Linear(16 * side * side, 120),
@@ -64,7 +65,7 @@ class VGG11(nn.Module):
         channels = in_channels
         for item in _VGG11_CFG:
             if item == "M":
-                layers.append(nn.MaxPool2d(kernel_size=2, stride=2))
+                layers.append(MaxPool2x2())
                 continue
             layers += [nn.Conv2d(channels, item, kernel_size=3, padding=1), nn.ReLU()]
             channels = item

@@ -10,16 +10,14 @@ ratio baseline / pipeline.  Both must give the same tensor bit for bit, or the s
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
+from benchmarks.timing import parse_args, per_call_ms, report  # noqa: E402
 from fedlib.data.augment import LUMA_WEIGHTS, Preprocessor  # noqa: E402
 
 MEAN, STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)  # CIFAR-10 channel statistics
@@ -42,29 +40,8 @@ def out_of_place(images: torch.Tensor, u: torch.Tensor, strength: float = 0.4) -
     return (x - mean) / std
 
 
-def per_call_ms(fn, warmup: int, repeats: int) -> list[float]:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return times
-
-
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--images", type=int, default=640)
-    parser.add_argument("--repeats", type=int, default=50)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    for name in ("images", "repeats", "threads"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            parser.error(f"--{name}: got {value}; allowed: an integer >= 1")
+    args = parse_args(__doc__.splitlines()[0], "images", 640, argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     gen = torch.Generator().manual_seed(args.seed)
@@ -77,10 +54,8 @@ def main(argv=None) -> int:
     base = per_call_ms(lambda: out_of_place(images, u), args.warmup, args.repeats)
     new = per_call_ms(lambda: pre.train_with_uniforms(images, u), args.warmup, args.repeats)
     print(f"{args.images} images of 3x32x32, torch threads {torch.get_num_threads()}, {args.repeats} calls each")
-    print(f"{'path':<36}{'best ms':>10}{'median ms':>12}")
-    for name, t in (("out of place (baseline)", base), ("Preprocessor.train_with_uniforms", new)):
-        print(f"{name:<36}{min(t):>10.2f}{statistics.median(t):>12.2f}")
-    best, median = min(base) / min(new), statistics.median(base) / statistics.median(new)
+    rows = [("out of place (baseline)", base), ("Preprocessor.train_with_uniforms", new)]
+    best, median = report(rows, "path")
     print(f"ratio baseline / pipeline: {best:.2f}x (best), {median:.2f}x (median)")
     return 0
 

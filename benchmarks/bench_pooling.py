@@ -11,10 +11,7 @@ stops with status 1.
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -22,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+from benchmarks.timing import parse_args, per_call_ms, report  # noqa: E402
 from fedlib.training.models import LeNet5  # noqa: E402
 from fedlib.training.pooling import MaxPool2x2  # noqa: E402
 
@@ -36,29 +34,8 @@ def with_torch_pooling(net: LeNet5) -> LeNet5:
     return twin
 
 
-def per_call_ms(fn, warmup: int, repeats: int) -> list[float]:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return times
-
-
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--images", type=int, default=1017)
-    parser.add_argument("--repeats", type=int, default=50)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    for name in ("images", "repeats", "threads"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            parser.error(f"--{name}: got {value}; allowed: an integer >= 1")
+    args = parse_args(__doc__.splitlines()[0], "images", 1017, argv)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -75,10 +52,7 @@ def main(argv=None) -> int:
         f"LeNet-5 forward of {args.images} images of 3x32x32, torch threads {torch.get_num_threads()}, "
         f"{args.repeats} passes each"
     )
-    print(f"{'pooling':<36}{'best ms':>10}{'median ms':>12}")
-    for name, t in (("nn.MaxPool2d (baseline)", base), ("fedlib MaxPool2x2", new)):
-        print(f"{name:<36}{min(t):>10.2f}{statistics.median(t):>12.2f}")
-    best, median = min(base) / min(new), statistics.median(base) / statistics.median(new)
+    best, median = report([("nn.MaxPool2d (baseline)", base), ("fedlib MaxPool2x2", new)], "pooling")
     print(f"ratio baseline / fedlib: {best:.2f}x (best), {median:.2f}x (median)")
     return 0
 

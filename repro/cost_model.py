@@ -12,7 +12,7 @@
 ``batched`` engine (``fedlib.training.batched``, vmap kernel on CUDA): one launch sequence serves all clients still
 training, and a round lasts as many batched steps as its longest client (``compact`` shrinking), so per client
 step ``t_step = max(ops · t_op · f / M, 3 F B / R)`` with f = E[max τ_i] / E[mean τ_i] over the M picked clients.
-Models with BatchNorm (EfficientNet) fall back to the reference engine.
+Models with BatchNorm (EfficientNet) and FedConcat fall back to the reference engine.
 
 Evaluation (every round, whole test set, batches of ``eval_batch_size``): per test sample
 ``max(forward ops · t_op / eval_batch_size, F / R)``.
@@ -67,6 +67,9 @@ __all__ = [
 RECORDS_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 #: Models the batched engine trains (no BatchNorm buffers); the others fall back to the reference engine.
 BATCHED_MODELS = ("lenet5", "vgg11")
+#: Algorithms the batched engine hands to the reference engine whatever the model (FedConcat: its clients start
+#: from their clusters' models, and the engine takes one start for all).
+UNBATCHED_ALGORITHMS = ("fedconcat",)
 
 
 @dataclass(frozen=True)
@@ -128,7 +131,7 @@ def run_seconds(
     name = config.model
     steps = run_steps(config, n_train)
     got = (measured or {}).get("models", {}).get(name)
-    eng = engine if name in BATCHED_MODELS else "reference"
+    eng = engine if name in BATCHED_MODELS and config.algorithm not in UNBATCHED_ALGORITHMS else "reference"
     if got is not None and got.get(eng) is not None:
         return steps * got[eng], n_eval * got["eval"], "measured"
     return (

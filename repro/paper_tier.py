@@ -25,7 +25,8 @@ step the larger of its kernel-launch time and its arithmetic time; evaluation pe
 ops and FLOPs and ASSUMED per-op and FLOP rates, replaced by the seconds per step measured by
 ``python -m fedlib gpu-check`` where a record exists under ``benchmarks/results/`` (LeNet-5 and VGG-11).  The
 estimate is given for the engines the tier runs on a GPU (batched for LeNet-5 and VGG-11, the reference engine
-for EfficientNet, whose BatchNorm the batched engine does not vmap) and for the reference engine alone.  The CPU
+for EfficientNet, whose BatchNorm the batched engine does not vmap, and for FedConcat) and for the reference engine
+alone.  The CPU
 column uses the per-sample figures measured on a quiet 2-core CPU in ``benchmarks/README.md`` (LeNet-5 and
 VGG-11 only).
 
@@ -199,7 +200,7 @@ def _size_parts(size: pd.DataFrame, tier: str) -> tuple[str, pd.DataFrame, list[
             for m, v in size.attrs.get("by_model", {}).items()
         ),
         "GPU hours: training with the batched engine for LeNet-5 and VGG-11 and the "
-        "reference engine for EfficientNet, plus evaluating the test set every round; "
+        "reference engine for EfficientNet and FedConcat, plus evaluating the test set every round; "
         + how
         + (
             f"step model for {', '.join(modelled)} (repro.cost_model: per client step the larger of counted "

@@ -2,6 +2,7 @@
 clearly
 without CUDA, runs end to end on a CPU with ``--cpu-smoke``, and its records replace the step model."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -77,6 +78,10 @@ def test_the_newest_cuda_record_replaces_the_step_model(tmp_path):
     assert measured["file"].endswith("20260201T000000Z.json")
     train, ev, source = cost_model.run_seconds(one, n_train, 500 * 10_000, "batched", measured)
     assert source == "measured" and train == pytest.approx(steps * 5e-4) and ev == pytest.approx(0.5)
+    # FedConcat trains client after client on any model (its clients start from their clusters' models)
+    concat = dataclasses.replace(one, algorithm="fedconcat")
+    train, _, _ = cost_model.run_seconds(concat, n_train, 500 * 10_000, "batched", measured)
+    assert train == pytest.approx(steps * 2e-3)
     size = paper_tier.tier_size("paper", groups=["fedentropy"], records_dir=tmp_path)
     assert size.attrs["sources"] == {"lenet5": "measured"}
     assert "measured by gpu-check on NVIDIA H100" in paper_tier.format_size(size)

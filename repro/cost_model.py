@@ -67,9 +67,6 @@ __all__ = [
 RECORDS_DIR = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 #: Models the batched engine trains (no BatchNorm buffers); the others fall back to the reference engine.
 BATCHED_MODELS = ("lenet5", "vgg11")
-#: Algorithms the batched engine hands to the reference engine whatever the model (FedConcat: its clients start
-#: from their clusters' models, and the engine takes one start for all).
-UNBATCHED_ALGORITHMS = ("fedconcat",)
 
 
 @dataclass(frozen=True)
@@ -131,7 +128,9 @@ def run_seconds(
     name = config.model
     steps = run_steps(config, n_train)
     got = (measured or {}).get("models", {}).get(name)
-    eng = engine if name in BATCHED_MODELS and config.algorithm not in UNBATCHED_ALGORITHMS else "reference"
+    from fedlib.training.batched import BATCHABLE_ALGORITHMS  # the rest fall back whatever the model
+
+    eng = engine if name in BATCHED_MODELS and config.algorithm in BATCHABLE_ALGORITHMS else "reference"
     if got is not None and got.get(eng) is not None:
         return steps * got[eng], n_eval * got["eval"], "measured"
     return (

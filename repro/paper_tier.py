@@ -26,9 +26,8 @@ ops and FLOPs and ASSUMED per-op and FLOP rates, replaced by the seconds per ste
 ``python -m fedlib gpu-check`` where a record exists under ``benchmarks/results/`` (LeNet-5 and VGG-11).  The
 estimate is given for the engines the tier runs on a GPU (batched for LeNet-5 and VGG-11, the reference engine
 for EfficientNet, whose BatchNorm the batched engine does not vmap, and for FedConcat) and for the reference engine
-alone.  The CPU
-column uses the per-sample figures measured on a quiet 2-core CPU in ``benchmarks/README.md`` (LeNet-5 and
-VGG-11 only).
+alone.  The CPU column uses the per-sample figures measured on a quiet 2-core CPU in ``benchmarks/README.md``
+(LeNet-5 and VGG-11 only).
 
 ``run_tier`` runs every group, missing runs only: finished runs are read back from ``results_dir``, a run that was
 interrupted resumes from its last checkpoint in ``run_root`` (every ``checkpoint_every`` rounds), so starting the

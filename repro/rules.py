@@ -840,12 +840,17 @@ def join(judgements: Sequence[Judgement], combine: str = "every", statement: str
     return Judgement(rule, statement, _combine(settings, combine, (), "setting"), settings)
 
 
+def _distance(v: Verdict) -> float:
+    return v.distance if math.isfinite(v.distance) else 0.0
+
+
 def at_least(judgement: Judgement, k: int, across: str = "every") -> Judgement:
     """``judgement`` read as "at least ``k`` of the comparisons of each setting" ("several" baselines), in every
     setting (``across="some"``: in some setting): a setting reproduces when ``k`` of its comparisons reproduce,
-    does not when more than n - k do not (fewer than ``k`` can still reproduce), else undecided.  Each comparison
-    keeps its own verdict (judge it with ``combine="every"``: a pass at alpha, a miss at the statement's family
-    level)."""
+    does not when more than n - k do not (fewer than ``k`` can still reproduce), else undecided, carrying the
+    numbers of the undecided comparison that would make the k-th pass (with ``r`` passes, the (k - r)-th
+    strongest undecided one: its side is the side ``k`` of them lean to).  Each comparison keeps its own verdict
+    (judge it with ``combine="every"``: a pass at alpha, a miss at the statement's family level)."""
     if k < 1:
         raise ParameterError(None, "k", k, "an integer >= 1")
     out = []
@@ -855,8 +860,11 @@ def at_least(judgement: Judgement, k: int, across: str = "every") -> Judgement:
         ups = sum(p.verdict == REPRODUCES for p in parts)
         downs = sum(p.verdict == DOES_NOT for p in parts)
         verdict = REPRODUCES if ups >= k else DOES_NOT if downs > n - k else UNDECIDED
-        side = [p for p in parts if p.verdict == verdict] or list(parts)
-        binding = min(side, key=lambda p: p.distance if math.isfinite(p.distance) else 0.0)
+        if verdict == UNDECIDED:  # the comparison that must still turn for a pass: it sets the side leaned to
+            still_open = sorted((p for p in parts if p.verdict == UNDECIDED), key=_distance, reverse=True)
+            binding = still_open[k - ups - 1]
+        else:
+            binding = min((p for p in parts if p.verdict == verdict), key=_distance)
         reason = f"at least {k} of {n} comparisons: {ups} reproduce, {downs} do not; binding: {binding.reason}"
         out.append(
             replace(

@@ -422,6 +422,19 @@ def test_at_least_k_of_the_comparisons():
         rules.at_least(j, 0)
 
 
+def test_an_undecided_at_least_shows_the_comparison_that_would_make_the_kth_pass():
+    """B passes; C leans to a pass and D to a miss, both open: "at least 2" needs C, so it leans to a pass."""
+    f = _rivals(B=[5.0, 5.2, 4.8], C=[3.0, -1.0, 4.0], D=[-0.5, 1.0, -2.0])
+    j = rules.direction(f, [("A", m) for m in "BCD"])
+    assert [p.verdict for p in j.settings[0].parts] == [REPRODUCES, UNDECIDED, UNDECIDED]
+    two = rules.at_least(j, 2)
+    assert two.verdict == UNDECIDED
+    assert two.overall.comparison == "A - C" and two.overall.estimate == pytest.approx(2.0)
+    assert two.overall.leans == REPRODUCES
+    three = rules.at_least(j, 3)  # needs C and D: D, the weaker, decides the side
+    assert three.overall.comparison == "A - D" and three.overall.leans == DOES_NOT
+
+
 def test_join_combines_the_parts_of_a_statement():
     a = rules.direction(paired([5.0, 5.2, 4.8], model="lenet5"), ("A", "B"))
     b = rules.direction(paired([-5.0, -5.2, -4.8], model="vgg11"), ("A", "B"))

@@ -1,6 +1,8 @@
 """Tests of repro.significance: seed-paired tests, rank agreement with the paper, rounds to a
 reference."""
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -43,8 +45,23 @@ def test_sign_flip_p_hand():
     assert sg.sign_flip_p([3.0, 1.0, 1.0, 1.0]) == 2 / 16
 
 
+def test_sign_flip_p_beyond_the_exact_size_matches_the_binomial_by_hand():
+    # 16 differences of +1 and 8 of -1: |mean| = 8/24 is reached where the numbers of + and - differ by 8 or more,
+    # P(B >= 16) + P(B <= 8) for B ~ Binomial(24, 1/2)
+    d = [1.0] * 16 + [-1.0] * 8
+    exact = sum(math.comb(24, b) for b in range(25) if abs(2 * b - 24) >= 8) / 2**24
+    p = sg.sign_flip_p(d, draws=100_000, seed=3)
+    assert p == pytest.approx(exact, abs=4 * math.sqrt(exact * (1 - exact) / 100_000))
+    assert sg.sign_flip_p(d, draws=1000, seed=3) == sg.sign_flip_p(d, draws=1000, seed=3)
+    # 30 of one sign: only the two all-alike patterns reach it, so no draw is likely to: 1 / (1 + draws)
+    assert sg.sign_flip_p([1.0] * 30, draws=5000) == 1 / 5001
+    assert sg.sign_flip_p([0.0] * 25, draws=5000) == 1.0
+    with pytest.raises(ValueError, match=r"^parameter 'draws': got 0; allowed: an integer >= 1\.$"):
+        sg.sign_flip_p(d, draws=0)
+
+
 def test_sign_flip_p_rejects_bad_input():
-    allowed = r"allowed: 1 to 20 finite differences \(a 1-D sequence\)\.$"
+    allowed = r"allowed: a 1-D sequence of at least one finite difference\.$"
     with pytest.raises(ValueError, match=r"^parameter 'diffs': got \[\]; " + allowed):
         sg.sign_flip_p([])
     with pytest.raises(ValueError, match=r"^parameter 'diffs': got \[1\.0, nan\]; " + allowed):

@@ -68,8 +68,9 @@ def sign_flip_p(diffs, draws: int = 100_000, seed: int = 0) -> float:
     d = np.asarray(diffs, dtype=float)
     if d.ndim != 1 or d.size < 1 or not np.all(np.isfinite(d)):
         raise ParameterError(None, "diffs", diffs, "a 1-D sequence of at least one finite difference")
-    if isinstance(draws, bool) or not isinstance(draws, int) or draws < 1:
+    if isinstance(draws, (bool, np.bool_)) or not isinstance(draws, (int, np.integer)) or draws < 1:
         raise ParameterError(None, "draws", draws, "an integer >= 1")
+    draws = int(draws)
     observed = abs(d.mean()) - 1e-12
     if d.size <= EXACT_SIGN_FLIPS:
         signs = np.array(list(itertools.product((1.0, -1.0), repeat=d.size)))

@@ -58,6 +58,10 @@ def test_sign_flip_p_beyond_the_exact_size_matches_the_binomial_by_hand():
     assert sg.sign_flip_p([0.0] * 25, draws=5000) == 1.0
     with pytest.raises(ValueError, match=r"^parameter 'draws': got 0; allowed: an integer >= 1\.$"):
         sg.sign_flip_p(d, draws=0)
+    assert sg.sign_flip_p(d, draws=np.int64(1000), seed=3) == sg.sign_flip_p(d, draws=1000, seed=3)
+    for bad in (2.5, True, np.bool_(True)):
+        with pytest.raises(ValueError, match=r"^parameter 'draws'"):
+            sg.sign_flip_p(d, draws=bad)
 
 
 def test_sign_flip_p_rejects_bad_input():

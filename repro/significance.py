@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from fedlib._validate import ParameterError
+from fedlib._validate import ParameterError, check_int
 from fedlib.training.runs import last_rounds_mean
 
 __all__ = [
@@ -68,9 +68,7 @@ def sign_flip_p(diffs, draws: int = 100_000, seed: int = 0) -> float:
     d = np.asarray(diffs, dtype=float)
     if d.ndim != 1 or d.size < 1 or not np.all(np.isfinite(d)):
         raise ParameterError(None, "diffs", diffs, "a 1-D sequence of at least one finite difference")
-    if isinstance(draws, (bool, np.bool_)) or not isinstance(draws, (int, np.integer)) or draws < 1:
-        raise ParameterError(None, "draws", draws, "an integer >= 1")
-    draws = int(draws)
+    draws = check_int("draws", draws, low=1)
     observed = abs(d.mean()) - 1e-12
     if d.size <= EXACT_SIGN_FLIPS:
         signs = np.array(list(itertools.product((1.0, -1.0), repeat=d.size)))

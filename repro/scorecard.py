@@ -5,8 +5,8 @@ that tier's stored runs (:mod:`repro.quantities`; "not run at this tier" where i
 none), a verdict that changes when runs retrained on another machine (``results/machines/``) replace their
 stored twins counted undecided; a label-only statement once, from the label-only studies at the paper's scale.
 :func:`card` folds them into one row per statement: the columns label_only, quick, subset and paper and the
-overall verdict (a training statement's from the largest tier that judged it, named; a label-only statement's
-own).  :func:`counts` counts each column.  ``python -m repro.scorecard`` prints the card.
+overall verdict (a training statement's from the largest tier that judged it or whose seed plan still runs, named;
+a label-only statement's own).  :func:`counts` counts each column.  ``python -m repro.scorecard`` prints the card.
 """
 
 from __future__ import annotations
@@ -627,17 +627,14 @@ def card(judged: pd.DataFrame, table=None) -> pd.DataFrame:
 
 def _overall(statement, row: dict) -> tuple[str, str]:
     """(verdict, column it comes from) of a statement: label-only its own; training the largest tier that judged
-    it; else the tier whose seed plan is still running (its interim value); else why none did."""
+    it or whose seed plan is still running (its interim value: a plan at a larger tier supersedes a smaller tier's
+    verdict); else why none did."""
     judged = (REPRODUCES, DOES_NOT, PAPER_TOO, UNDECIDED)
     if "label_only" in statement.tiers:
         return row["label_only"], "label_only" if row["label_only"] in judged else ""
     for tier in reversed(TRAINING_TIERS):
-        if row[tier] in judged:
+        if row[tier] in (*judged, PLAN_RUNNING, PLAN_SHORT):
             return row[tier], tier
-    for status in (PLAN_RUNNING, PLAN_SHORT):  # judged once the plan's runs are in; the card shows the interim value
-        waiting = [t for t in TRAINING_TIERS if row[t] == status]
-        if waiting:
-            return status, waiting[-1]
     if statement.group_missing:
         return NO_GROUP, ""
     if any(row[t] == NOT_COMPUTED for t in statement.tiers):

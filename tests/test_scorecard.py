@@ -197,8 +197,8 @@ def test_the_html_card_shortens_the_tier_cells_and_spells_out_the_overall_verdic
                 "quick": UNDECIDED,
                 "subset": scorecard.PLAN_RUNNING,
                 "paper": scorecard.NOT_RUN,
-                "overall": UNDECIDED,
-                "overall_from": "quick",
+                "overall": scorecard.PLAN_RUNNING,
+                "overall_from": "subset",
                 "ours": "",
                 "contradicts": False,
                 "page": "",
@@ -209,7 +209,7 @@ def test_the_html_card_shortens_the_tier_cells_and_spells_out_the_overall_verdic
     assert (
         '<abbr title="undecided">?</abbr>' in out and '<abbr title="seed plan still running">plan running</abbr>' in out
     )
-    assert ">not run at this tier<" in out and ">undecided (quick)<" in out
+    assert ">not run at this tier<" in out and ">seed plan still running (subset)<" in out
 
 
 def test_a_label_only_verdict_is_not_copied_into_the_training_columns(table, stored):
@@ -448,6 +448,30 @@ def test_a_group_of_the_seed_plan_is_judged_only_once_all_its_planned_runs_are_s
     card = scorecard.card(scorecard.judge(("subset",), table=t, machines_dir=machines), t).iloc[0]
     assert (card["overall"], card["overall_from"]) == (scorecard.PLAN_RUNNING, "subset")
     assert card["ours"].startswith("interim, not a verdict")
+
+
+@pytest.mark.slow
+def test_a_seed_plan_running_at_a_larger_tier_supersedes_a_smaller_tiers_verdict(monkeypatch, table, stored):
+    """The quick tier judges KL's 10 pp gap, the subset tier's plan lacks one run: the overall verdict is the
+    subset plan's status, not the quick verdict it will replace; with the run in, the subset verdict."""
+    judged_outside_the_plans(monkeypatch, "V-B1/kl_low")
+    t = only(table, "V-B1/kl_low")
+
+    def level(label):
+        return 50 if label["method"] == "KL" else 60
+
+    groups = planned_groups("subset", level)
+    g, fresh = groups["table1"], tiers.confirmatory("subset").seeds
+    first = g.meta.loc[~g.meta["seed"].isin(fresh), "key"].iloc[0]
+    short = StoredGroup("subset", "table1", g.frame[g.frame["key"] != first], g.meta[g.meta["key"] != first])
+    overall = {}
+    for name, subset in (("short", short), ("full", g)):
+        machines = stored({"quick": planned_groups("quick", level), "subset": {"table1": subset}})
+        c = scorecard.card(scorecard.judge(("quick", "subset"), table=t, machines_dir=machines), t).iloc[0]
+        assert c["quick"] == REPRODUCES
+        overall[name] = (c["subset"], c["overall"], c["overall_from"])
+    assert overall["short"] == (scorecard.PLAN_RUNNING, scorecard.PLAN_RUNNING, "subset")
+    assert overall["full"] == (REPRODUCES, REPRODUCES, "subset")
 
 
 def test_a_planned_group_with_no_run_stored_yet_says_the_plan_is_running(monkeypatch, table, tmp_path):
